@@ -1,0 +1,19 @@
+"""structlearn: structured probabilistic models for sequences, segments, trees, hierarchies and graphs."""
+__version__ = "0.1.0"
+
+_LAZY = {
+    "LinearChainCRF": "structlearn.estimators.crf",
+    "HiddenSemiMarkovModel": "structlearn.models.hsmm",
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'structlearn' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_LAZY))

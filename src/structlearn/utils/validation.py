@@ -1,0 +1,120 @@
+"""Boundary validation shared by structures, models and estimators.
+
+Messages say what was expected, what arrived and how to fix it. Kernels never validate.
+"""
+import numpy as np
+
+
+def check_lengths(lengths, n_rows, *, name="lengths", rows_name="the potentials"):
+    """Validate sequence lengths of a packed ragged batch.
+
+    Parameters
+    ----------
+    lengths : None or array-like of int, shape (B,)
+        Length of every sequence; ``None`` means a single sequence of ``n_rows`` tokens.
+    n_rows : int
+        Number of packed rows N; ``lengths`` must sum to it.
+
+    Returns
+    -------
+    lengths : ndarray of int64, shape (B,)
+    offsets : ndarray of int64, shape (B + 1,)
+        ``offsets[b]:offsets[b + 1]`` are the rows of sequence b.
+
+    Raises
+    ------
+    ValueError
+        If a length is negative or not an integer, or the lengths do not sum to ``n_rows``.
+    """
+    if lengths is None:
+        lengths = np.array([n_rows], dtype=np.int64)
+    else:
+        arr = np.asarray(lengths)
+        if arr.ndim != 1:
+            raise ValueError(f"`{name}` must be 1-d (one length per sequence); got shape {arr.shape}")
+        if arr.size and not np.issubdtype(arr.dtype, np.integer):
+            if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
+                raise ValueError(f"`{name}` must hold whole numbers; got {arr[:5]!r}")
+        lengths = arr.astype(np.int64)
+        if lengths.size and lengths.min() < 0:
+            raise ValueError(f"`{name}` must be non-negative; got {int(lengths.min())} "
+                             f"at sequence {int(np.argmin(lengths))}")
+        total = int(lengths.sum())
+        if total != n_rows:
+            raise ValueError(f"`{name}` sums to {total} but {rows_name} have {n_rows} rows")
+    offsets = np.zeros(lengths.shape[0] + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return lengths, offsets
+
+
+def check_log_potentials(x, name, shape=None, *, ndim=None):
+    """Return ``x`` as a C-contiguous float64 array of log-potentials.
+
+    ``-inf`` is legal (a forbidden label, transition or segment); NaN and ``+inf`` are not.
+
+    Parameters
+    ----------
+    x : array-like
+    name : str
+        Argument name used in error messages.
+    shape : tuple of (int or None), optional
+        Expected shape; ``None`` entries match any size.
+    ndim : int or tuple of int, optional
+        Allowed number of dimensions when ``shape`` is not given.
+
+    Raises
+    ------
+    ValueError
+        Wrong shape, NaN or +inf entries, or a non-numeric array.
+    """
+    try:
+        arr = np.ascontiguousarray(x, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"`{name}` must be a numeric array; got {type(x).__name__} ({exc})") from None
+    if shape is not None:
+        if arr.ndim != len(shape) or any(s is not None and s != a for s, a in zip(shape, arr.shape)):
+            want = "(" + ", ".join("?" if s is None else str(s) for s in shape) + ")"
+            raise ValueError(f"`{name}` must have shape {want}; got {arr.shape}")
+    elif ndim is not None:
+        allowed = (ndim,) if isinstance(ndim, int) else tuple(ndim)
+        if arr.ndim not in allowed:
+            raise ValueError(f"`{name}` must have {' or '.join(map(str, allowed))} dimensions; "
+                             f"got shape {arr.shape}")
+    if arr.size:
+        bad = np.isnan(arr)
+        if bad.any():
+            idx = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise ValueError(f"`{name}` contains NaN (first at index {idx}); log-potentials must be "
+                             f"finite or -inf")
+        bad = arr == np.inf
+        if bad.any():
+            idx = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise ValueError(f"`{name}` contains +inf (first at index {idx}); log-potentials must be "
+                             f"finite or -inf")
+    return arr
+
+
+def check_allowed_mask(allowed, shape, name="allowed"):
+    """Validate a boolean mask of allowed labels, shape (N, K)."""
+    arr = np.asarray(allowed)
+    if arr.shape != tuple(shape):
+        raise ValueError(f"`{name}` must be a boolean mask of shape {tuple(shape)}; got {arr.shape}")
+    if arr.dtype != np.bool_:
+        if not np.isin(arr, (0, 1)).all():
+            raise ValueError(f"`{name}` must be boolean (or 0/1); got dtype {arr.dtype}")
+        arr = arr.astype(bool)
+    return arr
+
+
+def check_labels(labels, n_rows, n_labels, name="labels"):
+    """Validate a packed labeling: int array (N,) with values in [0, K)."""
+    arr = np.asarray(labels)
+    if arr.shape != (n_rows,):
+        raise ValueError(f"`{name}` must have shape ({n_rows},) (one label per token); got {arr.shape}")
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        raise ValueError(f"`{name}` must hold integer label indices; got dtype {arr.dtype}")
+    arr = arr.astype(np.int64)
+    if arr.size and (arr.min() < 0 or arr.max() >= n_labels):
+        bad = int(np.flatnonzero((arr < 0) | (arr >= n_labels))[0])
+        raise ValueError(f"`{name}` must lie in [0, {n_labels}); got {int(arr[bad])} at row {bad}")
+    return arr

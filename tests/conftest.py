@@ -1,0 +1,29 @@
+"""Shared test fixtures: the one helper through which tests reach real data."""
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+from structlearn.datasets import get_data_path
+
+settings.register_profile(
+    "structlearn", deadline=None, max_examples=60, derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("structlearn")
+
+
+def require_data(name):
+    """Folder of real data set ``name``; skip when absent, but fail under CI (where ../shared exists)."""
+    path = get_data_path(name)
+    if path is None:
+        msg = f"real data set {name!r} not found (looked in $STRUCTLEARN_DATA and ../shared/data)"
+        if os.environ.get("CI"):
+            raise RuntimeError(msg + "; under CI the data must be present")
+        pytest.skip(msg)
+    return path
+
+
+@pytest.fixture
+def data_path():
+    """Fixture form of :func:`require_data`: ``data_path("conll2000")``."""
+    return require_data
