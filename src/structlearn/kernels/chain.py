@@ -1,0 +1,583 @@
+"""Numba kernels for linear chains (first-order, packed ragged batches).
+
+Arrays in, arrays out; no validation. Conventions:
+
+- ``unary``: (N, K) log-potentials, rows of all sequences concatenated; ``offsets``: (B + 1,).
+- ``trans``: (S, K, K) log-potentials "from, to"; S = 1 for a stationary transition, S = N for a
+  time-varying one where row t scores the step from token t to t + 1 (rows at sequence ends unused).
+- ``start``, ``end``: (K,) log-potentials of the first / last label.
+
+The recurrences (Lafferty et al. 2001; seed 000 eqs. "folc-alpha", "folc-beta")::
+
+    α[0, j]   = start[j] + unary[0, j]
+    α[t, j]   = unary[t, j] + ⊕_i (α[t-1, i] + trans[t-1, i, j])
+    β[T-1, i] = end[i]
+    β[t, i]   = ⊕_j (trans[t, i, j] + unary[t+1, j] + β[t+1, j])
+    log Z     = ⊕_j (α[T-1, j] + end[j])
+
+In the LOG semiring the matrix–vector step runs in linear space on exp-shifted values (one exp per label
+and step instead of K), and any column whose shifted sum falls below ``_TINY`` (underflow risk, or a
+forbidden label) is recomputed exactly in log space, so results match the plain log-space recursion to
+rounding error for potentials of any scale and are exactly -inf where nothing is allowed.
+"""
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from ..semirings import LOG, MAX
+
+_TINY = 1e-200  # below this a shifted linear-space sum may have lost terms: recompute in log space
+_HUGE = 1e200
+
+
+@njit(cache=True, inline="always")
+def _tr(S, t):
+    return 0 if S == 1 else t
+
+
+@njit(cache=True)
+def _shifted_exp(trans_s, axis):
+    """exp(trans - max) with the max taken per column (axis 0) or per row (axis 1); max returned too."""
+    K = trans_s.shape[0]
+    out = np.empty((K, K))
+    mx = np.full(K, -np.inf)
+    for i in range(K):
+        for j in range(K):
+            v = trans_s[i, j]
+            k = j if axis == 0 else i
+            if v > mx[k]:
+                mx[k] = v
+    for i in range(K):
+        for j in range(K):
+            k = j if axis == 0 else i
+            if mx[k] == -np.inf:
+                out[i, j] = 0.0
+            else:
+                out[i, j] = math.exp(trans_s[i, j] - mx[k])
+    return out, mx
+
+
+@njit(cache=True, inline="always")
+def _logsumexp_col(prev, trans_s, j):
+    # exact ⊕_i prev[i] + trans_s[i, j]
+    K = prev.shape[0]
+    m = -np.inf
+    for i in range(K):
+        v = prev[i] + trans_s[i, j]
+        if v > m:
+            m = v
+    if m == -np.inf:
+        return m
+    s = 0.0
+    for i in range(K):
+        v = prev[i] + trans_s[i, j]
+        if v != -np.inf:
+            s += math.exp(v - m)
+    return m + math.log(s)
+
+
+@njit(cache=True, inline="always")
+def _logsumexp_row(trans_s, nxt, i):
+    # exact ⊕_j trans_s[i, j] + nxt[j]
+    K = nxt.shape[0]
+    m = -np.inf
+    for j in range(K):
+        v = trans_s[i, j] + nxt[j]
+        if v > m:
+            m = v
+    if m == -np.inf:
+        return m
+    s = 0.0
+    for j in range(K):
+        v = trans_s[i, j] + nxt[j]
+        if v != -np.inf:
+            s += math.exp(v - m)
+    return m + math.log(s)
+
+
+@njit(cache=True)
+def _forward_seq(unary, trans, start, o, T, semiring, ahat, inc, eT, cmax):
+    """Normalised forward pass of one sequence.
+
+    Stores ``ahat[r] = α[r] - M_r`` (row max 0) and ``inc[r] = M_r - M_{r-1}``, so log-scores never
+    grow with t (marginals stay exact on chains of any length) and log Z = Σ inc + final term.
+    eT/cmax: column-shifted exp of a stationary trans (LOG).
+    """
+    K = unary.shape[1]
+    S = trans.shape[0]
+    m = -np.inf
+    for j in range(K):
+        v = start[j] + unary[o, j]
+        if v > m:
+            m = v
+    inc[o] = m
+    for j in range(K):
+        ahat[o, j] = start[j] + unary[o, j] - m if m != -np.inf else -np.inf
+    p = np.empty(K)
+    for t in range(1, T):
+        r = o + t
+        ts = _tr(S, r - 1)
+        prev = ahat[r - 1]
+        if inc[r - 1] == -np.inf:  # infeasible prefix stays infeasible
+            inc[r] = -np.inf
+            for j in range(K):
+                ahat[r, j] = -np.inf
+            continue
+        if semiring == MAX:
+            for j in range(K):
+                best = -np.inf
+                for i in range(K):
+                    v = prev[i] + trans[ts, i, j]
+                    if v > best:
+                        best = v
+                ahat[r, j] = unary[r, j] + best
+        else:
+            # linear-space step (prev has max 0) with exact log-space fallback per column
+            if S != 1:
+                eT, cmax = _shifted_exp(trans[ts], 0)
+            for i in range(K):
+                p[i] = math.exp(prev[i])
+            for j in range(K):
+                if cmax[j] == -np.inf or unary[r, j] == -np.inf:
+                    ahat[r, j] = -np.inf
+                    continue
+                s = 0.0
+                for i in range(K):
+                    s += p[i] * eT[i, j]
+                if s > _TINY:
+                    ahat[r, j] = unary[r, j] + cmax[j] + math.log(s)
+                else:
+                    ahat[r, j] = unary[r, j] + _logsumexp_col(prev, trans[ts], j)
+        m = -np.inf
+        for j in range(K):
+            if ahat[r, j] > m:
+                m = ahat[r, j]
+        inc[r] = m
+        if m != -np.inf:
+            for j in range(K):
+                ahat[r, j] -= m
+
+
+@njit(cache=True)
+def _backward_seq(unary, trans, end, o, T, bhat, inc, eT, rmax):
+    """Normalised backward pass of one sequence (LOG semiring).
+
+    Stores ``bhat[r] = β[r] - S_r`` (row max 0 below the last row) and ``inc[r] = S_r - S_{r+1}``.
+    eT/rmax: row-shifted exp of a stationary trans.
+    """
+    K = unary.shape[1]
+    S = trans.shape[0]
+    last = o + T - 1
+    for i in range(K):
+        bhat[last, i] = end[i]
+    inc[last] = 0.0
+    v = np.empty(K)
+    q = np.empty(K)
+    for t in range(T - 2, -1, -1):
+        r = o + t
+        ts = _tr(S, r)
+        if S != 1:
+            eT, rmax = _shifted_exp(trans[ts], 1)
+        m = -np.inf
+        for j in range(K):
+            v[j] = unary[r + 1, j] + bhat[r + 1, j]
+            if v[j] > m:
+                m = v[j]
+        if m == -np.inf:
+            inc[r] = -np.inf
+            for i in range(K):
+                bhat[r, i] = -np.inf
+            continue
+        for j in range(K):
+            q[j] = math.exp(v[j] - m)
+        mm = -np.inf
+        for i in range(K):
+            if rmax[i] == -np.inf:
+                bhat[r, i] = -np.inf
+                continue
+            s = 0.0
+            for j in range(K):
+                s += eT[i, j] * q[j]
+            if s > _TINY:
+                bhat[r, i] = m + rmax[i] + math.log(s)
+            else:
+                bhat[r, i] = _logsumexp_row(trans[ts], v, i)
+            if bhat[r, i] > mm:
+                mm = bhat[r, i]
+        inc[r] = mm
+        if mm != -np.inf:
+            for i in range(K):
+                bhat[r, i] -= mm
+
+
+@njit(cache=True, inline="always")
+def _final(alpha_last, end, semiring):
+    K = end.shape[0]
+    if semiring == MAX:
+        best = -np.inf
+        for j in range(K):
+            v = alpha_last[j] + end[j]
+            if v > best:
+                best = v
+        return best
+    m = -np.inf
+    for j in range(K):
+        v = alpha_last[j] + end[j]
+        if v > m:
+            m = v
+    if m == -np.inf:
+        return m
+    s = 0.0
+    for j in range(K):
+        v = alpha_last[j] + end[j]
+        if v != -np.inf:
+            s += math.exp(v - m)
+    return m + math.log(s)
+
+
+@njit(cache=True, parallel=True)
+def chain_forward(unary, trans, start, end, offsets, semiring):
+    """Normalised forward scores in the given semiring.
+
+    Returns ``ahat`` (N, K), ``inc`` (N,) and log Z (or max score) (B,); the forward log-scores are
+    ``α[r] = ahat[r] + Σ_{r' ≤ r in the same sequence} inc[r']``.
+    """
+    N, K = unary.shape
+    B = offsets.shape[0] - 1
+    alpha = np.empty((N, K))
+    inc = np.empty(N)
+    out = np.zeros(B)
+    eT, cmax = _shifted_exp(trans[0], 0)
+    for b in prange(B):
+        o = offsets[b]
+        T = offsets[b + 1] - o
+        if T == 0:
+            continue
+        _forward_seq(unary, trans, start, o, T, semiring, alpha, inc, eT, cmax)
+        out[b] = _total(inc, o, T) + _final(alpha[o + T - 1], end, semiring)
+    return alpha, inc, out
+
+
+@njit(cache=True, inline="always")
+def _total(inc, o, T):
+    s = 0.0
+    for r in range(o, o + T):
+        s += inc[r]
+    return s
+
+
+@njit(cache=True, parallel=True)
+def chain_backward(unary, trans, end, offsets):
+    """Normalised backward scores (LOG): ``bhat`` (N, K) and ``inc`` (N,), with
+    ``β[r] = bhat[r] + Σ_{r' ≥ r in the same sequence} inc[r']``."""
+    N, K = unary.shape
+    B = offsets.shape[0] - 1
+    beta = np.empty((N, K))
+    inc = np.empty(N)
+    eT, rmax = _shifted_exp(trans[0], 1)
+    for b in prange(B):
+        o = offsets[b]
+        T = offsets[b + 1] - o
+        if T == 0:
+            continue
+        _backward_seq(unary, trans, end, o, T, beta, inc, eT, rmax)
+    return beta, inc
+
+
+@njit(cache=True)
+def _edge_marginals_step(ahat_r, trans_s, eT, rmax, unary_n, bhat_n, log_norm, out):
+    """Add P(y_t = i, y_t+1 = j) into out (K, K) for one step.
+
+    P(i, j) = exp(ahat_r[i] + trans_s[i, j] + unary_n[j] + bhat_n[j] - log_norm), where log_norm is the
+    local normaliser (see :func:`chain_marginals`). Fast linear-space product with exact fallback.
+    """
+    K = ahat_r.shape[0]
+    q = np.empty(K)
+    v = np.empty(K)
+    qm = -np.inf
+    for j in range(K):
+        v[j] = unary_n[j] + bhat_n[j]
+        if v[j] > qm:
+            qm = v[j]
+    if qm == -np.inf:
+        return
+    for j in range(K):
+        q[j] = math.exp(v[j] - qm)
+    for i in range(K):
+        if ahat_r[i] == -np.inf or rmax[i] == -np.inf:
+            continue
+        e = ahat_r[i] + rmax[i] + qm - log_norm
+        if e < 460.0 and e > -460.0:
+            a = math.exp(e)
+            for j in range(K):
+                if q[j] > 1e-140 and eT[i, j] > 1e-140:
+                    out[i, j] += a * eT[i, j] * q[j]
+                else:
+                    w = ahat_r[i] + trans_s[i, j] + v[j] - log_norm
+                    if w != -np.inf:
+                        out[i, j] += math.exp(w)
+        else:
+            for j in range(K):
+                w = ahat_r[i] + trans_s[i, j] + v[j] - log_norm
+                if w != -np.inf:
+                    out[i, j] += math.exp(w)
+
+
+@njit(cache=True, parallel=True)
+def chain_marginals(unary, trans, start, end, offsets, edge_mode):
+    """log Z (B,), unary marginals (N, K) and edge marginals.
+
+    edge_mode 0: none (returns a (0, K, K) array); 1: full (N, K, K), row t = P(y_t, y_t+1), rows at
+    sequence ends 0; 2: per-sequence sums (B, K, K).
+
+    Marginals are normalised locally at every token, P(y_t = k) ∝ exp(ahat[t, k] + bhat[t, k]), which is
+    exact and keeps them accurate to rounding error however long the chain (scores of 10⁸ in log space
+    would otherwise cost 8 digits).
+    """
+    N, K = unary.shape
+    B = offsets.shape[0] - 1
+    S = trans.shape[0]
+    alpha = np.empty((N, K))
+    beta = np.empty((N, K))
+    inca = np.empty(N)
+    incb = np.empty(N)
+    log_z = np.zeros(B)
+    umarg = np.zeros((N, K))
+    if edge_mode == 1:
+        emarg = np.zeros((N, K, K))
+    elif edge_mode == 2:
+        emarg = np.zeros((B, K, K))
+    else:
+        emarg = np.zeros((0, K, K))
+    eTc, cmax = _shifted_exp(trans[0], 0)
+    eTr, rmax = _shifted_exp(trans[0], 1)
+    for b in prange(B):
+        o = offsets[b]
+        T = offsets[b + 1] - o
+        if T == 0:
+            continue
+        _forward_seq(unary, trans, start, o, T, LOG, alpha, inca, eTc, cmax)
+        lz = _total(inca, o, T) + _final(alpha[o + T - 1], end, LOG)
+        log_z[b] = lz
+        if lz == -np.inf:
+            continue
+        _backward_seq(unary, trans, end, o, T, beta, incb, eTr, rmax)
+        eT_s = eTr
+        rm_s = rmax
+        w = np.empty(K)
+        for r in range(o, o + T):
+            m = -np.inf
+            for k in range(K):
+                w[k] = alpha[r, k] + beta[r, k]
+                if w[k] > m:
+                    m = w[k]
+            tot = 0.0
+            for k in range(K):
+                if w[k] != -np.inf:
+                    w[k] = math.exp(w[k] - m)
+                    tot += w[k]
+                else:
+                    w[k] = 0.0
+            for k in range(K):
+                umarg[r, k] = w[k] / tot
+            if edge_mode == 0 or r == o + T - 1:
+                continue
+            ts = _tr(S, r)
+            if S != 1:
+                eT_s, rm_s = _shifted_exp(trans[ts], 1)
+            log_norm = m + math.log(tot) + incb[r]
+            if edge_mode == 1:
+                _edge_marginals_step(alpha[r], trans[ts], eT_s, rm_s, unary[r + 1], beta[r + 1],
+                                     log_norm, emarg[r])
+            else:
+                _edge_marginals_step(alpha[r], trans[ts], eT_s, rm_s, unary[r + 1], beta[r + 1],
+                                     log_norm, emarg[b])
+    return log_z, umarg, emarg
+
+
+@njit(cache=True, parallel=True)
+def chain_viterbi(unary, trans, start, end, offsets):
+    """Max-product decoding: best scores (B,) and labels (N,) (-1 rows for infeasible sequences)."""
+    N, K = unary.shape
+    B = offsets.shape[0] - 1
+    S = trans.shape[0]
+    labels = np.full(N, -1, dtype=np.int64)
+    best = np.zeros(B)
+    delta = np.empty((N, K))
+    bp = np.zeros((N, K), dtype=np.int32)
+    for b in prange(B):
+        o = offsets[b]
+        T = offsets[b + 1] - o
+        if T == 0:
+            continue
+        for j in range(K):
+            delta[o, j] = start[j] + unary[o, j]
+        for r in range(o + 1, o + T):
+            ts = _tr(S, r - 1)
+            for j in range(K):
+                m = -np.inf
+                arg = 0
+                for i in range(K):
+                    v = delta[r - 1, i] + trans[ts, i, j]
+                    if v > m:
+                        m = v
+                        arg = i
+                delta[r, j] = unary[r, j] + m
+                bp[r, j] = arg
+        last = o + T - 1
+        m = -np.inf
+        arg = 0
+        for j in range(K):
+            v = delta[last, j] + end[j]
+            if v > m:
+                m = v
+                arg = j
+        best[b] = m
+        if m == -np.inf:
+            continue
+        labels[last] = arg
+        for r in range(last, o, -1):
+            labels[r - 1] = bp[r, labels[r]]
+    return best, labels
+
+
+@njit(cache=True, parallel=True)
+def chain_score(unary, trans, start, end, offsets, labels):
+    """Log-score (B,) of the packed labeling ``labels`` (N,)."""
+    B = offsets.shape[0] - 1
+    S = trans.shape[0]
+    out = np.zeros(B)
+    for b in prange(B):
+        o = offsets[b]
+        T = offsets[b + 1] - o
+        if T == 0:
+            continue
+        s = start[labels[o]] + end[labels[o + T - 1]]
+        for r in range(o, o + T):
+            s += unary[r, labels[r]]
+            if r + 1 < o + T:
+                s += trans[_tr(S, r), labels[r], labels[r + 1]]
+        out[b] = s
+    return out
+
+
+@njit(cache=True, parallel=True)
+def chain_sample(alpha, log_z, trans, end, offsets, uniforms):
+    """Exact posterior samples by forward filtering, backward sampling.
+
+    ``alpha``: normalised forward scores ``ahat`` from :func:`chain_forward` (LOG; only differences
+    within a row matter); ``uniforms`` (n, N) in [0, 1). Returns (n, N) labels.
+    Sequences with log Z = -inf are left at -1.
+    """
+    n = uniforms.shape[0]
+    N, K = alpha.shape
+    B = offsets.shape[0] - 1
+    S = trans.shape[0]
+    out = np.full((n, N), -1, dtype=np.int64)
+    for b in prange(B):
+        o = offsets[b]
+        T = offsets[b + 1] - o
+        if T == 0 or log_z[b] == -np.inf:
+            continue
+        w = np.empty(K)
+        for s in range(n):
+            last = o + T - 1
+            # P(y_T-1 = j) ∝ exp(alpha + end)
+            for j in range(K):
+                w[j] = alpha[last, j] + end[j]
+            out[s, last] = _draw(w, uniforms[s, last])
+            for r in range(last - 1, o - 1, -1):
+                nxt = out[s, r + 1]
+                ts = _tr(S, r)
+                for i in range(K):
+                    w[i] = alpha[r, i] + trans[ts, i, nxt]
+                out[s, r] = _draw(w, uniforms[s, r])
+    return out
+
+
+@njit(cache=True)
+def _draw(logw, u):
+    """Index drawn with probabilities ∝ exp(logw) using the uniform u."""
+    K = logw.shape[0]
+    m = -np.inf
+    for k in range(K):
+        if logw[k] > m:
+            m = logw[k]
+    tot = 0.0
+    for k in range(K):
+        if logw[k] != -np.inf:
+            tot += math.exp(logw[k] - m)
+    target = u * tot
+    acc = 0.0
+    last_ok = 0
+    for k in range(K):
+        if logw[k] != -np.inf:
+            acc += math.exp(logw[k] - m)
+            last_ok = k
+            if acc > target:
+                return k
+    return last_ok
+
+
+@njit(cache=True, parallel=True)
+def chain_kbest(unary, trans, start, end, offsets, k):
+    """The k best labelings of every sequence (exact, best first).
+
+    Each cell (t, j) keeps the top-k partial scores ending in label j with back-pointers
+    (previous label, previous rank). Time O(N·K²·k·log(K·k)), memory O(N·K·k).
+    Returns scores (B, k) (-inf padding) and labels (k, N) (-1 padding).
+    """
+    N, K = unary.shape
+    B = offsets.shape[0] - 1
+    S = trans.shape[0]
+    scores = np.full((B, k), -np.inf)
+    labels = np.full((k, N), -1, dtype=np.int64)
+    for b in prange(B):
+        o = offsets[b]
+        T = offsets[b + 1] - o
+        if T == 0:
+            if k > 0:
+                scores[b, 0] = 0.0
+            continue
+        sc = np.full((T, K, k), -np.inf)
+        bpl = np.full((T, K, k), -1, dtype=np.int64)
+        bpr = np.full((T, K, k), -1, dtype=np.int64)
+        for j in range(K):
+            sc[0, j, 0] = start[j] + unary[o, j]
+        cand = np.empty(K * k)
+        for t in range(1, T):
+            ts = _tr(S, o + t - 1)
+            for j in range(K):
+                for i in range(K):
+                    for r in range(k):
+                        cand[i * k + r] = sc[t - 1, i, r] + trans[ts, i, j]
+                order = np.argsort(-cand, kind="mergesort")
+                for r in range(k):
+                    c = order[r]
+                    v = cand[c]
+                    if v == -np.inf:
+                        break
+                    sc[t, j, r] = v + unary[o + t, j]
+                    bpl[t, j, r] = c // k
+                    bpr[t, j, r] = c % k
+        fin = np.empty(K * k)
+        for j in range(K):
+            for r in range(k):
+                fin[j * k + r] = sc[T - 1, j, r] + end[j]
+        order = np.argsort(-fin, kind="mergesort")
+        for r in range(k):
+            c = order[r]
+            v = fin[c]
+            if v == -np.inf:
+                break
+            scores[b, r] = v
+            j = c // k
+            rk = c % k
+            for t in range(T - 1, -1, -1):
+                labels[r, o + t] = j
+                if t > 0:
+                    j2 = bpl[t, j, rk]
+                    rk = bpr[t, j, rk]
+                    j = j2
+    return scores, labels
