@@ -1,0 +1,312 @@
+"""Trees: one label per node of a rooted tree, over a packed ragged batch of trees."""
+import numpy as np
+
+from ..kernels import tree as _k
+from ..semirings import LOG, MAX
+from ..utils.validation import check_labels, check_log_potentials
+from ._base import KBest, Marginals, StructureBase
+
+
+class Tree(StructureBase):
+    r"""Distribution over labelings of the nodes of rooted trees (tree-structured CRF posterior).
+
+    The score of labels :math:`y` of one tree with root :math:`r` is
+
+    .. math:: s(y) = root\_score[y_r] + \sum_n unary[n, y_n] + \sum_{c \ne r} edge[c, y_c, y_{parent(c)}]
+
+    and :math:`p(y) = \exp(s(y) - \log Z)` (tree CRFs, seed 000 §"Tree-structured CRFs"; belief
+    propagation, Pearl 1982).
+
+    Parameters
+    ----------
+    unary : array-like of float64, shape (N, K)
+        Log-potentials of label k at node n; N = sum(lengths). -inf forbids a label.
+    edge : array-like of float64, shape (K, K) or (N, K, K)
+        Log-potentials of an edge: ``edge[c, i, j]`` scores child c labelled i under its parent labelled
+        j ("child, parent"). The (K, K) form is shared by every edge. The root's row is ignored. -inf
+        forbids a pair of labels.
+    parent : array-like of int, shape (N,)
+        Index of each node's parent *within its own tree* (local index, 0 ≤ parent < length), -1 for the
+        root. Nodes may come in any order.
+    lengths : array-like of int, shape (B,), optional
+        Number of nodes of each of the B trees packed in ``unary``; default one tree of N nodes.
+    root_score : array-like of float64, shape (K,), optional
+        Extra log-potential of the root's label; default 0.
+
+    Raises
+    ------
+    ValueError
+        Shapes that disagree, NaN or +inf potentials, lengths that do not sum to N, or parent pointers
+        that are not a tree: out of range (< -1 or ≥ the tree's length), a node that is its own parent,
+        no root, two roots, or a cycle. The message names the tree (sequence) and the node.
+
+    Notes
+    -----
+    The constructor computes once, in O(N), children lists and a breadth-first order of every tree
+    (no recursion: trees of any depth work). All methods run Numba kernels in parallel over trees,
+    with one upward (leaves → root) and one downward pass (seed 000 eq. "tree-alpha-beta") in the LOG
+    or MAX semiring. Cost per call: time O(N·K²), memory O(N·K) (edge marginals O(N·K²));
+    ``kbest(k)`` O(N·K²·k log(Kk)). Outside scores are built from sibling prefix/suffix sums, never by
+    dividing out a message, so -inf potentials never give NaN. Infeasible trees (every labeling has
+    potential -inf) get ``log_partition`` -inf, zero marginals, and make ``argmax``/``kbest``/``sample``
+    raise ``ValueError`` naming the sequence.
+    """
+
+    def __init__(self, unary, edge, parent, *, lengths=None, root_score=None):
+        unary = check_log_potentials(unary, "unary", ndim=2)
+        N, K = unary.shape
+        self._init_batch(N, K, lengths)
+        edge = check_log_potentials(edge, "edge", ndim=(2, 3))
+        if edge.ndim == 2:
+            if edge.shape != (K, K):
+                raise ValueError(f"`edge` must have shape (K, K) = ({K}, {K}) or (N, K, K) = "
+                                 f"({N}, {K}, {K}); got {edge.shape}")
+            edge = edge[None]
+            self.shared_edge = True
+        elif edge.shape != (N, K, K):
+            raise ValueError(f"`edge` must have shape (K, K) = ({K}, {K}) or (N, K, K) = "
+                             f"({N}, {K}, {K}); got {edge.shape}")
+        else:
+            self.shared_edge = False
+        self.unary = unary
+        self._edge = np.ascontiguousarray(edge)
+        self.root_score = (np.zeros(K) if root_score is None
+                           else check_log_potentials(root_score, "root_score", (K,)))
+        self.parent, self._gpar = _check_parent(parent, self.lengths, self.offsets)
+        pre, cptr, cidx, reached = _k.tree_topology(self._gpar, self.offsets)
+        cyc = np.flatnonzero(reached < self.lengths)
+        if cyc.size:
+            b = int(cyc[0])
+            raise ValueError(_cycle_message(b, self.parent, self.offsets, pre, int(reached[b])))
+        self._pre, self._cptr, self._cidx = pre, cptr, cidx
+        self._cache = {}
+
+    # -- parameters ---------------------------------------------------------------------------------
+    @property
+    def edge(self):
+        """Edge log-potentials, (K, K) if shared else (N, K, K)."""
+        return self._edge[0] if self.shared_edge else self._edge
+
+    @property
+    def order(self):
+        """Packed breadth-first order of the nodes (global row indices), shape (N,).
+
+        ``order[offsets[b]]`` is the root of tree b and every parent precedes its children, so
+        ``order[::-1]`` lists children before parents.
+        """
+        return self._pre.copy()
+
+    @property
+    def roots(self):
+        """Global row of the root of every tree, shape (B,) int64 (-1 for an empty tree)."""
+        out = np.full(self.batch_size, -1, dtype=np.int64)
+        ok = self.lengths > 0
+        out[ok] = self._pre[self.offsets[:-1][ok]]
+        return out
+
+    def _topo(self):
+        return self._pre, self._cptr, self._cidx, self.offsets
+
+    def _upward(self, semiring):
+        key = ("up", semiring)
+        if key not in self._cache:
+            self._cache[key] = _k.tree_upward(self.unary, self._edge, self.root_score, *self._topo(),
+                                              semiring)
+        return self._cache[key]
+
+    # -- log semiring -------------------------------------------------------------------------------
+    def log_partition(self):
+        """Log partition function log Z of every tree.
+
+        Returns
+        -------
+        log_z : ndarray of float64, shape (B,)
+            -inf for an infeasible tree, 0.0 for an empty one. Time O(N·K²), memory O(N·K).
+        """
+        return self._upward(LOG)[3].copy()
+
+    def _marginals(self, edge_mode):
+        ins, msg, _, log_z = self._upward(LOG)
+        return _k.tree_marginals(self.unary, self._edge, self.root_score, self._gpar, self._pre,
+                                 self._cptr, self._cidx, self.offsets, ins, msg, log_z, edge_mode)
+
+    def marginals(self, edge="full"):
+        """Posterior marginals (the gradient of log Z with respect to the potentials).
+
+        Parameters
+        ----------
+        edge : {"full", "sum", "none"}
+            ``"full"``: edge marginals (N, K, K), row c = P(y_c = i, y_parent(c) = j), 0 for roots;
+            ``"sum"``: their per-tree sums (B, K, K) (expected label-pair counts, memory O(B·K²));
+            ``"none"``: ``edge`` is None.
+
+        Returns
+        -------
+        Marginals
+            ``unary`` (N, K) P(y_n = k), linear space; ``edge`` as above. Rows of infeasible trees
+            are 0. Time O(N·K²).
+        """
+        modes = {"none": 0, "full": 1, "sum": 2}
+        if edge not in modes:
+            raise ValueError(f"`edge` must be one of {sorted(modes)}; got {edge!r}")
+        um, em, _ = self._marginals(modes[edge])
+        return Marginals(um, None if edge == "none" else em)
+
+    def entropy(self):
+        """Entropy of p(y) per tree, H = log Z - E[s(y)] (nats), shape (B,); -inf if infeasible.
+
+        Computed from the marginals, skipping zero-probability terms (Rush 2020, "Torch-Struct",
+        §entropy). Time O(N·K²).
+        """
+        log_z = self.log_partition()
+        _, _, expected = self._marginals(0)
+        return np.where(log_z == -np.inf, -np.inf, log_z - expected)
+
+    def sample(self, n, random_state=None):
+        """Exact samples from p(y): upward sum-product, then downward sampling root first.
+
+        Parameters
+        ----------
+        n : int
+            Number of samples.
+        random_state : None, int or numpy.random.RandomState
+
+        Returns
+        -------
+        labels : ndarray of int64, shape (n, N)
+
+        Raises
+        ------
+        ValueError
+            If a tree is infeasible.
+        """
+        n = self._check_n(n)
+        ins, _, _, log_z = self._upward(LOG)
+        self._raise_if_infeasible(log_z, "sample")
+        u = self._uniforms(random_state, (n, self.n_rows))
+        return _k.tree_sample(ins, log_z, self._edge, self.root_score, self._gpar, self._pre,
+                              self.offsets, u)
+
+    # -- max semiring -------------------------------------------------------------------------------
+    def _viterbi(self):
+        if "viterbi" not in self._cache:
+            self._cache["viterbi"] = _k.tree_viterbi(self.unary, self._edge, self.root_score,
+                                                     self._gpar, *self._topo())
+        return self._cache["viterbi"]
+
+    def max(self):
+        """Score of the best labeling of every tree, shape (B,) (-inf if infeasible)."""
+        return self._viterbi()[0].copy()
+
+    def argmax(self):
+        """Best labeling (max-product with per-child back-pointers), int64 array of shape (N,).
+
+        Raises
+        ------
+        ValueError
+            If a tree is infeasible.
+        """
+        best, labels = self._viterbi()
+        self._raise_if_infeasible(best, "argmax")
+        return labels.copy()
+
+    def kbest(self, k):
+        """The k best labelings, best first (exact k-best max-product).
+
+        Returns
+        -------
+        KBest
+            ``labels`` (k, N) int64 (-1 where a tree has fewer feasible labelings), ``scores`` (B, k).
+            Time O(N·K²·k log(Kk)), memory O(T·K·k) per tree.
+
+        Raises
+        ------
+        ValueError
+            If a tree is infeasible or ``k`` is not a positive integer.
+        """
+        k = self._check_k(k)
+        self._raise_if_infeasible(self.max(), "kbest")
+        scores, labels = _k.tree_kbest(self.unary, self._edge, self.root_score, *self._topo(), k)
+        return KBest(labels, scores)
+
+    # -- other --------------------------------------------------------------------------------------
+    def score(self, labels):
+        """Log-score s(y) of the packed labeling ``labels`` (N,), shape (B,); -inf if forbidden."""
+        labels = check_labels(labels, self.n_rows, self.n_labels)
+        return _k.tree_score(self.unary, self._edge, self.root_score, self._gpar, self.offsets, labels)
+
+    def constrain(self, allowed):
+        """A new tree restricted to labelings allowed by the boolean mask ``allowed`` (N, K).
+
+        The partial-label loss is ``log_partition() - constrain(allowed).log_partition()``.
+        """
+        out = Tree.__new__(Tree)
+        out.__dict__.update(self.__dict__)
+        out.unary = self._masked_unary(self.unary, allowed)
+        out._cache = {}
+        return out
+
+
+def _check_parent(parent, lengths, offsets):
+    """Validate local parent indices; return them (int64) and the global parent indices."""
+    arr = np.asarray(parent)
+    N = int(offsets[-1])
+    if arr.shape != (N,):
+        raise ValueError(f"`parent` must have shape ({N},) (one parent index per node); got {arr.shape}")
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        raise ValueError(f"`parent` must hold integer node indices (-1 for the root); got dtype "
+                         f"{arr.dtype}")
+    local = arr.astype(np.int64)
+    seq = np.repeat(np.arange(lengths.shape[0]), lengths)
+    pos = np.arange(N, dtype=np.int64) - offsets[:-1][seq]
+    size = lengths[seq]
+
+    def where(n):
+        b = int(seq[n])
+        return f"sequence {b}, node {int(pos[n])} (row {n})"
+
+    bad = np.flatnonzero((local < -1) | (local >= size))
+    if bad.size:
+        n = int(bad[0])
+        raise ValueError(f"`parent` of {where(n)} is {int(local[n])}, out of range: expected -1 (the root) "
+                         f"or a node index in [0, {int(size[n])}) of the same sequence")
+    bad = np.flatnonzero(local == pos)
+    if bad.size:
+        n = int(bad[0])
+        raise ValueError(f"`parent` of {where(n)} is the node itself; a node's parent must be another "
+                         f"node of its tree (or -1 for the root)")
+    n_roots = np.bincount(seq[local == -1], minlength=lengths.shape[0])
+    bad = np.flatnonzero((n_roots == 0) & (lengths > 0))
+    if bad.size:
+        b = int(bad[0])
+        raise ValueError(f"`parent` of sequence {b} (rows {offsets[b]}:{offsets[b + 1]}) has no root: "
+                         f"exactly one node must have parent -1")
+    bad = np.flatnonzero(n_roots > 1)
+    if bad.size:
+        b = int(bad[0])
+        r = np.flatnonzero((seq == b) & (local == -1))
+        raise ValueError(f"`parent` of sequence {b} has {int(n_roots[b])} roots (nodes "
+                         f"{', '.join(str(int(pos[x])) for x in r[:5])}); exactly one node must have "
+                         f"parent -1")
+    gpar = np.where(local >= 0, local + offsets[:-1][seq], -1).astype(np.int64)
+    return local, np.ascontiguousarray(gpar)
+
+
+def _cycle_message(b, local, offsets, pre, n_reached):
+    """Message for tree b whose parent pointers contain a cycle (found by following pointers)."""
+    o, T = int(offsets[b]), int(offsets[b + 1] - offsets[b])
+    par = local[o:o + T]
+    # a node unreachable from the root: its ancestors eventually loop; walking T steps lands on the loop
+    seen = np.zeros(T, dtype=bool)
+    seen[pre[o:o + n_reached] - o] = True
+    n = int(np.flatnonzero(~seen)[0])
+    for _ in range(T):
+        n = int(par[n])
+    cyc = [n]
+    m = int(par[n])
+    while m != n and len(cyc) < 6:
+        cyc.append(m)
+        m = int(par[m])
+    path = " -> ".join(map(str, cyc)) + (" -> ..." if m != n else f" -> {n}")
+    return (f"`parent` of sequence {b} (rows {o}:{o + T}) contains a cycle through node {n} "
+            f"(parent chain {path}); parent pointers must form a tree")
