@@ -1,4 +1,5 @@
 """Data sets: locating the real data and loaders."""
 from ._base import get_data_path
+from .conll import load_conll2000, load_conll2002
 
-__all__ = ["get_data_path"]
+__all__ = ["get_data_path", "load_conll2000", "load_conll2002"]

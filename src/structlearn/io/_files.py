@@ -1,0 +1,60 @@
+"""Opening text files: plain or gzip (by the ``.gz`` suffix or the magic bytes), UTF-8, any line ending."""
+import contextlib
+import gzip
+import io
+import os
+
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def describe(source):
+    """A short name for ``source`` (a path or a file object) to put in error messages."""
+    if isinstance(source, (str, os.PathLike)):
+        return os.fspath(source)
+    return getattr(source, "name", None) or f"<{type(source).__name__}>"
+
+
+@contextlib.contextmanager
+def open_text(source, mode="r", encoding="utf-8"):
+    """Open ``source`` for reading or writing text.
+
+    ``source`` is a path (``.gz`` means gzip; when reading, gzip is also recognised by its magic bytes)
+    or an already open file object (text or binary), which is used as is and not closed. Reading
+    uses universal newlines, so LF, CRLF and CR files read the same; writing uses LF.
+
+    Raises
+    ------
+    FileNotFoundError
+        If a path to read does not exist (the message names the path).
+    """
+    if mode not in ("r", "w"):
+        raise ValueError(f"`mode` must be 'r' or 'w'; got {mode!r}")
+    if not isinstance(source, (str, os.PathLike)):
+        if isinstance(source, io.TextIOBase) or hasattr(source, "encoding"):
+            yield source
+        else:
+            wrapper = io.TextIOWrapper(source, encoding=encoding, newline=None if mode == "r" else "\n")
+            try:
+                yield wrapper
+            finally:
+                if mode == "w":
+                    wrapper.flush()
+                wrapper.detach()
+        return
+    path = os.fspath(source)
+    if mode == "r":
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"no such file: {path!r}")
+        with open(path, "rb") as fh:
+            magic = fh.read(2)
+        if path.endswith(".gz") or magic == _GZIP_MAGIC:
+            fh = gzip.open(path, "rt", encoding=encoding, newline=None)
+        else:
+            fh = open(path, "r", encoding=encoding, newline=None)
+    else:
+        if path.endswith(".gz"):
+            fh = gzip.open(path, "wt", encoding=encoding, newline="\n", compresslevel=6)
+        else:
+            fh = open(path, "w", encoding=encoding, newline="\n")
+    with fh:
+        yield fh

@@ -1,0 +1,136 @@
+"""Versioned model files: round trip, no pickle, and a clear error for every kind of bad file."""
+import json
+import zipfile
+
+import numpy as np
+import pytest
+
+from structlearn.io.modelfile import HEADER_KEY, ModelFileError, load_model, save_model
+
+
+def _save(path, **kw):
+    args = dict(format_name="linear-chain-crf", version=1, estimator="structlearn.LinearChainCRF",
+                params={"c2": 1.0, "algorithm": "lbfgs"},
+                metadata={"labels": ["B-NP", "I-NP", "O", "Ü"], "attributes": ["w[0]=ß"]},
+                arrays={"state": np.arange(12, dtype=np.float64).reshape(3, 4) / 7,
+                        "trans": np.full((4, 4), -np.inf), "ids": np.array([3, 1], dtype=np.int32),
+                        "names": np.array(["a", "bé"])})
+    args.update(kw)
+    save_model(path, **args)
+    return args
+
+
+def test_round_trip(tmp_path):
+    p = tmp_path / "m.npz"
+    args = _save(p)
+    header, arrays = load_model(p, expected_format="linear-chain-crf", supported_version=1)
+    assert header["format"] == "linear-chain-crf" and header["version"] == 1
+    assert header["estimator"] == "structlearn.LinearChainCRF"
+    assert header["params"] == args["params"] and header["metadata"] == args["metadata"]
+    assert header["arrays"] == sorted(args["arrays"])
+    assert set(arrays) == set(args["arrays"])
+    for k, v in args["arrays"].items():
+        np.testing.assert_array_equal(arrays[k], v)
+        assert arrays[k].dtype == v.dtype
+    # the header is plain JSON in a uint8 member
+    with np.load(p, allow_pickle=False) as npz:
+        assert npz[HEADER_KEY].dtype == np.uint8
+        assert json.loads(npz[HEADER_KEY].tobytes())["magic"] == "structlearn-model"
+    assert not list(tmp_path.glob("*.tmp-*"))
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="model file not found"):
+        load_model(tmp_path / "none.npz")
+
+
+def test_truncated_and_garbage(tmp_path):
+    p = tmp_path / "m.npz"
+    _save(p)
+    data = p.read_bytes()
+    for cut in (10, len(data) // 2, len(data) - 30):
+        q = tmp_path / f"cut{cut}.npz"
+        q.write_bytes(data[:cut])
+        with pytest.raises(ModelFileError, match="truncated or corrupt|not a readable"):
+            load_model(q)
+    g = tmp_path / "garbage.npz"
+    g.write_bytes(b"hello, this is not a model")
+    with pytest.raises(ModelFileError):
+        load_model(g)
+
+
+def test_corrupt_member_bytes(tmp_path):
+    p = tmp_path / "m.npz"
+    _save(p)
+    data = bytearray(p.read_bytes())
+    mid = len(data) // 2
+    data[mid:mid + 40] = b"\x00" * 40
+    q = tmp_path / "flipped.npz"
+    q.write_bytes(bytes(data))
+    with pytest.raises(ModelFileError):
+        load_model(q)
+
+
+def test_missing_header_other_format_newer_version(tmp_path):
+    plain = tmp_path / "plain.npz"
+    np.savez(plain, a=np.zeros(3))
+    with pytest.raises(ModelFileError, match="no '__header__'"):
+        load_model(plain)
+    npy = tmp_path / "single.npy"
+    np.save(npy, np.zeros(3))
+    with pytest.raises(ModelFileError, match="single .npy"):
+        load_model(npy)
+    p = tmp_path / "m.npz"
+    _save(p, format_name="hsmm")
+    with pytest.raises(ModelFileError, match="'hsmm' model file, not 'linear-chain-crf'"):
+        load_model(p, expected_format="linear-chain-crf")
+    _save(p, version=3)
+    with pytest.raises(ModelFileError, match=r"model file version 3 is newer than this structlearn "
+                                             r"\(supports ≤ 1\); upgrade structlearn"):
+        load_model(p, supported_version=1)
+    assert load_model(p)[0]["version"] == 3
+
+
+def test_object_arrays_refused(tmp_path):
+    with pytest.raises(ValueError, match="dtype object"):
+        _save(tmp_path / "o.npz", arrays={"x": np.array([{"a": 1}], dtype=object)})
+    # a hand-made file with a pickled object member is refused on load
+    p = tmp_path / "evil.npz"
+    header = {"magic": "structlearn-model", "format": "f", "version": 1, "arrays": ["x"]}
+    np.savez(p, __header__=np.frombuffer(json.dumps(header).encode(), dtype=np.uint8),
+             x=np.array([object()], dtype=object))
+    with pytest.raises(ModelFileError, match="without pickle"):
+        load_model(p)
+
+
+def test_bad_header_and_missing_array(tmp_path):
+    p = tmp_path / "h.npz"
+    np.savez(p, __header__=np.frombuffer(b"{not json", dtype=np.uint8))
+    with pytest.raises(ModelFileError, match="not valid JSON"):
+        load_model(p)
+    np.savez(p, __header__=np.frombuffer(b'{"format": "x"}', dtype=np.uint8))
+    with pytest.raises(ModelFileError, match="does not identify"):
+        load_model(p)
+    header = {"magic": "structlearn-model", "format": "f", "version": 1, "arrays": ["x"]}
+    np.savez(p, __header__=np.frombuffer(json.dumps(header).encode(), dtype=np.uint8))
+    with pytest.raises(ModelFileError, match="lacks it"):
+        load_model(p)
+
+
+@pytest.mark.parametrize("kw, what", [
+    ({"params": {"f": object()}}, "JSON-able"),
+    ({"metadata": {"x": float("nan")}}, "JSON-able"),
+    ({"arrays": {"__x": np.zeros(1)}}, "not allowed"),
+    ({"version": 0}, "version"),
+    ({"format_name": ""}, "format_name"),
+])
+def test_save_errors(tmp_path, kw, what):
+    with pytest.raises(ValueError, match=what):
+        _save(tmp_path / "e.npz", **kw)
+    assert not (tmp_path / "e.npz").exists()
+
+
+def test_is_a_zip(tmp_path):
+    p = tmp_path / "m.model"
+    _save(p)
+    assert zipfile.is_zipfile(p) and p.exists()
