@@ -456,13 +456,17 @@ def test_kbest_larger_tree_consistent():
         assert len({kb.labels[r, offs[b]:offs[b + 1]].tobytes() for r in range(k)}) == k
 
 
-def test_large_scale_potentials_match_reference():
-    rng = np.random.default_rng(8)
+@pytest.mark.parametrize("shared", [False, True])
+@pytest.mark.parametrize("seed", [8, 9, 10])
+def test_large_scale_potentials_match_reference(shared, seed):
+    # linear-space sums that underflow must fall back to exact log-space arithmetic
+    rng = np.random.default_rng(seed)
     lengths = [9, 6]
     K = 3
     parent = np.concatenate([random_parents(rng, T) for T in lengths])
     unary = rng.uniform(-800, 800, size=(15, K))
-    edge = rng.uniform(-900, 900, size=(15, K, K))
+    edge = rng.uniform(-900, 900, size=(K, K) if shared else (15, K, K))
+    edge[edge < -700] = -np.inf
     tr = Tree(unary, edge, parent, lengths=lengths)
     r_lz, r_mx, r_um, r_em = ref.tree_reference(unary, edge, parent, np.zeros(K), tr.offsets)
     _close(tr.log_partition(), r_lz)
@@ -470,3 +474,19 @@ def test_large_scale_potentials_match_reference():
     m = tr.marginals()
     np.testing.assert_allclose(m.unary, r_um, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(m.edge, r_em, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_extreme_scales_match_oracle(shared):
+    # shifted linear-space sums that underflow (1e-350) must be recomputed exactly in log space
+    unary = np.array([[0.0, -800.0], [0.0, 0.0], [-900.0, 0.0], [0.0, -750.0]])
+    trans = np.array([[-800.0, 0.0], [0.0, -1000.0]])
+    edge = trans if shared else np.broadcast_to(trans, (4, 2, 2)).copy()
+    parent = np.array([1, -1, 1, 2])
+    tr = Tree(unary, edge, parent)
+    o = tree_oracle(unary, edge, parent)
+    _close(tr.log_partition()[0], o["log_z"])
+    m = tr.marginals()
+    np.testing.assert_allclose(m.unary, o["unary"], rtol=1e-10, atol=1e-300)
+    np.testing.assert_allclose(m.edge, o["edge"], rtol=1e-10, atol=1e-300)
+    _close(tr.entropy()[0], o["entropy"])

@@ -38,6 +38,8 @@ from numba import njit, prange
 
 from ..semirings import LOG, MAX
 
+_TINY = 1e-200  # below this a shifted linear-space sum may have lost terms: recompute in log space
+
 
 @njit(cache=True, inline="always")
 def _er(S, c):
@@ -155,12 +157,32 @@ def tree_topology(gpar, offsets):
 
 
 @njit(cache=True)
-def _upward_seq(unary, edge, pre, cptr, cidx, o, T, semiring, ins, msg, bp):
+def _shifted_exp(edge_s, axis):
+    """exp(edge - max) with the max taken per column (axis 0) or per row (axis 1); the max returned too
+    (-inf for an all -inf column/row, whose exp is set to 0)."""
+    K = edge_s.shape[0]
+    out = np.empty((K, K))
+    mx = np.full(K, -np.inf)
+    for i in range(K):
+        for j in range(K):
+            k = j if axis == 0 else i
+            if edge_s[i, j] > mx[k]:
+                mx[k] = edge_s[i, j]
+    for i in range(K):
+        for j in range(K):
+            k = j if axis == 0 else i
+            out[i, j] = 0.0 if mx[k] == -np.inf else math.exp(edge_s[i, j] - mx[k])
+    return out, mx
+
+
+@njit(cache=True)
+def _upward_seq(unary, edge, pre, cptr, cidx, o, T, semiring, ins, msg, bp, ec, cmax, p):
     """Fill ins and msg (and bp in MAX) for the tree whose BFS order is pre[o:o+T].
 
     Every message is shifted so that its maximum is 0; the shifts are summed (compensated) and returned,
     so that inside scores keep the magnitude of one node's potentials however deep the tree is. The
     true result is ``_final(ins[root]) + shift``. Returns -inf if a message is -inf everywhere.
+    ``ec``, ``cmax``: column-shifted exp of a shared edge matrix (LOG fast path); ``p``: (K,) buffer.
     """
     K = unary.shape[1]
     S = edge.shape[0]
@@ -181,8 +203,8 @@ def _upward_seq(unary, edge, pre, cptr, cidx, o, T, semiring, ins, msg, bp):
         # msg[n, j] = ⊕_i edge[n, i, j] + inside[n, i]   (bp: the best child label i per parent label j)
         e = _er(S, n)
         mx = -np.inf
-        for j in range(K):
-            if semiring == MAX:
+        if semiring == MAX:
+            for j in range(K):
                 best = -np.inf
                 arg = 0
                 for i in range(K):
@@ -192,10 +214,37 @@ def _upward_seq(unary, edge, pre, cptr, cidx, o, T, semiring, ins, msg, bp):
                         arg = i
                 msg[n, j] = best
                 bp[n, j] = arg
-            else:
+                if best > mx:
+                    mx = best
+        elif S == 1:
+            # shared edge: one exp per label, then a linear-space matrix–vector product; columns whose
+            # shifted sum may have underflowed (or lost all terms) are recomputed exactly in log space
+            m = -np.inf
+            for i in range(K):
+                if ins[n, i] > m:
+                    m = ins[n, i]
+            if m == -np.inf:
+                return -np.inf
+            for i in range(K):
+                p[i] = math.exp(ins[n, i] - m)
+            for j in range(K):
+                if cmax[j] == -np.inf:
+                    msg[n, j] = -np.inf
+                    continue
+                s = 0.0
+                for i in range(K):
+                    s += p[i] * ec[i, j]
+                if s > _TINY:
+                    msg[n, j] = m + cmax[j] + math.log(s)
+                else:
+                    msg[n, j] = _lse_col(ins[n], edge[0], j)
+                if msg[n, j] > mx:
+                    mx = msg[n, j]
+        else:
+            for j in range(K):
                 msg[n, j] = _lse_col(ins[n], edge[e], j)
-            if msg[n, j] > mx:
-                mx = msg[n, j]
+                if msg[n, j] > mx:
+                    mx = msg[n, j]
         if mx == -np.inf:
             return -np.inf
         for j in range(K):
@@ -206,6 +255,8 @@ def _upward_seq(unary, edge, pre, cptr, cidx, o, T, semiring, ins, msg, bp):
         comp = (tt - total) - y
         total = tt
     return total
+
+
 @njit(cache=True, parallel=True)
 def tree_upward(unary, edge, root_score, pre, cptr, cidx, offsets, semiring):
     """Upward (leaves → root) pass in the LOG or MAX semiring.
@@ -214,7 +265,7 @@ def tree_upward(unary, edge, root_score, pre, cptr, cidx, offsets, semiring):
     unspecified), both up to an additive constant per node (messages are shifted to a maximum of 0);
     ``bp`` (N, K) int64 back-pointers (MAX only: the best child label per parent label); and the
     per-tree result (B,): log Z (LOG) or the best score (MAX); 0 for an empty tree.
-    Time O(N·K²), memory O(N·K).
+    Time O(N·K²) (LOG with a shared edge: O(N·K) exps), memory O(N·K).
     """
     N, K = unary.shape
     B = offsets.shape[0] - 1
@@ -222,12 +273,17 @@ def tree_upward(unary, edge, root_score, pre, cptr, cidx, offsets, semiring):
     msg = np.full((N, K), -np.inf)
     bp = np.zeros((N, K) if semiring == MAX else (0, K), dtype=np.int64)
     out = np.zeros(B)
+    if edge.shape[0] == 1:
+        ec, cmax = _shifted_exp(edge[0], 0)
+    else:
+        ec, cmax = np.zeros((0, 0)), np.zeros(0)
     for b in prange(B):
         o = offsets[b]
         T = offsets[b + 1] - o
         if T == 0:
             continue
-        shift = _upward_seq(unary, edge, pre, cptr, cidx, o, T, semiring, ins, msg, bp)
+        p = np.empty(K)
+        shift = _upward_seq(unary, edge, pre, cptr, cidx, o, T, semiring, ins, msg, bp, ec, cmax, p)
         if shift == -np.inf:
             out[b] = -np.inf
         else:
@@ -236,13 +292,16 @@ def tree_upward(unary, edge, root_score, pre, cptr, cidx, offsets, semiring):
 
 
 @njit(cache=True)
-def _downward_seq(unary, edge, root_score, pre, cptr, cidx, o, T, msg, ctx, outs, run):
-    """Fill ctx and outs (outside scores) for one tree, LOG semiring, root first."""
+def _downward_seq(unary, edge, root_score, pre, cptr, cidx, o, T, msg, ctx, outs, oshift, er, rmax,
+                  run, qb):
+    """Fill ctx, outs (outside scores, shifted to a maximum of 0) and oshift (the shifts) for one tree,
+    LOG semiring, root first. ``er``, ``rmax``: row-shifted exp of a shared edge matrix."""
     K = unary.shape[1]
     S = edge.shape[0]
     root = pre[o]
     for j in range(K):
         outs[root, j] = root_score[j]
+    oshift[root] = 0.0
     for t in range(T):
         p = pre[o + t]
         a = cptr[p]
@@ -270,11 +329,36 @@ def _downward_seq(unary, edge, root_score, pre, cptr, cidx, o, T, msg, ctx, outs
         for q in range(a, z):
             c = cidx[q]
             e = _er(S, c)
+            if S == 1:
+                mc = -np.inf
+                for j in range(K):
+                    if ctx[c, j] > mc:
+                        mc = ctx[c, j]
+                if mc == -np.inf:
+                    for i in range(K):
+                        outs[c, i] = -np.inf
+                else:
+                    for j in range(K):
+                        qb[j] = math.exp(ctx[c, j] - mc)
+                    for i in range(K):
+                        if rmax[i] == -np.inf:
+                            outs[c, i] = -np.inf
+                            continue
+                        s = 0.0
+                        for j in range(K):
+                            s += er[i, j] * qb[j]
+                        if s > _TINY:
+                            outs[c, i] = mc + rmax[i] + math.log(s)
+                        else:
+                            outs[c, i] = _lse_row(edge[0], ctx[c], i)
+            else:
+                for i in range(K):
+                    outs[c, i] = _lse_row(edge[e], ctx[c], i)
             mx = -np.inf
             for i in range(K):
-                outs[c, i] = _lse_row(edge[e], ctx[c], i)
                 if outs[c, i] > mx:
                     mx = outs[c, i]
+            oshift[c] = mx
             if mx != -np.inf:
                 for i in range(K):
                     outs[c, i] -= mx
@@ -287,7 +371,9 @@ def tree_marginals(unary, edge, root_score, gpar, pre, cptr, cidx, offsets, ins,
     ``edge_mode`` 0: no edge marginals ((0, K, K) returned); 1: full (N, K, K) with row c =
     P(y_c = i, y_parent(c) = j) and root rows 0; 2: per-tree sums (B, K, K). Trees with log Z = -inf
     get zero rows and expected score 0. Terms with zero marginal are skipped in the expectation, so
-    -inf potentials never give NaN. Time O(N·K²), memory O(N·K) (+ the edge output).
+    -inf potentials never give NaN. Marginals are normalised per node; an edge's normaliser is its
+    child's (Σ_ij exp(inside[c, i] + edge[c, i, j] + ctx[c, j]) = Σ_i exp(inside[c, i] + outside[c, i])).
+    Time O(N·K²) (with a shared edge: O(N·K) exps plus products), memory O(N·K) (+ the edge output).
     """
     N, K = unary.shape
     B = offsets.shape[0] - 1
@@ -302,6 +388,11 @@ def tree_marginals(unary, edge, root_score, gpar, pre, cptr, cidx, offsets, ins,
     expected = np.zeros(B)
     ctx = np.zeros((N, K))
     outs = np.zeros((N, K))
+    oshift = np.zeros(N)
+    if S == 1:
+        er, rmax = _shifted_exp(edge[0], 1)
+    else:
+        er, rmax = np.zeros((0, 0)), np.zeros(0)
     for b in prange(B):
         o = offsets[b]
         T = offsets[b + 1] - o
@@ -309,7 +400,9 @@ def tree_marginals(unary, edge, root_score, gpar, pre, cptr, cidx, offsets, ins,
         if T == 0 or lz == -np.inf:
             continue
         run = np.empty(K)
-        _downward_seq(unary, edge, root_score, pre, cptr, cidx, o, T, msg, ctx, outs, run)
+        qb = np.empty(K)
+        _downward_seq(unary, edge, root_score, pre, cptr, cidx, o, T, msg, ctx, outs, oshift, er, rmax,
+                      run, qb)
         acc = 0.0
         root = pre[o]
         for n in range(o, o + T):
@@ -325,41 +418,47 @@ def tree_marginals(unary, edge, root_score, gpar, pre, cptr, cidx, offsets, ins,
             tot = 0.0
             for i in range(K):
                 if run[i] != -np.inf:
-                    tot += math.exp(run[i] - m)
+                    run[i] = math.exp(run[i] - m)
+                    tot += run[i]
+                else:
+                    run[i] = 0.0
             for i in range(K):
-                if run[i] != -np.inf:
-                    pr = math.exp(run[i] - m) / tot
-                    um[n, i] = pr
-                    if pr > 0.0:
-                        acc += pr * unary[n, i]
-                        if n == root:
-                            acc += pr * root_score[i]
+                pr = run[i] / tot
+                um[n, i] = pr
+                if pr > 0.0:
+                    acc += pr * unary[n, i]
+                    if n == root:
+                        acc += pr * root_score[i]
             if n == root:
                 continue
-            # P(y_c = i, y_parent = j) ∝ exp(inside[c, i] + edge[c, i, j] + ctx[c, j]), normalised per edge
+            # P(y_c = i, y_parent = j) = exp(inside[c, i] + edge[c, i, j] + ctx[c, j] - L)
+            lnorm = m + math.log(tot) + oshift[n]
             e = _er(S, n)
-            m = -np.inf
-            for i in range(K):
+            mb = -np.inf
+            if S == 1:
                 for j in range(K):
-                    v = ins[n, i] + edge[e, i, j] + ctx[n, j]
-                    if v > m:
-                        m = v
-            if m == -np.inf:
-                continue
-            tot = 0.0
-            for i in range(K):
+                    if ctx[n, j] > mb:
+                        mb = ctx[n, j]
                 for j in range(K):
-                    v = ins[n, i] + edge[e, i, j] + ctx[n, j]
-                    if v != -np.inf:
-                        tot += math.exp(v - m)
+                    qb[j] = math.exp(ctx[n, j] - mb)
             for i in range(K):
                 if ins[n, i] == -np.inf:
                     continue
+                fast = False
+                a = 0.0
+                if S == 1 and rmax[i] != -np.inf:
+                    x = ins[n, i] + rmax[i] + mb - lnorm
+                    if -460.0 < x < 460.0:
+                        fast = True
+                        a = math.exp(x)
                 for j in range(K):
-                    v = ins[n, i] + edge[e, i, j] + ctx[n, j]
-                    if v == -np.inf:
-                        continue
-                    pr = math.exp(v - m) / tot
+                    if fast and er[i, j] > 1e-140 and qb[j] > 1e-140:
+                        pr = a * er[i, j] * qb[j]
+                    else:
+                        w = ins[n, i] + edge[e, i, j] + ctx[n, j] - lnorm
+                        if w == -np.inf:
+                            continue
+                        pr = math.exp(w)
                     if pr > 0.0:
                         acc += pr * edge[e, i, j]
                         if edge_mode == 1:
@@ -384,12 +483,13 @@ def tree_viterbi(unary, edge, root_score, gpar, pre, cptr, cidx, offsets):
     bp = np.zeros((N, K), dtype=np.int64)
     best = np.zeros(B)
     labels = np.full(N, -1, dtype=np.int64)
+    ec = np.zeros((1, 0))  # unused in MAX
     for b in prange(B):
         o = offsets[b]
         T = offsets[b + 1] - o
         if T == 0:
             continue
-        shift = _upward_seq(unary, edge, pre, cptr, cidx, o, T, MAX, ins, msg, bp)
+        shift = _upward_seq(unary, edge, pre, cptr, cidx, o, T, MAX, ins, msg, bp, ec, ec[0], ec[0])
         best[b] = -np.inf if shift == -np.inf else _final(ins[pre[o]], root_score, MAX) + shift
         if best[b] == -np.inf:
             continue
