@@ -1,6 +1,7 @@
 """CoNLL column reader and the feature-template engine (CRFsuite example-script conventions)."""
 import gzip
 import io
+import json
 import time
 
 import pytest
@@ -155,3 +156,13 @@ def test_conll2000_train_featurises_fast():
     elapsed = time.perf_counter() - t0
     assert sum(map(len, X)) == 211727 and sum(map(len, y)) == 211727
     assert elapsed < 8.0, f"featurising CoNLL-2000 train took {elapsed:.1f} s"
+
+
+def test_templates_survive_json_and_latin1(tmp_path):
+    for name, tpl in TEMPLATES.items():
+        back = json.loads(json.dumps(tpl))  # tuples become lists, e.g. inside a model file header
+        sent = [tuple(f"{f}{i}" for f in tpl["fields"]) for i in range(3)]
+        assert apply_template(sent, back) == apply_template(sent, name)
+    p = tmp_path / "l1.txt"
+    p.write_bytes("Peñarol NC B-ORG\n".encode("latin-1"))
+    assert read_conll(p, encoding="latin-1") == [[("Peñarol", "NC", "B-ORG")]]

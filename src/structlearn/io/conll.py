@@ -18,7 +18,7 @@ from .templates import DERIVED_FUNCTIONS, get_template
 __all__ = ["read_conll", "apply_template", "featurize", "compile_template", "CompiledTemplate"]
 
 
-def read_conll(path, columns=None, sep=None, *, docstart="-DOCSTART-"):
+def read_conll(path, columns=None, sep=None, *, docstart="-DOCSTART-", encoding="utf-8"):
     """Read a CoNLL column file.
 
     Parameters
@@ -31,6 +31,8 @@ def read_conll(path, columns=None, sep=None, *, docstart="-DOCSTART-"):
         Column separator; any run of whitespace by default (``str.split()``).
     docstart : str or None, default "-DOCSTART-"
         Lines whose first column equals this are skipped (a blank line right after one is absorbed).
+    encoding : str, default "utf-8"
+        Text encoding of the file (e.g. "latin-1" for the original CoNLL-2002 distribution).
 
     Returns
     -------
@@ -52,7 +54,7 @@ def read_conll(path, columns=None, sep=None, *, docstart="-DOCSTART-"):
     cur = []
     width = None
     cols = None if columns is None else tuple(int(c) for c in columns)
-    with open_text(path, "r") as fh:
+    with open_text(path, "r", encoding=encoding) as fh:
         for lineno, line in enumerate(fh, 1):
             line = line.rstrip("\r\n")
             if not line.strip():
@@ -142,6 +144,7 @@ class CompiledTemplate:
         self._plan = [(prefix, pairs, max(0, -min(o for _, o in pairs)), max(0, max(o for _, o in pairs)))
                       for prefix, pairs in self.features]
         self._caches = {name: {} for name, _, _ in self._derived_used}
+        self._attr_caches = {prefix: {} for prefix, pairs in self.features if len(pairs) == 1}
 
     def __call__(self, sentence):
         """Items (list of dict attr -> 1.0) of one sentence (a list of column tuples)."""
@@ -169,8 +172,11 @@ class CompiledTemplate:
                 rows.append([None] * n)
                 continue
             if len(pairs) == 1:
+                # interned per feature: the same attribute string object (hash cached) for every repeat
                 c, o = pairs[0]
-                vals = [prefix + v for v in cols[c][lo + o:hi + o]]
+                cache = self._attr_caches[prefix]
+                get = cache.get
+                vals = [get(v) or cache.setdefault(v, prefix + v) for v in cols[c][lo + o:hi + o]]
             elif len(pairs) == 2:
                 (c1, o1), (c2, o2) = pairs
                 vals = [prefix + a + "|" + b for a, b in zip(cols[c1][lo + o1:hi + o1], cols[c2][lo + o2:hi + o2])]
