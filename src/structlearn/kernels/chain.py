@@ -114,7 +114,7 @@ def _forward_seq(unary, trans, start, o, T, semiring, ahat, inc, eT, cmax):
     inc[o] = m
     for j in range(K):
         ahat[o, j] = start[j] + unary[o, j] - m if m != -np.inf else -np.inf
-    p = np.empty(K)
+    acc = np.empty(K)
     for t in range(1, T):
         r = o + t
         ts = _tr(S, r - 1)
@@ -136,15 +136,18 @@ def _forward_seq(unary, trans, start, o, T, semiring, ahat, inc, eT, cmax):
             # linear-space step (prev has max 0) with exact log-space fallback per column
             if S != 1:
                 eT, cmax = _shifted_exp(trans[ts], 0)
-            for i in range(K):
-                p[i] = math.exp(prev[i])
+            for j in range(K):
+                acc[j] = 0.0
+            for i in range(K):  # acc = p @ eT, row-major (contiguous, vectorised)
+                pi = math.exp(prev[i])
+                if pi != 0.0:
+                    for j in range(K):
+                        acc[j] += pi * eT[i, j]
             for j in range(K):
                 if cmax[j] == -np.inf or unary[r, j] == -np.inf:
                     ahat[r, j] = -np.inf
                     continue
-                s = 0.0
-                for i in range(K):
-                    s += p[i] * eT[i, j]
+                s = acc[j]
                 if s > _TINY:
                     ahat[r, j] = unary[r, j] + cmax[j] + math.log(s)
                 else:
@@ -173,12 +176,14 @@ def _backward_seq(unary, trans, end, o, T, bhat, inc, eT, rmax):
         bhat[last, i] = end[i]
     inc[last] = 0.0
     v = np.empty(K)
-    q = np.empty(K)
+    acc = np.empty(K)
+    eTt = np.ascontiguousarray(eT.T)
     for t in range(T - 2, -1, -1):
         r = o + t
         ts = _tr(S, r)
         if S != 1:
             eT, rmax = _shifted_exp(trans[ts], 1)
+            eTt = np.ascontiguousarray(eT.T)
         m = -np.inf
         for j in range(K):
             v[j] = unary[r + 1, j] + bhat[r + 1, j]
@@ -189,16 +194,19 @@ def _backward_seq(unary, trans, end, o, T, bhat, inc, eT, rmax):
             for i in range(K):
                 bhat[r, i] = -np.inf
             continue
-        for j in range(K):
-            q[j] = math.exp(v[j] - m)
+        for i in range(K):
+            acc[i] = 0.0
+        for j in range(K):  # acc = eT @ q via the transpose (contiguous, vectorised)
+            qj = math.exp(v[j] - m)
+            if qj != 0.0:
+                for i in range(K):
+                    acc[i] += qj * eTt[j, i]
         mm = -np.inf
         for i in range(K):
             if rmax[i] == -np.inf:
                 bhat[r, i] = -np.inf
                 continue
-            s = 0.0
-            for j in range(K):
-                s += eT[i, j] * q[j]
+            s = acc[i]
             if s > _TINY:
                 bhat[r, i] = m + rmax[i] + math.log(s)
             else:
@@ -324,6 +332,187 @@ def _edge_marginals_step(ahat_r, trans_s, eT, rmax, unary_n, bhat_n, log_norm, o
                     out[i, j] += math.exp(w)
 
 
+_LIN_MIN = 1e-100  # linear-space factors are 0 or >= this, so products of three stay normal
+
+
+@njit(cache=True)
+def _exp_shifted_vec(x):
+    """(exp(x - max), max, ok): ok is False if a finite entry falls below _LIN_MIN after the shift."""
+    K = x.shape[0]
+    m = -np.inf
+    for k in range(K):
+        if x[k] > m:
+            m = x[k]
+    out = np.zeros(K)
+    if m == -np.inf:
+        return out, m, False
+    ok = True
+    for k in range(K):
+        if x[k] != -np.inf:
+            out[k] = math.exp(x[k] - m)
+            if out[k] < _LIN_MIN:
+                ok = False
+    return out, m, ok
+
+
+@njit(cache=True)
+def _linear_marginals_seq(unary, eT, eTt, gmax, es, smax, ee, emax, o, T, edge_mode, log_z, b,
+                          umarg, emarg):
+    """Scaled linear-space forward–backward of one sequence (stationary transitions).
+
+    The classical scaled recursion (Rabiner 1989; CRFsuite's crf1d_context): α and β are kept in linear
+    space, renormalised at every token, with log Z = Σ log(scales). It needs one exp per label and
+    token instead of several exps and logs. Every factor is either exactly 0 (a -inf potential) or
+    >= _LIN_MIN, so no product underflows; if that cannot be guaranteed (extreme potentials), it returns
+    False and writes nothing, and the caller runs the log-space recursion instead.
+    """
+    K = unary.shape[1]
+    fa = np.empty((T, K))
+    fb = np.empty((T, K))
+    eu = np.empty((T, K))
+    nb = np.empty(T)
+    lz = 0.0
+    acc = np.empty(K)
+    for t in range(T):
+        r = o + t
+        row, um, ok = _exp_shifted_vec(unary[r])
+        if not ok:
+            return False
+        for k in range(K):
+            eu[t, k] = row[k]
+        if t == 0:
+            for k in range(K):
+                acc[k] = es[k] * row[k]
+            lz += um + smax
+        else:
+            for k in range(K):
+                acc[k] = 0.0
+            for i in range(K):
+                ai = fa[t - 1, i]
+                if ai != 0.0:
+                    for k in range(K):
+                        acc[k] += ai * eT[i, k]
+            for k in range(K):
+                acc[k] *= row[k]
+            lz += um + gmax
+        tot = 0.0
+        for k in range(K):
+            tot += acc[k]
+        if not tot > 0.0:
+            return False
+        for k in range(K):
+            v = acc[k] / tot
+            if v != 0.0 and v < _LIN_MIN:
+                return False
+            fa[t, k] = v
+        lz += math.log(tot)
+    fin = 0.0
+    for k in range(K):
+        fin += fa[T - 1, k] * ee[k]
+    if not fin > 0.0:
+        return False
+    lz += math.log(fin) + emax
+    # backward, normalised: fb[t] ∝ β[t]; nb[t] is the normaliser applied at t
+    tot = 0.0
+    for k in range(K):
+        tot += ee[k]
+    nb[T - 1] = tot
+    for k in range(K):
+        fb[T - 1, k] = ee[k] / tot
+    q = np.empty(K)
+    for t in range(T - 2, -1, -1):
+        for k in range(K):
+            acc[k] = 0.0
+        for j in range(K):
+            qj = eu[t + 1, j] * fb[t + 1, j]
+            q[j] = qj
+            if qj != 0.0:
+                for i in range(K):
+                    acc[i] += qj * eTt[j, i]
+        tot = 0.0
+        for k in range(K):
+            tot += acc[k]
+        if not tot > 0.0:
+            return False
+        for k in range(K):
+            v = acc[k] / tot
+            if v != 0.0 and v < _LIN_MIN:
+                return False
+            fb[t, k] = v
+        nb[t] = tot
+    # marginals
+    log_z[b] = lz
+    for t in range(T):
+        r = o + t
+        z = 0.0
+        for k in range(K):
+            z += fa[t, k] * fb[t, k]
+        for k in range(K):
+            umarg[r, k] = fa[t, k] * fb[t, k] / z
+        if edge_mode == 0 or t == T - 1:
+            continue
+        # P(i, j) = fa[t, i] eT[i, j] eu[t+1, j] fb[t+1, j] / (nb[t] · z)
+        inv = 1.0 / (nb[t] * z)
+        for j in range(K):
+            q[j] = eu[t + 1, j] * fb[t + 1, j]
+        if edge_mode == 1:
+            for i in range(K):
+                ai = fa[t, i] * inv
+                for j in range(K):
+                    emarg[r, i, j] = ai * eT[i, j] * q[j]
+        else:
+            for i in range(K):
+                ai = fa[t, i] * inv
+                if ai != 0.0:
+                    for j in range(K):
+                        emarg[b, i, j] += ai * eT[i, j] * q[j]
+    return True
+
+
+@njit(cache=True)
+def _linear_setup(trans_s, start, end):
+    """Globally shifted exp of a stationary transition matrix, its transpose, and exp start/end."""
+    K = trans_s.shape[0]
+    gmax = -np.inf
+    for i in range(K):
+        for j in range(K):
+            if trans_s[i, j] > gmax:
+                gmax = trans_s[i, j]
+    eT = np.zeros((K, K))
+    ok = gmax != -np.inf
+    if ok:
+        for i in range(K):
+            for j in range(K):
+                if trans_s[i, j] != -np.inf:
+                    eT[i, j] = math.exp(trans_s[i, j] - gmax)
+                    if eT[i, j] < _LIN_MIN:
+                        ok = False
+    es, smax, ok1 = _exp_shifted_vec(start)
+    ee, emax, ok2 = _exp_shifted_vec(end)
+    return eT, np.ascontiguousarray(eT.T), gmax, es, smax, ee, emax, ok and ok1 and ok2
+
+
+@njit(cache=True)
+def _tiny_entries(eT):
+    """(i, j) of entries 0 < eT[i, j] < 1e-250 (a product with them could lose relative precision)."""
+    K = eT.shape[0]
+    n = 0
+    for i in range(K):
+        for j in range(K):
+            if eT[i, j] > 0.0 and eT[i, j] < 1e-250:
+                n += 1
+    ti = np.empty(n, dtype=np.int64)
+    tj = np.empty(n, dtype=np.int64)
+    n = 0
+    for i in range(K):
+        for j in range(K):
+            if eT[i, j] > 0.0 and eT[i, j] < 1e-250:
+                ti[n] = i
+                tj[n] = j
+                n += 1
+    return ti, tj
+
+
 @njit(cache=True, parallel=True)
 def chain_marginals(unary, trans, start, end, offsets, edge_mode):
     """log Z (B,), unary marginals (N, K) and edge marginals.
@@ -352,10 +541,21 @@ def chain_marginals(unary, trans, start, end, offsets, edge_mode):
         emarg = np.zeros((0, K, K))
     eTc, cmax = _shifted_exp(trans[0], 0)
     eTr, rmax = _shifted_exp(trans[0], 1)
+    # stationary fast path for edge marginals: P_t(i, j) = a_t[i] · eT[i, j] · q_t[j]; entries of eT
+    # too small for a safe product ("tiny") are accumulated exactly in log space instead
+    tiny_i, tiny_j = _tiny_entries(eTr)
+    eT_fast = eTr.copy()
+    for p in range(tiny_i.shape[0]):
+        eT_fast[tiny_i[p], tiny_j[p]] = 0.0
+    lin_eT, lin_eTt, gmax, es, smax, ee, emax, lin_ok = _linear_setup(trans[0], start, end)
+    lin_ok = lin_ok and S == 1
     for b in prange(B):
         o = offsets[b]
         T = offsets[b + 1] - o
         if T == 0:
+            continue
+        if lin_ok and _linear_marginals_seq(unary, lin_eT, lin_eTt, gmax, es, smax, ee, emax, o, T,
+                                            edge_mode, log_z, b, umarg, emarg):
             continue
         _forward_seq(unary, trans, start, o, T, LOG, alpha, inca, eTc, cmax)
         lz = _total(inca, o, T) + _final(alpha[o + T - 1], end, LOG)
@@ -363,9 +563,11 @@ def chain_marginals(unary, trans, start, end, offsets, edge_mode):
         if lz == -np.inf:
             continue
         _backward_seq(unary, trans, end, o, T, beta, incb, eTr, rmax)
-        eT_s = eTr
-        rm_s = rmax
         w = np.empty(K)
+        a = np.empty(K)
+        q = np.empty(K)
+        v = np.empty(K)
+        acc = np.zeros((K, K))
         for r in range(o, o + T):
             m = -np.inf
             for k in range(K):
@@ -383,16 +585,58 @@ def chain_marginals(unary, trans, start, end, offsets, edge_mode):
                 umarg[r, k] = w[k] / tot
             if edge_mode == 0 or r == o + T - 1:
                 continue
-            ts = _tr(S, r)
-            if S != 1:
-                eT_s, rm_s = _shifted_exp(trans[ts], 1)
+            # log normaliser of P(y_r, y_r+1): Σ_ij exp(ahat + trans + unary + bhat) = exp(log_norm)
             log_norm = m + math.log(tot) + incb[r]
-            if edge_mode == 1:
-                _edge_marginals_step(alpha[r], trans[ts], eT_s, rm_s, unary[r + 1], beta[r + 1],
-                                     log_norm, emarg[r])
+            ts = _tr(S, r)
+            fast = S == 1
+            if fast:
+                qm = -np.inf
+                for j in range(K):
+                    v[j] = unary[r + 1, j] + beta[r + 1, j]
+                    if v[j] > qm:
+                        qm = v[j]
+                for j in range(K):
+                    q[j] = math.exp(v[j] - qm) if v[j] != -np.inf else 0.0
+                for i in range(K):
+                    if alpha[r, i] == -np.inf or rmax[i] == -np.inf:
+                        a[i] = 0.0
+                        continue
+                    e = alpha[r, i] + rmax[i] + qm - log_norm
+                    if e > 600.0:
+                        fast = False
+                        break
+                    a[i] = math.exp(e)
+            if fast:
+                if edge_mode == 2:
+                    for i in range(K):
+                        ai = a[i]
+                        if ai != 0.0:
+                            for j in range(K):
+                                acc[i, j] += ai * q[j]
+                else:
+                    for i in range(K):
+                        ai = a[i]
+                        for j in range(K):
+                            emarg[r, i, j] = ai * eT_fast[i, j] * q[j]
+                dst = emarg[b] if edge_mode == 2 else emarg[r]
+                for p in range(tiny_i.shape[0]):
+                    i = tiny_i[p]
+                    j = tiny_j[p]
+                    x = alpha[r, i] + trans[0, i, j] + unary[r + 1, j] + beta[r + 1, j] - log_norm
+                    if x != -np.inf:
+                        dst[i, j] += math.exp(x)
             else:
-                _edge_marginals_step(alpha[r], trans[ts], eT_s, rm_s, unary[r + 1], beta[r + 1],
-                                     log_norm, emarg[b])
+                eT_s, rm_s = _shifted_exp(trans[ts], 1)
+                if edge_mode == 1:
+                    _edge_marginals_step(alpha[r], trans[ts], eT_s, rm_s, unary[r + 1], beta[r + 1],
+                                         log_norm, emarg[r])
+                else:
+                    _edge_marginals_step(alpha[r], trans[ts], eT_s, rm_s, unary[r + 1], beta[r + 1],
+                                         log_norm, emarg[b])
+        if edge_mode == 2 and S == 1:
+            for i in range(K):
+                for j in range(K):
+                    emarg[b, i, j] += eT_fast[i, j] * acc[i, j]
     return log_z, umarg, emarg
 
 

@@ -89,6 +89,8 @@ class LinearChain(StructureBase):
         log_z : ndarray of float64, shape (B,)
             -inf for an infeasible sequence, 0.0 for an empty one. Time O(N·K²).
         """
+        if "log_z" in self._cache:
+            return self._cache["log_z"].copy()
         return self._forward()[2].copy()
 
     def forward(self):

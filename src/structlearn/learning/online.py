@@ -1,0 +1,1 @@
+"""Online trainers (placeholder, filled below)."""

@@ -1,0 +1,283 @@
+"""Attribute encoding and the CRF feature model: weights -> potentials, marginals -> gradient.
+
+Items follow python-crfsuite / sklearn-crfsuite conventions:
+
+- ``{"attr": 1.5}`` — attribute ``attr`` with value 1.5 (bool: True -> 1.0, False -> 0.0);
+- ``{"attr": "v"}`` — attribute ``"attr=v"`` with value 1.0;
+- ``{"prefix": {...}}`` / ``{"prefix": [..]}`` / ``{"prefix": {..set..}}`` — nested attributes named
+  ``"prefix:name"``;
+- ``["a", "b"]`` — attributes ``a`` and ``b`` with value 1.0 (a ``"name:value"`` string is taken as is);
+- a ``scipy.sparse`` matrix (N, F) with ``lengths``: column f is attribute ``f``.
+
+Packed items are CSR arrays: ``item_ptr`` (N + 1,), ``item_attr`` (nnz,) int64, ``item_val`` (nnz,)
+float64. State features are (attribute, label) pairs grouped by attribute (``attr_ptr`` (A + 1,),
+``feat_label`` (F,)), as in CRFsuite's crf1d feature set (Okazaki 2007).
+"""
+import math
+import numbers
+
+import numpy as np
+import scipy.sparse as sp
+from numba import njit, prange
+
+
+# ---------------------------------------------------------------------------------------------------
+# attribute encoding
+# ---------------------------------------------------------------------------------------------------
+def _flatten(prefix, value, out):
+    """Append (name, value) pairs of a nested python-crfsuite attribute value."""
+    t = type(value)
+    if t is str:
+        out.append((prefix + "=" + value, 1.0))
+    elif t is bool:
+        out.append((prefix, 1.0 if value else 0.0))
+    elif isinstance(value, numbers.Real):
+        out.append((prefix, float(value)))
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _flatten(prefix + ":" + str(k), v, out)
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        for v in value:
+            if isinstance(v, str):
+                out.append((prefix + ":" + v, 1.0))
+            else:
+                raise ValueError(f"attribute {prefix!r}: a list value must hold strings; got {v!r}")
+    else:
+        raise ValueError(f"attribute {prefix!r}: unsupported value {value!r} of type {t.__name__} "
+                         f"(expected str, number, bool, dict or list of str)")
+
+
+def item_attributes(item):
+    """(name, value) pairs of one item (dict or list of attribute strings)."""
+    out = []
+    if type(item) is dict or isinstance(item, dict):
+        for k, v in item.items():
+            t = type(v)
+            if t is str:
+                out.append((k + "=" + v, 1.0))
+            elif t is float or t is int:
+                out.append((k, float(v)))
+            else:
+                _flatten(str(k), v, out)
+    elif isinstance(item, (list, tuple, set, frozenset)):
+        for a in item:
+            if type(a) is str:
+                out.append((a, 1.0))
+            elif isinstance(a, tuple) and len(a) == 2:
+                out.append((str(a[0]), float(a[1])))
+            else:
+                raise ValueError(f"an item given as a list must hold attribute strings; got {a!r}")
+    elif isinstance(item, str):
+        raise ValueError(f"an item must be a dict or a list of attribute strings, not a bare string "
+                         f"({item!r}); wrap it: [{item!r}]")
+    else:
+        raise ValueError(f"an item must be a dict attribute -> value or a list of attribute strings; "
+                         f"got {type(item).__name__}")
+    return out
+
+
+class Packed:
+    """Packed items of a batch: CSR (item_ptr, item_attr, item_val) + lengths/offsets."""
+
+    __slots__ = ("item_ptr", "item_attr", "item_val", "lengths", "offsets")
+
+    def __init__(self, item_ptr, item_attr, item_val, lengths):
+        self.item_ptr = item_ptr
+        self.item_attr = item_attr
+        self.item_val = item_val
+        self.lengths = np.asarray(lengths, dtype=np.int64)
+        self.offsets = np.concatenate([[0], np.cumsum(self.lengths)]).astype(np.int64)
+
+    @property
+    def n_items(self):
+        return self.item_ptr.shape[0] - 1
+
+    def select(self, seqs):
+        """Sub-batch of the given sequence indices (in that order)."""
+        rows = [np.arange(self.offsets[b], self.offsets[b + 1]) for b in seqs]
+        rows = np.concatenate(rows) if rows else np.zeros(0, np.int64)
+        starts, ends = self.item_ptr[rows], self.item_ptr[rows + 1]
+        cnt = ends - starts
+        ptr = np.concatenate([[0], np.cumsum(cnt)]).astype(np.int64)
+        idx = np.concatenate([np.arange(s, e) for s, e in zip(starts, ends)]) if rows.size else \
+            np.zeros(0, np.int64)
+        idx = idx.astype(np.int64)
+        return Packed(ptr, self.item_attr[idx], self.item_val[idx], self.lengths[list(seqs)])
+
+
+class AttributeVocabulary:
+    """Maps attribute names to ids; grows while fitting, frozen afterwards (unknown names dropped)."""
+
+    def __init__(self, names=()):
+        self.index = {}
+        self.names = []
+        for n in names:
+            self.add(n)
+
+    def add(self, name):
+        i = self.index.get(name)
+        if i is None:
+            i = len(self.names)
+            self.index[name] = i
+            self.names.append(name)
+        return i
+
+    def __len__(self):
+        return len(self.names)
+
+    def encode(self, X, lengths=None, grow=False, name="X"):
+        """Pack a batch of item sequences (or a sparse matrix + lengths) into :class:`Packed`."""
+        if sp.issparse(X):
+            return self._encode_sparse(X, lengths, grow, name)
+        if lengths is not None:
+            raise ValueError(f"`lengths` is only used with a scipy.sparse `{name}`; got a "
+                             f"{type(X).__name__}")
+        if isinstance(X, (str, bytes)) or not hasattr(X, "__len__"):
+            raise ValueError(f"`{name}` must be a list of sequences (each a list of items); got "
+                             f"{type(X).__name__}")
+        ptr = [0]
+        attrs = []
+        vals = []
+        lens = []
+        index = self.index
+        for s, seq in enumerate(X):
+            if isinstance(seq, (str, bytes, dict)) or not hasattr(seq, "__len__"):
+                raise ValueError(f"`{name}[{s}]` must be a sequence (list) of items; got "
+                                 f"{type(seq).__name__}")
+            lens.append(len(seq))
+            for t, item in enumerate(seq):
+                try:
+                    pairs = item_attributes(item)
+                except ValueError as exc:
+                    raise ValueError(f"`{name}[{s}][{t}]`: {exc}") from None
+                for a, v in pairs:
+                    if v != v or v in (math.inf, -math.inf):
+                        raise ValueError(f"`{name}[{s}][{t}]`: attribute {a!r} has value {v}; "
+                                         f"attribute values must be finite numbers")
+                    i = index.get(a)
+                    if i is None:
+                        if not grow:
+                            continue
+                        i = self.add(a)
+                    attrs.append(i)
+                    vals.append(v)
+                ptr.append(len(attrs))
+        return Packed(np.asarray(ptr, np.int64), np.asarray(attrs, np.int64),
+                      np.asarray(vals, np.float64), lens)
+
+    def _encode_sparse(self, X, lengths, grow, name):
+        X = sp.csr_matrix(X, dtype=np.float64)
+        if lengths is None:
+            lengths = [X.shape[0]]
+        lengths = np.asarray(lengths, dtype=np.int64)
+        if lengths.sum() != X.shape[0] or (lengths < 0).any():
+            raise ValueError(f"`lengths` sums to {int(lengths.sum())} but `{name}` has {X.shape[0]} rows")
+        if not np.isfinite(X.data).all():
+            r = int(np.searchsorted(X.indptr, np.flatnonzero(~np.isfinite(X.data))[0], "right") - 1)
+            raise ValueError(f"`{name}` has a non-finite value in row {r}; attribute values must be finite")
+        if grow:
+            for f in range(X.shape[1]):
+                self.add(f"{f}")
+        cols = np.array([self.index.get(f"{f}", -1) for f in range(X.shape[1])], dtype=np.int64)
+        X.sort_indices()
+        a = cols[X.indices]
+        keep = a >= 0
+        rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))[keep]
+        ptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=X.shape[0]))]).astype(np.int64)
+        return Packed(ptr, a[keep], X.data[keep].astype(np.float64), lengths)
+
+
+# ---------------------------------------------------------------------------------------------------
+# numba kernels of the feature model
+# ---------------------------------------------------------------------------------------------------
+@njit(cache=True, parallel=True)
+def state_potentials(w, item_ptr, item_attr, item_val, attr_ptr, feat_label, K):
+    """unary[n, k] = Σ_{(a, v) in item n} v · w[f(a, k)], shape (N, K). Time O(nnz · labels/attr)."""
+    N = item_ptr.shape[0] - 1
+    out = np.zeros((N, K))
+    for n in prange(N):
+        for p in range(item_ptr[n], item_ptr[n + 1]):
+            a = item_attr[p]
+            v = item_val[p]
+            for f in range(attr_ptr[a], attr_ptr[a + 1]):
+                out[n, feat_label[f]] += v * w[f]
+    return out
+
+
+@njit(cache=True, parallel=True)
+def state_gradient_tokens(resid, item_ptr, item_attr, item_val, attr_ptr, feat_label, n_chunks):
+    """g[f(a, k)] = Σ_n Σ_{(a, v) in item n} v · resid[n, k], shape (F,).
+
+    Token-major (the access pattern of :func:`state_potentials`), parallel over ``n_chunks`` blocks of
+    tokens, each with its own gradient buffer, summed at the end.
+    """
+    N = item_ptr.shape[0] - 1
+    F = feat_label.shape[0]
+    bufs = np.zeros((n_chunks, F))
+    step = (N + n_chunks - 1) // n_chunks
+    for c in prange(n_chunks):
+        g = bufs[c]
+        for n in range(c * step, min(N, (c + 1) * step)):
+            for p in range(item_ptr[n], item_ptr[n + 1]):
+                a = item_attr[p]
+                v = item_val[p]
+                for f in range(attr_ptr[a], attr_ptr[a + 1]):
+                    g[f] += v * resid[n, feat_label[f]]
+    out = bufs[0].copy()
+    for c in range(1, n_chunks):
+        for f in range(F):
+            out[f] += bufs[c, f]
+    return out
+
+
+@njit(cache=True)
+def _count_pairs(item_ptr, item_attr, item_val, y, A, K):
+    """Dense-free count of (attribute, label) co-occurrences: returns sorted keys a*K+k and counts."""
+    nnz = item_attr.shape[0]
+    keys = np.empty(nnz, dtype=np.int64)
+    cnt = np.empty(nnz)
+    N = item_ptr.shape[0] - 1
+    m = 0
+    for n in range(N):
+        for p in range(item_ptr[n], item_ptr[n + 1]):
+            if item_val[p] != 0.0:
+                keys[m] = item_attr[p] * K + y[n]
+                cnt[m] = 1.0
+                m += 1
+    keys = keys[:m]
+    order = np.argsort(keys, kind="mergesort")
+    keys = keys[order]
+    uk = np.empty(m, dtype=np.int64)
+    uc = np.empty(m)
+    u = 0
+    for i in range(m):
+        if u > 0 and uk[u - 1] == keys[i]:
+            uc[u - 1] += 1.0
+        else:
+            uk[u] = keys[i]
+            uc[u] = 1.0
+            u += 1
+    return uk[:u], uc[:u]
+
+
+def build_state_features(packed, y, n_attributes, n_labels, min_freq=0.0, all_possible_states=False):
+    """State features (attribute, label) as CRFsuite generates them.
+
+    Returns ``attr_ptr`` (A + 1,) and ``feat_label`` (F,): the features of attribute a are
+    ``feat_label[attr_ptr[a]:attr_ptr[a + 1]]``. With ``all_possible_states`` every attribute seen in
+    training gets every label; otherwise only the pairs observed at least ``min_freq`` times.
+    """
+    A, K = n_attributes, n_labels
+    if all_possible_states:
+        seen = np.zeros(A, bool)
+        seen[packed.item_attr[packed.item_val != 0]] = True
+        cnt = np.where(seen, K, 0)
+        attr_ptr = np.concatenate([[0], np.cumsum(cnt)]).astype(np.int64)
+        feat_label = np.tile(np.arange(K, dtype=np.int64), int(seen.sum()))
+        return attr_ptr, feat_label
+    keys, counts = _count_pairs(packed.item_ptr, packed.item_attr, packed.item_val, y, A, K)
+    keep = counts >= min_freq
+    keys = keys[keep]
+    attrs = keys // K
+    attr_ptr = np.concatenate([[0], np.cumsum(np.bincount(attrs, minlength=A))]).astype(np.int64)
+    return attr_ptr, (keys % K).astype(np.int64)
