@@ -623,10 +623,10 @@ def tree_kbest(unary, edge, root_score, pre, cptr, cidx, offsets, k):
             continue
         insk = np.full((T, K, k), -np.inf)   # k best subtree scores below node (local index) by label
         msgk = np.full((T, K, k), -np.inf)   # k best messages to the parent by parent label
-        mbl = np.zeros((T, K, k), dtype=np.int64)   # message back-pointer: child label
-        mbr = np.zeros((T, K, k), dtype=np.int64)   # message back-pointer: rank in insk[child, label]
-        sprev = np.zeros((T, K, k), dtype=np.int64)   # merge back-pointer: rank in the running list
-        schild = np.zeros((T, K, k), dtype=np.int64)  # merge back-pointer: rank in this child's message
+        mbl = np.zeros((T, K, k), dtype=np.int32)   # message back-pointer: child label
+        mbr = np.zeros((T, K, k), dtype=np.int32)   # message back-pointer: rank in insk[child, label]
+        sprev = np.zeros((T, K, k), dtype=np.int32)   # merge back-pointer: rank in the running list
+        schild = np.zeros((T, K, k), dtype=np.int32)  # merge back-pointer: rank in this child's message
         cur = np.empty(k)
         nxt = np.empty(k)
         cand = np.empty(max(k * k, K * k))

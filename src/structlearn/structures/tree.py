@@ -50,6 +50,18 @@ class Tree(StructureBase):
     dividing out a message, so -inf potentials never give NaN. Infeasible trees (every labeling has
     potential -inf) get ``log_partition`` -inf, zero marginals, and make ``argmax``/``kbest``/``sample``
     raise ``ValueError`` naming the sequence.
+
+    Examples
+    --------
+    Two nodes (node 0 is the child of node 1), three labels that must differ: six labelings.
+
+    >>> import numpy as np
+    >>> edge = np.where(np.eye(3, dtype=bool), -np.inf, 0.0)
+    >>> tree = Tree(np.zeros((2, 3)), edge, [1, -1])
+    >>> bool(np.isclose(tree.log_partition()[0], np.log(6)))
+    True
+    >>> tree.marginals().edge[0].round(4).tolist()[0]
+    [0.0, 0.1667, 0.1667]
     """
 
     def __init__(self, unary, edge, parent, *, lengths=None, root_score=None):
