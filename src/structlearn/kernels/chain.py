@@ -640,12 +640,51 @@ def chain_marginals(unary, trans, start, end, offsets, edge_mode):
     return log_z, umarg, emarg
 
 
+@njit(cache=True)
+def viterbi_seq(unary, trans, start, end, o, T, delta, bp, labels):
+    """Max-product decoding of one sequence (rows o:o+T); writes labels[o:o+T], returns the best score.
+
+    δ[0, j] = start[j] + unary[0, j];  δ[t, j] = unary[t, j] + max_i δ[t-1, i] + trans[t-1, i, j];
+    back-pointers bp[t, j] = argmax_i. Labels are left untouched when the sequence is infeasible (-inf).
+    ``delta``/``bp`` are scratch arrays indexed by packed row.
+    """
+    K = unary.shape[1]
+    S = trans.shape[0]
+    for j in range(K):
+        delta[o, j] = start[j] + unary[o, j]
+    for r in range(o + 1, o + T):
+        ts = _tr(S, r - 1)
+        for j in range(K):
+            m = -np.inf
+            arg = 0
+            for i in range(K):
+                v = delta[r - 1, i] + trans[ts, i, j]
+                if v > m:
+                    m = v
+                    arg = i
+            delta[r, j] = unary[r, j] + m
+            bp[r, j] = arg
+    last = o + T - 1
+    m = -np.inf
+    arg = 0
+    for j in range(K):
+        v = delta[last, j] + end[j]
+        if v > m:
+            m = v
+            arg = j
+    if m == -np.inf:
+        return m
+    labels[last] = arg
+    for r in range(last, o, -1):
+        labels[r - 1] = bp[r, labels[r]]
+    return m
+
+
 @njit(cache=True, parallel=True)
 def chain_viterbi(unary, trans, start, end, offsets):
     """Max-product decoding: best scores (B,) and labels (N,) (-1 rows for infeasible sequences)."""
     N, K = unary.shape
     B = offsets.shape[0] - 1
-    S = trans.shape[0]
     labels = np.full(N, -1, dtype=np.int64)
     best = np.zeros(B)
     delta = np.empty((N, K))
@@ -655,34 +694,7 @@ def chain_viterbi(unary, trans, start, end, offsets):
         T = offsets[b + 1] - o
         if T == 0:
             continue
-        for j in range(K):
-            delta[o, j] = start[j] + unary[o, j]
-        for r in range(o + 1, o + T):
-            ts = _tr(S, r - 1)
-            for j in range(K):
-                m = -np.inf
-                arg = 0
-                for i in range(K):
-                    v = delta[r - 1, i] + trans[ts, i, j]
-                    if v > m:
-                        m = v
-                        arg = i
-                delta[r, j] = unary[r, j] + m
-                bp[r, j] = arg
-        last = o + T - 1
-        m = -np.inf
-        arg = 0
-        for j in range(K):
-            v = delta[last, j] + end[j]
-            if v > m:
-                m = v
-                arg = j
-        best[b] = m
-        if m == -np.inf:
-            continue
-        labels[last] = arg
-        for r in range(last, o, -1):
-            labels[r - 1] = bp[r, labels[r]]
+        best[b] = viterbi_seq(unary, trans, start, end, o, T, delta, bp, labels)
     return best, labels
 
 
