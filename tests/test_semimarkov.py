@@ -497,3 +497,51 @@ def test_long_sequence_is_stable_and_fast():
     assert elapsed < 10.0
     segs = sm.argmax_segments()[0]
     assert sm.score([segs])[0] == pytest.approx(sm.max()[0], rel=1e-9)
+
+
+# ----------------------------------------------------------------------------------------------------
+# the linear-space fast path (LOG, no `segment`) against the log-space kernels and the reference
+# ----------------------------------------------------------------------------------------------------
+@st.composite
+def long_problems(draw, max_len=300):
+    K = draw(st.integers(1, 4))
+    D = draw(st.integers(1, 12))
+    lengths = draw(st.lists(st.integers(0, max_len), min_size=1, max_size=3))
+    seed = draw(st.integers(0, 2**31 - 1))
+    scale = draw(st.sampled_from([1.0, 30.0, 300.0]))
+    p_inf = draw(st.sampled_from([0.0, 0.05, 0.3]))
+    rng = np.random.default_rng(seed)
+    N = sum(lengths)
+    kw = dict(unary=_pot(rng, (N, K), p_inf, scale), duration=_pot(rng, (D, K), p_inf / 2, 3 * scale),
+              transition=_pot(rng, (K, K), p_inf / 2, scale), lengths=lengths,
+              start=_pot(rng, K, 0.0, scale), end=_pot(rng, K, 0.0, scale),
+              allow_same_label=draw(st.booleans()), max_duration=None)
+    if draw(st.booleans()):
+        kw["first_duration"] = _pot(rng, (D, K), p_inf / 2, 3 * scale)
+    return kw
+
+
+@given(long_problems())
+def test_fast_path_matches_reference(kw):
+    sm = build(kw)
+    args = (sm.unary, sm._durations, sm._trans, sm.start, sm.end, sm.lengths)
+    log_z, token, edge, _ = ref.forward_backward(*args)
+    np.testing.assert_allclose(sm.log_partition(), log_z, rtol=RTOL)
+    m = sm.marginals()
+    np.testing.assert_allclose(m.unary, token, rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(m.edge, edge, rtol=1e-9, atol=1e-10)
+
+
+@given(long_problems(max_len=3000))
+def test_fast_path_matches_log_space_kernels(kw):
+    fast = build(kw)
+    exact = build(dict(kw, segment=np.zeros((kw["unary"].shape[0], kw["duration"].shape[0],
+                                             kw["unary"].shape[1]))))
+    np.testing.assert_allclose(fast.log_partition(), exact.log_partition(), rtol=RTOL)
+    fm, em = fast.marginals(), exact.marginals()
+    np.testing.assert_allclose(fm.unary, em.unary, rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(fm.edge, em.edge, rtol=1e-9, atol=1e-10)
+    # H = log Z - E[s(y)] cancels: its absolute error scales with |log Z|
+    lz = np.abs(exact.log_partition())
+    scale = 1e-11 * np.max(np.where(np.isfinite(lz), lz, 0.0), initial=1.0)
+    np.testing.assert_allclose(fast.entropy(), exact.entropy(), rtol=1e-9, atol=scale)

@@ -182,6 +182,198 @@ def _forward_seq(unary, durations, transition_t, start, end, segment, has_segmen
     return total + z_fin, z_fin
 
 
+# Linear-space fast path (LOG semiring, no `segment`). Inside a block of ends, the segment sum
+#   ⊕_d α̂*[s, k] + Σ_{u=s..e} unary[u, k] - Σ_{u=s..e-1} inc[u] + dur[c, d-1, k]
+# factors as exp(P[k, e] + unary[e, k]) · Σ_d exp(α̂*[s, k] - P[k, s]) · exp(dur[c, d-1, k]) with the
+# block-local prefix P[k, s] = Σ_{u=a..s-1} (unary[u, k] - inc[u]) (negative sums before the block
+# start a). The first factor under the sum is kept as ex[k, s] = exp(α̂*[s, k] - P[k, s] - m[k])
+# (anchor m[k], raised when a new term exceeds it by > _RESCALE) and the second as
+# ed[c, k, d-1] = exp(dur[c, d-1, k] - max_dur[k]), so a term costs one multiply-add instead of
+# an exp. Every block re-derives P, m and ex from α̂* (bounded), so nothing drifts on long
+# sequences. Guard: all terms are positive and each underflowed factor loses < 1e-307, so a window
+# sum >= _TINY is exact to ~1e-100 relative; below it the window is re-anchored and, if still
+# tiny, the term is computed exactly in log space. -inf unaries are skipped by capping d at the
+# last forbidden token (P uses 0 there).
+_RESCALE = 300.0
+_TINY = 1e-200
+
+
+@njit(cache=True)
+def duration_factors(durations):
+    """ed (4, K, D) = exp(durations[c, d, k] - max_dur[k]) and max_dur (K,) (0 if all -inf)."""
+    C, D, K = durations.shape
+    mdur = np.zeros(K)
+    for k in range(K):
+        m = NEG_INF
+        for c in range(C):
+            for d in range(D):
+                if durations[c, d, k] > m:
+                    m = durations[c, d, k]
+        mdur[k] = m if m > NEG_INF else 0.0
+    ed = np.empty((C, K, D))
+    for c in range(C):
+        for k in range(K):
+            for d in range(D):
+                ed[c, k, d] = math.exp(durations[c, d, k] - mdur[k])
+    return ed, mdur
+
+
+@njit(cache=True, inline="always")
+def _ufin(x):
+    return 0.0 if x == NEG_INF else x
+
+
+@njit(cache=True)
+def _forward_exact_term(unary, durations, alpha_star, inc, o, t, T, k, dm):
+    """log Σ_{d=1..dm} exp(α̂*[t-d+1, k] + Σ unary - Σ_{u=s..t-1} inc[u] + dur) in log space."""
+    m = NEG_INF
+    acc = 0.0
+    nacc = 0.0
+    for d in range(1, dm + 1):
+        s = t - d + 1
+        if d > 1:
+            nacc += inc[o + s]
+        acc += unary[o + s, k]
+        v = alpha_star[o + s, k] + acc - nacc + durations[_table(s, t, T), d - 1, k]
+        if v > m:
+            m = v
+    if m == NEG_INF:
+        return m
+    tot = 0.0
+    acc = 0.0
+    nacc = 0.0
+    for d in range(1, dm + 1):
+        s = t - d + 1
+        if d > 1:
+            nacc += inc[o + s]
+        acc += unary[o + s, k]
+        tot += math.exp(alpha_star[o + s, k] + acc - nacc + durations[_table(s, t, T), d - 1, k] - m)
+    return m + math.log(tot)
+
+
+@njit(cache=True)
+def _forward_seq_lin(unary, durations, ed, mdur, transition_t, start, end, o, T, alpha, alpha_star,
+                     inc):
+    """Normalised LOG forward of one sequence, linear-space window sums; returns (log_z, z_fin)."""
+    K = unary.shape[1]
+    D = durations.shape[1]
+    L = D
+    ex = np.zeros((K, T))
+    P = np.zeros((K, T + 1))
+    m = np.empty(K)
+    blocked = np.full(K, -1, dtype=np.int64)  # last token t' <= t with unary[t', k] = -inf
+    at = np.empty(K)
+    total = 0.0
+    for a in range(0, T, L):
+        lo = max(0, a - D + 1)
+        # re-anchor the block: P[k, a] = 0, P[k, s] for lo <= s < a, anchor m[k] and ex[k, lo:a]
+        for k in range(K):
+            P[k, a] = 0.0
+            for s in range(a - 1, lo - 1, -1):
+                P[k, s] = P[k, s + 1] - (_ufin(unary[o + s, k]) - inc[o + s])
+            live = max(lo, blocked[k] + 1)  # earlier starts can no longer begin a k-segment
+            mk = NEG_INF
+            for s in range(live, a):
+                x = alpha_star[o + s, k] - P[k, s]
+                if x > mk:
+                    mk = x
+            m[k] = mk
+            for s in range(live, a):
+                x = alpha_star[o + s, k] - P[k, s]
+                ex[k, s] = math.exp(x - mk) if x > NEG_INF else 0.0
+        for t in range(a, min(a + L, T)):
+            # stage 1: α̂*[t, k] = ⊕_j α̂[t-1, j] + transition[j, k]
+            if t == 0:
+                for k in range(K):
+                    alpha_star[o, k] = start[k]
+            else:
+                prev = alpha[o + t - 1]
+                for k in range(K):
+                    tk = transition_t[k]
+                    mm = NEG_INF
+                    for j in range(K):
+                        v = prev[j] + tk[j]
+                        if v > mm:
+                            mm = v
+                    if mm == NEG_INF:
+                        alpha_star[o + t, k] = mm
+                    else:
+                        sm = 0.0
+                        for j in range(K):
+                            sm += math.exp(prev[j] + tk[j] - mm)
+                        alpha_star[o + t, k] = mm + math.log(sm)
+            # stage 2, per label: window sum of ex · ed
+            c_mid = LAST if t == T - 1 else MIDDLE
+            c_first = SINGLE if t == T - 1 else FIRST
+            for k in range(K):
+                x = alpha_star[o + t, k] - P[k, t]
+                if x > NEG_INF:
+                    if m[k] == NEG_INF or x > m[k] + _RESCALE:
+                        f = 0.0 if m[k] == NEG_INF else math.exp(m[k] - x)
+                        for s in range(max(lo, t - D + 1, blocked[k] + 1), t):
+                            ex[k, s] *= f
+                        m[k] = x
+                    ex[k, t] = math.exp(x - m[k])
+                else:
+                    ex[k, t] = 0.0
+                if unary[o + t, k] == NEG_INF:
+                    blocked[k] = t
+                dm = min(D, t + 1, t - blocked[k])
+                if dm <= 0:
+                    at[k] = NEG_INF
+                    continue
+                for attempt in range(2):
+                    S = 0.0
+                    edk = ed[c_mid, k]
+                    exk = ex[k]
+                    for d in range(1, min(dm, t) + 1):
+                        S += exk[t - d + 1] * edk[d - 1]
+                    if dm == t + 1:
+                        S += exk[0] * ed[c_first, k, t]
+                    if S >= _TINY or attempt == 1:
+                        break
+                    # re-anchor this label's window on its largest term, then retry once
+                    mk = NEG_INF
+                    for s in range(t - dm + 1, t + 1):
+                        xs = alpha_star[o + s, k] - P[k, s]
+                        if xs > mk:
+                            mk = xs
+                    if mk == NEG_INF:
+                        break
+                    for s in range(t - dm + 1, t + 1):  # every start a later end can use
+                        xs = alpha_star[o + s, k] - P[k, s]
+                        ex[k, s] = math.exp(xs - mk) if xs > NEG_INF else 0.0
+                    m[k] = mk
+                if S >= _TINY:
+                    at[k] = P[k, t] + unary[o + t, k] + m[k] + mdur[k] + math.log(S)
+                else:
+                    at[k] = _forward_exact_term(unary, durations, alpha_star, inc, o, t, T, k, dm)
+            # normalise: inc[t] = max_k α̃[t, k] (0 when every label is impossible)
+            mm = NEG_INF
+            for k in range(K):
+                if at[k] > mm:
+                    mm = at[k]
+            if mm == NEG_INF:
+                mm = 0.0
+            inc[o + t] = mm
+            total += mm
+            for k in range(K):
+                alpha[o + t, k] = at[k] - mm
+                P[k, t + 1] = P[k, t] + _ufin(unary[o + t, k]) - mm
+    mm = NEG_INF
+    for k in range(K):
+        v = alpha[o + T - 1, k] + end[k]
+        if v > mm:
+            mm = v
+    if mm == NEG_INF:
+        return NEG_INF, NEG_INF
+    sm = 0.0
+    for k in range(K):
+        sm += math.exp(alpha[o + T - 1, k] + end[k] - mm)
+    z_fin = mm + math.log(sm)
+    return total + z_fin, z_fin
+
+
 @njit(cache=True, parallel=True)
 def semimarkov_forward(unary, durations, transition, start, end, segment, has_segment, offsets,
                        semiring):
@@ -215,13 +407,19 @@ def semimarkov_forward(unary, durations, transition, start, end, segment, has_se
     bp_d = np.zeros((nbp, K), dtype=np.int32)
     bp_j = np.zeros((nbp, K), dtype=np.int32)
     transition_t = np.ascontiguousarray(transition.T)
+    linear = semiring != MAX and not has_segment
+    ed, mdur = duration_factors(durations)
     for b in prange(B):
         o = offsets[b]
         T = offsets[b + 1] - o
         if T == 0:
             continue
-        lz, zf = _forward_seq(unary, durations, transition_t, start, end, segment, has_segment,
-                              o, T, semiring, alpha, alpha_star, inc, bp_d, bp_j)
+        if linear:
+            lz, zf = _forward_seq_lin(unary, durations, ed, mdur, transition_t, start, end, o, T,
+                                      alpha, alpha_star, inc)
+        else:
+            lz, zf = _forward_seq(unary, durations, transition_t, start, end, segment, has_segment,
+                                  o, T, semiring, alpha, alpha_star, inc, bp_d, bp_j)
         log_z[b] = lz
         z_fin[b] = zf
     return alpha, alpha_star, inc, log_z, z_fin, bp_d, bp_j
@@ -291,6 +489,131 @@ def _backward_seq(unary, durations, transition, end, segment, has_segment, o, T,
                 beta_start[o + t, k] = mx[k] + math.log(ssum[k])
 
 
+@njit(cache=True)
+def _backward_exact_term(unary, durations, beta_end, inc, o, s, T, k, dm):
+    """log Σ_{d=1..dm} exp(Σ_{u=s..e} (unary[u, k] - inc[u]) + dur + β̂_end[e, k]) in log space."""
+    m = NEG_INF
+    acc = 0.0
+    for d in range(1, dm + 1):
+        e = s + d - 1
+        acc += unary[o + e, k] - inc[o + e]
+        v = acc + durations[_table(s, e, T), d - 1, k] + beta_end[o + e, k]
+        if v > m:
+            m = v
+    if m == NEG_INF:
+        return m
+    tot = 0.0
+    acc = 0.0
+    for d in range(1, dm + 1):
+        e = s + d - 1
+        acc += unary[o + e, k] - inc[o + e]
+        tot += math.exp(acc + durations[_table(s, e, T), d - 1, k] + beta_end[o + e, k] - m)
+    return m + math.log(tot)
+
+
+@njit(cache=True)
+def _backward_seq_lin(unary, durations, ed, mdur, transition, end, o, T, inc, z_fin, beta_end,
+                      beta_start):
+    """Mirror of :func:`_forward_seq_lin`: blocks of starts from the right, block-local suffix
+    P[k, e+1] = -Σ_{u=h..e} (unary[u, k] - inc[u]) (P[k, s] = Σ_{u=s..h-1} for s <= h, h = one past
+    the block), ey[k, e] = exp(β̂_end[e, k] - P[k, e+1] - m[k]) and
+    β̂_start[s, k] = P[k, s] + m[k] + max_dur[k] + log Σ_d ey[k, s+d-1] · ed[c, k, d-1]."""
+    K = unary.shape[1]
+    D = durations.shape[1]
+    L = D
+    ey = np.zeros((K, T))
+    P = np.zeros((K, T + 1))
+    m = np.empty(K)
+    blocked = np.full(K, T, dtype=np.int64)  # first token t' >= s with unary[t', k] = -inf
+    for hb in range(T, 0, -L):  # block of starts [max(0, hb-L), hb), anchor h = hb
+        hi = min(T, hb + D - 1)  # ends e in [hb, hi) may still be reached from the block
+        for k in range(K):
+            P[k, hb] = 0.0
+            for e in range(hb, hi):
+                P[k, e + 1] = P[k, e] - (_ufin(unary[o + e, k]) - inc[o + e])
+            live = min(hi, blocked[k])  # later ends can no longer close a k-segment
+            mk = NEG_INF
+            for e in range(hb, live):
+                y = beta_end[o + e, k] - P[k, e + 1]
+                if y > mk:
+                    mk = y
+            m[k] = mk
+            for e in range(hb, live):
+                y = beta_end[o + e, k] - P[k, e + 1]
+                ey[k, e] = math.exp(y - mk) if y > NEG_INF else 0.0
+        for t in range(hb - 1, max(0, hb - L) - 1, -1):
+            # stage 1: β̂_end[t, k] = ⊕_j transition[k, j] + β̂_start[t+1, j]
+            if t == T - 1:
+                for k in range(K):
+                    beta_end[o + t, k] = end[k] - z_fin
+            else:
+                nxt = beta_start[o + t + 1]
+                for k in range(K):
+                    tk = transition[k]
+                    mm = NEG_INF
+                    for j in range(K):
+                        v = nxt[j] + tk[j]
+                        if v > mm:
+                            mm = v
+                    if mm == NEG_INF:
+                        beta_end[o + t, k] = mm
+                    else:
+                        sm = 0.0
+                        for j in range(K):
+                            sm += math.exp(nxt[j] + tk[j] - mm)
+                        beta_end[o + t, k] = mm + math.log(sm)
+            # stage 2 (start t): window sum of ey · ed over ends t … t+dm-1
+            c_mid = FIRST if t == 0 else MIDDLE
+            c_last = SINGLE if t == 0 else LAST
+            top = min(T, t + D)
+            for k in range(K):
+                y = beta_end[o + t, k] - P[k, t + 1]
+                if y > NEG_INF:
+                    if m[k] == NEG_INF or y > m[k] + _RESCALE:
+                        f = 0.0 if m[k] == NEG_INF else math.exp(m[k] - y)
+                        for e in range(t + 1, min(top, blocked[k])):
+                            ey[k, e] *= f
+                        m[k] = y
+                    ey[k, t] = math.exp(y - m[k])
+                else:
+                    ey[k, t] = 0.0
+                u = unary[o + t, k]
+                if u == NEG_INF:
+                    blocked[k] = t
+                P[k, t] = P[k, t + 1] + _ufin(u) - inc[o + t]
+                dm = min(D, T - t, blocked[k] - t)
+                if dm <= 0:
+                    beta_start[o + t, k] = NEG_INF
+                    continue
+                S = 0.0
+                for attempt in range(2):
+                    S = 0.0
+                    edk = ed[c_mid, k]
+                    eyk = ey[k]
+                    for d in range(1, min(dm, T - 1 - t) + 1):
+                        S += eyk[t + d - 1] * edk[d - 1]
+                    if dm == T - t:
+                        S += eyk[T - 1] * ed[c_last, k, dm - 1]
+                    if S >= _TINY or attempt == 1:
+                        break
+                    mk = NEG_INF
+                    for e in range(t, t + dm):
+                        ye = beta_end[o + e, k] - P[k, e + 1]
+                        if ye > mk:
+                            mk = ye
+                    if mk == NEG_INF:
+                        break
+                    for e in range(t, t + dm):  # every end a earlier start can use
+                        ye = beta_end[o + e, k] - P[k, e + 1]
+                        ey[k, e] = math.exp(ye - mk) if ye > NEG_INF else 0.0
+                    m[k] = mk
+                if S >= _TINY:
+                    beta_start[o + t, k] = P[k, t] + m[k] + mdur[k] + math.log(S)
+                else:
+                    beta_start[o + t, k] = _backward_exact_term(unary, durations, beta_end, inc, o,
+                                                                t, T, k, dm)
+
+
 @njit(cache=True, parallel=True)
 def semimarkov_backward(unary, durations, transition, end, segment, has_segment, offsets, inc,
                         z_fin):
@@ -302,6 +625,7 @@ def semimarkov_backward(unary, durations, transition, end, segment, has_segment,
     B = offsets.shape[0] - 1
     beta_end = np.empty((N, K))
     beta_start = np.empty((N, K))
+    ed, mdur = duration_factors(durations)
     for b in prange(B):
         o = offsets[b]
         T = offsets[b + 1] - o
@@ -313,8 +637,12 @@ def semimarkov_backward(unary, durations, transition, end, segment, has_segment,
                     beta_end[o + t, k] = NEG_INF
                     beta_start[o + t, k] = NEG_INF
             continue
-        _backward_seq(unary, durations, transition, end, segment, has_segment, o, T, inc,
-                      z_fin[b], beta_end, beta_start)
+        if has_segment:
+            _backward_seq(unary, durations, transition, end, segment, has_segment, o, T, inc,
+                          z_fin[b], beta_end, beta_start)
+        else:
+            _backward_seq_lin(unary, durations, ed, mdur, transition, end, o, T, inc, z_fin[b],
+                              beta_end, beta_start)
     return beta_end, beta_start
 
 
