@@ -1,0 +1,184 @@
+"""Brute-force oracle of the explicit-duration hidden semi-Markov model (imports nothing from structlearn).
+
+A tiny HSMM is given in linear space: start probabilities ``pi`` (K,), transitions ``A`` (K, K) with a
+zero diagonal, duration pmf ``pmf`` (D, K) (row d-1 = duration d) and emission log-densities
+``log_b`` (T, K). Every segmentation of 0..T-1 into labelled segments of length <= D is enumerated and
+weighted according to the censoring mode (Yu 2010 §2.2.1):
+
+* "none":  every segment scores p(d);
+* "right": the last segment scores S(d) = P(duration >= d);
+* "both":  additionally the first segment scores the residual-life pmf S(d) / mu, and a segment
+           covering the whole sequence the residual survivor sum_{d' >= d} S(d') / mu.
+"""
+import itertools
+import math
+
+import numpy as np
+
+
+def _survivor(p):
+    return np.cumsum(p[::-1], axis=0)[::-1]
+
+
+def duration_weight(pmf, d, k, first, last, censoring):
+    """Linear weight of a k-segment of length d at the given position."""
+    p = pmf[:, k]
+    D = p.shape[0]
+    if d > D:
+        return 0.0
+    S = _survivor(p)
+    mu = float(np.dot(np.arange(1, D + 1), p))
+    if censoring == "none":
+        return float(p[d - 1])
+    if censoring == "right":
+        return float(S[d - 1]) if last else float(p[d - 1])
+    # both
+    if first and last:
+        return float(S[d - 1:].sum()) / mu
+    if first:
+        return float(S[d - 1]) / mu
+    if last:
+        return float(S[d - 1])
+    return float(p[d - 1])
+
+
+def compositions(T, D):
+    """All tuples of positive parts <= D summing to T."""
+    if T == 0:
+        yield ()
+        return
+    for d in range(1, min(D, T) + 1):
+        for rest in compositions(T - d, D):
+            yield (d,) + rest
+
+
+def segmentations(T, K, D):
+    """All segmentations as lists of (start, end, label), consecutive labels distinct."""
+    for parts in compositions(T, D):
+        for labels in itertools.product(range(K), repeat=len(parts)):
+            if any(labels[i] == labels[i + 1] for i in range(len(labels) - 1)):
+                continue
+            segs, s = [], 0
+            for d, k in zip(parts, labels):
+                segs.append((s, s + d - 1, k))
+                s += d
+            yield segs
+
+
+def weight(segs, pi, A, pmf, log_b, censoring, T=None, open_last=None):
+    """Linear weight of a segmentation (``open_last`` overrides whether the last segment is censored:
+    True = survivor (S), False = complete pmf, None = by censoring mode and position)."""
+    T = log_b.shape[0] if T is None else T
+    w = pi[segs[0][2]]
+    for i, (s, e, k) in enumerate(segs):
+        d = e - s + 1
+        first = s == 0
+        last = e == T - 1
+        if open_last is not None and last:
+            last = open_last
+        dw = duration_weight(pmf, d, k, first, last, censoring)
+        w *= dw * math.exp(float(log_b[s:e + 1, k].sum()))
+        if i + 1 < len(segs):
+            w *= A[k, segs[i + 1][2]]
+    return w
+
+
+def enumerate_all(pi, A, pmf, log_b, censoring):
+    T, K = log_b.shape
+    D = pmf.shape[0]
+    return [(segs, weight(segs, pi, A, pmf, log_b, censoring)) for segs in segmentations(T, K, D)]
+
+
+def posteriors(pi, A, pmf, log_b, censoring):
+    """Likelihood and every smoothed posterior by enumeration.
+
+    Returns dict with ``loglik``, ``gamma`` (T, K), ``xi`` (T, K, K) (row t: i ends at t, j starts at
+    t+1), ``eta`` (T, D, K) [end, d-1, k], ``viterbi`` (segments, log weight), ``items``.
+    """
+    T, K = log_b.shape
+    D = pmf.shape[0]
+    items = enumerate_all(pi, A, pmf, log_b, censoring)
+    L = sum(w for _, w in items)
+    gamma = np.zeros((T, K))
+    xi = np.zeros((T, K, K))
+    eta = np.zeros((T, D, K))
+    best, best_w = None, -1.0
+    for segs, w in items:
+        if w <= 0:
+            continue
+        for i, (s, e, k) in enumerate(segs):
+            gamma[s:e + 1, k] += w
+            eta[e, e - s, k] += w
+            if i + 1 < len(segs):
+                xi[e, k, segs[i + 1][2]] += w
+        if w > best_w:
+            best, best_w = segs, w
+    out = {"loglik": math.log(L) if L > 0 else -math.inf, "items": items}
+    if L > 0:
+        out.update(gamma=gamma / L, xi=xi / L, eta=eta / L, viterbi=(best, math.log(best_w)))
+    return out
+
+
+def prefix_filter(pi, A, pmf, log_b, censoring):
+    """Filtering and one-step prediction by enumeration over every prefix 0..t.
+
+    The prefix likelihood uses the right-censored (generative) semantics: the segment running at t
+    scores its survivor. Returns dict of (T, K) arrays: ``state`` P(S_t = j | o_0:t), ``end``
+    P(segment j ends at t | o_0:t), ``start_next`` P(segment j starts at t+1 | o_0:t), and
+    ``loglik`` (T,) log P(o_0:t).
+    """
+    T, K = log_b.shape
+    D = pmf.shape[0]
+    mode = "both" if censoring == "both" else "right"
+    state = np.zeros((T, K))
+    end = np.zeros((T, K))
+    start_next = np.zeros((T, K))
+    ll = np.zeros(T)
+    for t in range(T):
+        lb = log_b[:t + 1]
+        Z = 0.0
+        for segs in segmentations(t + 1, K, D):
+            w_open = weight(segs, pi, A, pmf, lb, mode, T=t + 1, open_last=True)
+            w_closed = weight(segs, pi, A, pmf, lb, mode, T=t + 1, open_last=False)
+            k = segs[-1][2]
+            Z += w_open
+            for s, e, j in segs:
+                if s <= t <= e:
+                    state[t, j] += w_open
+            end[t, k] += w_closed
+            start_next[t] += w_closed * A[k]
+        if Z > 0:
+            state[t] /= Z
+            end[t] /= Z
+            start_next[t] /= Z
+            ll[t] = math.log(Z)
+        else:
+            state[t] = end[t] = start_next[t] = 0.0
+            ll[t] = -math.inf
+    return {"state": state, "end": end, "start_next": start_next, "loglik": ll}
+
+
+def expanded_hmm_loglik(pi, A, pmf, log_b, censoring):
+    """Log-likelihood by the forward algorithm of the HMM over (state, remaining duration)
+    (Ferguson 1980; seed §1, §4.6). Independent of the enumeration."""
+    T, K = log_b.shape
+    D = pmf.shape[0]
+    S = _survivor(pmf)
+    mu = np.arange(1, D + 1) @ pmf
+    if censoring == "both":
+        init = pi[None, :] * (S / mu[None, :])  # (D, K) remaining r
+    else:
+        init = pi[None, :] * pmf
+    b = np.exp(log_b)
+    alpha = init * b[0][None, :]  # alpha[r-1, k]
+    for t in range(1, T):
+        new = np.zeros((D, K))
+        new[:-1] = alpha[1:]  # remaining r+1 -> r
+        leave = alpha[0] @ A  # (K,) enters j
+        new += leave[None, :] * pmf
+        alpha = new * b[t][None, :]
+    if censoring == "none":
+        total = alpha[0].sum()
+    else:
+        total = alpha.sum()
+    return math.log(total) if total > 0 else -math.inf
