@@ -545,3 +545,5 @@ def test_fast_path_matches_log_space_kernels(kw):
     lz = np.abs(exact.log_partition())
     scale = 1e-11 * np.max(np.where(np.isfinite(lz), lz, 0.0), initial=1.0)
     np.testing.assert_allclose(fast.entropy(), exact.entropy(), rtol=1e-9, atol=scale)
+    for f, e in zip(fast.duration_marginals(), exact.duration_marginals()):
+        np.testing.assert_allclose(f, e, rtol=1e-9, atol=1e-10)

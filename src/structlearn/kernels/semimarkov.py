@@ -46,6 +46,13 @@ every posterior is a local sum: P(k-segment starts at s) = exp(α̂*[s, k] + β�
 P(k-segment [s, e]) = exp(α̂*[s, k] + w(s, e, k) - Σ_{u=s..e} inc[u] + β̂_end[e, k]), and
 log Z = Σ_t inc[t] + z_fin with z_fin = ⊕_k α̂[T-1, k] + end[k].
 
+Fast path (LOG semiring without ``segment``: forward, backward and the expectations). The window
+sum over d factors into per-start and per-duration terms, so it is computed in linear space as
+Σ_d ex[k, s] · ed[c, k, d-1] — one multiply-add per (t, d, k) instead of an exp — with
+block-local anchors and an exact log-space fallback whenever a window sum is tiny (see
+:func:`_window_step`); results agree with the log-space kernels to ~1e-12 relative. The log-space
+kernels serve the MAX semiring and ``segment``.
+
 The unary sum of a segment is accumulated as d grows (``acc += unary[...]``) instead of being taken
 as a difference of cumulative sums: same O(N·D·K) cost, but exact on long sequences and -inf entries
 need no special casing. Only O(N·K) arrays are stored; (N, D, K) is never materialised unless the
@@ -251,6 +258,92 @@ def _forward_exact_term(unary, durations, alpha_star, inc, o, t, T, k, dm):
     return m + math.log(tot)
 
 
+@njit(cache=True, inline="always")
+def _window_anchor(unary, alpha_star, inc, o, a, lo, k, P, ex, m, blocked):
+    """Start a block of ends at a: P[k, s] for lo <= s <= a (P[k, a] = 0), anchor m[k] = the
+    largest live x = α̂*[s, k] - P[k, s] and ex[k, s] = exp(x - m[k]) for the live starts."""
+    P[k, a] = 0.0
+    for s in range(a - 1, lo - 1, -1):
+        P[k, s] = P[k, s + 1] - (_ufin(unary[o + s, k]) - inc[o + s])
+    live = max(lo, blocked[k] + 1)  # earlier starts can no longer begin a k-segment
+    mk = NEG_INF
+    for s in range(live, a):
+        x = alpha_star[o + s, k] - P[k, s]
+        if x > mk:
+            mk = x
+    m[k] = mk
+    for s in range(live, a):
+        x = alpha_star[o + s, k] - P[k, s]
+        ex[k, s] = math.exp(x - mk) if x > NEG_INF else 0.0
+
+
+@njit(cache=True, inline="always")
+def _window_step(unary, alpha_star, ed, o, t, T, k, lo, D, P, ex, m, blocked):
+    """Add start t to label k's window (P[k, t] must be set) and return (S, dm): the longest
+    allowed duration dm of a k-segment ending at t and S = Σ_{d<=dm} ex[k, t-d+1] · ed[c, k, d-1].
+    Raises the anchor when a new term exceeds it by > _RESCALE; re-anchors on the largest term of
+    the window once when S < _TINY (the caller falls back to log space if S stays below)."""
+    x = alpha_star[o + t, k] - P[k, t]
+    if x > NEG_INF:
+        if m[k] == NEG_INF or x > m[k] + _RESCALE:
+            f = 0.0 if m[k] == NEG_INF else math.exp(m[k] - x)
+            for s in range(max(lo, t - D + 1, blocked[k] + 1), t):
+                ex[k, s] *= f
+            m[k] = x
+        ex[k, t] = math.exp(x - m[k])
+    else:
+        ex[k, t] = 0.0
+    if unary[o + t, k] == NEG_INF:
+        blocked[k] = t
+    dm = min(D, t + 1, t - blocked[k])
+    if dm <= 0:
+        return 0.0, 0
+    c_mid = LAST if t == T - 1 else MIDDLE
+    c_first = SINGLE if t == T - 1 else FIRST
+    S = 0.0
+    for attempt in range(2):
+        S = 0.0
+        edk = ed[c_mid, k]
+        exk = ex[k]
+        for d in range(1, min(dm, t) + 1):
+            S += exk[t - d + 1] * edk[d - 1]
+        if dm == t + 1:
+            S += exk[0] * ed[c_first, k, t]
+        if S >= _TINY or attempt == 1:
+            break
+        mk = NEG_INF
+        for s in range(t - dm + 1, t + 1):
+            xs = alpha_star[o + s, k] - P[k, s]
+            if xs > mk:
+                mk = xs
+        if mk == NEG_INF:
+            break
+        for s in range(t - dm + 1, t + 1):  # every start a later end can use
+            xs = alpha_star[o + s, k] - P[k, s]
+            ex[k, s] = math.exp(xs - mk) if xs > NEG_INF else 0.0
+        m[k] = mk
+    return S, dm
+
+
+@njit(cache=True, inline="always")
+def _stage1_log(prev, transition_t, out, K):
+    """out[k] = ⊕_j prev[j] + transition[j, k] (LOG), with transition_t = transition.T."""
+    for k in range(K):
+        tk = transition_t[k]
+        mm = NEG_INF
+        for j in range(K):
+            v = prev[j] + tk[j]
+            if v > mm:
+                mm = v
+        if mm == NEG_INF:
+            out[k] = mm
+        else:
+            sm = 0.0
+            for j in range(K):
+                sm += math.exp(prev[j] + tk[j] - mm)
+            out[k] = mm + math.log(sm)
+
+
 @njit(cache=True)
 def _forward_seq_lin(unary, durations, ed, mdur, transition_t, start, end, o, T, alpha, alpha_star,
                      inc):
@@ -266,85 +359,21 @@ def _forward_seq_lin(unary, durations, ed, mdur, transition_t, start, end, o, T,
     total = 0.0
     for a in range(0, T, L):
         lo = max(0, a - D + 1)
-        # re-anchor the block: P[k, a] = 0, P[k, s] for lo <= s < a, anchor m[k] and ex[k, lo:a]
         for k in range(K):
-            P[k, a] = 0.0
-            for s in range(a - 1, lo - 1, -1):
-                P[k, s] = P[k, s + 1] - (_ufin(unary[o + s, k]) - inc[o + s])
-            live = max(lo, blocked[k] + 1)  # earlier starts can no longer begin a k-segment
-            mk = NEG_INF
-            for s in range(live, a):
-                x = alpha_star[o + s, k] - P[k, s]
-                if x > mk:
-                    mk = x
-            m[k] = mk
-            for s in range(live, a):
-                x = alpha_star[o + s, k] - P[k, s]
-                ex[k, s] = math.exp(x - mk) if x > NEG_INF else 0.0
+            _window_anchor(unary, alpha_star, inc, o, a, lo, k, P, ex, m, blocked)
         for t in range(a, min(a + L, T)):
             # stage 1: α̂*[t, k] = ⊕_j α̂[t-1, j] + transition[j, k]
             if t == 0:
                 for k in range(K):
                     alpha_star[o, k] = start[k]
             else:
-                prev = alpha[o + t - 1]
-                for k in range(K):
-                    tk = transition_t[k]
-                    mm = NEG_INF
-                    for j in range(K):
-                        v = prev[j] + tk[j]
-                        if v > mm:
-                            mm = v
-                    if mm == NEG_INF:
-                        alpha_star[o + t, k] = mm
-                    else:
-                        sm = 0.0
-                        for j in range(K):
-                            sm += math.exp(prev[j] + tk[j] - mm)
-                        alpha_star[o + t, k] = mm + math.log(sm)
-            # stage 2, per label: window sum of ex · ed
-            c_mid = LAST if t == T - 1 else MIDDLE
-            c_first = SINGLE if t == T - 1 else FIRST
+                _stage1_log(alpha[o + t - 1], transition_t, alpha_star[o + t], K)
+            # stage 2, per label: α̃[t, k] = P[k, t] + unary[t, k] + m[k] + max_dur[k] + log S
             for k in range(K):
-                x = alpha_star[o + t, k] - P[k, t]
-                if x > NEG_INF:
-                    if m[k] == NEG_INF or x > m[k] + _RESCALE:
-                        f = 0.0 if m[k] == NEG_INF else math.exp(m[k] - x)
-                        for s in range(max(lo, t - D + 1, blocked[k] + 1), t):
-                            ex[k, s] *= f
-                        m[k] = x
-                    ex[k, t] = math.exp(x - m[k])
-                else:
-                    ex[k, t] = 0.0
-                if unary[o + t, k] == NEG_INF:
-                    blocked[k] = t
-                dm = min(D, t + 1, t - blocked[k])
+                S, dm = _window_step(unary, alpha_star, ed, o, t, T, k, lo, D, P, ex, m, blocked)
                 if dm <= 0:
                     at[k] = NEG_INF
-                    continue
-                for attempt in range(2):
-                    S = 0.0
-                    edk = ed[c_mid, k]
-                    exk = ex[k]
-                    for d in range(1, min(dm, t) + 1):
-                        S += exk[t - d + 1] * edk[d - 1]
-                    if dm == t + 1:
-                        S += exk[0] * ed[c_first, k, t]
-                    if S >= _TINY or attempt == 1:
-                        break
-                    # re-anchor this label's window on its largest term, then retry once
-                    mk = NEG_INF
-                    for s in range(t - dm + 1, t + 1):
-                        xs = alpha_star[o + s, k] - P[k, s]
-                        if xs > mk:
-                            mk = xs
-                    if mk == NEG_INF:
-                        break
-                    for s in range(t - dm + 1, t + 1):  # every start a later end can use
-                        xs = alpha_star[o + s, k] - P[k, s]
-                        ex[k, s] = math.exp(xs - mk) if xs > NEG_INF else 0.0
-                    m[k] = mk
-                if S >= _TINY:
+                elif S >= _TINY:
                     at[k] = P[k, t] + unary[o + t, k] + m[k] + mdur[k] + math.log(S)
                 else:
                     at[k] = _forward_exact_term(unary, durations, alpha_star, inc, o, t, T, k, dm)
@@ -691,6 +720,59 @@ def semimarkov_marginals(unary, transition, alpha, alpha_star, beta_end, beta_st
     return token, edge
 
 
+@njit(cache=True)
+def _segment_expectations_lin(unary, durations, ed, mdur, o, T, alpha_star, inc, beta_end, dmarg_b):
+    """Σ over segments of p·w, and p added to dmarg_b[c, d-1, k], replaying the forward's windows:
+    p(s, t, k) = C · ex[k, s] · ed[c, k, d-1] with C = exp(m[k] + max_dur[k] + P[k, t+1] + β̂_end[t, k])
+    = P(a k-segment ends at t) / S <= 1 / _TINY, so an underflowed term loses < 1e-107."""
+    K = unary.shape[1]
+    D = durations.shape[1]
+    L = D
+    ex = np.zeros((K, T))
+    P = np.zeros((K, T + 1))
+    m = np.empty(K)
+    blocked = np.full(K, -1, dtype=np.int64)
+    es = 0.0
+    for a in range(0, T, L):
+        lo = max(0, a - D + 1)
+        for k in range(K):
+            _window_anchor(unary, alpha_star, inc, o, a, lo, k, P, ex, m, blocked)
+        for t in range(a, min(a + L, T)):
+            c_mid = LAST if t == T - 1 else MIDDLE
+            c_first = SINGLE if t == T - 1 else FIRST
+            for k in range(K):
+                S, dm = _window_step(unary, alpha_star, ed, o, t, T, k, lo, D, P, ex, m, blocked)
+                P[k, t + 1] = P[k, t] + _ufin(unary[o + t, k]) - inc[o + t]
+                be = beta_end[o + t, k]
+                if dm <= 0 or be == NEG_INF:
+                    continue
+                acc = 0.0
+                if S >= _TINY:
+                    C = math.exp(m[k] + mdur[k] + P[k, t + 1] + be)
+                    exk = ex[k]
+                    for d in range(1, dm + 1):
+                        s = t - d + 1
+                        acc += unary[o + s, k]
+                        c = c_first if s == 0 else c_mid
+                        p = C * exk[s] * ed[c, k, d - 1]
+                        if p > 0.0:
+                            es += p * (acc + durations[c, d - 1, k])
+                            dmarg_b[c, d - 1, k] += p
+                else:
+                    nacc = 0.0
+                    for d in range(1, dm + 1):
+                        s = t - d + 1
+                        acc += unary[o + s, k]
+                        nacc += inc[o + s]
+                        c = c_first if s == 0 else c_mid
+                        w = acc + durations[c, d - 1, k]
+                        p = math.exp(alpha_star[o + s, k] + w - nacc + be)
+                        if p > 0.0:
+                            es += p * w
+                            dmarg_b[c, d - 1, k] += p
+    return es
+
+
 @njit(cache=True, parallel=True)
 def semimarkov_expectations(unary, durations, transition, start, end, segment, has_segment, offsets,
                             alpha, alpha_star, inc, beta_end, beta_start, z_fin):
@@ -703,13 +785,15 @@ def semimarkov_expectations(unary, durations, transition, start, end, segment, h
     duration_marginals : (B, 4, D, K) expected number of k-segments of length d scored by duration
         table c (MIDDLE, FIRST, LAST, SINGLE).
 
-    Time O(N·(D·K + K²)): every segment's probability is visited once.
+    Time O(N·(D·K + K²)): every segment's probability is visited once (without ``segment``, as a
+    product of the forward's window factors; see :func:`_segment_expectations_lin`).
     """
     N, K = unary.shape
     D = durations.shape[1]
     B = offsets.shape[0] - 1
     expected = np.zeros(B)
     dmarg = np.zeros((B, 4, D, K))
+    ed, mdur = duration_factors(durations)
     for b in prange(B):
         o = offsets[b]
         T = offsets[b + 1] - o
@@ -731,6 +815,11 @@ def semimarkov_expectations(unary, durations, transition, start, end, segment, h
                     p = math.exp(alpha[r, i] + transition[i, j] + beta_start[r + 1, j])
                     if p > 0.0:
                         es += p * transition[i, j]
+        if not has_segment:
+            es += _segment_expectations_lin(unary, durations, ed, mdur, o, T, alpha_star, inc,
+                                            beta_end, dmarg[b])
+            expected[b] = es
+            continue
         acc = np.empty(K)
         for e in range(T):
             for k in range(K):
@@ -742,9 +831,7 @@ def semimarkov_expectations(unary, durations, transition, start, end, segment, h
                 c = _table(s, e, T)
                 for k in range(K):
                     acc[k] += unary[o + s, k]
-                    w = acc[k] + durations[c, d - 1, k]
-                    if has_segment:
-                        w += segment[o + e, d - 1, k]
+                    w = acc[k] + durations[c, d - 1, k] + segment[o + e, d - 1, k]
                     p = math.exp(alpha_star[o + s, k] + w - nacc + beta_end[o + e, k])
                     if p > 0.0:
                         es += p * w
