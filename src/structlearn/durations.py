@@ -45,8 +45,9 @@ where ``counts`` n_d holds the expected number of segments of (completed) durati
 F the expected number of left-censored first segments (whose complete-data likelihood of total duration
 d' and residual r <= d' is p(d') / μ). Closed forms are used where they exist (non-parametric always,
 through a one-dimensional root search when F > 0; Poisson, geometric when truncation is negligible);
-other cases are maximised numerically with ``scipy.optimize.minimize`` from the moment estimate and the
-current parameters, and the best of the candidates is kept, so Q never decreases (a generalised EM step).
+other cases are maximised numerically (damped Newton steps on finite-difference derivatives, in
+unconstrained coordinates) from the better of the moment estimate and the current parameters, and
+the best of the candidates is kept, so Q never decreases (a generalised EM step).
 """
 import math
 
@@ -548,9 +549,8 @@ class _Parametric(DurationDistribution):
             return 1e300 if not np.isfinite(q) else -q / N
 
         with np.errstate(all="ignore"):
-            res = optimize.minimize(neg, x0, method="Nelder-Mead",
-                                    options={"xatol": 1e-10, "fatol": 1e-14, "maxiter": 2000})
-        cand = self._from_theta(res.x)
+            x = _newton_maximize(lambda th: -neg(th), x0)
+        cand = self._from_theta(x)
         q = q_of(cand)
         if q > scores[best]:
             return cand
@@ -558,6 +558,63 @@ class _Parametric(DurationDistribution):
 
     def _initialize(self, n_states, max_duration, means, random_state=None):  # pragma: no cover
         raise NotImplementedError
+
+
+def _newton_maximize(f, x0, max_iter=100):
+    """Maximise a smooth function of a few unconstrained variables: Newton steps on central
+    finite-difference derivatives (gradient ascent when the Hessian is not negative definite),
+    with backtracking so that f never decreases. Pure NumPy (no BLAS threads, no SciPy overhead):
+    an M-step calls it once per state and EM iteration."""
+    x = np.asarray(x0, dtype=np.float64).copy()
+    n = x.shape[0]
+    fx = f(x)
+    if not np.isfinite(fx):
+        return x
+    for _ in range(max_iter):
+        h = 1e-4 * np.maximum(1.0, np.abs(x))
+        g = np.empty(n)
+        H = np.empty((n, n))
+        fp = np.empty(n)
+        fm = np.empty(n)
+        for i in range(n):
+            e = np.zeros(n)
+            e[i] = h[i]
+            fp[i], fm[i] = f(x + e), f(x - e)
+            g[i] = (fp[i] - fm[i]) / (2 * h[i])
+            H[i, i] = (fp[i] - 2 * fx + fm[i]) / h[i] ** 2
+        for i in range(n):
+            for j in range(i + 1, n):
+                ei = np.zeros(n)
+                ej = np.zeros(n)
+                ei[i], ej[j] = h[i], h[j]
+                H[i, j] = H[j, i] = (f(x + ei + ej) - f(x + ei - ej) - f(x - ei + ej)
+                                     + f(x - ei - ej)) / (4 * h[i] * h[j])
+        if not (np.all(np.isfinite(g)) and np.all(np.isfinite(H))):
+            break
+        step = None
+        if np.all(np.linalg.eigvalsh(H) < 0):
+            step = -np.linalg.solve(H, g)
+        if step is None or not np.all(np.isfinite(step)) or step @ g <= 0:
+            step = g / max(1.0, float(np.abs(np.diag(H)).max()))
+        norm = float(np.abs(step).max())
+        if norm > 5.0:
+            step *= 5.0 / norm
+        t = 1.0
+        improved = False
+        while t > 1e-10:
+            xn = x + t * step
+            fn = f(xn)
+            if np.isfinite(fn) and fn >= fx:
+                improved = fn > fx
+                break
+            t *= 0.5
+        if not improved:
+            break
+        gain = fn - fx
+        x, fx = xn, fn
+        if gain <= 1e-14 * (1.0 + abs(fx)) and float(np.abs(t * step).max()) < 1e-9:
+            break
+    return x
 
 
 def _weighted_moments(n, shift=0.0, transform=None):
@@ -594,7 +651,9 @@ class Poisson(_Parametric):
     @staticmethod
     def _log_f(values, d):
         (lam,) = values
-        return stats.poisson.logpmf(d - 1, lam)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = (d - 1) * np.log(lam) - lam - special.gammaln(d)
+        return np.where(d == 1, -lam + 0 * out, out)
 
     def _start(self, n):
         m, _ = _weighted_moments(n, shift=1.0)
@@ -606,7 +665,7 @@ class Poisson(_Parametric):
 
     @staticmethod
     def _from_theta(theta):
-        return (np.array([math.exp(min(theta[0], 700.0))]),)
+        return (np.array([math.exp(min(theta[0], 25.0))]),)
 
     def _initialize(self, n_states, max_duration, means, random_state=None):
         self.lam = np.maximum(np.asarray(means, dtype=np.float64) - 1.0, 1e-3)
@@ -697,7 +756,11 @@ class NegativeBinomial(_Parametric):
     @staticmethod
     def _log_f(values, d):
         n, p = values
-        return stats.nbinom.logpmf(d - 1, n, p)
+        k = d - 1
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = (special.gammaln(k + n) - special.gammaln(n) - special.gammaln(k + 1)
+                   + n * np.log(p) + k * np.log1p(-p))
+        return np.where(k == 0, n * np.log(p) + 0 * out, out)
 
     def _start(self, w):
         m, v = _weighted_moments(w, shift=1.0)
@@ -729,14 +792,22 @@ class NegativeBinomial(_Parametric):
         return 2 * self.n_states
 
 
-def _log_interval(dist, d):
-    """log(F(d) - F(d - 1)) for a continuous scipy distribution, accurate in both tails."""
+def _log_diff(lo_hi, lo_lo, up_hi, up_lo):
+    """log(F(d) - F(d-1)) from lower-tail (F) and upper-tail (1 - F) values at d and d - 1, using
+    the tail in which the difference is computed without cancellation."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        lc_hi, lc_lo = dist.logcdf(d), dist.logcdf(d - 1)
-        ls_hi, ls_lo = dist.logsf(d), dist.logsf(d - 1)
-        low = lc_hi + np.log1p(-np.exp(lc_lo - lc_hi))
-        high = ls_lo + np.log1p(-np.exp(ls_hi - ls_lo))
-        out = np.where(lc_hi < math.log(0.5), low, high)
+        out = np.where(lo_hi < 0.5, np.log(lo_hi - lo_lo), np.log(up_lo - up_hi))
+    return np.where(np.isnan(out), _NEG_INF, out)
+
+
+def _log_interval_normal(z_hi, z_lo):
+    """log(Φ(z_hi) - Φ(z_lo)) accurate in both tails (log-space normal cdf)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lower = special.log_ndtr(z_hi) + np.log1p(-np.exp(special.log_ndtr(z_lo)
+                                                          - special.log_ndtr(z_hi)))
+        upper = special.log_ndtr(-z_lo) + np.log1p(-np.exp(special.log_ndtr(-z_hi)
+                                                           - special.log_ndtr(-z_lo)))
+        out = np.where(z_hi < 0, lower, upper)
     return np.where(np.isnan(out), _NEG_INF, out)
 
 
@@ -764,7 +835,9 @@ class Gamma(_Parametric):
     @staticmethod
     def _log_f(values, d):
         a, s = values
-        return _log_interval(stats.gamma(a, scale=s), d)
+        x_hi, x_lo = d / s, (d - 1) / s
+        return _log_diff(special.gammainc(a, x_hi), special.gammainc(a, x_lo),
+                         special.gammaincc(a, x_hi), special.gammaincc(a, x_lo))
 
     def _start(self, w):
         m, v = _weighted_moments(w, shift=0.5)
@@ -822,7 +895,9 @@ class LogNormal(_Parametric):
     @staticmethod
     def _log_f(values, d):
         mu, sigma = values
-        return _log_interval(stats.lognorm(sigma, scale=np.exp(mu)), d)
+        with np.errstate(divide="ignore"):
+            z_lo = (np.log(d - 1) - mu) / sigma
+        return _log_interval_normal((np.log(d) - mu) / sigma, z_lo)
 
     def _start(self, w):
         m, v = _weighted_moments(w, shift=0.5, transform=np.log)
@@ -834,7 +909,10 @@ class LogNormal(_Parametric):
 
     @staticmethod
     def _from_theta(theta):
-        return (np.array([float(theta[0])]), np.array([math.exp(np.clip(theta[1], -30, 30))]))
+        # bounded so that exp(mu) and the cdf stay representable (a flat histogram drives the
+        # truncated-lognormal MLE towards mu -> inf)
+        return (np.array([float(np.clip(theta[0], -30.0, 30.0))]),
+                np.array([math.exp(np.clip(theta[1], -7.0, 3.5))]))
 
     def _initialize(self, n_states, max_duration, means, random_state=None):
         m = np.maximum(np.asarray(means, dtype=np.float64) - 0.5, 0.5)
