@@ -17,9 +17,9 @@ RTOL = 1e-10
 ATOL = 1e-12  # probabilities that are exactly 0 may come out as ~1e-17
 
 
-# ----------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # random problems
-# ----------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 def _pot(rng, shape, p_inf, scale=2.0):
     x = rng.uniform(-scale, scale, size=shape)
     if p_inf:
@@ -107,9 +107,9 @@ def select(kw, keep):
     return out
 
 
-# ----------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # oracle agreement
-# ----------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 @given(problems())
 def test_log_partition_marginals_entropy_match_oracle(kw):
     sm = build(kw)
@@ -235,6 +235,30 @@ def test_kernels_match_numpy_reference(kw):
     np.testing.assert_allclose(sm.max(), ref.forward_backward(*args, semiring="max")[0], rtol=RTOL)
 
 
+@given(problems(max_len=8, max_batch=4, p_inf=0.1))
+def test_forward_backward_messages_are_the_documented_normalisation(kw):
+    sm = build(kw)
+    fm, bm = sm.forward(), sm.backward()
+    alpha, alpha_star, beta_end, beta_start = ref.messages(
+        sm.unary, sm._durations, sm._trans, sm.start, sm.end, sm.lengths, sm.segment)
+    np.testing.assert_array_equal(fm.log_z, sm.log_partition())
+    for b in range(sm.batch_size):
+        o, T = sm.offsets[b], sm.lengths[b]
+        if T == 0 or fm.log_z[b] == -np.inf:
+            continue
+        rows = slice(o, o + T)
+        c = np.cumsum(fm.log_scale[rows])  # c_t
+        c_prev = np.r_[0.0, c[:-1]]  # c_{t-1}
+        lz = fm.log_z[b]
+        for got, want in [(fm.alpha[rows] + c[:, None], alpha[rows]),
+                          (fm.alpha_star[rows] + c_prev[:, None], alpha_star[rows]),
+                          (bm.beta_end[rows] + (lz - c)[:, None], beta_end[rows]),
+                          (bm.beta_start[rows] + (lz - c_prev)[:, None], beta_start[rows])]:
+            fin = np.isfinite(want)
+            np.testing.assert_array_equal(np.isfinite(got), fin)
+            np.testing.assert_allclose(got[fin], want[fin], rtol=1e-9, atol=1e-9)
+
+
 @given(problems(max_len=7, max_batch=4))
 def test_packed_batch_equals_one_by_one(kw):
     sm = build(kw)
@@ -256,9 +280,9 @@ def test_packed_batch_equals_one_by_one(kw):
             np.testing.assert_array_equal(one.kbest(3).scores[0], sm.kbest(3).scores[b])
 
 
-# ----------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # sampling
-# ----------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("allow_same_label", [True, False])
 def test_samples_follow_the_posterior(allow_same_label):
     kw = make_problem(3, [4, 3], 2, 3, p_inf=0.0, allow_same_label=allow_same_label,
@@ -302,9 +326,9 @@ def test_sampling_is_reproducible_and_respects_constraints():
     assert sm.sample(3, 0).shape == (3, 11)
 
 
-# ----------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # edge cases and known answers
-# ----------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 def test_empty_and_single_token_sequences():
     kw = make_problem(1, [0, 1, 0], 3, 2, p_inf=0.0, hooks=("single",))
     sm = build(kw)
@@ -429,9 +453,9 @@ def test_max_duration_cuts_rows():
     assert cut.score([np.array([[0, 2, 0], [3, 4, 1]])])[0] == -np.inf
 
 
-# ----------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # validation
-# ----------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 def test_validation_messages():
     u, dur, tr = np.zeros((4, 2)), np.zeros((3, 2)), np.zeros((2, 2))
     for bad in (0, 4, 1.5, True):
@@ -474,9 +498,9 @@ def test_dense_segment_marginals_refuse_large_problems(monkeypatch):
     assert total == pytest.approx(sum(d.sum() for d in sm.duration_marginals()), rel=RTOL)
 
 
-# ----------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # stability and speed
-# ----------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 def test_long_sequence_is_stable_and_fast():
     rng = np.random.default_rng(0)
     T, D, K = 100_000, 200, 3
@@ -499,9 +523,9 @@ def test_long_sequence_is_stable_and_fast():
     assert sm.score([segs])[0] == pytest.approx(sm.max()[0], rel=1e-9)
 
 
-# ----------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # the linear-space fast path (LOG, no `segment`) against the log-space kernels and the reference
-# ----------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 @st.composite
 def long_problems(draw, max_len=300):
     K = draw(st.integers(1, 4))

@@ -34,6 +34,31 @@ def _reduce(x, axis, semiring):
     return out
 
 
+def messages(unary, durations, transition, start, end, lengths, segment=None):
+    """Unnormalised packed messages α, α*, β_end, β_start (N, K) each (LOG semiring)."""
+    unary = np.asarray(unary, dtype=float)
+    N, K = unary.shape
+    D = durations.shape[1]
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(int)
+    out = [np.full((N, K), -np.inf) for _ in range(4)]
+    for b in range(len(lengths)):
+        o, T = offsets[b], int(lengths[b])
+        if T == 0:
+            continue
+        W = _segment_table(unary[o:o + T], durations,
+                           None if segment is None else segment[o:o + T], T)
+        a, a_star, b_end, b_start = (x[o:o + T] for x in out)
+        for t in range(T):
+            a_star[t] = start if t == 0 else _reduce(a[t - 1][:, None] + transition, 0, "log")
+            a[t] = _reduce(np.array([a_star[t - d + 1] + W[t - d + 1, d - 1]
+                                     for d in range(1, min(D, t + 1) + 1)]), 0, "log")
+        for t in range(T - 1, -1, -1):
+            b_end[t] = end if t == T - 1 else _reduce(transition + b_start[t + 1][None, :], 1, "log")
+            b_start[t] = _reduce(np.array([W[t, d - 1] + b_end[t + d - 1]
+                                           for d in range(1, min(D, T - t) + 1)]), 0, "log")
+    return tuple(out)
+
+
 def forward_backward(unary, durations, transition, start, end, lengths, segment=None,
                      semiring="log"):
     """Return log Z (B,) and, for ``semiring="log"``, token (N, K), edge (N, K, K) and segment

@@ -81,9 +81,9 @@ def _table(s, e, T):
     return LAST if e == T - 1 else MIDDLE
 
 
-# ----------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # forward / backward
-# ----------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 @njit(cache=True)
 def _forward_seq(unary, durations, transition_t, start, end, segment, has_segment, o, T, semiring,
                  alpha, alpha_star, inc, bp_d, bp_j):
@@ -675,9 +675,9 @@ def semimarkov_backward(unary, durations, transition, end, segment, has_segment,
     return beta_end, beta_start
 
 
-# ----------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # marginals and expectations
-# ----------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 @njit(cache=True, parallel=True)
 def semimarkov_marginals(unary, transition, alpha, alpha_star, beta_end, beta_start, z_fin,
                          offsets):
@@ -919,9 +919,9 @@ def semimarkov_segments_above(unary, durations, segment, has_segment, o, T, e_lo
     return starts, ends, labels, probs
 
 
-# ----------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # decoding: Viterbi trace, k-best, sampling, scoring
-# ----------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 @njit(cache=True, parallel=True)
 def semimarkov_viterbi_trace(alpha, end, bp_d, bp_j, offsets):
     """Trace the MAX-semiring backpointers. Returns token ``labels`` (N,) int64 and ``starts`` (N,)
@@ -1120,8 +1120,8 @@ def semimarkov_sample(unary, durations, transition, start, end, segment, has_seg
     From the end: draw the last label k ∝ exp(α[T-1, k] + end[k]); then repeatedly the duration
     d ∝ exp(α*[e-d+1, k] + w(e-d+1, e, k)) and, unless the segment starts at 0, the previous label
     j ∝ exp(α[s-1, j] + transition[j, k]). With the normalised α̂, α̂* of the forward, the duration
-    weights carry -Σ_{u=s..e-1} inc[u] (α*[s] = α̂*[s] + c_{s-1}). ``uniforms`` (n, 2N + B) in [0, 1): sequence b of sample i
-    reads ``uniforms[i, 2·offsets[b] + b:]``. Returns ``labels`` (n, N) int64 and ``starts`` (n, N)
+    weights carry -Σ_{u=s..e-1} inc[u] (α*[s] = α̂*[s] + c_{s-1}). ``uniforms`` (n, 2N + B) in
+    [0, 1): sequence b of sample i reads ``uniforms[i, 2·offsets[b] + b:]``. Returns ``labels`` (n, N) int64 and ``starts`` (n, N)
     bool. Sequences must be feasible. Time O(n·N·D) (segment sums recomputed while drawing d).
     """
     N, K = unary.shape

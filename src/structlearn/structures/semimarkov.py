@@ -19,6 +19,21 @@ DurationMarginals = namedtuple("DurationMarginals", ["middle", "first", "last", 
 #: ``alpha`` (N, K), ``alpha_star`` (N, K), ``log_scale`` (N,).
 ForwardMessages = namedtuple("ForwardMessages", ["alpha", "alpha_star", "log_scale"])
 
+#: Normalised forward messages of :meth:`SemiMarkov.forward` (LOG semiring), all float64.
+#: ``alpha`` (N, K): α̂[e, k] = α[e, k] - c_e, ``alpha_star`` (N, K): α̂*[s, k] = α*[s, k] - c_{s-1},
+#: ``log_scale`` (N,): the per-token normalisers inc[t], c_t = Σ_{u<=t} inc[u] within a sequence
+#: (c_{-1} = 0), ``log_z`` (B,). Here α[e, k] is the log-sum of prefixes whose last segment has
+#: label k and ends at e, and α*[s, k] that of prefixes followed by the start of a k-segment at s
+#: (including its transition or start score).
+ForwardMessages = namedtuple("ForwardMessages", ["alpha", "alpha_star", "log_scale", "log_z"])
+
+#: Backward messages of :meth:`SemiMarkov.backward`, normalised with the forward's scales:
+#: ``beta_end`` (N, K): β̂_end[e, k] = β_end[e, k] - (log Z - c_e) and ``beta_start`` (N, K):
+#: β̂_start[s, k] = β_start[s, k] - (log Z - c_{s-1}), where β_end[e, k] is the log-sum of suffixes
+#: after a k-segment ending at e (transitions and end score included) and β_start[s, k] that of a
+#: k-segment starting at s together with everything after it. -inf for infeasible sequences.
+BackwardMessages = namedtuple("BackwardMessages", ["beta_end", "beta_start"])
+
 #: Above this many entries ``segment_marginals`` refuses to build the dense (N, D, K) array.
 DENSE_SEGMENT_LIMIT = 20_000_000
 
@@ -167,7 +182,7 @@ class SemiMarkov(StructureBase):
         self._trans = trans
         self._cache = {}
 
-    # -- plumbing ------------------------------------------------------------------------------------
+    # -- plumbing ----------------------------------------------------------------------------------
     def _kargs(self):
         has_seg = self.segment is not None
         seg = self.segment if has_seg else np.zeros((1, 1, 1))
@@ -205,7 +220,7 @@ class SemiMarkov(StructureBase):
             out.append(np.stack([st, en, lab[st]], axis=1).astype(np.int64))
         return out
 
-    # -- log semiring ----------------------------------------------------------------------------------
+    # -- log semiring ------------------------------------------------------------------------------
     def log_partition(self):
         """Log partition function log Z (log-sum over segmentations) of every sequence.
 
@@ -240,6 +255,34 @@ class SemiMarkov(StructureBase):
         """
         alpha, alpha_star, inc = self._forward(LOG)[:3]
         return ForwardMessages(alpha.copy(), alpha_star.copy(), inc.copy())
+
+    def forward(self):
+        """Normalised forward messages (two-stage recursion, seed 000 eq. "sm-alpha").
+
+        Returns
+        -------
+        ForwardMessages
+            ``alpha``, ``alpha_star`` (N, K), ``log_scale`` (N,), ``log_z`` (B,); see
+            :data:`ForwardMessages`. Unnormalised values are α[e] = α̂[e] + c_e and
+            α*[s] = α̂*[s] + c_{s-1}; a posterior needs no global sums, e.g. P(a k-segment covers
+            [s, e]) = exp(α̂*[s, k] + w(s, e, k) - Σ_{u=s..e} log_scale[u] + β̂_end[e, k]).
+            Time O(N·(D·K + K²)), memory O(N·K).
+        """
+        alpha, alpha_star, inc, log_z, _, _, _ = self._forward(LOG)
+        return ForwardMessages(alpha.copy(), alpha_star.copy(), inc.copy(), log_z.copy())
+
+    def backward(self):
+        """Backward messages normalised with the forward's scales (seed 000 eq. "sm-beta").
+
+        Returns
+        -------
+        BackwardMessages
+            ``beta_end``, ``beta_start`` (N, K); see :data:`BackwardMessages`. P(a k-segment starts
+            at s) = exp(α̂*[s, k] + β̂_start[s, k]); P(one ends at e) = exp(α̂[e, k] + β̂_end[e, k]).
+            Time O(N·(D·K + K²)), memory O(N·K).
+        """
+        _, _, _, beta_end, beta_start, _, _ = self._posterior()
+        return BackwardMessages(beta_end.copy(), beta_start.copy())
 
     def marginals(self):
         """Token and transition marginals (the gradient of log Z with respect to ``unary`` and to
@@ -389,7 +432,7 @@ class SemiMarkov(StructureBase):
         u = self._uniforms(random_state, (n, 2 * self.n_rows + self.batch_size))
         return _k.semimarkov_sample(*self._kargs(), alpha, alpha_star, inc, u)
 
-    # -- max semiring ----------------------------------------------------------------------------------
+    # -- max semiring ------------------------------------------------------------------------------
     def max(self):
         """Score of the best segmentation of every sequence, shape (B,) (-inf if infeasible)."""
         return self._forward(MAX)[3].copy()
@@ -466,7 +509,7 @@ class SemiMarkov(StructureBase):
                     out[b].append((float(scores[b, r]), segs[b]))
         return out
 
-    # -- other -----------------------------------------------------------------------------------------
+    # -- other -------------------------------------------------------------------------------------
     def score(self, segments):
         """Log-score s(y) of given segmentations, shape (B,).
 
