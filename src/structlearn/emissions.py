@@ -265,9 +265,9 @@ class Poisson(EmissionDistribution):
         obs = ~np.isnan(X)
         x = np.where(obs, X, 0.0)
         with np.errstate(divide="ignore", invalid="ignore"):
-            loglam = np.log(self.lam)  # (K, F)
-            term = x[:, None, :] * loglam[None] - self.lam[None] - special.gammaln(x + 1)[:, None, :]
-        term = np.where(x[:, None, :] == 0, -self.lam[None] + 0 * term, term)
+            # xlogy: 0 · log 0 = 0, so a zero rate gives probability one to a zero count
+            term = (special.xlogy(x[:, None, :], self.lam[None]) - self.lam[None]
+                    - special.gammaln(x + 1)[:, None, :])
         term = np.where(obs[:, None, :], term, 0.0)
         return term.sum(axis=2)
 
