@@ -268,3 +268,10 @@ def test_forward_backward_recover_log_z(inst):
             m = v.max()
             got = -np.inf if m == -np.inf else m + np.log(np.exp(v - m).sum())
             _close(got, lz[b])
+
+
+@given(chain_batch())
+def test_edge_total_equals_sum_of_sums(inst):
+    unary, trans, start, end, lengths = inst
+    c = LinearChain(unary, trans, lengths=lengths, start=start, end=end)
+    _close(c.marginals(edge="total").edge, c.marginals(edge="sum").edge.sum(axis=0))

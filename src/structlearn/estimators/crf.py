@@ -214,6 +214,32 @@ class LinearChainCRF(BaseEstimator):
                 forb[self._label_index[a], self._label_index[b]] = True
         return forb, fstart, fend
 
+    def _check_gold_allowed(self, yy, packed, forb, fstart, fend):
+        off = packed.offsets
+        nz = np.flatnonzero(packed.lengths > 0)
+        cls = self.classes_
+        bad = np.flatnonzero(fstart[yy[off[nz]]])
+        if bad.size:
+            b = int(nz[bad[0]])
+            raise ValueError(f"training sequence {b} starts with label {cls[yy[off[b]]]!r}, which "
+                             f"`forbidden_transitions` forbids at the start; it would have zero "
+                             f"probability")
+        bad = np.flatnonzero(fend[yy[off[nz + 1] - 1]])
+        if bad.size:
+            b = int(nz[bad[0]])
+            raise ValueError(f"training sequence {b} ends with a label that `forbidden_transitions` "
+                             f"forbids at the end; it would have zero probability")
+        same = np.ones(packed.n_items, bool)
+        same[off[1:] - 1] = False
+        idx = np.flatnonzero(same[:-1])
+        hit = idx[forb[yy[idx], yy[idx + 1]]]
+        if hit.size:
+            r = int(hit[0])
+            b = int(np.searchsorted(off, r, side="right") - 1)
+            raise ValueError(f"training sequence {b} has the transition {cls[yy[r]]!r} -> "
+                             f"{cls[yy[r + 1]]!r} at position {r - off[b]}, which `forbidden_transitions` "
+                             f"forbids; it would have zero probability")
+
     def fit(self, X, y, X_dev=None, y_dev=None, *, lengths=None, allowed=None):
         """Train on sequences ``X`` with label sequences ``y``.
 
@@ -263,6 +289,8 @@ class LinearChainCRF(BaseEstimator):
             idx = np.flatnonzero(same[:-1])
             trans_features[yy[idx], yy[idx + 1]] = True
         forb, fstart, fend = self._forbidden(K)
+        if allowed is None:
+            self._check_gold_allowed(yy, packed, forb, fstart, fend)
         model = ChainFeatureModel(attr_ptr, feat_label, K, trans_features, forb, fstart, fend)
         self.attributes_ = vocab.names
         self._vocab = vocab
@@ -474,6 +502,10 @@ class LinearChainCRF(BaseEstimator):
         for s, (p, g) in enumerate(zip(pred, y)):
             if len(p) != len(g):
                 raise ValueError(f"sequence {s}: {len(p)} items but {len(g)} labels")
+            for t, lab in enumerate(g):
+                if str(lab) not in self._label_index:
+                    raise ValueError(f"`y[{s}][{t}]`: label {lab!r} was not seen in training (known "
+                                     f"labels: {self.classes_[:10]}); a CRF cannot predict it")
             tot += len(g)
             cor += sum(a == str(b) for a, b in zip(p, g))
         return cor / tot if tot else 1.0

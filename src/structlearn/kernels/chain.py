@@ -356,17 +356,18 @@ def _exp_shifted_vec(x):
 
 
 @njit(cache=True)
-def _linear_marginals_seq(unary, eT, eTt, gmax, es, smax, ee, emax, o, T, edge_mode, log_z, b,
-                          umarg, emarg):
+def _linear_marginals_seq(unary, eT, eTt, gmax, es, smax, ee, emax, o, T, edge_mode, umarg, emarg,
+                          ee_dst):
     """Scaled linear-space forward–backward of one sequence (stationary transitions).
 
     The classical scaled recursion (Rabiner 1989; CRFsuite's crf1d_context): α and β are kept in linear
     space, renormalised at every token, with log Z = Σ log(scales). It needs one exp per label and
     token instead of several exps and logs. Every factor is either exactly 0 (a -inf potential) or
     >= _LIN_MIN, so no product underflows; if that cannot be guaranteed (extreme potentials), it returns
-    False and writes nothing, and the caller runs the log-space recursion instead.
+    (False, 0) and writes nothing, and the caller runs the log-space recursion instead.
     """
     K = unary.shape[1]
+    fail = (False, 0.0)
     fa = np.empty((T, K))
     fb = np.empty((T, K))
     eu = np.empty((T, K))
@@ -377,7 +378,7 @@ def _linear_marginals_seq(unary, eT, eTt, gmax, es, smax, ee, emax, o, T, edge_m
         r = o + t
         row, um, ok = _exp_shifted_vec(unary[r])
         if not ok:
-            return False
+            return fail
         for k in range(K):
             eu[t, k] = row[k]
         if t == 0:
@@ -399,18 +400,18 @@ def _linear_marginals_seq(unary, eT, eTt, gmax, es, smax, ee, emax, o, T, edge_m
         for k in range(K):
             tot += acc[k]
         if not tot > 0.0:
-            return False
+            return fail
         for k in range(K):
             v = acc[k] / tot
             if v != 0.0 and v < _LIN_MIN:
-                return False
+                return fail
             fa[t, k] = v
         lz += math.log(tot)
     fin = 0.0
     for k in range(K):
         fin += fa[T - 1, k] * ee[k]
     if not fin > 0.0:
-        return False
+        return fail
     lz += math.log(fin) + emax
     # backward, normalised: fb[t] ∝ β[t]; nb[t] is the normaliser applied at t
     tot = 0.0
@@ -433,15 +434,14 @@ def _linear_marginals_seq(unary, eT, eTt, gmax, es, smax, ee, emax, o, T, edge_m
         for k in range(K):
             tot += acc[k]
         if not tot > 0.0:
-            return False
+            return fail
         for k in range(K):
             v = acc[k] / tot
             if v != 0.0 and v < _LIN_MIN:
-                return False
+                return fail
             fb[t, k] = v
         nb[t] = tot
     # marginals
-    log_z[b] = lz
     for t in range(T):
         r = o + t
         z = 0.0
@@ -465,8 +465,8 @@ def _linear_marginals_seq(unary, eT, eTt, gmax, es, smax, ee, emax, o, T, edge_m
                 ai = fa[t, i] * inv
                 if ai != 0.0:
                     for j in range(K):
-                        emarg[b, i, j] += ai * eT[i, j] * q[j]
-    return True
+                        ee_dst[i, j] += ai * eT[i, j] * q[j]
+    return True, lz
 
 
 @njit(cache=True)
@@ -513,32 +513,129 @@ def _tiny_entries(eT):
     return ti, tj
 
 
+@njit(cache=True)
+def _marginals_seq(unary, trans, start, end, o, T, edge_mode, alpha, beta, inca, incb, umarg, emarg,
+                   ee_dst, lin, eTc, cmax, eTr, rmax, tiny_i, tiny_j, eT_fast):
+    """Marginals of one sequence; returns log Z. Edge marginals go to emarg[r] rows (mode 1) or are
+    added into the (K, K) array ee_dst (modes 2 and 3)."""
+    K = unary.shape[1]
+    S = trans.shape[0]
+    lin_eT, lin_eTt, gmax, es, smax, ee, emax, lin_ok = lin
+    if lin_ok:
+        ok, lz = _linear_marginals_seq(unary, lin_eT, lin_eTt, gmax, es, smax, ee, emax, o, T,
+                                       edge_mode, umarg, emarg, ee_dst)
+        if ok:
+            return lz
+    _forward_seq(unary, trans, start, o, T, LOG, alpha, inca, eTc, cmax)
+    lz = _total(inca, o, T) + _final(alpha[o + T - 1], end, LOG)
+    if lz == -np.inf:
+        return lz
+    _backward_seq(unary, trans, end, o, T, beta, incb, eTr, rmax)
+    w = np.empty(K)
+    a = np.empty(K)
+    q = np.empty(K)
+    v = np.empty(K)
+    acc = np.zeros((K, K))
+    for r in range(o, o + T):
+        m = -np.inf
+        for k in range(K):
+            w[k] = alpha[r, k] + beta[r, k]
+            if w[k] > m:
+                m = w[k]
+        tot = 0.0
+        for k in range(K):
+            if w[k] != -np.inf:
+                w[k] = math.exp(w[k] - m)
+                tot += w[k]
+            else:
+                w[k] = 0.0
+        for k in range(K):
+            umarg[r, k] = w[k] / tot
+        if edge_mode == 0 or r == o + T - 1:
+            continue
+        # log normaliser of P(y_r, y_r+1): Σ_ij exp(ahat + trans + unary + bhat) = exp(log_norm)
+        log_norm = m + math.log(tot) + incb[r]
+        ts = _tr(S, r)
+        fast = S == 1
+        if fast:
+            qm = -np.inf
+            for j in range(K):
+                v[j] = unary[r + 1, j] + beta[r + 1, j]
+                if v[j] > qm:
+                    qm = v[j]
+            for j in range(K):
+                q[j] = math.exp(v[j] - qm) if v[j] != -np.inf else 0.0
+            for i in range(K):
+                if alpha[r, i] == -np.inf or rmax[i] == -np.inf:
+                    a[i] = 0.0
+                    continue
+                e = alpha[r, i] + rmax[i] + qm - log_norm
+                if e > 600.0:
+                    fast = False
+                    break
+                a[i] = math.exp(e)
+        dst = emarg[r] if edge_mode == 1 else ee_dst
+        if fast:
+            if edge_mode != 1:
+                for i in range(K):
+                    ai = a[i]
+                    if ai != 0.0:
+                        for j in range(K):
+                            acc[i, j] += ai * q[j]
+            else:
+                for i in range(K):
+                    ai = a[i]
+                    for j in range(K):
+                        dst[i, j] = ai * eT_fast[i, j] * q[j]
+            for p in range(tiny_i.shape[0]):
+                i = tiny_i[p]
+                j = tiny_j[p]
+                x = alpha[r, i] + trans[0, i, j] + unary[r + 1, j] + beta[r + 1, j] - log_norm
+                if x != -np.inf:
+                    dst[i, j] += math.exp(x)
+        else:
+            eT_s, rm_s = _shifted_exp(trans[ts], 1)
+            _edge_marginals_step(alpha[r], trans[ts], eT_s, rm_s, unary[r + 1], beta[r + 1],
+                                 log_norm, dst)
+    if edge_mode != 1 and S == 1:
+        for i in range(K):
+            for j in range(K):
+                ee_dst[i, j] += eT_fast[i, j] * acc[i, j]
+    return lz
+
+
 @njit(cache=True, parallel=True)
-def chain_marginals(unary, trans, start, end, offsets, edge_mode):
+def chain_marginals(unary, trans, start, end, offsets, edge_mode, n_threads=1):
     """log Z (B,), unary marginals (N, K) and edge marginals.
 
     edge_mode 0: none (returns a (0, K, K) array); 1: full (N, K, K), row t = P(y_t, y_t+1), rows at
-    sequence ends 0; 2: per-sequence sums (B, K, K).
+    sequence ends 0; 2: per-sequence sums (B, K, K); 3: the sum over the whole batch (1, K, K) (expected
+    transition counts for training, memory O(K²) per block of sequences; pass ``n_threads`` =
+    ``numba.get_num_threads()`` so the batch is split into enough blocks).
 
     Marginals are normalised locally at every token, P(y_t = k) ∝ exp(ahat[t, k] + bhat[t, k]), which is
     exact and keeps them accurate to rounding error however long the chain (scores of 10⁸ in log space
-    would otherwise cost 8 digits).
+    would otherwise cost 8 digits). Stationary transitions use the scaled linear-space recursion when
+    the potentials allow it exactly (see :func:`_linear_marginals_seq`).
     """
     N, K = unary.shape
     B = offsets.shape[0] - 1
-    S = trans.shape[0]
     alpha = np.empty((N, K))
     beta = np.empty((N, K))
     inca = np.empty(N)
     incb = np.empty(N)
     log_z = np.zeros(B)
     umarg = np.zeros((N, K))
+    n_chunks = min(B, 8 * n_threads) if B > 0 else 1
     if edge_mode == 1:
         emarg = np.zeros((N, K, K))
     elif edge_mode == 2:
         emarg = np.zeros((B, K, K))
+    elif edge_mode == 3:
+        emarg = np.zeros((n_chunks, K, K))
     else:
         emarg = np.zeros((0, K, K))
+    scratch = np.zeros((1, K, K))
     eTc, cmax = _shifted_exp(trans[0], 0)
     eTr, rmax = _shifted_exp(trans[0], 1)
     # stationary fast path for edge marginals: P_t(i, j) = a_t[i] · eT[i, j] · q_t[j]; entries of eT
@@ -548,95 +645,30 @@ def chain_marginals(unary, trans, start, end, offsets, edge_mode):
     for p in range(tiny_i.shape[0]):
         eT_fast[tiny_i[p], tiny_j[p]] = 0.0
     lin_eT, lin_eTt, gmax, es, smax, ee, emax, lin_ok = _linear_setup(trans[0], start, end)
-    lin_ok = lin_ok and S == 1
-    for b in prange(B):
-        o = offsets[b]
-        T = offsets[b + 1] - o
-        if T == 0:
-            continue
-        if lin_ok and _linear_marginals_seq(unary, lin_eT, lin_eTt, gmax, es, smax, ee, emax, o, T,
-                                            edge_mode, log_z, b, umarg, emarg):
-            continue
-        _forward_seq(unary, trans, start, o, T, LOG, alpha, inca, eTc, cmax)
-        lz = _total(inca, o, T) + _final(alpha[o + T - 1], end, LOG)
-        log_z[b] = lz
-        if lz == -np.inf:
-            continue
-        _backward_seq(unary, trans, end, o, T, beta, incb, eTr, rmax)
-        w = np.empty(K)
-        a = np.empty(K)
-        q = np.empty(K)
-        v = np.empty(K)
-        acc = np.zeros((K, K))
-        for r in range(o, o + T):
-            m = -np.inf
-            for k in range(K):
-                w[k] = alpha[r, k] + beta[r, k]
-                if w[k] > m:
-                    m = w[k]
-            tot = 0.0
-            for k in range(K):
-                if w[k] != -np.inf:
-                    w[k] = math.exp(w[k] - m)
-                    tot += w[k]
-                else:
-                    w[k] = 0.0
-            for k in range(K):
-                umarg[r, k] = w[k] / tot
-            if edge_mode == 0 or r == o + T - 1:
+    lin = (lin_eT, lin_eTt, gmax, es, smax, ee, emax, lin_ok and trans.shape[0] == 1)
+    step = (B + n_chunks - 1) // n_chunks if B > 0 else 1
+    for c in prange(n_chunks):
+        for b in range(c * step, min(B, (c + 1) * step)):
+            o = offsets[b]
+            T = offsets[b + 1] - o
+            if T == 0:
                 continue
-            # log normaliser of P(y_r, y_r+1): Σ_ij exp(ahat + trans + unary + bhat) = exp(log_norm)
-            log_norm = m + math.log(tot) + incb[r]
-            ts = _tr(S, r)
-            fast = S == 1
-            if fast:
-                qm = -np.inf
-                for j in range(K):
-                    v[j] = unary[r + 1, j] + beta[r + 1, j]
-                    if v[j] > qm:
-                        qm = v[j]
-                for j in range(K):
-                    q[j] = math.exp(v[j] - qm) if v[j] != -np.inf else 0.0
-                for i in range(K):
-                    if alpha[r, i] == -np.inf or rmax[i] == -np.inf:
-                        a[i] = 0.0
-                        continue
-                    e = alpha[r, i] + rmax[i] + qm - log_norm
-                    if e > 600.0:
-                        fast = False
-                        break
-                    a[i] = math.exp(e)
-            if fast:
-                if edge_mode == 2:
-                    for i in range(K):
-                        ai = a[i]
-                        if ai != 0.0:
-                            for j in range(K):
-                                acc[i, j] += ai * q[j]
-                else:
-                    for i in range(K):
-                        ai = a[i]
-                        for j in range(K):
-                            emarg[r, i, j] = ai * eT_fast[i, j] * q[j]
-                dst = emarg[b] if edge_mode == 2 else emarg[r]
-                for p in range(tiny_i.shape[0]):
-                    i = tiny_i[p]
-                    j = tiny_j[p]
-                    x = alpha[r, i] + trans[0, i, j] + unary[r + 1, j] + beta[r + 1, j] - log_norm
-                    if x != -np.inf:
-                        dst[i, j] += math.exp(x)
+            if edge_mode == 2:
+                dst = emarg[b]
+            elif edge_mode == 3:
+                dst = emarg[c]
             else:
-                eT_s, rm_s = _shifted_exp(trans[ts], 1)
-                if edge_mode == 1:
-                    _edge_marginals_step(alpha[r], trans[ts], eT_s, rm_s, unary[r + 1], beta[r + 1],
-                                         log_norm, emarg[r])
-                else:
-                    _edge_marginals_step(alpha[r], trans[ts], eT_s, rm_s, unary[r + 1], beta[r + 1],
-                                         log_norm, emarg[b])
-        if edge_mode == 2 and S == 1:
+                dst = scratch[0]
+            log_z[b] = _marginals_seq(unary, trans, start, end, o, T, edge_mode, alpha, beta, inca,
+                                      incb, umarg, emarg, dst, lin, eTc, cmax, eTr, rmax, tiny_i,
+                                      tiny_j, eT_fast)
+    if edge_mode == 3:
+        total = np.zeros((1, K, K))
+        for c in range(n_chunks):
             for i in range(K):
                 for j in range(K):
-                    emarg[b, i, j] += eT_fast[i, j] * acc[i, j]
+                    total[0, i, j] += emarg[c, i, j]
+        return log_z, umarg, total
     return log_z, umarg, emarg
 
 

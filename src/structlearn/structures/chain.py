@@ -1,5 +1,6 @@
 """Linear chains: first-order label sequences over a packed ragged batch."""
 import numpy as np
+from numba import get_num_threads
 
 from ..kernels import chain as _k
 from ..semirings import LOG, MAX
@@ -111,9 +112,10 @@ class LinearChain(StructureBase):
 
         Parameters
         ----------
-        edge : {"full", "sum", "none"}
+        edge : {"full", "sum", "total", "none"}
             ``"full"``: edge marginals (N, K, K), row t = P(y_t = i, y_{t+1} = j), 0 at sequence ends;
             ``"sum"``: their per-sequence sums (B, K, K) (expected transition counts, memory O(B·K²));
+            ``"total"``: their sum over the whole batch (K, K) (what training needs, memory O(K²));
             ``"none"``: ``edge`` is None.
 
         Returns
@@ -122,11 +124,13 @@ class LinearChain(StructureBase):
             ``unary`` (N, K) P(y_n = k), linear space; ``edge`` as above. Rows of infeasible sequences
             are 0.
         """
-        modes = {"none": 0, "full": 1, "sum": 2}
+        modes = {"none": 0, "full": 1, "sum": 2, "total": 3}
         if edge not in modes:
             raise ValueError(f"`edge` must be one of {sorted(modes)}; got {edge!r}")
-        log_z, um, em = _k.chain_marginals(*self._args(), modes[edge])
+        log_z, um, em = _k.chain_marginals(*self._args(), modes[edge], get_num_threads())
         self._cache.setdefault("log_z", log_z)
+        if edge == "total":
+            em = em[0]
         return Marginals(um, None if edge == "none" else em)
 
     def entropy(self):
