@@ -325,28 +325,75 @@ def _window_step(unary, alpha_star, ed, o, t, T, k, lo, D, P, ex, m, blocked):
     return S, dm
 
 
-@njit(cache=True, inline="always")
-def _stage1_log(prev, transition_t, out, K):
-    """out[k] = ⊕_j prev[j] + transition[j, k] (LOG), with transition_t = transition.T."""
+@njit(cache=True)
+def transition_factors(transition):
+    """Linear-space transition factors: ``ec[k, j] = exp(transition[j, k] - cmax[k])`` (column k,
+    for the forward) and ``er[k, j] = exp(transition[k, j] - rmax[k])`` (row k, for the backward),
+    with cmax / rmax the column / row maxima (0 where all -inf)."""
+    K = transition.shape[0]
+    cmax = np.zeros(K)
+    rmax = np.zeros(K)
     for k in range(K):
-        tk = transition_t[k]
-        mm = NEG_INF
+        mc = NEG_INF
+        mr = NEG_INF
         for j in range(K):
-            v = prev[j] + tk[j]
-            if v > mm:
-                mm = v
-        if mm == NEG_INF:
-            out[k] = mm
+            if transition[j, k] > mc:
+                mc = transition[j, k]
+            if transition[k, j] > mr:
+                mr = transition[k, j]
+        cmax[k] = mc if mc > NEG_INF else 0.0
+        rmax[k] = mr if mr > NEG_INF else 0.0
+    ec = np.empty((K, K))
+    er = np.empty((K, K))
+    for k in range(K):
+        for j in range(K):
+            ec[k, j] = math.exp(transition[j, k] - cmax[k])
+            er[k, j] = math.exp(transition[k, j] - rmax[k])
+    return ec, cmax, er, rmax
+
+
+@njit(cache=True, inline="always")
+def _stage1_lin(v, tmat, ef, fmax, out, K, buf):
+    """out[k] = ⊕_j v[j] + tmat[k, j] (LOG) in linear space: with mv = max_j v[j],
+    out[k] = mv + fmax[k] + log Σ_j exp(v[j] - mv) · ef[k, j], where ef[k, j] =
+    exp(tmat[k, j] - fmax[k]); exact log-sum-exp when that sum is < _TINY (same guard as the
+    window sums). ``buf`` (K,) is scratch."""
+    mv = NEG_INF
+    for j in range(K):
+        if v[j] > mv:
+            mv = v[j]
+    if mv == NEG_INF:
+        for k in range(K):
+            out[k] = NEG_INF
+        return
+    for j in range(K):
+        buf[j] = math.exp(v[j] - mv)
+    for k in range(K):
+        S = 0.0
+        efk = ef[k]
+        for j in range(K):
+            S += buf[j] * efk[j]
+        if S >= _TINY:
+            out[k] = mv + fmax[k] + math.log(S)
         else:
-            sm = 0.0
+            tk = tmat[k]
+            mm = NEG_INF
             for j in range(K):
-                sm += math.exp(prev[j] + tk[j] - mm)
-            out[k] = mm + math.log(sm)
+                x = v[j] + tk[j]
+                if x > mm:
+                    mm = x
+            if mm == NEG_INF:
+                out[k] = mm
+            else:
+                sm = 0.0
+                for j in range(K):
+                    sm += math.exp(v[j] + tk[j] - mm)
+                out[k] = mm + math.log(sm)
 
 
 @njit(cache=True)
-def _forward_seq_lin(unary, durations, ed, mdur, transition_t, start, end, o, T, alpha, alpha_star,
-                     inc):
+def _forward_seq_lin(unary, durations, ed, mdur, transition_t, ec, cmax, start, end, o, T, alpha,
+                     alpha_star, inc):
     """Normalised LOG forward of one sequence, linear-space window sums; returns (log_z, z_fin)."""
     K = unary.shape[1]
     D = durations.shape[1]
@@ -356,6 +403,7 @@ def _forward_seq_lin(unary, durations, ed, mdur, transition_t, start, end, o, T,
     m = np.empty(K)
     blocked = np.full(K, -1, dtype=np.int64)  # last token t' <= t with unary[t', k] = -inf
     at = np.empty(K)
+    buf = np.empty(K)
     total = 0.0
     for a in range(0, T, L):
         lo = max(0, a - D + 1)
@@ -367,7 +415,7 @@ def _forward_seq_lin(unary, durations, ed, mdur, transition_t, start, end, o, T,
                 for k in range(K):
                     alpha_star[o, k] = start[k]
             else:
-                _stage1_log(alpha[o + t - 1], transition_t, alpha_star[o + t], K)
+                _stage1_lin(alpha[o + t - 1], transition_t, ec, cmax, alpha_star[o + t], K, buf)
             # stage 2, per label: α̃[t, k] = P[k, t] + unary[t, k] + m[k] + max_dur[k] + log S
             for k in range(K):
                 S, dm = _window_step(unary, alpha_star, ed, o, t, T, k, lo, D, P, ex, m, blocked)
@@ -438,14 +486,15 @@ def semimarkov_forward(unary, durations, transition, start, end, segment, has_se
     transition_t = np.ascontiguousarray(transition.T)
     linear = semiring != MAX and not has_segment
     ed, mdur = duration_factors(durations)
+    ec, cmax, _, _ = transition_factors(transition)
     for b in prange(B):
         o = offsets[b]
         T = offsets[b + 1] - o
         if T == 0:
             continue
         if linear:
-            lz, zf = _forward_seq_lin(unary, durations, ed, mdur, transition_t, start, end, o, T,
-                                      alpha, alpha_star, inc)
+            lz, zf = _forward_seq_lin(unary, durations, ed, mdur, transition_t, ec, cmax, start,
+                                      end, o, T, alpha, alpha_star, inc)
         else:
             lz, zf = _forward_seq(unary, durations, transition_t, start, end, segment, has_segment,
                                   o, T, semiring, alpha, alpha_star, inc, bp_d, bp_j)
@@ -541,8 +590,8 @@ def _backward_exact_term(unary, durations, beta_end, inc, o, s, T, k, dm):
 
 
 @njit(cache=True)
-def _backward_seq_lin(unary, durations, ed, mdur, transition, end, o, T, inc, z_fin, beta_end,
-                      beta_start):
+def _backward_seq_lin(unary, durations, ed, mdur, transition, er, rmax, end, o, T, inc, z_fin,
+                      beta_end, beta_start):
     """Mirror of :func:`_forward_seq_lin`: blocks of starts from the right, block-local suffix
     P[k, e+1] = -Σ_{u=h..e} (unary[u, k] - inc[u]) (P[k, s] = Σ_{u=s..h-1} for s <= h, h = one past
     the block), ey[k, e] = exp(β̂_end[e, k] - P[k, e+1] - m[k]) and
@@ -554,6 +603,7 @@ def _backward_seq_lin(unary, durations, ed, mdur, transition, end, o, T, inc, z_
     P = np.zeros((K, T + 1))
     m = np.empty(K)
     blocked = np.full(K, T, dtype=np.int64)  # first token t' >= s with unary[t', k] = -inf
+    buf = np.empty(K)
     for hb in range(T, 0, -L):  # block of starts [max(0, hb-L), hb), anchor h = hb
         hi = min(T, hb + D - 1)  # ends e in [hb, hi) may still be reached from the block
         for k in range(K):
@@ -576,21 +626,7 @@ def _backward_seq_lin(unary, durations, ed, mdur, transition, end, o, T, inc, z_
                 for k in range(K):
                     beta_end[o + t, k] = end[k] - z_fin
             else:
-                nxt = beta_start[o + t + 1]
-                for k in range(K):
-                    tk = transition[k]
-                    mm = NEG_INF
-                    for j in range(K):
-                        v = nxt[j] + tk[j]
-                        if v > mm:
-                            mm = v
-                    if mm == NEG_INF:
-                        beta_end[o + t, k] = mm
-                    else:
-                        sm = 0.0
-                        for j in range(K):
-                            sm += math.exp(nxt[j] + tk[j] - mm)
-                        beta_end[o + t, k] = mm + math.log(sm)
+                _stage1_lin(beta_start[o + t + 1], transition, er, rmax, beta_end[o + t], K, buf)
             # stage 2 (start t): window sum of ey · ed over ends t … t+dm-1
             c_mid = FIRST if t == 0 else MIDDLE
             c_last = SINGLE if t == 0 else LAST
@@ -655,6 +691,7 @@ def semimarkov_backward(unary, durations, transition, end, segment, has_segment,
     beta_end = np.empty((N, K))
     beta_start = np.empty((N, K))
     ed, mdur = duration_factors(durations)
+    _, _, er, rmax = transition_factors(transition)
     for b in prange(B):
         o = offsets[b]
         T = offsets[b + 1] - o
@@ -670,8 +707,8 @@ def semimarkov_backward(unary, durations, transition, end, segment, has_segment,
             _backward_seq(unary, durations, transition, end, segment, has_segment, o, T, inc,
                           z_fin[b], beta_end, beta_start)
         else:
-            _backward_seq_lin(unary, durations, ed, mdur, transition, end, o, T, inc, z_fin[b],
-                              beta_end, beta_start)
+            _backward_seq_lin(unary, durations, ed, mdur, transition, er, rmax, end, o, T, inc,
+                              z_fin[b], beta_end, beta_start)
     return beta_end, beta_start
 
 
