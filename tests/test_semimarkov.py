@@ -537,7 +537,7 @@ def long_problems(draw, max_len=300):
     rng = np.random.default_rng(seed)
     N = sum(lengths)
     kw = dict(unary=_pot(rng, (N, K), p_inf, scale), duration=_pot(rng, (D, K), p_inf / 2, 3 * scale),
-              transition=_pot(rng, (K, K), p_inf / 2, scale), lengths=lengths,
+              transition=_pot(rng, (K, K), p_inf / 2, 2 * scale), lengths=lengths,
               start=_pot(rng, K, 0.0, scale), end=_pot(rng, K, 0.0, scale),
               allow_same_label=draw(st.booleans()), max_duration=None)
     if draw(st.booleans()):
