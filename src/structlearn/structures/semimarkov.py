@@ -110,8 +110,13 @@ class SemiMarkov(StructureBase):
     -----
     Forward and backward use the two-stage recursion over segment starts and ends (see
     :mod:`structlearn.kernels.semimarkov`): time O(N·(D·K + K²)), memory O(N·K), parallel over
-    sequences. Segment unary sums are accumulated along d, not differenced from cumulative sums,
-    so they are exact on long sequences. Infeasible sequences (every segmentation has potential
+    sequences. Messages are normalised per token (:meth:`forward`, :meth:`backward` expose them,
+    with their scales), so long sequences lose no precision. Segment unary sums are accumulated
+    along d, not differenced from cumulative sums. Without ``segment``, the LOG-semiring window
+    sums run in linear space (one multiply-add per (t, d, k)) with an exact log-space fallback
+    whenever a sum could underflow; with ``segment`` and for the MAX semiring they run in log
+    space. For hidden semi-Markov models, :meth:`duration_marginals` gives the expected duration
+    counts per duration table and ``marginals().edge`` the expected transitions. Infeasible sequences (every segmentation has potential
     -inf) get ``log_partition`` -inf, zero marginals and make ``argmax``/``kbest``/``sample`` raise
     ``ValueError`` naming the sequence. Empty sequences have log Z = 0 and one (empty)
     segmentation.
