@@ -219,7 +219,7 @@ class HiddenSemiMarkovModel(BaseEstimator):
     def _validate_data(self, X, lengths, emission=None):
         emission = emission if emission is not None else self._emission_for_check()
         X = emission._check_X(X) if hasattr(emission, "_check_X") else _emi._as_2d(X)
-        lengths, offsets = check_lengths(lengths, X.shape[0], rows_name="`X`")
+        lengths, offsets = check_lengths(lengths, X.shape[0], rows_name="the observations `X`")
         return X, lengths, offsets
 
     def _check_params(self):
