@@ -116,7 +116,7 @@ def test_learn_prints_log_and_saves(files, capsys, tmp_path):
     est = LinearChainCRF.load(path)
     assert est.n_iter_ == 5 and len(est.training_log_) == 5
     header, _ = load_model(path)
-    assert header["metadata"]["featurizer"] == {"format": "crfsuite"}
+    assert header["metadata"]["user"]["featurizer"] == {"format": "crfsuite"}
 
 
 def test_round_trip_learn_tag_eval(files, model, capsys, tmp_path):
@@ -210,7 +210,7 @@ def test_conll_template_recorded_in_model(files, capsys, tmp_path):
                        "--forbid", "BIO", "-p", "max_iterations=30", files / "train.conll")
     assert rc == 0, err
     header, _ = load_model(path)
-    feat = header["metadata"]["featurizer"]
+    feat = header["metadata"]["user"]["featurizer"]
     assert feat["format"] == "conll" and feat["template"] == "chunking"
     assert feat["spec"]["fields"] == ["w", "pos", "y"]
     # tag without --format/--template: taken from the model; a file without the label column works too

@@ -19,11 +19,10 @@ How ``tag`` knows how to featurise CoNLL input
 ----------------------------------------------
 ``learn`` records the input format and the *full* template (not only its name, so later changes of a shipped
 template cannot silently change a trained model's features) in the model file itself, under the header's
-``metadata["featurizer"]`` entry: ``{"format": "conll", "template": "chunking", "spec": {...},
-"columns": [...] | null}``. No side-car file is written. ``tag`` uses it unless ``--format``/``--template``/
-``--columns`` are given on its command line, which override it. The entry is added by re-writing the file that
-:meth:`LinearChainCRF.save` wrote, through :func:`structlearn.io.modelfile.load_model`/``save_model``
-(the estimator ignores metadata keys it does not know). When tagging CoNLL input that lacks the label column
+user metadata (``LinearChainCRF.save(path, metadata=...)``, read back as ``metadata_``) as the entry
+``"featurizer"``: ``{"format": "conll", "template": "chunking", "spec": {...}, "columns": [...] | null}``.
+No side-car file is written. ``tag`` uses it unless ``--format``/``--template``/``--columns`` are given on
+its command line, which override it. When tagging CoNLL input that lacks the label column
 (one column fewer than the template's fields), the label field is dropped automatically.
 
 Output of ``tag`` (as ``crfsuite tag``): one label per line, a blank line after each sequence; ``-i`` writes
@@ -467,31 +466,14 @@ def _format_entry(entry):
     return "  ".join(parts)
 
 
-def _make_estimator(params, on_entry):
-    """A LinearChainCRF whose ``training_log_`` reports each entry as it is appended (live log).
-
-    The estimator keeps its per-iteration log in a list it appends to; a list whose ``append`` also calls
-    ``on_entry`` lets the command print the log while training runs, without a callback in the estimator's
-    API. Entries that were not reported live are printed after ``fit`` by the caller.
-    """
+def _make_estimator(params):
     from ..estimators.crf import LinearChainCRF
 
-    class _LiveLog(list):
-        def append(self, entry):
-            super().append(entry)
-            on_entry(entry)
-
-    class _LiveLogCRF(LinearChainCRF):
-        def __setattr__(self, name, value):
-            if name == "training_log_" and type(value) is list and not value and on_entry is not None:
-                value = _LiveLog()
-            super().__setattr__(name, value)
-
-    _LiveLogCRF.__name__ = _LiveLogCRF.__qualname__ = "LinearChainCRF"
-    return _LiveLogCRF(**params)
+    return LinearChainCRF(**params)
 
 
-def _fit(est, X, y, X_dev=None, y_dev=None, printed=None, quiet=False, expect_max_iterations=False):
+def _fit(est, X, y, X_dev=None, y_dev=None, printed=None, quiet=False, expect_max_iterations=False,
+         callback=None):
     """Fit, turning warnings into one-line messages and printing log entries not yet shown.
 
     With ``expect_max_iterations`` (the user set ``max_iterations``), the ConvergenceWarning of reaching it
@@ -501,7 +483,7 @@ def _fit(est, X, y, X_dev=None, y_dev=None, printed=None, quiet=False, expect_ma
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        est.fit(X, y, X_dev, y_dev)
+        est.fit(X, y, X_dev, y_dev, callback=callback)
     for w in caught:
         if expect_max_iterations and issubclass(w.category, ConvergenceWarning):
             continue
@@ -511,17 +493,6 @@ def _fit(est, X, y, X_dev=None, y_dev=None, printed=None, quiet=False, expect_ma
         for entry in list(est.training_log_)[printed[0]:]:
             _say(_format_entry(entry))
     return est
-
-
-def _annotate_model(path, featurizer):
-    """Add ``metadata["featurizer"]`` to a model file written by the estimator (see the module docstring)."""
-    from ..io.modelfile import load_model, save_model
-
-    header, arrays = load_model(path)
-    meta = dict(header.get("metadata") or {})
-    meta["featurizer"] = featurizer.record()
-    save_model(path, format_name=header["format"], version=header["version"], estimator=header["estimator"],
-               params=header.get("params"), metadata=meta, arrays=arrays)
 
 
 def _read_header(path):
@@ -654,10 +625,11 @@ def cmd_learn(args):
         printed[0] += 1
         _say(_format_entry(entry))
 
-    est = _make_estimator(params, None if args.quiet or args.verbose else on_entry)
+    est = _make_estimator(params)
     t0 = time.perf_counter()
     _fit(est, X, y, X_dev, y_dev, printed=None if args.verbose else printed, quiet=args.quiet,
-         expect_max_iterations=params.get("max_iterations") is not None)
+         expect_max_iterations=params.get("max_iterations") is not None,
+         callback=None if args.quiet or args.verbose else on_entry)
     seconds = time.perf_counter() - t0
     if not args.quiet:
         log = est.training_log_
@@ -670,8 +642,7 @@ def cmd_learn(args):
             for line in evaluation_report(y_dev, pred)[3:6]:
                 if line:
                     _say("Held-out " + line[0].lower() + line[1:])
-    est.save(args.model)
-    _annotate_model(args.model, featurizer)
+    est.save(args.model, metadata={"featurizer": featurizer.record()})
     if not args.quiet:
         _say(f"Saved the model to {args.model} ({_human_size(os.path.getsize(args.model))})")
     return 0
@@ -683,8 +654,7 @@ def cmd_tag(args):
     if args.kbest is not None and args.marginal:
         raise CLIError("-i (marginals of the best labeling) cannot be combined with -k")
     est = _load_estimator(args.model)
-    header = _read_header(args.model)
-    stored = (header.get("metadata") or {}).get("featurizer")
+    stored = getattr(est, "metadata_", {}).get("featurizer")
     featurizer = _Featurizer.from_args(args.format, args.template, args.columns, stored or {})
     need_gold = args.test or args.reference
     X, y, name = featurizer.read(args.input, need_labels=need_gold)
@@ -823,7 +793,7 @@ def cmd_info(args):
     out(f"file: {args.model} ({_human_size(os.path.getsize(args.model))})")
     out(f"format: {header.get('format')} version {header.get('version')}, written by structlearn "
         f"{header.get('structlearn_version')} ({header.get('estimator')})")
-    feat = meta.get("featurizer")
+    feat = est.metadata_.get("featurizer")
     if not feat:
         out("input: not recorded (CRFsuite attribute files assumed)")
     elif feat.get("format") == "conll":
@@ -892,10 +862,11 @@ def cmd_demo(args):
         printed[0] += 1
         _say(_format_entry(entry))
 
-    est = _make_estimator(params, None if quiet else on_entry)
+    est = _make_estimator(params)
     t0 = time.perf_counter()
     _fit(est, X_train, y_train, printed=printed, quiet=quiet,
-         expect_max_iterations=params.get("max_iterations") is not None)
+         expect_max_iterations=params.get("max_iterations") is not None,
+         callback=None if quiet else on_entry)
     t_train = time.perf_counter() - t0
     t0 = time.perf_counter()
     pred = est.predict(X_test)

@@ -240,7 +240,7 @@ class LinearChainCRF(BaseEstimator):
                              f"{cls[yy[r + 1]]!r} at position {r - off[b]}, which `forbidden_transitions` "
                              f"forbids; it would have zero probability")
 
-    def fit(self, X, y, X_dev=None, y_dev=None, *, lengths=None, allowed=None):
+    def fit(self, X, y, X_dev=None, y_dev=None, *, lengths=None, allowed=None, callback=None):
         """Train on sequences ``X`` with label sequences ``y``.
 
         Parameters
@@ -255,6 +255,9 @@ class LinearChainCRF(BaseEstimator):
         allowed : ndarray of bool (N, K) or None
             Partial labels for lbfgs training: labels allowed per token (K in ``classes_`` order, which
             is the order of first appearance in ``y``). Training maximises log p(y ∈ allowed | x).
+        callback : callable, optional
+            Called with each iteration's log entry (a dict, as stored in ``training_log_``) while
+            training runs; returning True stops training (L-BFGS).
 
         Returns
         -------
@@ -310,7 +313,7 @@ class LinearChainCRF(BaseEstimator):
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(loss=f"{entry['loss']:.4g}", active=entry.get("active_features"))
-            return False
+            return bool(callback(entry)) if callback is not None else False
 
         if self.algorithm == "lbfgs":
             if allowed is not None:
@@ -321,7 +324,7 @@ class LinearChainCRF(BaseEstimator):
             objective = ChainCLL(model, packed, yy, c2=self.c2, allowed=allowed)
             mask = model.free_mask()
 
-            def callback(entry):
+            def lbfgs_progress(entry):
                 if dev is not None:
                     entry["dev_accuracy"] = float(np.mean(model.structure(objective_x[0], dev[0])
                                                           .argmax() == dev[1])) if dev[0].n_items else 1.0
@@ -336,7 +339,7 @@ class LinearChainCRF(BaseEstimator):
             w, n_iter, converged, _ = lbfgs(
                 f, w0, c1=self.c1, m=self.num_memories, epsilon=self.epsilon, period=self.period,
                 delta=self.delta, max_iterations=self.max_iterations, linesearch=self.linesearch,
-                max_linesearch=self.max_linesearch, callback=callback, mask=mask)
+                max_linesearch=self.max_linesearch, callback=lbfgs_progress, mask=mask)
         elif self.algorithm == "l2sgd":
             w, n_iter, converged = online.l2sgd(
                 model, packed, yy, A, c2=self.c2,
@@ -551,11 +554,12 @@ class LinearChainCRF(BaseEstimator):
     # ------------------------------------------------------------------------------------------------
     # model files
     # ------------------------------------------------------------------------------------------------
-    def save(self, path):
+    def save(self, path, metadata=None):
         """Write the fitted model to ``path`` (versioned ``.npz`` + JSON header; no pickle).
 
         The file holds hyper-parameters, labels, attribute names, the feature layout and weights;
-        :meth:`load` restores a model that predicts identically.
+        :meth:`load` restores a model that predicts identically. ``metadata`` (a JSON-able dict, e.g. the
+        feature template used) is stored too and comes back as ``metadata_`` after :meth:`load`.
         """
         from ..io.modelfile import save_model
 
@@ -570,7 +574,8 @@ class LinearChainCRF(BaseEstimator):
                    estimator="structlearn.LinearChainCRF", params=params,
                    metadata={"classes": list(self.classes_), "attributes": list(self.attributes_),
                              "n_iter": self.n_iter_, "converged": self.converged_,
-                             "training_log": log},
+                             "training_log": log,
+                             **({} if metadata is None else {"user": dict(metadata)})},
                    arrays={"coef": self.coef_, "attr_ptr": m.attr_ptr, "feat_label": m.feat_label,
                            "trans_features": m.trans_features, "forbidden": m.forbidden,
                            "forbidden_start": m.forbidden_start, "forbidden_end": m.forbidden_end})
@@ -602,6 +607,7 @@ class LinearChainCRF(BaseEstimator):
             est.n_iter_ = int(meta.get("n_iter", 0))
             est.converged_ = bool(meta.get("converged", True))
             est.training_log_ = list(meta.get("training_log", []))
+            est.metadata_ = dict(meta.get("user", {}))
         except (KeyError, TypeError) as exc:
             raise ModelFileError(f"{path}: model file is missing or has malformed entry {exc}") from None
         if est.coef_.shape != (est.model_.n_params,) or len(est._vocab) != len(est.model_.attr_ptr) - 1:

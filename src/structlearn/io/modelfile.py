@@ -125,6 +125,13 @@ def load_model(path, expected_format=None, supported_version=None):
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"model file not found: {path!r}")
+    with open(path, "rb") as fh:
+        magic = fh.read(4)
+    if magic == b"\x93NUM":
+        raise ModelFileError(f"{path!r} holds a single .npy array, not a structlearn model (.npz archive)")
+    if magic[:2] != b"PK":
+        raise ModelFileError(f"{path!r} is not a structlearn model file (expected an .npz archive; the "
+                             f"file starts with {magic!r})")
     try:
         npz = np.load(path, allow_pickle=False)
     except (zipfile.BadZipFile, EOFError, OSError, ValueError) as exc:

@@ -136,34 +136,74 @@ class AttributeVocabulary:
             raise ValueError(f"`{name}` must be a list of sequences (each a list of items); got "
                              f"{type(X).__name__}")
         ptr = [0]
-        attrs = []
+        names = []
         vals = []
         lens = []
-        index = self.index
+        append_name = names.append
+        append_val = vals.append
+        append_ptr = ptr.append
         for s, seq in enumerate(X):
             if isinstance(seq, (str, bytes, dict)) or not hasattr(seq, "__len__"):
                 raise ValueError(f"`{name}[{s}]` must be a sequence (list) of items; got "
                                  f"{type(seq).__name__}")
             lens.append(len(seq))
             for t, item in enumerate(seq):
-                try:
-                    pairs = item_attributes(item)
-                except ValueError as exc:
-                    raise ValueError(f"`{name}[{s}][{t}]`: {exc}") from None
-                for a, v in pairs:
-                    if v != v or v in (math.inf, -math.inf):
-                        raise ValueError(f"`{name}[{s}][{t}]`: attribute {a!r} has value {v}; "
-                                         f"attribute values must be finite numbers")
-                    i = index.get(a)
-                    if i is None:
-                        if not grow:
-                            continue
-                        i = self.add(a)
-                    attrs.append(i)
-                    vals.append(v)
-                ptr.append(len(attrs))
-        return Packed(np.asarray(ptr, np.int64), np.asarray(attrs, np.int64),
-                      np.asarray(vals, np.float64), lens)
+                if type(item) is dict:  # fast path: python-crfsuite's dict of str -> str / number
+                    for k, v in item.items():
+                        tv = type(v)
+                        if tv is str:
+                            append_name(k + "=" + v)
+                            append_val(1.0)
+                        elif tv is float or tv is int:
+                            append_name(k)
+                            append_val(v)
+                        else:
+                            try:
+                                pairs = item_attributes({k: v})
+                            except ValueError as exc:
+                                raise ValueError(f"`{name}[{s}][{t}]`: {exc}") from None
+                            for a, w in pairs:
+                                append_name(a)
+                                append_val(w)
+                else:
+                    try:
+                        pairs = item_attributes(item)
+                    except ValueError as exc:
+                        raise ValueError(f"`{name}[{s}][{t}]`: {exc}") from None
+                    for a, w in pairs:
+                        append_name(a)
+                        append_val(w)
+                append_ptr(len(names))
+        item_val = np.asarray(vals, dtype=np.float64)
+        item_ptr = np.asarray(ptr, np.int64)
+        bad = ~np.isfinite(item_val)
+        if bad.any():
+            p = int(np.flatnonzero(bad)[0])
+            row = int(np.searchsorted(item_ptr, p, side="right") - 1)
+            off = np.concatenate([[0], np.cumsum(lens)])
+            s = int(np.searchsorted(off, row, side="right") - 1)
+            raise ValueError(f"`{name}[{s}][{row - off[s]}]`: attribute {names[p]!r} has value "
+                             f"{item_val[p]}; attribute values must be finite numbers")
+        index = self.index
+        if grow:
+            n0 = len(index)
+            setdefault = index.setdefault
+            ids = [setdefault(a, len(index)) for a in names]
+            if len(index) > n0:
+                self.names.extend(list(index)[n0:])
+            item_attr = np.asarray(ids, np.int64)
+        else:
+            get = index.get
+            item_attr = np.asarray([get(a, -1) for a in names], np.int64)
+            keep = item_attr >= 0
+            if not keep.all():  # drop attributes unseen in training
+                n_items = item_ptr.shape[0] - 1
+                rows = np.repeat(np.arange(n_items), np.diff(item_ptr))
+                cnt = np.bincount(rows[keep], minlength=n_items)
+                item_ptr = np.concatenate([[0], np.cumsum(cnt)]).astype(np.int64)
+                item_attr = item_attr[keep]
+                item_val = item_val[keep]
+        return Packed(item_ptr, item_attr, item_val, lens)
 
     def _encode_sparse(self, X, lengths, grow, name):
         X = sp.csr_matrix(X, dtype=np.float64)
@@ -230,36 +270,6 @@ def state_gradient_tokens(resid, item_ptr, item_attr, item_val, attr_ptr, feat_l
     return out
 
 
-@njit(cache=True)
-def _count_pairs(item_ptr, item_attr, item_val, y, A, K):
-    """Dense-free count of (attribute, label) co-occurrences: returns sorted keys a*K+k and counts."""
-    nnz = item_attr.shape[0]
-    keys = np.empty(nnz, dtype=np.int64)
-    cnt = np.empty(nnz)
-    N = item_ptr.shape[0] - 1
-    m = 0
-    for n in range(N):
-        for p in range(item_ptr[n], item_ptr[n + 1]):
-            if item_val[p] != 0.0:
-                keys[m] = item_attr[p] * K + y[n]
-                cnt[m] = 1.0
-                m += 1
-    keys = keys[:m]
-    order = np.argsort(keys, kind="mergesort")
-    keys = keys[order]
-    uk = np.empty(m, dtype=np.int64)
-    uc = np.empty(m)
-    u = 0
-    for i in range(m):
-        if u > 0 and uk[u - 1] == keys[i]:
-            uc[u - 1] += 1.0
-        else:
-            uk[u] = keys[i]
-            uc[u] = 1.0
-            u += 1
-    return uk[:u], uc[:u]
-
-
 def build_state_features(packed, y, n_attributes, n_labels, min_freq=0.0, all_possible_states=False):
     """State features (attribute, label) as CRFsuite generates them.
 
@@ -275,7 +285,9 @@ def build_state_features(packed, y, n_attributes, n_labels, min_freq=0.0, all_po
         attr_ptr = np.concatenate([[0], np.cumsum(cnt)]).astype(np.int64)
         feat_label = np.tile(np.arange(K, dtype=np.int64), int(seen.sum()))
         return attr_ptr, feat_label
-    keys, counts = _count_pairs(packed.item_ptr, packed.item_attr, packed.item_val, y, A, K)
+    rows = np.repeat(np.arange(packed.n_items, dtype=np.int64), np.diff(packed.item_ptr))
+    nz = packed.item_val != 0
+    keys, counts = np.unique(packed.item_attr[nz] * K + y[rows[nz]], return_counts=True)
     keep = counts >= min_freq
     keys = keys[keep]
     attrs = keys // K
