@@ -183,7 +183,7 @@ def complete_counts(table_counts, log_pmf, censoring):
     else:
         right = right + first  # left-censored residual d: total d' >= d with weight p(d') / S(d)
         left = first.sum(axis=0) + single.sum(axis=0)
-    counts += p * np.cumsum(_safe_ratio(right, ls), axis=0)
+    counts += _times(p, np.cumsum(_safe_ratio(right, ls), axis=0))
     if censoring == "both" and np.any(single > 0):
         lm = log_mean(lp)
         lr = _rev_logcumsumexp(ls) - lm  # log R(d)
@@ -191,16 +191,25 @@ def complete_counts(table_counts, log_pmf, censoring):
         d = np.arange(1, D + 1, dtype=np.float64)[:, None]
         a = np.cumsum(c, axis=0)
         b = np.cumsum(c * d, axis=0)
-        counts += p * np.maximum((d + 1.0) * a - b, 0.0)
+        counts += _times(p, np.maximum((d + 1.0) * a - b, 0.0))
     return counts, left
 
 
 def _safe_ratio(weights, log_den):
     """weights / exp(log_den), with 0 where weights == 0 (even when the denominator is 0)."""
     out = np.zeros_like(weights)
-    nz = weights > 0
-    out[nz] = weights[nz] * np.exp(-log_den[nz])
+    # a positive weight on an impossible event (denominator 0) is a rounding remnant: dropped
+    nz = (weights > 0) & (log_den > _NEG_INF)
+    with np.errstate(over="ignore"):
+        out[nz] = np.exp(np.log(weights[nz]) - log_den[nz])
+    out[~np.isfinite(out)] = 0.0
     return out
+
+
+def _times(p, x):
+    """p · x with 0 · inf = 0 (p = 0 where a duration is impossible)."""
+    with np.errstate(invalid="ignore"):
+        return np.where(p > 0, p * x, 0.0)
 
 
 def _q_value(log_p, counts, left):
@@ -651,9 +660,8 @@ class Poisson(_Parametric):
     @staticmethod
     def _log_f(values, d):
         (lam,) = values
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out = (d - 1) * np.log(lam) - lam - special.gammaln(d)
-        return np.where(d == 1, -lam + 0 * out, out)
+        # xlogy: 0 · log 0 = 0 (λ = 0 puts all mass on d = 1)
+        return special.xlogy(d - 1, lam) - lam - special.gammaln(d)
 
     def _start(self, n):
         m, _ = _weighted_moments(n, shift=1.0)
@@ -701,9 +709,8 @@ class Geometric(_Parametric):
     @staticmethod
     def _log_f(values, d):
         (p,) = values
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out = np.log(p) + (d - 1) * np.log1p(-p)
-        return np.where(d == 1, np.log(p) + 0 * d, out)
+        with np.errstate(divide="ignore"):
+            return np.log(p) + special.xlog1py(d - 1, -p)
 
     def _start(self, n):
         d = np.arange(1, n.shape[0] + 1, dtype=np.float64)
@@ -757,10 +764,8 @@ class NegativeBinomial(_Parametric):
     def _log_f(values, d):
         n, p = values
         k = d - 1
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out = (special.gammaln(k + n) - special.gammaln(n) - special.gammaln(k + 1)
-                   + n * np.log(p) + k * np.log1p(-p))
-        return np.where(k == 0, n * np.log(p) + 0 * out, out)
+        return (special.gammaln(k + n) - special.gammaln(n) - special.gammaln(k + 1)
+                + special.xlogy(n, p) + special.xlog1py(k, -p))
 
     def _start(self, w):
         m, v = _weighted_moments(w, shift=1.0)
