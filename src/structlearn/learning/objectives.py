@@ -1,6 +1,6 @@
 """Training objectives: value and gradient of the negative conditional log-likelihood (CLL).
 
-For a chain CRF with weights w and training pairs (x_b, y_b) (Lafferty et al. 2001; seed 000 eqs.
+For a CRF with weights w and training pairs (x_b, y_b) (Lafferty et al. 2001; seed 000 eqs.
 "llhood" and "pderiv")::
 
     L(w)  = Σ_b [log Z(x_b) - s(x_b, y_b)] + c2 ‖w‖²
@@ -9,17 +9,23 @@ For a chain CRF with weights w and training pairs (x_b, y_b) (Lafferty et al. 20
 The expectations are the engine's marginals. With partial labels (a boolean mask of allowed labels per
 token), s(x, y) is replaced by log Z(x | allowed) and the empirical counts by the constrained
 marginals: the same dynamic program run twice. L1 (c1 ‖w‖₁) is left to the optimiser (OWL-QN).
+
+:class:`ChainCLL` (linear chains) and :class:`TreeCLL` (trees) share all of this and differ only in how
+the structure's marginals become expected feature counts (two small hooks).
 """
 import numpy as np
 
-class ChainCLL:
-    """Negative CLL of a packed training batch under a :class:`~structlearn.models.crf.ChainFeatureModel`.
+__all__ = ["ChainCLL", "TreeCLL"]
+
+
+class _CLL:
+    """Negative CLL of a packed training batch; subclasses supply ``_expected`` and ``_gradient``.
 
     Parameters
     ----------
-    model : ChainFeatureModel
-    packed : Packed
-        Training items (N tokens in B sequences).
+    model : feature model
+        Needs ``structure(w, batch)``, ``free_mask()`` and ``feature_counts(batch, y)``.
+    packed : packed batch of the model (N items in B sequences or trees)
     y : ndarray of int64, shape (N,)
         Gold labels; ignored where ``allowed`` is given.
     c2 : float
@@ -30,12 +36,11 @@ class ChainCLL:
         here and the coefficient separately.
     allowed : ndarray of bool, shape (N, K), optional
         Partial labels: the set of labels allowed at each token.
-
-    Notes
-    -----
-    One call costs one forward–backward over the batch, O(N·K²), plus O(nnz · labels per attribute) for
-    potentials and gradient; both run in parallel over sequences / attributes.
     """
+
+    _unit = "sequence"
+    _pair = "transition"
+    _hint = "forbidden_transitions"
 
     def __init__(self, model, packed, y, c2=0.0, allowed=None, c1=0.0):
         self.model = model
@@ -45,40 +50,38 @@ class ChainCLL:
         self.c1 = float(c1)
         self.allowed = allowed
         self.mask = model.free_mask()
-        off = packed.offsets
-        nz = np.flatnonzero(packed.lengths > 0)
-        self._first = off[nz]
-        self._last = off[nz + 1] - 1
         self.n_evals = 0
         if allowed is None:
             self.empirical = model.feature_counts(packed, self.y)
 
-    def _expected(self, chain):
-        m = chain.marginals(edge="total")
-        um = m.unary
-        return (um, m.edge, um[self._first].sum(axis=0), um[self._last].sum(axis=0),
-                chain.log_partition())
+    def _expected(self, structure):
+        """(tuple of expected statistics, log Z (B,)) under ``structure``."""
+        raise NotImplementedError
+
+    def _gradient(self, stats):
+        """Gradient vector (n_params,) of the statistics returned by ``_expected``."""
+        raise NotImplementedError
 
     def __call__(self, w, g=None):
         """Return L(w); write ∇L(w) into ``g`` if given (shape (n_params,))."""
         self.n_evals += 1
-        chain = self.model.structure(w, self.packed)
-        um, em, st, en, log_z = self._expected(chain)
+        structure = self.model.structure(w, self.packed)
+        stats, log_z = self._expected(structure)
         if self.allowed is None:
-            gold = chain.score(self.y)
+            gold = structure.score(self.y)
             value = float(np.sum(log_z) - np.sum(gold))
             if g is not None:
-                g[...] = self.model.gradient(um, em, st, en, self.packed) - self.empirical
+                g[...] = self._gradient(stats) - self.empirical
         else:
-            cchain = chain.constrain(self.allowed)
-            cum, cem, cst, cen, clog_z = self._expected(cchain)
+            cstats, clog_z = self._expected(structure.constrain(self.allowed))
             value = float(np.sum(log_z) - np.sum(clog_z))
             if g is not None:
-                g[...] = self.model.gradient(um - cum, em - cem, st - cst, en - cen, self.packed)
+                g[...] = self._gradient(tuple(None if a is None else a - b
+                                              for a, b in zip(stats, cstats)))
         if not np.isfinite(value):
             bad = int(np.flatnonzero(~np.isfinite(log_z - (gold if self.allowed is None else clog_z)))[0])
-            raise ValueError(f"training sequence {bad} has zero probability under the model (its labels "
-                             f"use a forbidden transition or label); check `forbidden_transitions`")
+            raise ValueError(f"training {self._unit} {bad} has zero probability under the model (its "
+                             f"labels use a forbidden {self._pair} or label); check `{self._hint}`")
         if self.c2 > 0:
             value += self.c2 * float(w @ w)
             if g is not None:
@@ -90,3 +93,56 @@ class ChainCLL:
         if g is not None:
             g *= self.mask
         return value
+
+
+class ChainCLL(_CLL):
+    """Negative CLL of a packed training batch under a :class:`~structlearn.models.crf.ChainFeatureModel`.
+
+    Parameters as :class:`_CLL`; ``packed`` is a :class:`~structlearn.models.features.Packed` batch of
+    N tokens in B sequences.
+
+    Notes
+    -----
+    One call costs one forward–backward over the batch, O(N·K²), plus O(nnz · labels per attribute) for
+    potentials and gradient; both run in parallel over sequences / attributes.
+    """
+
+    def __init__(self, model, packed, y, c2=0.0, allowed=None, c1=0.0):
+        off = packed.offsets
+        nz = np.flatnonzero(packed.lengths > 0)
+        self._first = off[nz]
+        self._last = off[nz + 1] - 1
+        super().__init__(model, packed, y, c2=c2, allowed=allowed, c1=c1)
+
+    def _expected(self, chain):
+        m = chain.marginals(edge="total")
+        um = m.unary
+        return (um, m.edge, um[self._first].sum(axis=0), um[self._last].sum(axis=0)), \
+            chain.log_partition()
+
+    def _gradient(self, stats):
+        return self.model.gradient(*stats, self.packed)
+
+
+class TreeCLL(_CLL):
+    """Negative CLL of a batch of trees under a :class:`~structlearn.models.tree_crf.TreeFeatureModel`.
+
+    Parameters as :class:`_CLL`; ``packed`` is a :class:`~structlearn.models.tree_crf.TreeBatch`
+    (N nodes in B trees). Partial labels constrain nodes.
+
+    Notes
+    -----
+    One call costs one upward–downward pass over the trees (belief propagation, seed 000
+    §"Tree-structured CRFs"), O(N·K²), plus O(nnz · labels per attribute) for potentials and gradient;
+    with edge-attribute features also O(N·K²) memory for the per-edge marginals.
+    """
+
+    _unit = "tree"
+    _pair = "edge (child, parent label pair)"
+    _hint = "forbidden_edges"
+
+    def _expected(self, tree):
+        return self.model.expectations(tree, self.packed)
+
+    def _gradient(self, stats):
+        return self.model.gradient(stats, self.packed)
