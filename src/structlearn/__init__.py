@@ -3,7 +3,9 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "LinearChainCRF": "structlearn.estimators.crf",
+    "TreeCRF": "structlearn.estimators.tree_crf",
     "HiddenSemiMarkovModel": "structlearn.models.hsmm",
+    "HierarchicalHMM": "structlearn.models.hhmm",
 }
 
 
