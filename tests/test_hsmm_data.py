@@ -72,3 +72,19 @@ def test_old_faithful_waiting_times(family):
     assert -1100 < m.log_likelihood_ < -1080
     segs = m.decode(X, return_segments=True)[2][0]
     assert segs.shape[0] > 100
+
+
+@pytest.mark.slow
+def test_old_faithful_example_script_writes_the_figure(tmp_path):
+    pytest.importorskip("matplotlib")
+    require_data("old_faithful")
+    import importlib.util
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "examples" / "old_faithful.py"
+    spec = importlib.util.spec_from_file_location("old_faithful_example", script)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = tmp_path / "fig.png"
+    mod.main(["--quick", "--out", str(out)])
+    assert out.exists() and out.stat().st_size > 10_000

@@ -569,7 +569,7 @@ class _Parametric(DurationDistribution):
         raise NotImplementedError
 
 
-def _newton_maximize(f, x0, max_iter=100):
+def _newton_maximize(f, x0, max_iter=25):
     """Maximise a smooth function of a few unconstrained variables: Newton steps on central
     finite-difference derivatives (gradient ascent when the Hessian is not negative definite),
     with backtracking so that f never decreases. Pure NumPy (no BLAS threads, no SciPy overhead):
