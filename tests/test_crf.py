@@ -290,8 +290,9 @@ def test_sklearn_crfsuite_style_code_runs():
     crf.fit(X_train, y_train)
     labels = list(crf.classes_)
     y_pred = crf.predict(X_train)
-    from sklearn.metrics import f1_score
-    flat_true = [l for s in y_train for l in s]
-    flat_pred = [l for s in y_pred for l in s]
-    assert f1_score(flat_true, flat_pred, average="weighted", labels=labels) > 0.8
+    from structlearn import metrics  # sklearn-crfsuite: from sklearn_crfsuite import metrics
+    assert metrics.flat_f1_score(y_train, y_pred, average="weighted", labels=labels) > 0.8
+    sorted_labels = sorted(labels, key=lambda name: (name[1:], name[0]))
+    assert "avg" in metrics.flat_classification_report(y_train, y_pred, labels=sorted_labels, digits=3)
+    assert 0 <= metrics.sequence_accuracy_score(y_train, y_pred) <= 1
     assert isinstance(crf.predict_marginals_single(X_train[0])[0], dict)
