@@ -6,6 +6,7 @@ _LAZY = {
     "TreeCRF": "structlearn.estimators.tree_crf",
     "HiddenSemiMarkovModel": "structlearn.models.hsmm",
     "HierarchicalHMM": "structlearn.models.hhmm",
+    "HierarchicalHMM": "structlearn.models.hhmm",
 }
 
 
