@@ -369,3 +369,25 @@ def test_impossible_sequence_under_censoring_none():
         m.decode(X[:6], algorithm="beam")
     with pytest.raises(ValueError, match="segments"):
         m.segment_posterior(X[:6], np.array([[0, 9, 0]]))
+
+
+def test_restarts_start_frozen_initial_values_from_the_call_of_fit():
+    """With init_params="" every restart starts from the same given values, so n_init = 2 gives the
+    same fit as n_init = 1 (and the given objects are not modified)."""
+    gen = true_model()
+    X, _ = simulate(gen, [300], seed=10)
+
+    def make(n_init):
+        m = HiddenSemiMarkovModel(3, duration=du.Poisson(lam=[5.0, 10.0, 20.0]),
+                                  emission=em.Gaussian(means=[0.5, 2.5, 5.0], variances=[1.0, 1.0, 1.0]),
+                                  max_duration=60, init_params="", n_iter=6, n_init=n_init)
+        m.startprob_ = gen.startprob_.copy()
+        m.transmat_ = gen.transmat_.copy()
+        return m
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        a = make(1).fit(X)
+        b = make(2).fit(X)
+    np.testing.assert_allclose(a.monitor_.history, b.monitor_.history, rtol=1e-12)
+    np.testing.assert_array_equal(b.duration.lam, [5.0, 10.0, 20.0])

@@ -20,6 +20,7 @@ token marginals are γ_t(j) (eq. (8)), transition marginals ξ_t(i, j) (eq. (7))
 η_t(j, d) (eq. (6)), duration marginals the M-step statistics (§2.3.1), the max semiring the Viterbi
 path (eq. (11)). Filtering and prediction (§2.2.2) use the structure's normalised forward messages.
 """
+import copy
 import math
 import sys
 import warnings
@@ -479,11 +480,18 @@ class HiddenSemiMarkovModel(BaseEstimator):
         self.n_features_in_ = X.shape[1]
         rng = check_random_state(self.random_state)
         best = None
+        # parameters not initialised by fit (left out of init_params) start every restart from
+        # their values at the call of fit, not from the previous restart's estimate
+        fixed = {a: copy.deepcopy(getattr(self, a)) for a, c in
+                 (("startprob_", "s"), ("transmat_", "t"), ("duration_", "d"), ("emission_", "e"))
+                 if c not in self.init_params and hasattr(self, a)}
         for restart in range(self.n_init):
             seed = rng.randint(2**31 - 1)
             for attr in ("emission_", "duration_"):
-                if restart and attr[0] in self.init_params and hasattr(self, attr):
+                if attr not in fixed and hasattr(self, attr):
                     delattr(self, attr)
+            for a, v in fixed.items():
+                setattr(self, a, copy.deepcopy(v))
             self._init_params(X, lengths, np.random.RandomState(seed), restart)
             monitor = ConvergenceMonitor(self.tol, self.n_iter, self.verbose)
             ll = self._em(X, lengths, offsets, monitor, restart)
@@ -525,7 +533,6 @@ class HiddenSemiMarkovModel(BaseEstimator):
                 bar.close()
 
     def _snapshot(self):
-        import copy
         return {"startprob_": self.startprob_.copy(), "transmat_": self.transmat_.copy(),
                 "duration_": copy.deepcopy(self.duration_), "emission_": copy.deepcopy(self.emission_)}
 
