@@ -365,3 +365,16 @@ def test_save_load_round_trip(tmp_path):
     back = HierarchicalHMM.load(p)
     np.testing.assert_allclose(back.log_likelihood(X), model.log_likelihood(X), rtol=1e-14)
     assert back.hierarchy_.instance_paths == model.hierarchy_.instance_paths
+
+
+@pytest.mark.slow
+def test_figure1_experiment_heldout_within_one_percent():
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "examples" / "hhmm_figure1.py"
+    spec = importlib.util.spec_from_file_location("hhmm_figure1", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    ll_true, ll_fit, rel = mod.main(n_train=500, n_test=300, n_restarts=2)
+    assert rel < 0.01

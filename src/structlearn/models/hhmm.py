@@ -886,8 +886,9 @@ class HierarchicalHMM(BaseEstimator):
         atom_post = mg.edge[:, h._a_from, h._a_to] * ratio[None, :]
         U, D = len(h.instance_paths), h.depth
         inst_fin = np.asarray(h._fin.T.dot(atom_post.T).T) if N else np.zeros((0, U))
-        cut_post = np.zeros((N, D + 1))  # P(d*_t = d), d = 0..D
-        np.add.at(cut_post.T, h._a_level, atom_post.T)
+        onehot = np.zeros((len(h._a_level), D + 1))
+        onehot[np.arange(len(h._a_level)), h._a_level] = 1.0
+        cut_post = atom_post @ onehot  # P(d*_t = d), d = 0..D
         lasts = offsets[1:][lengths > 0] - 1
         if lasts.size:
             inst_fin[lasts], cut_post[lasts] = self._final_finish(gamma[lasts])
