@@ -3,9 +3,9 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "LinearChainCRF": "structlearn.estimators.crf",
+    "SemiMarkovCRF": "structlearn.estimators.semicrf",
     "TreeCRF": "structlearn.estimators.tree_crf",
     "HiddenSemiMarkovModel": "structlearn.models.hsmm",
-    "HierarchicalHMM": "structlearn.models.hhmm",
     "HierarchicalHMM": "structlearn.models.hhmm",
 }
 

@@ -1,0 +1,671 @@
+"""``SemiMarkovCRF``: a scikit-learn estimator that labels whole segments (semi-Markov CRF)."""
+import re
+import time
+import warnings
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
+
+from ..learning.optimizers import lbfgs
+from ..metrics.sequence import labels_from_segments, segments_from_labels
+from ..models.features import AttributeVocabulary, build_state_features
+from ..models.semicrf import (SEGMENT_FEATURES, SegmentBatch, SemiMarkovCLL, SemiMarkovFeatureModel,
+                              span_all_caps, span_hashes)
+
+_FORMAT = "semi-markov-crf"
+_VERSION = 1
+_BIO = re.compile(r"^[BIES]-.+")
+LABEL_FORMATS = ("auto", "bio", "runs", "segments")
+
+
+class SemiMarkovCRF(BaseEstimator):
+    """Semi-Markov conditional random field (Sarawagi & Cohen 2004; seed 000 §"Semi-Markov CRFs").
+
+    Labels whole segments: a segmentation of a sequence into labelled segments (s, e, k) scores
+
+    ``Σ_segments [Σ_{u=s..e} Σ_a x_{u,a} w[a, k] + w_dur[e-s, k] + segment features] +
+    Σ w_trans[k_i, k_{i+1}] + w_start[k_1] + w_end[k_m]``
+
+    (see :mod:`structlearn.models.semicrf`); inference is the engine's
+    :class:`~structlearn.structures.SemiMarkov`, training the linear-chain CRF's negative conditional
+    log-likelihood with L-BFGS / OWL-QN (:func:`~structlearn.learning.optimizers.lbfgs`). Token items are
+    encoded exactly as for :class:`~structlearn.LinearChainCRF`.
+
+    Parameters
+    ----------
+    algorithm : {"lbfgs"}, default "lbfgs"
+        Maximum likelihood with L-BFGS (OWL-QN when ``c1 > 0``). The online trainers of the linear chain
+        are not available for segments.
+    c1, c2 : float, default 0 and 1
+        L1 and L2 coefficients (CRFsuite scaling, as :class:`~structlearn.LinearChainCRF`).
+    max_iterations : int, optional
+        L-BFGS iterations (unlimited by default).
+    num_memories, epsilon, period, delta, linesearch, max_linesearch :
+        L-BFGS settings, CRFsuite's defaults (6, 1e-5, 10, 1e-5, "MoreThuente", 20).
+    min_freq : float, default 0
+        Keep state features seen at least this many times.
+    all_possible_states, all_possible_transitions : bool, default False
+        Every (attribute, label) / (label, label) pair is a feature, not only those seen.
+    max_segment_length : None, int or dict label -> int, default None
+        Longest segment. ``None`` (the seed's rule): per label, the longest training segment of that
+        label. Longer segments are impossible (duration potential -inf).
+    allow_same_label : bool, default False
+        Whether two consecutive segments may share a label. False is the seed's variant (segments are
+        maximal runs); chunking and word segmentation need True.
+    segment_features : sequence of str, default ()
+        Segment-level features, any of ``"first"`` (the first token's attributes × label), ``"last"``
+        (the last token's), ``"span"`` (the whole span's token string × label, strings seen in
+        training) and ``"caps"`` (every token of the span starts with an upper-case letter × label).
+        Duration (length × label) features are always on. Any segment feature makes training and
+        inference build the (N, D, K) segment potential (in chunks of sequences) and costs O(N·D·K).
+    token_attribute : str, default "w[0]"
+        Where "span" and "caps" find the token's string when ``tokens`` is not passed: the item
+        attribute ``"w[0]=<token>"`` (or a dict item ``{"w[0]": "<token>"}``).
+    label_format : {"auto", "bio", "runs", "segments"}, default "auto"
+        How ``y`` gives the segments. ``"bio"``: token tags B-X / I-X (also IOB1, IOBES); every token
+        tagged ``outside`` is a one-token segment labelled ``outside``. ``"runs"``: every maximal run of
+        equal token labels is one segment. ``"segments"``: per sequence a list of
+        ``(start, end, label)`` with ``end`` exclusive; tokens no segment covers become one-token
+        ``outside`` segments. ``"auto"``: segments if ``y``'s items are tuples, else bio if every label
+        is ``outside`` or matches ``[BIES]-…``, else runs.
+    outside : str, default "O"
+        The outside label of the bio / segments formats.
+    verbose : bool
+        Per-iteration progress (tqdm).
+
+    Attributes
+    ----------
+    classes_ : list of str
+        Segment labels in order of first appearance (for bio: chunk types, and ``outside``).
+    label_format_ : str
+        The resolved label format.
+    max_lengths_ : dict label -> int
+    attributes_ : list of str
+    coef_ : ndarray of float64, shape (n_params,)
+    n_iter_, converged_, training_log_, training_seconds_
+
+    Notes
+    -----
+    Time per L-BFGS iteration: one semi-Markov forward–backward, O(N·(D·K + K²)), plus O(N·D·K) with
+    segment features, plus O(nnz · labels per attribute) for potentials and gradient; memory
+    O(N·K) + O(chunk·D·K), with chunks of at most 4·10⁶ entries (parallel over sequences, Numba).
+    """
+
+    def __init__(self, algorithm="lbfgs", c1=0.0, c2=1.0, max_iterations=None, num_memories=6,
+                 epsilon=1e-5, period=10, delta=1e-5, linesearch="MoreThuente", max_linesearch=20,
+                 min_freq=0.0, all_possible_states=False, all_possible_transitions=False,
+                 max_segment_length=None, allow_same_label=False, segment_features=(),
+                 token_attribute="w[0]", label_format="auto", outside="O", verbose=False):
+        self.algorithm = algorithm
+        self.c1 = c1
+        self.c2 = c2
+        self.max_iterations = max_iterations
+        self.num_memories = num_memories
+        self.epsilon = epsilon
+        self.period = period
+        self.delta = delta
+        self.linesearch = linesearch
+        self.max_linesearch = max_linesearch
+        self.min_freq = min_freq
+        self.all_possible_states = all_possible_states
+        self.all_possible_transitions = all_possible_transitions
+        self.max_segment_length = max_segment_length
+        self.allow_same_label = allow_same_label
+        self.segment_features = segment_features
+        self.token_attribute = token_attribute
+        self.label_format = label_format
+        self.outside = outside
+        self.verbose = verbose
+
+    # ------------------------------------------------------------------------------------------------
+    # validation and label conversion
+    # ------------------------------------------------------------------------------------------------
+    def _check_params(self):
+        if self.algorithm != "lbfgs":
+            raise ValueError(f"`algorithm` must be 'lbfgs' (the only trainer for semi-Markov CRFs); got "
+                             f"{self.algorithm!r}")
+        for name in ("c1", "c2", "min_freq", "epsilon", "delta"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, float, np.number)) or isinstance(v, bool) or not np.isfinite(v) \
+                    or v < 0:
+                raise ValueError(f"`{name}` must be a non-negative finite number; got {v!r}")
+        mi = self.max_iterations
+        if mi is not None and (not isinstance(mi, (int, np.integer)) or isinstance(mi, bool) or mi < 1):
+            raise ValueError(f"`max_iterations` must be a positive integer or None; got {mi!r}")
+        if self.label_format not in LABEL_FORMATS:
+            raise ValueError(f"`label_format` must be one of {LABEL_FORMATS}; got {self.label_format!r}")
+        sf = self.segment_features
+        if isinstance(sf, str) or any(f not in SEGMENT_FEATURES for f in sf):
+            raise ValueError(f"`segment_features` must be a list of names from {SEGMENT_FEATURES}; got "
+                             f"{sf!r}")
+        msl = self.max_segment_length
+        if msl is not None and not isinstance(msl, dict) and (
+                not isinstance(msl, (int, np.integer)) or isinstance(msl, bool) or msl < 1):
+            raise ValueError(f"`max_segment_length` must be None, a positive integer or a dict label -> "
+                             f"positive integer; got {msl!r}")
+
+    def _resolve_format(self, y):
+        fmt = self.label_format
+        if fmt != "auto":
+            return fmt
+        for seq in y:
+            if len(seq):
+                return "segments" if isinstance(seq[0], (tuple, list)) else (
+                    "bio" if all(str(t) == self.outside or _BIO.match(str(t)) for s in y for t in s)
+                    else "runs")
+        return "runs"
+
+    def _segments_of(self, y, lengths, fmt, name="y"):
+        """Per-sequence lists of (start, end inclusive, label str) tiling each sequence."""
+        if y is None or isinstance(y, (str, bytes)) or not hasattr(y, "__len__"):
+            raise ValueError(f"`{name}` must be a list of label sequences or segment lists; got "
+                             f"{type(y).__name__}")
+        if len(y) != len(lengths):
+            raise ValueError(f"`{name}` has {len(y)} sequences but X has {len(lengths)}")
+        out = []
+        for b, (seq, T) in enumerate(zip(y, lengths)):
+            T = int(T)
+            if fmt == "segments":
+                cover = np.zeros(T, bool)
+                segs = []
+                for item in seq:
+                    try:
+                        s, e, lab = item
+                        s, e = int(s), int(e)
+                    except (TypeError, ValueError):
+                        raise ValueError(f"`{name}[{b}]`: segments must be (start, end, label) with end "
+                                         f"exclusive; got {item!r}") from None
+                    if not 0 <= s < e <= T or cover[s:e].any():
+                        raise ValueError(f"`{name}[{b}]`: segment {item!r} is empty, outside [0, {T}) or "
+                                         f"overlaps another (end is exclusive)")
+                    cover[s:e] = True
+                    segs.append((s, e - 1, str(lab)))
+                segs += [(t, t, self.outside) for t in np.flatnonzero(~cover)]
+                segs.sort()
+            else:
+                if isinstance(seq, (str, bytes)) or not hasattr(seq, "__len__") or len(seq) != T:
+                    raise ValueError(f"sequence {b}: {T} items but "
+                                     f"{len(seq) if hasattr(seq, '__len__') else 'no'} labels in "
+                                     f"`{name}[{b}]`; every item needs exactly one label")
+                labs = [str(t) for t in seq]
+                if fmt == "bio":
+                    segs = [(s, e - 1, typ) for s, e, typ in segments_from_labels(labs)]
+                    cover = np.zeros(T, bool)
+                    for s, e, _ in segs:
+                        cover[s:e + 1] = True
+                    segs += [(t, t, self.outside) for t in np.flatnonzero(~cover)]
+                    segs.sort()
+                else:
+                    segs = []
+                    s = 0
+                    for t in range(1, T + 1):
+                        if t == T or labs[t] != labs[s]:
+                            segs.append((s, t - 1, labs[s]))
+                            s = t
+            out.append(segs)
+        return out
+
+    def _pack_segments(self, seg_lists, grow):
+        rows = []
+        counts = []
+        for b, segs in enumerate(seg_lists):
+            counts.append(len(segs))
+            for s, e, lab in segs:
+                k = self._label_index.get(lab)
+                if k is None:
+                    if not grow:
+                        raise ValueError(f"sequence {b}: label {lab!r} was not seen in training (known "
+                                         f"labels: {self.classes_[:10]})")
+                    k = self._label_index[lab] = len(self.classes_)
+                    self.classes_.append(lab)
+                rows.append((s, e, k))
+        segs = np.asarray(rows, dtype=np.int64).reshape(-1, 3)
+        so = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        return segs, so
+
+    # ------------------------------------------------------------------------------------------------
+    # token strings (segment features "span" and "caps")
+    # ------------------------------------------------------------------------------------------------
+    def _token_strings(self, X, tokens, packed):
+        if tokens is not None:
+            if len(tokens) != len(packed.lengths) or any(
+                    len(t) != n for t, n in zip(tokens, packed.lengths)):
+                raise ValueError("`tokens` must give one string per item of every sequence of X")
+            return [str(t) for seq in tokens for t in seq]
+        ta = self.token_attribute
+        pre = ta + "="
+        out = []
+        found = False
+        for seq in X:
+            for item in seq:
+                tok = ""
+                if isinstance(item, dict):
+                    v = item.get(ta)
+                    if isinstance(v, str):
+                        tok = v
+                    else:
+                        for key in item:
+                            if key.startswith(pre):
+                                tok = key[len(pre):]
+                                break
+                else:
+                    for a in item:
+                        if isinstance(a, str) and a.startswith(pre):
+                            tok = a[len(pre):]
+                            break
+                found = found or bool(tok)
+                out.append(tok)
+        if not found and out:
+            raise ValueError(f"segment features {list(self.segment_features)} need the token strings: no "
+                             f"item has the attribute {pre!r}…; set `token_attribute` or pass `tokens`")
+        return out
+
+    def _batch(self, X, lengths=None, tokens=None, grow=False):
+        packed = self._vocab.encode(X, lengths, grow=grow)
+        span_id = caps = None
+        sf = self.model_.segment_features if hasattr(self, "model_") else tuple(self.segment_features)
+        D = self._max_duration
+        if "span" in sf or "caps" in sf:
+            strings = self._token_strings(X, tokens, packed)
+            if "span" in sf:
+                if grow:
+                    self._tok_index = {}
+                    for s in strings:
+                        self._tok_index.setdefault(s, len(self._tok_index))
+                ids = np.array([self._tok_index.get(s, -1) for s in strings], dtype=np.int64)
+                span_id = span_hashes(ids, packed.offsets, D)  # hashes; mapped to ids below
+            if "caps" in sf:
+                is_cap = np.array([s[:1].isupper() for s in strings], dtype=np.bool_)
+                caps = span_all_caps(is_cap, packed.offsets, D)
+        return SegmentBatch(packed, span_id, caps)
+
+    def _map_spans(self, batch):
+        if batch.span_id is None:
+            return
+        h = batch.span_id
+        table = self._span_hash
+        if table.size == 0:
+            batch.span_id = np.full(h.shape, -1, np.int64)
+            return
+        pos = np.clip(np.searchsorted(table, h), 0, table.size - 1)
+        batch.span_id = np.where((table[pos] == h) & (h != -1), pos, -1).astype(np.int64)
+
+    # ------------------------------------------------------------------------------------------------
+    # fitting
+    # ------------------------------------------------------------------------------------------------
+    def fit(self, X, y, *, lengths=None, tokens=None, callback=None):
+        """Train on sequences ``X`` with segmentations ``y``.
+
+        Parameters
+        ----------
+        X : list of sequences of items, or scipy.sparse matrix (N, F) with ``lengths``
+            Items as for :class:`~structlearn.LinearChainCRF` (python-crfsuite format).
+        y : list of label sequences, or list of lists of (start, end exclusive, label)
+            See ``label_format``.
+        tokens : list of lists of str, optional
+            Token strings for the "span" / "caps" segment features (default: from ``token_attribute``).
+        callback : callable, optional
+            Called with every iteration's log entry; returning True stops training.
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        ValueError
+            Empty training set, labels that do not fit the items, overlapping segments, a gold segment
+            longer than ``max_segment_length``, consecutive same-label segments with
+            ``allow_same_label=False``, bad parameters.
+        """
+        self._check_params()
+        t0 = time.perf_counter()
+        for attr in ("model_", "coef_"):
+            if hasattr(self, attr):
+                delattr(self, attr)
+        vocab = AttributeVocabulary()
+        self._vocab = vocab
+        packed = vocab.encode(X, lengths, grow=True)
+        if packed.n_items == 0:
+            raise ValueError("the training set is empty (no items in X); give at least one non-empty "
+                             "sequence")
+        fmt = self._resolve_format(y)
+        self.label_format_ = fmt
+        self.classes_ = []
+        self._label_index = {}
+        seg_lists = self._segments_of(y, packed.lengths, fmt)
+        segs, so = self._pack_segments(seg_lists, grow=True)
+        K = len(self.classes_)
+        dur = segs[:, 1] - segs[:, 0] + 1
+        seen = np.zeros(K, np.int64)
+        np.maximum.at(seen, segs[:, 2], dur)
+        msl = self.max_segment_length
+        if msl is None:
+            max_lengths = np.maximum(seen, 1)
+        elif isinstance(msl, dict):
+            max_lengths = np.array([int(msl.get(c, seen[k])) for k, c in enumerate(self.classes_)])
+        else:
+            max_lengths = np.full(K, int(msl))
+        bad = np.flatnonzero(seen > max_lengths)
+        if bad.size:
+            k = int(bad[0])
+            raise ValueError(f"a training segment labelled {self.classes_[k]!r} has length {seen[k]} > "
+                             f"max_segment_length {max_lengths[k]}; raise `max_segment_length`")
+        seq = np.repeat(np.arange(len(so) - 1), np.diff(so))
+        same = np.flatnonzero(seq[1:] == seq[:-1]) if len(seq) > 1 else np.zeros(0, np.int64)
+        if not self.allow_same_label:
+            hit = same[segs[same, 2] == segs[same + 1, 2]]
+            if hit.size:
+                b = int(seq[hit[0]])
+                raise ValueError(f"training sequence {b} has two consecutive segments labelled "
+                                 f"{self.classes_[segs[hit[0], 2]]!r}, impossible with "
+                                 f"allow_same_label=False; set allow_same_label=True")
+        self._max_duration = int(max_lengths.max())
+        batch = self._batch(X, lengths, tokens, grow=True)
+        batch.segments, batch.seg_offsets = segs, so
+        # span vocabulary: the strings of the gold spans
+        n_spans, span_features = 0, None
+        if batch.span_id is not None:
+            o = packed.offsets[seq]
+            h = batch.span_id[segs[:, 1] + o, dur - 1]
+            ok = h != -1
+            self._span_hash = np.unique(h[ok])
+            self._map_spans(batch)
+            n_spans = self._span_hash.size
+            span_features = np.zeros((n_spans, K), bool)
+            sid = batch.span_id[segs[:, 1] + o, dur - 1]
+            span_features[sid[sid >= 0], segs[sid >= 0, 2]] = True
+        else:
+            self._span_hash = np.zeros(0, np.int64)
+            self._tok_index = {}
+        token_y = np.repeat(segs[:, 2], dur)
+        A = len(vocab)
+        attr_ptr, feat_label = build_state_features(packed, token_y, A, K, self.min_freq,
+                                                    self.all_possible_states)
+        if self.all_possible_transitions:
+            trans_features = np.ones((K, K), bool)
+        else:
+            trans_features = np.zeros((K, K), bool)
+            trans_features[segs[same, 2], segs[same + 1, 2]] = True
+        model = SemiMarkovFeatureModel(attr_ptr, feat_label, K, max_lengths, trans_features,
+                                       self.allow_same_label, tuple(self.segment_features),
+                                       span_features)
+        self.attributes_ = vocab.names
+        self.max_lengths_ = {c: int(max_lengths[k]) for k, c in enumerate(self.classes_)}
+        self.featurize_seconds_ = time.perf_counter() - t0
+
+        objective = SemiMarkovCLL(model, batch, segs, c2=self.c2)
+        self.training_log_ = []
+        bar = None
+        if self.verbose:
+            from tqdm.auto import tqdm
+            bar = tqdm(desc="train semi-Markov CRF (lbfgs)", unit="it")
+
+        def on_iteration(entry):
+            self.training_log_.append(entry)
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{entry['loss']:.4g}")
+            return bool(callback(entry)) if callback is not None else False
+
+        w, n_iter, converged, _ = lbfgs(
+            objective, np.zeros(model.n_params), c1=self.c1, m=self.num_memories, epsilon=self.epsilon,
+            period=self.period, delta=self.delta, max_iterations=self.max_iterations,
+            linesearch=self.linesearch, max_linesearch=self.max_linesearch, callback=on_iteration,
+            mask=model.free_mask())
+        if bar is not None:
+            bar.close()
+        self.model_ = model
+        self.coef_ = np.asarray(w, dtype=np.float64)
+        self.n_iter_ = int(n_iter)
+        self.converged_ = bool(converged)
+        self.training_seconds_ = time.perf_counter() - t0
+        if not self.converged_:
+            warnings.warn(f"L-BFGS stopped after {self.n_iter_} iterations without meeting the stopping "
+                          f"criteria (epsilon={self.epsilon}, delta={self.delta}); increase "
+                          f"`max_iterations`", ConvergenceWarning)
+        return self
+
+    # ------------------------------------------------------------------------------------------------
+    # prediction
+    # ------------------------------------------------------------------------------------------------
+    def _check_fitted(self):
+        if not hasattr(self, "coef_"):
+            raise NotFittedError(f"This {type(self).__name__} instance is not fitted yet; call `fit` (or "
+                                 f"`load`) before using it")
+
+    def _structure(self, X, lengths=None, tokens=None, constraints=None):
+        self._check_fitted()
+        batch = self._batch(X, lengths, tokens)
+        self._map_spans(batch)
+        allowed = None if constraints is None else self._constraint_mask(constraints, batch.packed)
+        return batch, self.model_.structure(self.coef_, batch, allowed)
+
+    def _constraint_mask(self, constraints, packed):
+        K = len(self.classes_)
+        if isinstance(constraints, np.ndarray) and constraints.dtype == bool:
+            if constraints.shape != (packed.n_items, K):
+                raise ValueError(f"`constraints` as a mask must have shape (N, K) = ({packed.n_items}, "
+                                 f"{K}); got {constraints.shape}")
+            return constraints
+        if len(constraints) != len(packed.lengths):
+            raise ValueError(f"`constraints` must give one entry (dict position -> segment label(s), or "
+                             f"None) per sequence: {len(packed.lengths)} sequences, got "
+                             f"{len(constraints)}")
+        allowed = np.ones((packed.n_items, K), bool)
+        for s, cons in enumerate(constraints):
+            if not cons:
+                continue
+            n = int(packed.lengths[s])
+            for pos, labs in dict(cons).items():
+                if not isinstance(pos, (int, np.integer)) or not -n <= pos < n:
+                    raise ValueError(f"`constraints[{s}]`: position {pos!r} is outside the sequence "
+                                     f"(length {n})")
+                labs = [labs] if isinstance(labs, str) else list(labs)
+                row = np.zeros(K, bool)
+                for lab in labs:
+                    if lab not in self._label_index:
+                        raise ValueError(f"`constraints[{s}]`: unknown segment label {lab!r} at "
+                                         f"position {pos}; known labels: {self.classes_[:10]}")
+                    row[self._label_index[lab]] = True
+                allowed[packed.offsets[s] + (pos % n)] = row
+        return allowed
+
+    def _public_segments(self, arr):
+        """(n_seg, 3) local inclusive -> list of (start, end exclusive, label), outside dropped."""
+        cls = self.classes_
+        drop = self.label_format_ in ("bio", "segments")
+        return [(int(s), int(e) + 1, cls[k]) for s, e, k in arr
+                if not (drop and cls[k] == self.outside)]
+
+    def _token_labels(self, arr, T):
+        cls = self.classes_
+        if self.label_format_ == "runs":
+            out = [None] * T
+            for s, e, k in arr:
+                out[s:e + 1] = [cls[k]] * (e - s + 1)
+            return out
+        return labels_from_segments([(s, e, lab) for s, e, lab in self._public_segments(arr)], T,
+                                    "IOB2", self.outside)
+
+    def _argmax(self, X, lengths, tokens, constraints):
+        batch, sm = self._structure(X, lengths, tokens, constraints)
+        out = []
+        for _, _, part in sm.parts():
+            out.extend(part.argmax_segments())
+        return batch, out
+
+    def predict_segments(self, X, constraints=None, *, lengths=None, tokens=None):
+        """Best segmentation of every sequence (semi-Markov Viterbi).
+
+        Parameters
+        ----------
+        X : list of sequences of items
+        constraints : list of dict position -> segment label(s) (one per sequence), or bool (N, K)
+            Restrict the label of the segment covering a token (constrained decoding).
+
+        Returns
+        -------
+        list of lists of (start, end exclusive, label)
+            Outside segments are left out for the bio / segments label formats.
+
+        Raises
+        ------
+        ValueError
+            If a sequence has no possible segmentation (e.g. constraints with allow_same_label=False).
+        """
+        _, segs = self._argmax(X, lengths, tokens, constraints)
+        return [self._public_segments(a) for a in segs]
+
+    def predict(self, X, constraints=None, *, lengths=None, tokens=None):
+        """Token labels of the best segmentation: IOB2 tags (bio / segments formats) or the segment label
+        of every token (runs). Same arguments as :meth:`predict_segments`."""
+        batch, segs = self._argmax(X, lengths, tokens, constraints)
+        return [self._token_labels(a, int(T)) for a, T in zip(segs, batch.lengths)]
+
+    def predict_single(self, xseq):
+        """Token labels of one sequence."""
+        return self.predict([xseq])[0]
+
+    def predict_marginals(self, X, *, lengths=None, tokens=None):
+        """P(token t lies in a segment labelled k): list of (T, K) float64 arrays (``classes_`` order)."""
+        batch, sm = self._structure(X, lengths, tokens)
+        out = []
+        for _, _, part in sm.parts():
+            u = part.marginals().unary
+            out.extend(u[part.offsets[b]:part.offsets[b + 1]] for b in range(part.batch_size))
+        return out
+
+    def predict_segment_marginals(self, X, threshold=1e-3, *, lengths=None, tokens=None):
+        """Segments whose posterior probability exceeds ``threshold``.
+
+        Returns
+        -------
+        list (per sequence) of lists of (start, end exclusive, label, probability)
+            Time O(N·D·K).
+        """
+        batch, sm = self._structure(X, lengths, tokens)
+        out = [[] for _ in range(len(batch.lengths))]
+        cls = self.classes_
+        for b0, _, part in sm.parts():
+            for b, s, e, k, p in part.iter_segment_marginals(threshold):
+                out[b0 + b].append((s, e + 1, cls[k], p))
+        return out
+
+    def kbest(self, X, k=5, *, lengths=None, tokens=None):
+        """The k most likely segmentations of every sequence with their probabilities.
+
+        Returns
+        -------
+        list (per sequence) of lists of (segments, probability), best first; segments as in
+        :meth:`predict_segments`. Time O(N·k·(D·K + K²)).
+        """
+        batch, sm = self._structure(X, lengths, tokens)
+        out = []
+        for _, _, part in sm.parts():
+            log_z = part.log_partition()
+            for b, items in enumerate(part.kbest_segments(k)):
+                out.append([(self._public_segments(a), float(np.exp(sc - log_z[b]))) for sc, a in items])
+        return out
+
+    def log_partition(self, X, *, lengths=None, tokens=None):
+        """log Z(x) of every sequence, shape (B,)."""
+        return self._structure(X, lengths, tokens)[1].log_partition()
+
+    def segmentation_probability(self, X, y, *, lengths=None, tokens=None):
+        """p(segmentation | x) of given segmentations (any label format of ``fit``), shape (B,)."""
+        batch, sm = self._structure(X, lengths, tokens)
+        fmt = self.label_format_ if self.label_format == "auto" else self.label_format
+        if self.label_format == "auto":
+            fmt = self._resolve_format(y) if any(len(s) for s in y) else self.label_format_
+        segs, so = self._pack_segments(self._segments_of(y, batch.lengths, fmt), grow=False)
+        batch.segments, batch.seg_offsets = segs, so
+        return np.exp(sm.score(batch.segment_lists()) - sm.log_partition())
+
+    def score(self, X, y):
+        """Segment F1 of :meth:`predict_segments` against ``y`` (exact (start, end, label) matches)."""
+        batch, pred = self._argmax(X, None, None, None)
+        fmt = self._resolve_format(y) if self.label_format == "auto" else self.label_format
+        gold = self._segments_of(y, batch.lengths, fmt)
+        tp = n_pred = n_gold = 0
+        for p, g in zip(pred, gold):
+            ps = set(self._public_segments(p))
+            gs = {(s, e + 1, lab) for s, e, lab in g
+                  if not (self.label_format_ in ("bio", "segments") and lab == self.outside)}
+            tp += len(ps & gs)
+            n_pred += len(ps)
+            n_gold += len(gs)
+        if n_pred + n_gold == 0:
+            return 1.0
+        return 2.0 * tp / (n_pred + n_gold)
+
+    # ------------------------------------------------------------------------------------------------
+    # model files
+    # ------------------------------------------------------------------------------------------------
+    def save(self, path, metadata=None):
+        """Write the fitted model to ``path`` (versioned ``.npz`` + JSON header; no pickle)."""
+        from ..io.modelfile import save_model
+
+        self._check_fitted()
+        m = self.model_
+        params = self.get_params()
+        params["segment_features"] = list(params["segment_features"])
+        log = [{k: (float(v) if isinstance(v, (float, np.floating)) else v) for k, v in e.items()}
+               for e in self.training_log_]
+        tok = [None] * len(getattr(self, "_tok_index", {}))
+        for s, i in getattr(self, "_tok_index", {}).items():
+            tok[i] = s
+        save_model(path, format_name=_FORMAT, version=_VERSION, estimator="structlearn.SemiMarkovCRF",
+                   params=params,
+                   metadata={"classes": list(self.classes_), "attributes": list(self.attributes_),
+                             "label_format": self.label_format_, "tokens": tok,
+                             "n_iter": self.n_iter_, "converged": self.converged_, "training_log": log,
+                             **({} if metadata is None else {"user": dict(metadata)})},
+                   arrays={"coef": self.coef_, "attr_ptr": m.attr_ptr, "feat_label": m.feat_label,
+                           "max_lengths": m.max_lengths, "trans_features": m.trans_features,
+                           "forbidden": m.forbidden, "span_features": m.span_features,
+                           "span_hash": self._span_hash})
+        return path
+
+    @classmethod
+    def load(cls, path):
+        """Read a model written by :meth:`save`.
+
+        Raises
+        ------
+        FileNotFoundError, ValueError
+            Missing, truncated or corrupt file; another format; a newer format version.
+        """
+        from ..io.modelfile import ModelFileError, load_model
+
+        header, arrays = load_model(path, expected_format=_FORMAT, supported_version=_VERSION)
+        meta = header.get("metadata", {})
+        try:
+            params = dict(header.get("params", {}))
+            params["segment_features"] = tuple(params.get("segment_features", ()))
+            est = cls(**params)
+            est.classes_ = list(meta["classes"])
+            est._label_index = {c: i for i, c in enumerate(est.classes_)}
+            est.attributes_ = list(meta["attributes"])
+            est.label_format_ = meta["label_format"]
+            est._vocab = AttributeVocabulary(est.attributes_)
+            est._tok_index = {s: i for i, s in enumerate(meta.get("tokens", []))}
+            est._span_hash = np.asarray(arrays["span_hash"], dtype=np.int64)
+            est.model_ = SemiMarkovFeatureModel(
+                arrays["attr_ptr"], arrays["feat_label"], len(est.classes_), arrays["max_lengths"],
+                arrays["trans_features"], est.allow_same_label, est.segment_features,
+                arrays["span_features"], arrays["forbidden"])
+            est._max_duration = est.model_.max_duration
+            est.max_lengths_ = {c: int(v) for c, v in zip(est.classes_, est.model_.max_lengths)}
+            est.coef_ = np.asarray(arrays["coef"], dtype=np.float64)
+            est.n_iter_ = int(meta.get("n_iter", 0))
+            est.converged_ = bool(meta.get("converged", True))
+            est.training_log_ = list(meta.get("training_log", []))
+            est.metadata_ = dict(meta.get("user", {}))
+        except (KeyError, TypeError) as exc:
+            raise ModelFileError(f"{path}: model file is missing or has malformed entry {exc}") from None
+        if est.coef_.shape != (est.model_.n_params,):
+            raise ModelFileError(f"{path}: model file is inconsistent (weights {est.coef_.shape} for "
+                                 f"{est.model_.n_params} parameters)")
+        return est

@@ -1,0 +1,514 @@
+"""Semi-Markov CRF feature model: a weight vector -> :class:`~structlearn.structures.SemiMarkov`.
+
+The segment score of a k-segment [s, e] (end inclusive) is (Sarawagi & Cohen 2004, eqs. 3–5; seed 000
+eq. "sm-alpha", s(y, [i-d, i]))::
+
+    w(s, e, k) = Σ_{u=s..e} Σ_{(a, v) in x_u} v·w_state[a, k]          token state features over the span
+               + w_dur[e - s, k]                                       duration ("length") features
+               + Σ_{(a, v) in x_s} v·w_first[a, k]                     (segment feature "first")
+               + Σ_{(a, v) in x_e} v·w_last[a, k]                      (segment feature "last")
+               + w_span[string(x_s..x_e), k]                           (segment feature "span")
+               + w_caps[k] · [every token of the span is capitalised]  (segment feature "caps")
+
+plus ``transition[k_i, k_{i+1}]`` between consecutive segments and ``start``/``end`` weights of the
+first / last segment's label. State features are those of the linear-chain CRF (same attribute
+encoding, :mod:`structlearn.models.features`); the first four terms of the score are the engine's
+``unary`` (N, K) and ``duration`` (D, K) potentials, the segment-level ones its ``segment`` (N, D, K)
+potential, which is only materialised when a segment feature is switched on.
+
+Parameter layout of ``w`` (float64, length ``n_params``)::
+
+    state F | transition K² | start K | end K | duration D·K | first F | last F | span S·K | caps K
+
+(the last four blocks only when the corresponding segment feature is used). Durations longer than the
+label's maximum segment length are -inf; transitions never observed in training keep weight 0.
+
+The objective is the linear-chain CRF's negative CLL (:class:`~structlearn.learning.objectives._CLL`)
+with the engine's semi-Markov marginals as expectations. Large batches are evaluated in chunks of
+sequences so that (N, D, K) and (N, K, K) intermediates stay bounded (``CHUNK_ENTRIES``).
+"""
+import numba
+import numpy as np
+from numba import njit, prange
+
+from ..learning.objectives import _CLL
+from ..structures import SemiMarkov
+from .features import state_gradient_tokens, state_potentials
+
+SEGMENT_FEATURES = ("first", "last", "span", "caps")
+
+#: Upper bound on N_chunk · max(D, K) · K entries of the per-chunk intermediates.
+CHUNK_ENTRIES = 4_000_000
+
+_HASH_MUL = np.int64(1000003)
+_HASH_XOR = np.int64(-7046029254386353131)  # 0x9E3779B97F4A7C15 as int64
+
+
+# ---------------------------------------------------------------------------------------------------
+# kernels
+# ---------------------------------------------------------------------------------------------------
+@njit(cache=True, parallel=True)
+def span_hashes(tok_id, offsets, D):
+    """h[e, d-1] = polynomial hash of token ids tok_id[e-d+1..e] (int64, wrapping), -1 where the span
+    leaves its sequence or holds an unknown token (id < 0). Shape (N, D). Time O(N·D)."""
+    N = tok_id.shape[0]
+    out = np.full((N, D), -1, dtype=np.int64)
+    B = offsets.shape[0] - 1
+    for b in prange(B):
+        o = offsets[b]
+        T = offsets[b + 1] - o
+        for t in range(T):
+            h = np.int64(7)
+            for d in range(min(D, t + 1)):
+                i = tok_id[o + t - d]
+                if i < 0:
+                    break
+                h = h * _HASH_MUL + np.int64(i + 1)
+                out[o + t, d] = h ^ (np.int64(d + 1) * _HASH_XOR)
+    return out
+
+
+@njit(cache=True, parallel=True)
+def span_all_caps(is_cap, offsets, D):
+    """c[e, d-1] = every token of [e-d+1, e] is capitalised (bool (N, D)). Time O(N·D)."""
+    N = is_cap.shape[0]
+    out = np.zeros((N, D), dtype=np.bool_)
+    B = offsets.shape[0] - 1
+    for b in prange(B):
+        o = offsets[b]
+        T = offsets[b + 1] - o
+        for t in range(T):
+            for d in range(min(D, t + 1)):
+                if not is_cap[o + t - d]:
+                    break
+                out[o + t, d] = True
+    return out
+
+
+@njit(cache=True, parallel=True)
+def segment_potentials(first, last, span_w, span_id, caps, caps_w, offsets, o0, D, use):
+    """segment[e, d-1, k] of the sequences ``offsets`` (rows local, global row = o0 + local):
+    first[s, k] + last[e, k] + span_w[span_id[e, d-1], k] + caps_w[k]·caps[e, d-1] for the switched-on
+    terms ``use`` = (first, last, span, caps); 0 for spans that leave their sequence. Shape (N, D, K)."""
+    N = offsets[offsets.shape[0] - 1] - offsets[0]
+    K = first.shape[1]
+    out = np.zeros((N, D, K))
+    B = offsets.shape[0] - 1
+    for b in prange(B):
+        o = offsets[b] - offsets[0]
+        T = offsets[b + 1] - offsets[b]
+        for t in range(T):
+            e = o + t
+            ge = o0 + e
+            for d in range(min(D, t + 1)):
+                gs = ge - d
+                sid = span_id[ge, d] if use[2] else -1
+                cp = caps[ge, d] if use[3] else False
+                for k in range(K):
+                    v = 0.0
+                    if use[0]:
+                        v += first[gs, k]
+                    if use[1]:
+                        v += last[ge, k]
+                    if sid >= 0:
+                        v += span_w[sid, k]
+                    if cp:
+                        v += caps_w[k]
+                    out[e, d, k] = v
+    return out
+
+
+@njit(cache=True)
+def segment_statistics(M, offsets, o0, span_id, caps, use, first, last, g_span, g_caps):
+    """Accumulate segment-feature statistics of segment marginals M (N_chunk, D, K) in place:
+    first[s, k] += M (segments starting at s), last[e, k] += M, g_span[id, k] += M, g_caps[k] += M·caps.
+    Global rows are o0 + local. Time O(N·D·K)."""
+    D = M.shape[1]
+    K = M.shape[2]
+    B = offsets.shape[0] - 1
+    for b in range(B):
+        o = offsets[b] - offsets[0]
+        T = offsets[b + 1] - offsets[b]
+        for t in range(T):
+            ge = o0 + o + t
+            for d in range(min(D, t + 1)):
+                sid = span_id[ge, d] if use[2] else -1
+                cp = caps[ge, d] if use[3] else False
+                for k in range(K):
+                    p = M[o + t, d, k]
+                    if p == 0.0:
+                        continue
+                    first[ge - d, k] += p
+                    last[ge, k] += p
+                    if sid >= 0:
+                        g_span[sid, k] += p
+                    if cp:
+                        g_caps[k] += p
+
+
+# ---------------------------------------------------------------------------------------------------
+# batches
+# ---------------------------------------------------------------------------------------------------
+class SegmentBatch:
+    """A packed batch for the semi-Markov feature model.
+
+    Parameters
+    ----------
+    packed : :class:`~structlearn.models.features.Packed`
+        Token items (N tokens in B sequences).
+    span_id : ndarray of int64, shape (N, D), optional
+        Id of the span string of [e-d+1, e] in the model's span vocabulary (-1: unknown / none).
+    caps : ndarray of bool, shape (N, D), optional
+        Whether [e-d+1, e] is all capitalised.
+    segments : ndarray of int64, shape (S, 3), optional
+        Gold segments (start, end inclusive, label), local to their sequence, concatenated;
+        ``seg_offsets`` (B + 1,) delimits each sequence's rows.
+    """
+
+    def __init__(self, packed, span_id=None, caps=None, segments=None, seg_offsets=None):
+        self.packed = packed
+        self.span_id = span_id
+        self.caps = caps
+        self.segments = segments
+        self.seg_offsets = seg_offsets
+
+    @property
+    def lengths(self):
+        return self.packed.lengths
+
+    @property
+    def offsets(self):
+        return self.packed.offsets
+
+    @property
+    def n_items(self):
+        return self.packed.n_items
+
+    def segment_lists(self, segs=None):
+        """Per-sequence (n_seg, 3) arrays of ``segs`` (default the gold segments)."""
+        segs = self.segments if segs is None else segs
+        so = self.seg_offsets
+        return [segs[so[b]:so[b + 1]] for b in range(len(so) - 1)]
+
+
+def chunk_bounds(lengths, per_token):
+    """Sequence index boundaries [0, b1, ..., B] of chunks of at most CHUNK_ENTRIES / per_token tokens
+    (a longer sequence gets a chunk of its own)."""
+    cap = max(1, CHUNK_ENTRIES // max(1, per_token))
+    bounds = [0]
+    acc = 0
+    for b, n in enumerate(lengths):
+        if acc and acc + n > cap:
+            bounds.append(b)
+            acc = 0
+        acc += int(n)
+    bounds.append(len(lengths))
+    return bounds
+
+
+class ChunkedSemiMarkov:
+    """The semi-Markov structures of a batch, one per chunk of sequences, built on demand.
+
+    Exposes what the CLL objective and the estimator need: ``log_partition``, ``score``, ``constrain``,
+    ``parts()`` (iterates (b0, b1, SemiMarkov)) and the objective's ``expectations`` (cached).
+    """
+
+    def __init__(self, model, w, batch, allowed=None):
+        self.model = model
+        self.w = w
+        self.batch = batch
+        self.allowed = allowed
+        K, D = model.n_labels, model.max_duration
+        per = K * max(D, K) if model.has_segment_features else K * K
+        self.bounds = chunk_bounds(batch.lengths, per)
+        p = model.split(w)
+        packed = batch.packed
+        args = (packed.item_ptr, packed.item_attr, packed.item_val, model.attr_ptr, model.feat_label, K)
+        self._unary = state_potentials(p["state"], *args)
+        if allowed is not None:
+            self._unary = np.where(allowed, self._unary, -np.inf)
+        self._first = state_potentials(p["first"], *args) if "first" in model.segment_features \
+            else np.zeros((1, K))
+        self._last = state_potentials(p["last"], *args) if "last" in model.segment_features \
+            else np.zeros((1, K))
+        self._pots = model.chain_potentials(w)
+        self._cache = {}
+
+    def parts(self):
+        """Yield (b0, b1, SemiMarkov) for every chunk of sequences [b0, b1)."""
+        m, batch = self.model, self.batch
+        off = batch.offsets
+        trans, start, end, dur = self._pots
+        p = m.split(self.w)
+        for b0, b1 in zip(self.bounds[:-1], self.bounds[1:]):
+            o0, o1 = int(off[b0]), int(off[b1])
+            seg = None
+            if m.has_segment_features:
+                span_id = batch.span_id if batch.span_id is not None else np.full((1, 1), -1, np.int64)
+                caps = batch.caps if batch.caps is not None else np.zeros((1, 1), np.bool_)
+                seg = segment_potentials(self._first, self._last, p["span"], span_id, caps, p["caps"],
+                                         off[b0:b1 + 1], o0, m.max_duration, m.use_flags)
+            yield b0, b1, SemiMarkov(self._unary[o0:o1], dur, trans, lengths=batch.lengths[b0:b1],
+                                     start=start, end=end, segment=seg,
+                                     allow_same_label=m.allow_same_label)
+
+    def constrain(self, allowed):
+        return ChunkedSemiMarkov(self.model, self.w, self.batch, allowed)
+
+    def log_partition(self):
+        if "log_z" not in self._cache:
+            self._cache["log_z"] = np.concatenate(
+                [sm.log_partition() for _, _, sm in self.parts()] or [np.zeros(0)])
+        return self._cache["log_z"]
+
+    def score(self, segs):
+        """Scores (B,) of the gold segments of the batch (``segs`` = ``batch.segments``) or of a list of
+        B (n_seg, 3) arrays."""
+        if isinstance(segs, np.ndarray) and segs.ndim == 2 and self.batch.seg_offsets is not None \
+                and segs.shape[0] == self.batch.seg_offsets[-1]:
+            if "gold" in self._cache:
+                return self._cache["gold"]
+            segs = self.batch.segment_lists(segs)
+        out = [sm.score(list(segs[b0:b1])) for b0, b1, sm in self.parts()]
+        return np.concatenate(out) if out else np.zeros(0)
+
+    def expectations(self):
+        """(statistics tuple, log Z (B,)) — see :meth:`SemiMarkovFeatureModel.gradient`."""
+        if "stats" in self._cache:
+            return self._cache["stats"], self._cache["log_z"]
+        m, batch = self.model, self.batch
+        N, K, D = batch.n_items, m.n_labels, m.max_duration
+        off = batch.offsets
+        token = np.zeros((N, K))
+        edge = np.zeros((K, K))
+        dur = np.zeros((D, K))
+        first = np.zeros((N, K)) if m.has_segment_features else None
+        last = np.zeros((N, K)) if m.has_segment_features else None
+        g_span = np.zeros((m.n_spans, K)) if m.has_segment_features else None
+        g_caps = np.zeros(K) if m.has_segment_features else None
+        log_z, gold = [], []
+        want_gold = self.allowed is None and batch.segments is not None
+        gold_lists = batch.segment_lists() if want_gold else None
+        span_id = batch.span_id if batch.span_id is not None else np.full((1, 1), -1, np.int64)
+        caps = batch.caps if batch.caps is not None else np.zeros((1, 1), np.bool_)
+        for b0, b1, sm in self.parts():
+            o0, o1 = int(off[b0]), int(off[b1])
+            mg = sm.marginals()
+            token[o0:o1] = mg.unary
+            edge += mg.edge.sum(axis=0)
+            dm = sm.duration_marginals()
+            dur += (dm.middle + dm.first + dm.last + dm.single).sum(axis=0)
+            if m.has_segment_features:
+                M = sm.segment_marginals()
+                segment_statistics(M, off[b0:b1 + 1], o0, span_id, caps, m.use_flags, first, last,
+                                   g_span, g_caps)
+            log_z.append(sm.log_partition())
+            if want_gold:
+                gold.append(sm.score(gold_lists[b0:b1]))
+        nz = np.flatnonzero(batch.lengths > 0)
+        stats = (token, edge, token[off[nz]].sum(axis=0), token[off[nz + 1] - 1].sum(axis=0), dur,
+                 first, last, g_span, g_caps)
+        self._cache["stats"] = stats
+        self._cache["log_z"] = np.concatenate(log_z) if log_z else np.zeros(0)
+        if want_gold:
+            self._cache["gold"] = np.concatenate(gold) if gold else np.zeros(0)
+        return stats, self._cache["log_z"]
+
+
+# ---------------------------------------------------------------------------------------------------
+# the feature model
+# ---------------------------------------------------------------------------------------------------
+class SemiMarkovFeatureModel:
+    """Maps semi-Markov CRF weights to :class:`SemiMarkov` potentials and its marginals to the gradient.
+
+    Mirrors :class:`~structlearn.models.crf.ChainFeatureModel` (same state features and encoding).
+
+    Parameters
+    ----------
+    attr_ptr : ndarray of int64, shape (A + 1,)
+    feat_label : ndarray of int64, shape (F,)
+        State features (attribute, label), grouped by attribute (also used by "first" / "last").
+    n_labels : int
+        K segment labels.
+    max_lengths : ndarray of int64, shape (K,)
+        Longest segment of every label (D = max); longer durations get potential -inf.
+    trans_features : ndarray of bool, shape (K, K)
+        Which segment-label transitions are parameters.
+    allow_same_label : bool
+        Whether consecutive segments may share a label.
+    segment_features : tuple of str
+        Subset of ``("first", "last", "span", "caps")``.
+    span_features : ndarray of bool, shape (S, K), optional
+        Which (span string, label) pairs are parameters ("span" only; S strings in the vocabulary).
+    forbidden : ndarray of bool, shape (K, K), optional
+        Transitions with potential -inf.
+    """
+
+    def __init__(self, attr_ptr, feat_label, n_labels, max_lengths, trans_features, allow_same_label,
+                 segment_features=(), span_features=None, forbidden=None):
+        K = int(n_labels)
+        self.attr_ptr = np.ascontiguousarray(attr_ptr, dtype=np.int64)
+        self.feat_label = np.ascontiguousarray(feat_label, dtype=np.int64)
+        self.n_labels = K
+        self.max_lengths = np.asarray(max_lengths, dtype=np.int64)
+        self.max_duration = int(self.max_lengths.max())
+        self.allow_same_label = bool(allow_same_label)
+        self.segment_features = tuple(f for f in SEGMENT_FEATURES if f in segment_features)
+        self.has_segment_features = bool(self.segment_features)
+        self.use_flags = np.array([f in self.segment_features for f in SEGMENT_FEATURES])
+        self.span_features = (np.zeros((0, K), bool) if span_features is None
+                              else np.asarray(span_features, bool))
+        self.n_spans = self.span_features.shape[0] if "span" in self.segment_features else 0
+        self.forbidden = np.zeros((K, K), bool) if forbidden is None else np.asarray(forbidden, bool)
+        tf = np.asarray(trans_features, bool) & ~self.forbidden
+        if not self.allow_same_label:
+            np.fill_diagonal(tf, False)
+        self.trans_features = tf
+        D = self.max_duration
+        self.dur_features = np.arange(1, D + 1)[:, None] <= self.max_lengths[None, :]
+        sizes = [("state", self.n_state), ("trans", K * K), ("start", K), ("end", K), ("dur", D * K)]
+        for f in self.segment_features:
+            sizes.append((f, {"first": self.n_state, "last": self.n_state, "span": self.n_spans * K,
+                              "caps": K}[f]))
+        self._layout = {}
+        pos = 0
+        for name, n in sizes:
+            self._layout[name] = (pos, pos + n)
+            pos += n
+        self.n_params = pos
+
+    @property
+    def n_state(self):
+        return self.feat_label.shape[0]
+
+    def split(self, w):
+        """Dict of views into ``w``: state (F,), trans (K, K), start, end (K,), dur (D, K) and, when used,
+        first, last (F,), span (S, K), caps (K,); unused blocks are zero arrays."""
+        K, D = self.n_labels, self.max_duration
+        shapes = {"trans": (K, K), "dur": (D, K), "span": (self.n_spans, K)}
+        out = {"first": np.zeros(0), "last": np.zeros(0), "span": np.zeros((0, K)), "caps": np.zeros(K)}
+        for name, (a, b) in self._layout.items():
+            v = w[a:b]
+            out[name] = v.reshape(shapes[name]) if name in shapes else v
+        return out
+
+    def free_mask(self):
+        """Boolean (n_params,): which weights are parameters (others stay 0)."""
+        m = np.ones(self.n_params, bool)
+        p = self.split(m)
+        p["trans"][...] = self.trans_features
+        p["dur"][...] = self.dur_features
+        if "span" in self.segment_features:
+            p["span"][...] = self.span_features
+        return m
+
+    def chain_potentials(self, w):
+        """(transition (K, K), start (K,), end (K,), duration (D, K)) log-potentials."""
+        p = self.split(w)
+        tr = np.where(self.trans_features, p["trans"], 0.0)
+        tr[self.forbidden] = -np.inf
+        dur = np.where(self.dur_features, p["dur"], -np.inf)
+        return tr, p["start"].copy(), p["end"].copy(), dur
+
+    def structure(self, w, batch, allowed=None):
+        """The (chunked) semi-Markov structures of ``batch`` under ``w``, optionally constrained by a
+        boolean (N, K) mask of allowed segment labels per token."""
+        return ChunkedSemiMarkov(self, w, batch, allowed)
+
+    def gradient(self, stats, batch):
+        """Gradient vector (n_params,) from expected (or observed) statistics.
+
+        ``stats`` = (token (N, K), edge (K, K), start (K,), end (K,), dur (D, K), first (N, K), last (N, K),
+        span (S, K), caps (K,)): per-token label occupancy, transition counts, first / last segment
+        labels, (duration, label) counts, and for segment features the per-token segment-start and
+        segment-end occupancies, span-string and all-caps counts (None when unused).
+        """
+        token, edge, st, en, dur, first, last, g_span, g_caps = stats
+        packed = batch.packed
+        g = np.zeros(self.n_params)
+        p = self.split(g)
+        nth = numba.get_num_threads()
+        args = (packed.item_ptr, packed.item_attr, packed.item_val, self.attr_ptr, self.feat_label, nth)
+        p["state"][...] = state_gradient_tokens(np.ascontiguousarray(token), *args)
+        p["trans"][...] = np.where(self.trans_features, edge, 0.0)
+        p["start"][...] = st
+        p["end"][...] = en
+        p["dur"][...] = np.where(self.dur_features, dur, 0.0)
+        if "first" in self.segment_features:
+            p["first"][...] = state_gradient_tokens(np.ascontiguousarray(first), *args)
+        if "last" in self.segment_features:
+            p["last"][...] = state_gradient_tokens(np.ascontiguousarray(last), *args)
+        if "span" in self.segment_features:
+            p["span"][...] = np.where(self.span_features, g_span, 0.0)
+        if "caps" in self.segment_features:
+            p["caps"][...] = g_caps
+        return g
+
+    def gold_statistics(self, batch, segs=None):
+        """The statistics of :meth:`gradient` for given segments (default the batch's gold)."""
+        segs = batch.segments if segs is None else segs
+        N, K, D = batch.n_items, self.n_labels, self.max_duration
+        so = batch.seg_offsets
+        seq = np.repeat(np.arange(len(so) - 1), np.diff(so))
+        o = batch.offsets[seq]
+        s, e, k = segs[:, 0] + o, segs[:, 1] + o, segs[:, 2]
+        d = e - s
+        cover = np.zeros(N + 1)
+        token = np.zeros((N, K))
+        # occupancy: +1 at s, -1 after e, per label
+        diff = np.zeros((N + 1, K))
+        np.add.at(diff, (s, k), 1.0)
+        np.add.at(diff, (e + 1, k), -1.0)
+        token[...] = np.cumsum(diff, axis=0)[:N]
+        del cover
+        edge = np.zeros((K, K))
+        same = np.flatnonzero(seq[1:] == seq[:-1]) if len(seq) > 1 else np.zeros(0, np.int64)
+        np.add.at(edge, (k[same], k[same + 1]), 1.0)
+        st = np.zeros(K)
+        en = np.zeros(K)
+        firsts = so[:-1][np.diff(so) > 0]
+        lasts = so[1:][np.diff(so) > 0] - 1
+        np.add.at(st, k[firsts], 1.0)
+        np.add.at(en, k[lasts], 1.0)
+        dur = np.zeros((D, K))
+        ok = d < D
+        np.add.at(dur, (d[ok], k[ok]), 1.0)
+        first = last = g_span = g_caps = None
+        if self.has_segment_features:
+            first = np.zeros((N, K))
+            last = np.zeros((N, K))
+            np.add.at(first, (s, k), 1.0)
+            np.add.at(last, (e, k), 1.0)
+            g_span = np.zeros((self.n_spans, K))
+            g_caps = np.zeros(K)
+            if "span" in self.segment_features and batch.span_id is not None:
+                sid = batch.span_id[e[ok], d[ok]]
+                good = sid >= 0
+                np.add.at(g_span, (sid[good], k[ok][good]), 1.0)
+            if "caps" in self.segment_features and batch.caps is not None:
+                cp = batch.caps[e[ok], d[ok]]
+                np.add.at(g_caps, k[ok][cp], 1.0)
+        return (token, edge, st, en, dur, first, last, g_span, g_caps)
+
+    def feature_counts(self, batch, y=None):
+        """Observed feature counts of the batch's gold segments (the empirical side of the gradient)."""
+        return self.gradient(self.gold_statistics(batch), batch)
+
+
+class SemiMarkovCLL(_CLL):
+    """Negative CLL of a :class:`SegmentBatch` under a :class:`SemiMarkovFeatureModel`.
+
+    Parameters as :class:`~structlearn.learning.objectives._CLL`, with ``y`` the batch's gold segments
+    (``batch.segments``, (S, 3) int64). One call costs one semi-Markov forward–backward over the batch,
+    O(N·(D·K + K²)) (O(N·D·K) more with segment features), in chunks of sequences.
+    """
+
+    _unit = "sequence"
+    _pair = "segment, duration or transition"
+    _hint = "max_segment_length"
+
+    def _expected(self, structure):
+        return structure.expectations()
+
+    def _gradient(self, stats):
+        return self.model.gradient(stats, self.packed)

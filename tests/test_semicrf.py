@@ -1,0 +1,231 @@
+"""SemiMarkovCRF: gradient, likelihood against brute force over segmentations, contract, model files."""
+import copy
+import math
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
+
+from structlearn import SemiMarkovCRF
+from structlearn.models.semicrf import SemiMarkovCLL
+from tests.oracles import semimarkov as oracle
+
+WORDS = ["The", "cat", "sat", "on", "Big", "Mat", "dog", "ran"]
+
+
+def random_problem(seed, n_seq=4, max_len=5, labels=("A", "B", "C")):
+    rng = np.random.RandomState(seed)
+    X, y = [], []
+    for _ in range(n_seq):
+        T = rng.randint(1, max_len + 1)
+        X.append([{"w[0]": WORDS[rng.randint(len(WORDS))], "p": ["x", "y"][rng.randint(2)],
+                   "v": float(rng.rand())} for _ in range(T)])
+        y.append([labels[rng.randint(len(labels))] for _ in range(T)])
+    return X, y
+
+
+def fitted(X, y, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return SemiMarkovCRF(max_iterations=1, **kw).fit(X, y)
+
+
+def objective_of(est, X, y, c2=0.0):
+    batch = est._batch(X)
+    est._map_spans(batch)
+    fmt = est.label_format_
+    segs, so = est._pack_segments(est._segments_of(y, batch.lengths, fmt), grow=False)
+    batch.segments, batch.seg_offsets = segs, so
+    return SemiMarkovCLL(est.model_, batch, segs, c2=c2), batch
+
+
+ALL = ("first", "last", "span", "caps")
+
+
+@pytest.mark.parametrize("allow_same_label, fmt", [(False, "runs"), (True, "segments")])
+@pytest.mark.parametrize("features", [(), ALL])
+def test_gradient_matches_finite_differences(allow_same_label, fmt, features):
+    X, y = random_problem(0)
+    if fmt == "segments":  # explicit segments, consecutive same labels included
+        y = [[(0, 1, "A"), (1, len(s), "A")] if len(s) > 1 else [(0, 1, "B")] for s in y]
+    est = fitted(X, y, allow_same_label=allow_same_label, segment_features=features,
+                 max_segment_length=3 if fmt == "runs" else 4, all_possible_transitions=True)
+    f, _ = objective_of(est, X, y, c2=0.1)
+    rng = np.random.RandomState(1)
+    mask = f.mask
+    w = rng.normal(scale=0.5, size=mask.size) * mask
+    g = np.zeros_like(w)
+    f(w, g)
+    idx = np.flatnonzero(mask)
+    idx = rng.choice(idx, size=min(40, idx.size), replace=False)
+    h = 1e-6
+    for i in idx:
+        e = np.zeros_like(w)
+        e[i] = h
+        num = (f(w + e) - f(w - e)) / (2 * h)
+        np.testing.assert_allclose(g[i], num, rtol=1e-5, atol=1e-6)
+    assert np.all(g[~mask] == 0)
+
+
+def _segment_score(est, w, x, segs, K):
+    """Score of one segmentation written out from the feature definitions (independent of the
+    potential kernels): state features over the span, duration, segment features, transitions."""
+    m = est.model_
+    p = m.split(w)
+    attrs = {a: i for i, a in enumerate(est.attributes_)}
+
+    def state(block, item, k):
+        tot = 0.0
+        for key, v in item.items():
+            name, val = (key + "=" + v, 1.0) if isinstance(v, str) else (key, float(v))
+            a = attrs.get(name)
+            if a is None:
+                continue
+            for f in range(m.attr_ptr[a], m.attr_ptr[a + 1]):
+                if m.feat_label[f] == k:
+                    tot += val * block[f]
+        return tot
+
+    span_strings = {}
+    if "span" in m.segment_features:
+        inv = {i: s for s, i in est._tok_index.items()}
+        for h_i, h in enumerate(est._span_hash):
+            span_strings[h] = h_i
+    tr, st, en, dur = m.chain_potentials(w)
+    total = st[segs[0][2]] + en[segs[-1][2]]
+    for i, (s, e, k) in enumerate(segs):
+        d = e - s + 1
+        if d > m.max_lengths[k]:
+            return -math.inf
+        total += dur[d - 1, k]
+        total += sum(state(p["state"], x[u], k) for u in range(s, e + 1))
+        if "first" in m.segment_features:
+            total += state(p["first"], x[s], k)
+        if "last" in m.segment_features:
+            total += state(p["last"], x[e], k)
+        if "caps" in m.segment_features and all(x[u]["w[0]"][:1].isupper() for u in range(s, e + 1)):
+            total += p["caps"][k]
+        if i:
+            prev = segs[i - 1][2]
+            if prev == k and not m.allow_same_label:
+                return -math.inf
+            total += tr[prev, k]
+    return total
+
+
+@pytest.mark.parametrize("allow_same_label", [False, True])
+@pytest.mark.parametrize("features", [(), ("first", "last", "caps")])
+def test_log_likelihood_matches_brute_force(allow_same_label, features):
+    X, y = random_problem(3, n_seq=3, max_len=4, labels=("A", "B"))
+    est = fitted(X, y, allow_same_label=allow_same_label, segment_features=features,
+                 max_segment_length=3, all_possible_transitions=True, all_possible_states=True)
+    f, batch = objective_of(est, X, y)
+    rng = np.random.RandomState(5)
+    w = rng.normal(size=f.mask.size) * f.mask
+    K = len(est.classes_)
+    expected = 0.0
+    for b, x in enumerate(X):
+        T = len(x)
+        scores = [_segment_score(est, w, x, segs, K) for segs in oracle.segmentations(T, 3, K)]
+        scores = [s for s in scores if s > -math.inf]
+        mx = max(scores)
+        log_z = mx + math.log(math.fsum(math.exp(s - mx) for s in scores))
+        gold = [tuple(r) for r in batch.segment_lists()[b]]
+        expected += log_z - _segment_score(est, w, x, gold, K)
+        np.testing.assert_allclose(est.model_.structure(w, batch).log_partition()[b], log_z, rtol=1e-10)
+    np.testing.assert_allclose(f(w), expected, rtol=1e-10)
+
+
+def test_span_feature_scores_whole_span_strings():
+    X = [[{"w[0]": "New"}, {"w[0]": "York"}, {"w[0]": "is"}], [{"w[0]": "York"}, {"w[0]": "New"}]]
+    y = [[(0, 2, "LOC")], [(0, 1, "LOC")]]
+    est = fitted(X, y, allow_same_label=True, segment_features=("span",))
+    # gold span strings: "New York", "York" and the one-token outside segments "is", "New"
+    assert est.model_.n_spans == 4
+    batch = est._batch(X)
+    est._map_spans(batch)
+    sid = batch.span_id
+    assert sid[1, 1] >= 0 and sid[3, 0] >= 0 and sid[1, 0] == sid[3, 0] and sid[0, 0] == sid[4, 0]
+    assert sid[2, 1] == -1  # "York is" was never a gold span
+    assert sid[4, 1] == -1  # "York New" was never a gold span
+
+
+def test_label_formats_and_predictions():
+    X = [[{"w": str(i)} for i in range(5)]] * 2
+    bio = [["B-NP", "I-NP", "O", "B-VP", "B-VP"]] * 2
+    est = SemiMarkovCRF(allow_same_label=True, c2=0.01).fit(X, bio)
+    assert est.label_format_ == "bio"
+    assert set(est.classes_) == {"NP", "O", "VP"}
+    assert est.max_lengths_ == {"NP": 2, "O": 1, "VP": 1}
+    assert est.predict(X) == bio
+    assert est.predict_segments(X)[0] == [(0, 2, "NP"), (3, 4, "VP"), (4, 5, "VP")]
+    assert est.score(X, bio) == 1.0
+    kb = est.kbest(X, 3)[0]
+    assert kb[0][0] == est.predict_segments(X)[0] and len(kb) == 3
+    assert kb[0][1] >= kb[1][1] >= kb[2][1]
+    np.testing.assert_allclose(est.segmentation_probability(X, bio), kb[0][1] * np.ones(2))
+    marg = est.predict_marginals(X)
+    np.testing.assert_allclose(marg[0].sum(axis=1), 1.0)
+    # constrained decoding: force token 0 into a VP segment
+    pred = est.predict_segments(X, constraints=[{0: "VP"}, None])
+    assert pred[0][0] == (0, 1, "VP") and pred[1] == est.predict_segments(X)[1]
+    runs = [["a", "a", "b", "b", "b"]]
+    est = SemiMarkovCRF(c2=0.01).fit(X[:1], runs)
+    assert est.label_format_ == "runs" and est.predict(X[:1]) == runs
+    assert est.predict_segments(X[:1]) == [[(0, 2, "a"), (2, 5, "b")]]
+
+
+def test_bad_input():
+    X = [[{"w": "a"}, {"w": "b"}]]
+    with pytest.raises(ValueError, match="allow_same_label"):
+        SemiMarkovCRF().fit(X, [[(0, 1, "A"), (1, 2, "A")]])
+    with pytest.raises(ValueError, match="max_segment_length"):
+        SemiMarkovCRF(max_segment_length=1).fit(X, [["A", "A"]])
+    with pytest.raises(ValueError, match="overlaps"):
+        SemiMarkovCRF().fit(X, [[(0, 2, "A"), (1, 2, "B")]])
+    with pytest.raises(ValueError, match="segment_features"):
+        SemiMarkovCRF(segment_features=("bogus",)).fit(X, [["A", "B"]])
+    with pytest.raises(ValueError, match="algorithm"):
+        SemiMarkovCRF(algorithm="ap").fit(X, [["A", "B"]])
+    with pytest.raises(ValueError, match="labels"):
+        SemiMarkovCRF().fit(X, [["A"]])
+
+
+def test_estimator_contract(tmp_path):
+    X, y = random_problem(7, n_seq=6)
+    est = SemiMarkovCRF(segment_features=ALL, c2=0.1, max_iterations=30)
+    assert clone(est).get_params() == est.get_params()
+    with pytest.raises(NotFittedError):
+        est.predict(X)
+    X0, y0 = copy.deepcopy(X), copy.deepcopy(y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        assert est.fit(X, y) is est
+    assert X == X0 and y == y0
+    assert est.training_log_ and est.n_iter_ == len(est.training_log_)
+    path = est.save(tmp_path / "semi.npz", metadata={"template": "t"})
+    est2 = SemiMarkovCRF.load(path)
+    assert est2.predict(X) == est.predict(X)
+    assert est2.predict_segments(X) == est.predict_segments(X)
+    for a, b in zip(est2.predict_marginals(X), est.predict_marginals(X)):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+    np.testing.assert_allclose(est2.log_partition(X), est.log_partition(X), rtol=1e-12)
+    assert est2.metadata_ == {"template": "t"} and est2.get_params() == est.get_params()
+
+
+def test_chunked_evaluation_matches_single_chunk(monkeypatch):
+    import structlearn.models.semicrf as mod
+
+    X, y = random_problem(11, n_seq=8, max_len=6)
+    est = fitted(X, y, allow_same_label=True, segment_features=ALL)
+    f, _ = objective_of(est, X, y)
+    w = np.random.RandomState(0).normal(size=f.mask.size) * f.mask
+    g1 = np.zeros_like(w)
+    v1 = f(w, g1)
+    monkeypatch.setattr(mod, "CHUNK_ENTRIES", 1)  # one sequence per chunk
+    g2 = np.zeros_like(w)
+    v2 = f(w, g2)
+    np.testing.assert_allclose(v2, v1, rtol=1e-12)
+    np.testing.assert_allclose(g2, g1, rtol=1e-10, atol=1e-12)
