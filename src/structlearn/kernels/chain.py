@@ -26,6 +26,11 @@ import numpy as np
 from numba import njit, prange
 
 from ..semirings import LOG, MAX
+from ._common import draw_log as _draw
+from ._common import final_sum as _final
+from ._common import lse_col as _logsumexp_col
+from ._common import lse_row as _logsumexp_row
+from ._common import shifted_exp as _shifted_exp
 
 _TINY = 1e-200  # below this a shifted linear-space sum may have lost terms: recompute in log space
 _HUGE = 1e200
@@ -34,66 +39,6 @@ _HUGE = 1e200
 @njit(cache=True, inline="always")
 def _tr(S, t):
     return 0 if S == 1 else t
-
-
-@njit(cache=True)
-def _shifted_exp(trans_s, axis):
-    """exp(trans - max) with the max taken per column (axis 0) or per row (axis 1); max returned too."""
-    K = trans_s.shape[0]
-    out = np.empty((K, K))
-    mx = np.full(K, -np.inf)
-    for i in range(K):
-        for j in range(K):
-            v = trans_s[i, j]
-            k = j if axis == 0 else i
-            if v > mx[k]:
-                mx[k] = v
-    for i in range(K):
-        for j in range(K):
-            k = j if axis == 0 else i
-            if mx[k] == -np.inf:
-                out[i, j] = 0.0
-            else:
-                out[i, j] = math.exp(trans_s[i, j] - mx[k])
-    return out, mx
-
-
-@njit(cache=True, inline="always")
-def _logsumexp_col(prev, trans_s, j):
-    # exact ⊕_i prev[i] + trans_s[i, j]
-    K = prev.shape[0]
-    m = -np.inf
-    for i in range(K):
-        v = prev[i] + trans_s[i, j]
-        if v > m:
-            m = v
-    if m == -np.inf:
-        return m
-    s = 0.0
-    for i in range(K):
-        v = prev[i] + trans_s[i, j]
-        if v != -np.inf:
-            s += math.exp(v - m)
-    return m + math.log(s)
-
-
-@njit(cache=True, inline="always")
-def _logsumexp_row(trans_s, nxt, i):
-    # exact ⊕_j trans_s[i, j] + nxt[j]
-    K = nxt.shape[0]
-    m = -np.inf
-    for j in range(K):
-        v = trans_s[i, j] + nxt[j]
-        if v > m:
-            m = v
-    if m == -np.inf:
-        return m
-    s = 0.0
-    for j in range(K):
-        v = trans_s[i, j] + nxt[j]
-        if v != -np.inf:
-            s += math.exp(v - m)
-    return m + math.log(s)
 
 
 @njit(cache=True)
@@ -217,31 +162,6 @@ def _backward_seq(unary, trans, end, o, T, bhat, inc, eT, rmax):
         if mm != -np.inf:
             for i in range(K):
                 bhat[r, i] -= mm
-
-
-@njit(cache=True, inline="always")
-def _final(alpha_last, end, semiring):
-    K = end.shape[0]
-    if semiring == MAX:
-        best = -np.inf
-        for j in range(K):
-            v = alpha_last[j] + end[j]
-            if v > best:
-                best = v
-        return best
-    m = -np.inf
-    for j in range(K):
-        v = alpha_last[j] + end[j]
-        if v > m:
-            m = v
-    if m == -np.inf:
-        return m
-    s = 0.0
-    for j in range(K):
-        v = alpha_last[j] + end[j]
-        if v != -np.inf:
-            s += math.exp(v - m)
-    return m + math.log(s)
 
 
 @njit(cache=True, parallel=True)
@@ -782,30 +702,6 @@ def chain_sample(alpha, log_z, trans, end, offsets, uniforms):
                     w[i] = alpha[r, i] + trans[ts, i, nxt]
                 out[s, r] = _draw(w, uniforms[s, r])
     return out
-
-
-@njit(cache=True)
-def _draw(logw, u):
-    """Index drawn with probabilities ∝ exp(logw) using the uniform u."""
-    K = logw.shape[0]
-    m = -np.inf
-    for k in range(K):
-        if logw[k] > m:
-            m = logw[k]
-    tot = 0.0
-    for k in range(K):
-        if logw[k] != -np.inf:
-            tot += math.exp(logw[k] - m)
-    target = u * tot
-    acc = 0.0
-    last_ok = 0
-    for k in range(K):
-        if logw[k] != -np.inf:
-            acc += math.exp(logw[k] - m)
-            last_ok = k
-            if acc > target:
-                return k
-    return last_ok
 
 
 @njit(cache=True, parallel=True)

@@ -36,7 +36,12 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ..semirings import LOG, MAX
+from ..semirings import MAX
+from ._common import draw_log as _draw
+from ._common import final_sum as _final
+from ._common import lse_col as _lse_col
+from ._common import lse_row as _lse_row
+from ._common import shifted_exp as _shifted_exp
 
 _TINY = 1e-200  # below this a shifted linear-space sum may have lost terms: recompute in log space
 
@@ -45,63 +50,6 @@ _TINY = 1e-200  # below this a shifted linear-space sum may have lost terms: rec
 def _er(S, c):
     """Row of ``edge`` used by child c (0 when one matrix is shared)."""
     return 0 if S == 1 else c
-
-
-@njit(cache=True)
-def _lse_col(ins_c, edge_c, j):
-    """⊕_i ins_c[i] + edge_c[i, j] in the LOG semiring (exact at -inf)."""
-    K = ins_c.shape[0]
-    m = -np.inf
-    for i in range(K):
-        v = ins_c[i] + edge_c[i, j]
-        if v > m:
-            m = v
-    if m == -np.inf:
-        return m
-    s = 0.0
-    for i in range(K):
-        v = ins_c[i] + edge_c[i, j]
-        if v != -np.inf:
-            s += math.exp(v - m)
-    return m + math.log(s)
-
-
-@njit(cache=True)
-def _lse_row(edge_c, ctx_c, i):
-    """⊕_j edge_c[i, j] + ctx_c[j] in the LOG semiring (exact at -inf)."""
-    K = ctx_c.shape[0]
-    m = -np.inf
-    for j in range(K):
-        v = edge_c[i, j] + ctx_c[j]
-        if v > m:
-            m = v
-    if m == -np.inf:
-        return m
-    s = 0.0
-    for j in range(K):
-        v = edge_c[i, j] + ctx_c[j]
-        if v != -np.inf:
-            s += math.exp(v - m)
-    return m + math.log(s)
-
-
-@njit(cache=True)
-def _final(ins_root, root_score, semiring):
-    """⊕_i ins_root[i] + root_score[i]."""
-    K = ins_root.shape[0]
-    m = -np.inf
-    for i in range(K):
-        v = ins_root[i] + root_score[i]
-        if v > m:
-            m = v
-    if semiring == MAX or m == -np.inf:
-        return m
-    s = 0.0
-    for i in range(K):
-        v = ins_root[i] + root_score[i]
-        if v != -np.inf:
-            s += math.exp(v - m)
-    return m + math.log(s)
 
 
 @njit(cache=True, parallel=True)
@@ -154,25 +102,6 @@ def tree_topology(gpar, offsets):
                 tail += 1
         n_reached[b] = tail
     return pre, cptr, cidx, n_reached
-
-
-@njit(cache=True)
-def _shifted_exp(edge_s, axis):
-    """exp(edge - max) with the max taken per column (axis 0) or per row (axis 1); the max returned too
-    (-inf for an all -inf column/row, whose exp is set to 0)."""
-    K = edge_s.shape[0]
-    out = np.empty((K, K))
-    mx = np.full(K, -np.inf)
-    for i in range(K):
-        for j in range(K):
-            k = j if axis == 0 else i
-            if edge_s[i, j] > mx[k]:
-                mx[k] = edge_s[i, j]
-    for i in range(K):
-        for j in range(K):
-            k = j if axis == 0 else i
-            out[i, j] = 0.0 if mx[k] == -np.inf else math.exp(edge_s[i, j] - mx[k])
-    return out, mx
 
 
 @njit(cache=True)
@@ -527,30 +456,6 @@ def tree_score(unary, edge, root_score, gpar, offsets, labels):
                 s += edge[_er(S, n), labels[n], labels[p]]
         out[b] = s
     return out
-
-
-@njit(cache=True)
-def _draw(logw, u):
-    """Index drawn with probabilities ∝ exp(logw) using the uniform u."""
-    K = logw.shape[0]
-    m = -np.inf
-    for k in range(K):
-        if logw[k] > m:
-            m = logw[k]
-    tot = 0.0
-    for k in range(K):
-        if logw[k] != -np.inf:
-            tot += math.exp(logw[k] - m)
-    target = u * tot
-    acc = 0.0
-    last_ok = 0
-    for k in range(K):
-        if logw[k] != -np.inf:
-            acc += math.exp(logw[k] - m)
-            last_ok = k
-            if acc > target:
-                return k
-    return last_ok
 
 
 @njit(cache=True, parallel=True)
