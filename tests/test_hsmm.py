@@ -63,7 +63,7 @@ seeds = st.integers(0, 2**31 - 1)
 
 @pytest.mark.parametrize("mode", MODES)
 @given(seed=seeds)
-@settings(max_examples=40)
+@settings(max_examples=25)
 def test_likelihood_and_posteriors_match_enumeration(mode, seed):
     pi, A, pmf, probs, x = random_problem(seed)
     m = build(pi, A, pmf, probs, mode)

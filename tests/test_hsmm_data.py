@@ -24,7 +24,7 @@ def poisson_hmm_as_hsmm(K, n_init, seed=0):
 
 @pytest.mark.parametrize("K,neg_ll,lams", [
     (2, 341.8787, [15.42, 26.02]),
-    (3, 328.5275, [13.13, 19.71, 29.71]),
+    pytest.param(3, 328.5275, [13.13, 19.71, 29.71], marks=pytest.mark.slow),
 ])
 def test_earthquakes_poisson_hmm_known_answer(K, neg_ll, lams):
     """Zucchini & MacDonald (2009), §3.2/Table: −log L of the Poisson HMM with the initial
@@ -39,6 +39,7 @@ def test_earthquakes_poisson_hmm_known_answer(K, neg_ll, lams):
     assert np.all(np.diff(h) >= -1e-8)
 
 
+@pytest.mark.slow
 def test_fetal_lamb_matches_hmmlearn_and_hsmm_durations_improve():
     hmmlearn = pytest.importorskip("hmmlearn.hmm")
     X = np.loadtxt(require_data("fetal_lamb") / "fetal.lamb.data")[:, None]
@@ -54,7 +55,9 @@ def test_fetal_lamb_matches_hmmlearn_and_hsmm_durations_improve():
     assert nb.log_likelihood_ > m.log_likelihood_  # non-geometric durations fit better
 
 
-@pytest.mark.parametrize("family", ["nonparametric", "poisson", "negative_binomial", "gamma"])
+@pytest.mark.parametrize("family", [
+    "poisson", *(pytest.param(f, marks=pytest.mark.slow)
+                 for f in ("nonparametric", "negative_binomial", "gamma"))])
 def test_old_faithful_waiting_times(family):
     """2-state HSMM on the geyser waiting times (MASS::geyser, 299 rows): a short-wait and a
     long-wait regime (~55 and ~80 min) that mostly alternate (durations ~1–2 eruptions)."""
