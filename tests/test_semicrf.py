@@ -166,6 +166,8 @@ def test_label_formats_and_predictions():
     assert kb[0][0] == est.predict_segments(X)[0] and len(kb) == 3
     assert kb[0][1] >= kb[1][1] >= kb[2][1]
     np.testing.assert_allclose(est.segmentation_probability(X, bio), kb[0][1] * np.ones(2))
+    np.testing.assert_allclose(est.predict_proba_sequence(X), kb[0][1] * np.ones(2))
+    assert est.kbest(X, 2, output="labels")[0][0] == (bio[0], kb[0][1])
     marg = est.predict_marginals(X)
     np.testing.assert_allclose(marg[0].sum(axis=1), 1.0)
     # constrained decoding: force token 0 into a VP segment

@@ -553,21 +553,37 @@ class SemiMarkovCRF(BaseEstimator):
                 out[b0 + b].append((s, e + 1, cls[k], p))
         return out
 
-    def kbest(self, X, k=5, *, lengths=None, tokens=None):
+    def kbest(self, X, k=5, *, output="segments", lengths=None, tokens=None):
         """The k most likely segmentations of every sequence with their probabilities.
+
+        Parameters
+        ----------
+        output : {"segments", "labels"}
+            Each segmentation as in :meth:`predict_segments` or as token labels as in :meth:`predict`.
 
         Returns
         -------
-        list (per sequence) of lists of (segments, probability), best first; segments as in
-        :meth:`predict_segments`. Time O(N·k·(D·K + K²)).
+        list (per sequence) of lists of (segments or labels, probability), best first.
+        Time O(N·k·(D·K + K²)).
         """
+        if output not in ("segments", "labels"):
+            raise ValueError(f"`output` must be 'segments' or 'labels'; got {output!r}")
         batch, sm = self._structure(X, lengths, tokens)
         out = []
-        for _, _, part in sm.parts():
+        for b0, _, part in sm.parts():
             log_z = part.log_partition()
             for b, items in enumerate(part.kbest_segments(k)):
-                out.append([(self._public_segments(a), float(np.exp(sc - log_z[b]))) for sc, a in items])
+                T = int(batch.lengths[b0 + b])
+                conv = (self._public_segments if output == "segments"
+                        else (lambda a, T=T: self._token_labels(a, T)))
+                out.append([(conv(a), float(np.exp(sc - log_z[b]))) for sc, a in items])
         return out
+
+    def predict_proba_sequence(self, X, *, lengths=None, tokens=None):
+        """Probability of the best segmentation of each sequence, shape (B,)."""
+        _, sm = self._structure(X, lengths, tokens)
+        out = [np.exp(part.max() - part.log_partition()) for _, _, part in sm.parts()]
+        return np.concatenate(out) if out else np.zeros(0)
 
     def log_partition(self, X, *, lengths=None, tokens=None):
         """log Z(x) of every sequence, shape (B,)."""
