@@ -46,8 +46,13 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
+from numba import get_num_threads
+
 from .. import emissions as _emi
-from ..structures.chain import LinearChain
+from ..kernels import chain_sparse as _ks
+from ..semirings import LOG
+from ..structures._base import Marginals
+from ..structures.chain import LinearChain, _segmented_cumsum
 from ..utils.validation import check_lengths
 
 __all__ = ["HierarchicalHMM", "Hierarchy", "HHMMDBN", "HHMMPosteriors", "HHMMDecoded", "HHMMFiltered",
@@ -441,6 +446,15 @@ class Hierarchy:
         self._m_atom.sum_duplicates()
         self._fin = sparse.csr_matrix((np.ones(len(fr)), (fr, fc)), shape=(nA, U))
         self._atom_index = {(f, t, d): a for a, (f, t, d) in enumerate(zip(a_from, a_to, a_lev))}
+        # the E distinct (from, to) pairs with at least one atom, in CSR order: the sparsity pattern
+        # of the flattened transition matrix; _atom_pair maps every atom to its pair
+        keys, inv = np.unique(self._a_from * S + self._a_to, return_inverse=True)
+        self._pair_keys = keys.astype(np.int64)
+        self._pair_from = (keys // S).astype(np.int64)
+        self._pair_to = (keys % S).astype(np.int64)
+        self._atom_pair = inv.astype(np.int64).ravel()
+        self._pair_indptr = np.concatenate([[0], np.cumsum(np.bincount(self._pair_from, minlength=S))]
+                                           ).astype(np.int64)
 
     # -- parameters --------------------------------------------------------------------------------
     def theta(self):
@@ -500,6 +514,18 @@ class Hierarchy:
         log_start = _sparse_log_dot(self._m_start, lt)
         log_end = _sparse_log_dot(self._m_end, lt) if finish == "all" else np.zeros(S)
         return log_start, log_trans, log_end, la
+
+    def flat_sparse(self, finish="all", mode="sum"):
+        """Flattened log-potentials with CSR transitions: log_start (S,), (indptr (S + 1,), indices (E,),
+        log_values (E,)), log_end (S,), log_atoms (A,). A pair's value is the log-sum (``mode="sum"``)
+        or the max (``mode="max"``) of its atoms. Memory O(S + E + A), never O(S²)."""
+        lt = _log(self.theta())
+        la = _sparse_log_dot(self._m_atom, lt)
+        lv = np.full(len(self._pair_keys), -np.inf)
+        (np.maximum if mode == "max" else np.logaddexp).at(lv, self._atom_pair, la)
+        log_start = _sparse_log_dot(self._m_start, lt)
+        log_end = _sparse_log_dot(self._m_end, lt) if finish == "all" else np.zeros(self.n_configs)
+        return log_start, (self._pair_indptr, self._pair_to, lv), log_end, la
 
     def describe(self, node_label=None):
         """Multi-line text drawing of the automaton (shared sub-models are expanded once)."""
@@ -731,6 +757,13 @@ class HierarchicalHMM(BaseEstimator):
         Default ``init_params=""``: EM starts from the given parameters.
     random_state : None, int or RandomState
     verbose : bool
+    inference : {"auto", "dense", "sparse"}, default "auto"
+        Kernel for the flattened chain: ``"dense"`` — the engine's :class:`LinearChain` on the (S, S)
+        transition matrix, time O(T·S²) per sequence; ``"sparse"`` — the CSR kernels of
+        :mod:`structlearn.kernels.chain_sparse`, time O(T·(E + S)) with E the number of legal
+        configuration-to-configuration transitions (memory O(T·E) for :meth:`posteriors`, never
+        O(S²)); ``"auto"``: sparse when S > 64 or (S > 16 and E / S² < 0.25). Results are identical
+        to rounding error (tested at rtol 1e-10).
 
     Attributes
     ----------
@@ -747,7 +780,8 @@ class HierarchicalHMM(BaseEstimator):
     """
 
     def __init__(self, hierarchy=None, emission="categorical", *, root=None, finish="all", n_iter=100,
-                 tol=1e-6, params="ste", init_params="", random_state=None, verbose=False):
+                 tol=1e-6, params="ste", init_params="", random_state=None, verbose=False,
+                 inference="auto"):
         self.hierarchy = hierarchy
         self.emission = emission
         self.root = root
@@ -758,6 +792,7 @@ class HierarchicalHMM(BaseEstimator):
         self.init_params = init_params
         self.random_state = random_state
         self.verbose = verbose
+        self.inference = inference
 
     # -- construction ------------------------------------------------------------------------------
     @classmethod
@@ -771,6 +806,8 @@ class HierarchicalHMM(BaseEstimator):
             return
         if self.finish not in ("all", "none"):
             raise ValueError(f"`finish` must be 'all' or 'none'; got {self.finish!r}")
+        if self.inference not in ("auto", "dense", "sparse"):
+            raise ValueError(f"`inference` must be 'auto', 'dense' or 'sparse'; got {self.inference!r}")
         if self.hierarchy is None:
             raise ValueError("`hierarchy` is required (a nested dict or a Hierarchy)")
         h = Hierarchy.from_dict(self.hierarchy, self.root)
@@ -798,15 +835,37 @@ class HierarchicalHMM(BaseEstimator):
         lengths, offsets = check_lengths(lengths, X.shape[0], rows_name="`X`")
         return X, lengths, offsets
 
+    def uses_sparse(self):
+        """True when inference runs on the sparse (CSR) chain kernels (see ``inference``)."""
+        self._build()
+        if self.inference != "auto":
+            return self.inference == "sparse"
+        h = self.hierarchy_
+        S, E = h.n_configs, len(h._pair_keys)
+        return S > 64 or (S > 16 and E < 0.25 * S * S)
+
     def _chain(self, X, lengths, mode="sum"):
+        """The flattened chain and (log_start, log pair values (E,), log_end, log atoms (A,))."""
         self._require_emission()
         h = self.hierarchy_
+        unary = self.emission_.log_density(X)[:, h._cfg_prod]
+        if self.uses_sparse():
+            ls, csr, le, la = h.flat_sparse(self.finish, mode)
+            return _SparseChain(unary, csr, ls, le, lengths), (ls, csr[2], le, la)
         ls, lt, le, la = h.flat(self.finish)
         if mode == "max":
             lt = np.full_like(lt, -np.inf)
             np.maximum.at(lt, (h._a_from, h._a_to), la)
-        unary = self.emission_.log_density(X)[:, h._cfg_prod]
-        return LinearChain(unary, lt, lengths=lengths, start=ls, end=le), (ls, lt, le, la)
+        chain = LinearChain(unary, lt, lengths=lengths, start=ls, end=le)
+        return chain, (ls, lt[h._pair_from, h._pair_to], le, la)
+
+    def _pair_marginals(self, chain, edge):
+        """Token marginals (N, S) and edge marginals on the E pairs ((N, E) for "full", (E,) for "total")."""
+        mg = chain.marginals(edge=edge)
+        if isinstance(chain, _SparseChain):
+            return mg
+        h = self.hierarchy_
+        return Marginals(mg.unary, mg.edge[..., h._pair_from, h._pair_to])
 
     # -- representations ---------------------------------------------------------------------------
     def flatten(self):
@@ -876,14 +935,14 @@ class HierarchicalHMM(BaseEstimator):
         """
         X, lengths, offsets = self._data(X, lengths)
         h = self.hierarchy_
-        chain, (ls, lt, le, la) = self._chain(X, lengths)
-        mg = chain.marginals(edge="full")
+        chain, (ls, lp, le, la) = self._chain(X, lengths)
+        mg = self._pair_marginals(chain, "full")
         log_z = chain.log_partition()
         gamma = mg.unary
         N = X.shape[0]
         with np.errstate(invalid="ignore"):
-            ratio = np.exp(la - lt[h._a_from, h._a_to])
-        atom_post = mg.edge[:, h._a_from, h._a_to] * ratio[None, :]
+            ratio = np.exp(la - lp[h._atom_pair])
+        atom_post = mg.edge[:, h._atom_pair] * ratio[None, :]
         U, D = len(h.instance_paths), h.depth
         inst_fin = np.asarray(h._fin.T.dot(atom_post.T).T) if N else np.zeros((0, U))
         onehot = np.zeros((len(h._a_level), D + 1))
@@ -935,16 +994,16 @@ class HierarchicalHMM(BaseEstimator):
 
     def _e_step(self, X, lengths, offsets):
         h = self.hierarchy_
-        chain, (ls, lt, le, la) = self._chain(X, lengths)
-        mg = chain.marginals(edge="total")
+        chain, (ls, lp, le, la) = self._chain(X, lengths)
+        mg = self._pair_marginals(chain, "total")
         ll = chain.log_partition()
         if np.any(ll == -np.inf):
             b = int(np.flatnonzero(ll == -np.inf)[0])
             raise ValueError(f"sequence {b} has probability 0 under the model (log-likelihood -inf); "
                              f"check the topology, the emissions or `finish`")
         with np.errstate(invalid="ignore"):
-            ratio = np.exp(la - lt[h._a_from, h._a_to])
-        atom_counts = mg.edge[h._a_from, h._a_to] * ratio
+            ratio = np.exp(la - lp[h._atom_pair])
+        atom_counts = mg.edge[h._atom_pair] * ratio
         gamma = mg.unary
         ok = lengths > 0
         g_first = gamma[offsets[:-1][ok]].sum(axis=0)
@@ -970,19 +1029,20 @@ class HierarchicalHMM(BaseEstimator):
         """
         X, lengths, offsets = self._data(X, lengths)
         h = self.hierarchy_
-        chain, (ls, lt, le, la) = self._chain(X, lengths, mode="max")
+        chain, (ls, lp, le, la) = self._chain(X, lengths, mode="max")
         best = chain.max()
         cfg = chain.argmax()
         S = h.n_configs
-        best_atom = np.full((S, S), -1, dtype=np.int64)
+        best_atom = np.full(len(h._pair_keys), -1, dtype=np.int64)
         order = np.argsort(la, kind="stable")
-        best_atom[h._a_from[order], h._a_to[order]] = order  # the last write (largest) wins
+        best_atom[h._atom_pair[order]] = order  # the last write (largest) wins
         N = X.shape[0]
         cut = np.zeros(N, dtype=np.int64)
         for b in range(len(lengths)):
             o, T = offsets[b], lengths[b]
             if T > 1:
-                cut[o:o + T - 1] = h._a_level[best_atom[cfg[o:o + T - 1], cfg[o + 1:o + T]]]
+                pair = np.searchsorted(h._pair_keys, cfg[o:o + T - 1] * S + cfg[o + 1:o + T])
+                cut[o:o + T - 1] = h._a_level[best_atom[pair]]
             if T > 0:
                 cut[o + T - 1] = 0 if self.finish == "all" else -1
         states, finished = self._stack_arrays(cfg, cut)
@@ -1319,7 +1379,8 @@ class HierarchicalHMM(BaseEstimator):
         h = self.hierarchy_
         arrays = {"theta": h.theta()}
         arrays.update({f"emission.{k}": v for k, v in earr.items()})
-        params = {"finish": self.finish, "n_iter": int(self.n_iter), "tol": float(self.tol),
+        params = {"finish": self.finish, "inference": self.inference, "n_iter": int(self.n_iter),
+                  "tol": float(self.tol),
                   "params": self.params, "init_params": self.init_params,
                   "random_state": int(self.random_state) if isinstance(self.random_state,
                                                                         (int, np.integer)) else None}
@@ -1352,6 +1413,56 @@ class HierarchicalHMM(BaseEstimator):
         model = cls(spec, emission, root=names[0], **header["params"])
         model._build()
         return model
+
+
+class _SparseChain:
+    """The flattened chain on the CSR kernels (:mod:`structlearn.kernels.chain_sparse`): the subset of
+    :class:`LinearChain`'s methods the HHMM uses, with edge marginals on the E stored pairs."""
+
+    def __init__(self, unary, csr, start, end, lengths):
+        self.unary = np.ascontiguousarray(unary, dtype=np.float64)
+        self.indptr, self.indices, self.logv = csr
+        self.start, self.end = start, end
+        self.offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        self._args = (self.unary, self.indptr, self.indices, self.logv)
+        self._cache = {}
+
+    def _fwd(self):
+        if "fwd" not in self._cache:
+            self._cache["fwd"] = _ks.sparse_chain_forward(*self._args, self.start, self.end, self.offsets,
+                                                          LOG)
+        return self._cache["fwd"]
+
+    def log_partition(self):
+        return self._fwd()[2].copy()
+
+    def forward(self):
+        ahat, inc, _ = self._fwd()
+        return ahat + _segmented_cumsum(inc, self.offsets)[:, None]
+
+    def marginals(self, edge="full"):
+        mode = {"none": 0, "full": 1, "total": 3}[edge]
+        lz, um, em = _ks.sparse_chain_marginals(*self._args, self.start, self.end, self.offsets, mode,
+                                                get_num_threads())
+        return Marginals(um, em[0] if edge == "total" else (None if edge == "none" else em))
+
+    def _viterbi(self):
+        if "vit" not in self._cache:
+            self._cache["vit"] = _ks.sparse_chain_viterbi(*self._args, self.start, self.end, self.offsets)
+        return self._cache["vit"]
+
+    def max(self):
+        return self._viterbi()[0].copy()
+
+    def argmax(self):
+        best, labels = self._viterbi()
+        bad = np.flatnonzero(best == -np.inf)
+        if bad.size:
+            b = int(bad[0])
+            raise ValueError(f"cannot compute argmax: sequence {b} (rows {self.offsets[b]}:"
+                             f"{self.offsets[b + 1]}) has no labeling with non-zero potential "
+                             f"(log_partition is -inf)")
+        return labels.copy()
 
 
 def _names_of(h, positions):
