@@ -79,7 +79,8 @@ def _cavity(t, skip, unary, nlab, in_ptr, in_msg, msg, rho, out):
 
 
 @njit(cache=True)
-def _update(d, unary, nlab, eu, ev, pair, rho, in_ptr, in_msg, msg, semiring, damping, cav, new):
+def _update(d, unary, nlab, eu, ev, pair, rho, in_ptr, in_msg, msg, semiring, damping, cav, tmp,
+            new):
     """Compute message d into new[:k_s] (normalised, damped); return its linear-space residual."""
     e = d >> 1
     S = pair.shape[0]
@@ -91,25 +92,26 @@ def _update(d, unary, nlab, eu, ev, pair, rho, in_ptr, in_msg, msg, semiring, da
     kt, ks = nlab[t], nlab[s]
     _cavity(t, d ^ 1, unary, nlab, in_ptr, in_msg, msg, rho, cav)
     inv = 1.0 / rho[e]
+    fwd = d & 1 == 0
     for xs in range(ks):
+        # ⊕_{x_t} θ_st(x_s, x_t) / ρ_st + cav(x_t): max, then (sum-product) one shifted sum of exps
         acc = -np.inf
         for xt in range(kt):
             c = cav[xt]
-            if c == -np.inf:
-                continue
-            th = pair[pe, xt, xs] if d & 1 == 0 else pair[pe, xs, xt]
-            if th == -np.inf:
-                continue
-            v = th * inv + c
-            if semiring == MAX:
-                if v > acc:
-                    acc = v
-            elif acc == -np.inf:
-                acc = v
-            elif acc > v:
-                acc = acc + math.log1p(math.exp(v - acc))
+            th = pair[pe, xt, xs] if fwd else pair[pe, xs, xt]
+            if c == -np.inf or th == -np.inf:
+                v = -np.inf
             else:
-                acc = v + math.log1p(math.exp(acc - v))
+                v = th * inv + c
+            tmp[xt] = v
+            if v > acc:
+                acc = v
+        if semiring != MAX and acc > -np.inf:
+            tot = 0.0
+            for xt in range(kt):
+                if tmp[xt] > -np.inf:
+                    tot += math.exp(tmp[xt] - acc)
+            acc += math.log(tot)
         new[xs] = acc
     _normalise(new, ks)
     if damping > 0.0:
@@ -167,6 +169,7 @@ def message_passing(unary, nlab, node_off, edge_off, eu, ev, pair, rho, in_ptr, 
             converged[b] = True
             continue
         cav = np.empty(K)
+        tmp = np.empty(K)
         new = np.empty(K)
         buf = np.empty((M, K)) if schedule == PARALLEL else np.empty((0, K))
         it = 0
@@ -179,7 +182,7 @@ def message_passing(unary, nlab, node_off, edge_off, eu, ev, pair, rho, in_ptr, 
                 for j in range(M):
                     d = 2 * e0 + j
                     r = _update(d, unary, nlab, eu, ev, pair, rho, in_ptr, in_msg, msg, semiring,
-                                damping, cav, new)
+                                damping, cav, tmp, new)
                     if r > res:
                         res = r
                     ks = nlab[ev[d >> 1]] if d & 1 == 0 else nlab[eu[d >> 1]]
@@ -196,7 +199,7 @@ def message_passing(unary, nlab, node_off, edge_off, eu, ev, pair, rho, in_ptr, 
                     else:
                         d = 2 * (e1 - 1 - (j - M // 2)) + 1
                     r = _update(d, unary, nlab, eu, ev, pair, rho, in_ptr, in_msg, msg, semiring,
-                                damping, cav, new)
+                                damping, cav, tmp, new)
                     if r > res:
                         res = r
                     ks = nlab[ev[d >> 1]] if d & 1 == 0 else nlab[eu[d >> 1]]
