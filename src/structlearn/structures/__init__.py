@@ -18,3 +18,8 @@ try:
     __all__.append("Tree")
 except ImportError:  # pragma: no cover
     pass
+try:
+    from .factor_graph import BPOptions, FactorGraph, GraphInference  # noqa: F401
+    __all__ += ["FactorGraph", "BPOptions", "GraphInference"]
+except ImportError:  # pragma: no cover
+    pass
