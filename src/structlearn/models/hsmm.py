@@ -168,6 +168,8 @@ class HiddenSemiMarkovModel(BaseEstimator):
     >>> from structlearn import HiddenSemiMarkovModel
     >>> X = np.r_[np.zeros(20), np.ones(30), np.zeros(25)][:, None] + 0.1
     >>> model = HiddenSemiMarkovModel(2, duration="poisson", max_duration=40, random_state=0).fit(X)
+    >>> model.decode(X, return_segments=True)[2][0].tolist()  # (start, end, state) rows
+    [[0, 19, 0], [20, 49, 1], [50, 74, 0]]
     """
 
     def __init__(self, n_states=2, duration="nonparametric", emission="gaussian", max_duration=None,
