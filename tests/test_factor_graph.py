@@ -53,7 +53,7 @@ def assert_matches(res, log_z, node, edge):
 
 
 # -- trees and forests: BP = Tree engine = brute force ----------------------------------------------
-@given(seeds, st.integers(1, 8), st.integers(2, 3), st.sampled_from(["sequential", "parallel"]),
+@given(seeds, st.integers(1, 8), st.integers(2, 3), st.sampled_from(["sequential", "parallel", "residual"]),
        st.sampled_from([0.0, 0.1]))
 def test_bp_exact_on_trees_and_forests(seed, n, K, schedule, p_inf):
     rng = np.random.default_rng(seed)
@@ -67,7 +67,8 @@ def test_bp_exact_on_trees_and_forests(seed, n, K, schedule, p_inf):
     exact = g.infer("exact")
     assert_matches(exact, log_z, node, edge)
     if np.isfinite(log_z):
-        bp = g.infer("bp", schedule=schedule, tol=0.0, max_iter=4 * n + 4, warn=False)
+        bp = g.infer("bp", schedule=schedule, tol=1e-300, max_iter=4 * n + 4)
+        assert bp.converged[0]
         assert_matches(bp, log_z, node, edge)
         # TRW on a forest: every edge is a bridge, ρ = 1, so TRW is BP
         np.testing.assert_allclose(g.edge_appearance(), 1.0, rtol=RTOL)
@@ -144,11 +145,17 @@ def test_bp_close_to_exact_on_weakly_coupled_loopy_graph():
     assert res.converged.all()
     assert abs(res.log_z[0] - log_z) < 0.05
     assert np.abs(res.unary - node).max() < 0.05
+    # every schedule reaches the same fixed point
+    for options in ("bp_parallel", "residual"):
+        other = g.infer("bp", options=options)
+        assert other.converged.all()
+        np.testing.assert_allclose(other.log_z, res.log_z, rtol=1e-8)
+        np.testing.assert_allclose(other.unary, res.unary, atol=1e-8)
 
 
 # -- stability -------------------------------------------------------------------------------------
 @given(seeds, st.integers(2, 8), st.integers(0, 6), st.sampled_from(["bp", "trw"]),
-       st.sampled_from(["log", "max"]), st.sampled_from(["sequential", "parallel"]))
+       st.sampled_from(["log", "max"]), st.sampled_from(["sequential", "parallel", "residual"]))
 def test_neg_inf_potentials_never_nan(seed, n, extra, method, semiring, schedule):
     rng = np.random.default_rng(seed)
     edges = random_loopy(rng, n, extra)

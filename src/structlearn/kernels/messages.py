@@ -35,7 +35,10 @@ for ρ ≡ 1; the TRW upper bound of WJW 2005 eq. 25 at a fixed point otherwise)
 Messages are normalised to log-sum-exp 0 after every update; damping is geometric,
 ``log m ← (1 − α) log m_new + α log m_old``; the residual is the largest change of a message in linear
 space, max |m_new − m_old| (never NaN), and a graph has converged when a whole iteration moves no message
-by ``tol`` or more.
+by ``tol`` or more. Schedules: ``PARALLEL`` (flooding: all messages from the previous iteration's),
+``SEQUENTIAL`` (u → v in edge order, then v → u in reverse edge order, each from the newest messages)
+and ``RESIDUAL`` (Elidan, McGraw & Koller 2006: always commit the message whose pending update moves it
+most; one "iteration" = 2E updates).
 """
 import math
 
@@ -46,7 +49,8 @@ from ..semirings import LOG, MAX
 
 PARALLEL = 0
 SEQUENTIAL = 1
-SCHEDULES = {"parallel": PARALLEL, "sequential": SEQUENTIAL}
+RESIDUAL = 2
+SCHEDULES = {"parallel": PARALLEL, "sequential": SEQUENTIAL, "residual": RESIDUAL}
 
 
 @njit(cache=True, inline="always")
@@ -174,7 +178,7 @@ def message_passing(unary, nlab, node_off, edge_off, eu, ev, pair, rho, in_ptr, 
         buf = np.empty((M, K)) if schedule == PARALLEL else np.empty((0, K))
         it = 0
         res = np.inf
-        while it < max_iter:
+        while schedule != RESIDUAL and it < max_iter:
             it += 1
             res = 0.0
             if schedule == PARALLEL:
@@ -208,9 +212,75 @@ def message_passing(unary, nlab, node_off, edge_off, eu, ev, pair, rho, in_ptr, 
             if res < tol:
                 converged[b] = True
                 break
+        if schedule == RESIDUAL:
+            c, n_up, res = _residual(2 * e0, M, unary, nlab, eu, ev, pair, rho, in_ptr, in_msg, msg,
+                                     semiring, damping, max_iter, tol, cav, tmp, new)
+            converged[b] = c
+            it = (n_up + M - 1) // M
         n_iter[b] = it
         max_res[b] = res
     return converged, n_iter, max_res
+
+
+@njit(cache=True)
+def _seg_set(seg, P, j, val):
+    """Set leaf j of the max segment tree ``seg`` (2P,) and update its ancestors."""
+    i = P + j
+    seg[i] = val
+    i >>= 1
+    while i >= 1:
+        a, c = seg[2 * i], seg[2 * i + 1]
+        seg[i] = a if a >= c else c
+        i >>= 1
+
+
+@njit(cache=True)
+def _residual(d0, M, unary, nlab, eu, ev, pair, rho, in_ptr, in_msg, msg, semiring, damping, max_iter,
+              tol, cav, tmp, new):
+    """Residual BP (Elidan, McGraw & Koller 2006) on the messages d0..d0+M-1 of one graph.
+
+    Every message keeps its pending new value and residual; the largest residual (a max segment tree,
+    O(log M) per change) is committed, then the messages out of its receiver are recomputed. Stops when
+    every pending residual is below ``tol`` or after ``max_iter · M`` updates. Returns (converged,
+    number of updates, largest pending residual).
+    """
+    K = msg.shape[1]
+    P = 1
+    while P < M:
+        P *= 2
+    seg = np.full(2 * P, -1.0)
+    pend = np.empty((M, K))
+    for j in range(M):
+        r = _update(d0 + j, unary, nlab, eu, ev, pair, rho, in_ptr, in_msg, msg, semiring, damping,
+                    cav, tmp, new)
+        for x in range(K):
+            pend[j, x] = new[x]
+        seg[P + j] = r
+    for i in range(P - 1, 0, -1):
+        a, c = seg[2 * i], seg[2 * i + 1]
+        seg[i] = a if a >= c else c
+    count = 0
+    limit = max_iter * M
+    while seg[1] >= tol and count < limit:
+        i = 1
+        while i < P:
+            i = 2 * i if seg[2 * i] >= seg[2 * i + 1] else 2 * i + 1
+        j = i - P
+        d = d0 + j
+        s = ev[d >> 1] if d & 1 == 0 else eu[d >> 1]
+        for x in range(nlab[s]):
+            msg[d, x] = pend[j, x]
+        _seg_set(seg, P, j, 0.0)
+        count += 1
+        # messages out of the receiver s (the reverses of the messages into s) depend on m_d
+        for p in range(in_ptr[s], in_ptr[s + 1]):
+            d2 = in_msg[p] ^ 1
+            r = _update(d2, unary, nlab, eu, ev, pair, rho, in_ptr, in_msg, msg, semiring, damping,
+                        cav, tmp, new)
+            for x in range(K):
+                pend[d2 - d0, x] = new[x]
+            _seg_set(seg, P, d2 - d0, r)
+    return seg[1] < tol, count, max(seg[1], 0.0)
 
 
 @njit(cache=True, parallel=True)

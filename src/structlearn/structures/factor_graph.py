@@ -27,9 +27,11 @@ class BPOptions:
         messages normalised to sum 1).
     damping : float in [0, 1)
         Geometric damping, ``log m ← (1 − damping) log m_new + damping log m_old``.
-    schedule : {"sequential", "parallel"}
+    schedule : {"sequential", "parallel", "residual"}
         ``"sequential"``: messages u → v in edge order, then v → u in reverse edge order, each using the
-        newest messages; ``"parallel"`` (flooding): all messages from the previous iteration's.
+        newest messages; ``"parallel"`` (flooding): all messages from the previous iteration's;
+        ``"residual"``: residual BP (Elidan, McGraw & Koller 2006), always the message whose update
+        changes it most, O(log E) bookkeeping per update; ``max_iter`` counts 2E updates.
     rho : None, "uniform" or array-like of float, shape (E,)
         TRW edge appearance probabilities in (0, 1]; ``None``/``"uniform"``: those of the uniform
         distribution over spanning trees (effective resistances). Ignored by ``method="bp"`` (ρ ≡ 1).
@@ -38,7 +40,7 @@ class BPOptions:
 
     Presets (``BPOptions.preset(name, **changes)``): ``"bp"`` sequential, no damping;
     ``"bp_parallel"`` flooding with damping 0.5; ``"trw"`` sequential with damping 0.3;
-    ``"fast"`` tol 1e-6, max_iter 50.
+    ``"residual"`` residual BP; ``"fast"`` tol 1e-6, max_iter 50.
     """
 
     max_iter: int = 500
@@ -71,6 +73,7 @@ PRESETS = {
     "bp": BPOptions(),
     "bp_parallel": BPOptions(schedule="parallel", damping=0.5),
     "trw": BPOptions(damping=0.3),
+    "residual": BPOptions(schedule="residual"),
     "fast": BPOptions(tol=1e-6, max_iter=50),
 }
 
@@ -87,7 +90,7 @@ class GraphInference:
         ``"exact"``; a lower bound on it otherwise). -inf when infeasible.
     unary : ndarray of float64, shape (N, K)
         Node (pseudo-)marginals P(x_n = k), linear space, 0 on padded labels (max-product: normalised
-        max-marginals).
+        max-marginals). All 0 for a graph whose ``log_z`` is -inf.
     edge : ndarray of float64, shape (E, K, K)
         Edge (pseudo-)marginals, ``edge[e, i, j]`` = P(x_u = i, x_v = j) for ``edges[e] = (u, v)``.
     labels : ndarray of int64, shape (N,) or None
@@ -380,7 +383,10 @@ class FactorGraph(StructureBase):
         labels = None
         if sr == MAX:
             labels = np.argmax(log_bn, axis=1).astype(np.int64)
+            dead = log_z == -np.inf
             log_z = self.score(labels)
+            log_z[dead] = -np.inf
+        self._zero_infeasible(log_z, unary, edge)
         return GraphInference(log_z, unary, edge, labels, conv, n_iter, res, msg, method)
 
     def log_partition(self, method="bp", **kwargs):
@@ -454,6 +460,7 @@ class FactorGraph(StructureBase):
                 unary[n0:n1], edge[e0:e1] = res[1], res[2]
             else:
                 labels[n0:n1] = res[1]
+        self._zero_infeasible(log_z, unary, edge)
         if sr == MAX:
             bad = np.flatnonzero(log_z == -np.inf)
             if bad.size:
@@ -462,6 +469,13 @@ class FactorGraph(StructureBase):
                                  f"{self.offsets[b + 1]}) has no labeling with non-zero potential")
         return GraphInference(log_z, unary, edge, labels, np.ones(B, dtype=bool), np.zeros(B, dtype=np.int64),
                               np.zeros(B), None, "exact")
+
+    def _zero_infeasible(self, log_z, unary, edge):
+        """Marginals of graphs without a feasible labeling (log Z = -inf) are 0 everywhere."""
+        dead = log_z == -np.inf
+        if dead.any():
+            unary[dead[self._graph_of_node()]] = 0.0
+            edge[dead[np.repeat(np.arange(self.batch_size), self.edge_lengths)]] = 0.0
 
     def _exact_forest(self, forest, sr, log_z, unary, edge, labels):
         """Forests through the Tree engine: one Tree per connected component, rooted at its first node."""
