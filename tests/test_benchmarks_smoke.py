@@ -1,0 +1,42 @@
+"""Smoke test of benchmarks/bench_inference.py: it imports, and its contenders agree on a tiny case."""
+import importlib.util
+import pathlib
+
+import numpy as np
+import pytest
+
+pytest.importorskip("hmmlearn")
+
+BENCH = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "bench_inference.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_inference", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_structlearn_and_hmmlearn_agree_on_a_tiny_case(bench):
+    checked = bench.check_equivalence(use_torch=False, rng=np.random.default_rng(7))
+    assert checked == ["structlearn", "hmmlearn-log", "hmmlearn-scaling"]
+
+
+def test_torch_struct_agrees_on_a_tiny_case(bench):
+    pytest.importorskip("torch_struct")  # the bench extra; CI installs only dev
+    if bench._torch_struct_status() is not None:
+        pytest.skip(f"torch-struct does not load: {bench._torch_struct_status()}")
+    checked = bench.check_equivalence(use_torch=True, rng=np.random.default_rng(7))
+    assert "torch-struct" in checked
+
+
+def test_prefix_workloads(bench):
+    rng = np.random.default_rng(0)
+    w = bench.make_chain(3, [4, 6, 5], rng)
+    sub = bench.take(w, 7)
+    assert sub.lengths.tolist() == [4, 6] and sub.log_b.shape == (10, 3)
+    long = bench.take(bench.make_chain(3, [50], rng), 8)
+    assert long.lengths.tolist() == [8] and long.log_b.shape == (8, 3)
+    wall, cpu, n = bench.timed(bench.hmmlearn_scaling, w, budget=0.05, repeats=1)
+    assert n <= w.n_tokens and wall > 0 and cpu >= 0
