@@ -762,8 +762,9 @@ class HierarchicalHMM(BaseEstimator):
         transition matrix, time O(T·S²) per sequence; ``"sparse"`` — the CSR kernels of
         :mod:`structlearn.kernels.chain_sparse`, time O(T·(E + S)) with E the number of legal
         configuration-to-configuration transitions (memory O(T·E) for :meth:`posteriors`, never
-        O(S²)); ``"auto"``: sparse when S > 64 or (S > 16 and E / S² < 0.25). Results are identical
-        to rounding error (tested at rtol 1e-10).
+        O(S²)); ``"auto"``: sparse when S > 100 and E / S² < 0.1 (where ``benchmarks/bench_hhmm.py``
+        measures it faster: the dense kernel's scaled linear-space recursion wins on small or dense
+        patterns). Results are identical to rounding error (tested at rtol 1e-10).
 
     Attributes
     ----------
@@ -842,7 +843,7 @@ class HierarchicalHMM(BaseEstimator):
             return self.inference == "sparse"
         h = self.hierarchy_
         S, E = h.n_configs, len(h._pair_keys)
-        return S > 64 or (S > 16 and E < 0.25 * S * S)
+        return S > 100 and E < 0.1 * S * S
 
     def _chain(self, X, lengths, mode="sum"):
         """The flattened chain and (log_start, log pair values (E,), log_end, log atoms (A,))."""
