@@ -297,3 +297,37 @@ def test_hmm_special_case_geometric_durations():
     ll += math.log(alpha.sum())
     np.testing.assert_allclose(m.score(X), ll, rtol=1e-9)
     np.testing.assert_allclose(m.predict_proba(X).sum(1), 1.0, rtol=1e-10)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_geometric_chain_fast_path_equals_the_semi_markov_path(mode):
+    """Geometric durations with negligible truncation run on the equivalent first-order chain;
+    every routed output must equal the semi-Markov computation."""
+    from structlearn.durations import Geometric
+    from structlearn.emissions import Poisson
+    rng = np.random.default_rng(4)
+    K, D = 3, 400
+    m = HiddenSemiMarkovModel(K, duration="geometric", emission="poisson", max_duration=D,
+                              censoring=mode, init_params="")
+    A = rng.random((K, K))
+    np.fill_diagonal(A, 0)
+    m.startprob_, m.transmat_ = rng.dirichlet(np.ones(K)), A / A.sum(1, keepdims=True)
+    m.duration_, m.emission_ = Geometric([0.3, 0.2, 0.5]), Poisson([[1.0], [4.0], [9.0]])
+    m.max_duration_, m.n_features_in_ = D, 1
+    X = rng.poisson(4, size=(60, 1)).astype(float)
+    lengths = [25, 1, 34]
+    assert m._hmm_equivalent() is not None
+    fast = (m.score_per_sequence(X, lengths), m.predict_proba(X, lengths),
+            m.posterior_transitions(X, lengths), m.decode(X, lengths, return_segments=True))
+    m._no_chain = True
+    slow = (m.score_per_sequence(X, lengths), m.predict_proba(X, lengths),
+            m.posterior_transitions(X, lengths), m.decode(X, lengths, return_segments=True))
+    for a, b in zip(fast[:3], slow[:3]):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(fast[3][0], slow[3][0], rtol=1e-10)
+    np.testing.assert_array_equal(fast[3][1], slow[3][1])
+    for a, b in zip(fast[3][2], slow[3][2]):
+        np.testing.assert_array_equal(a, b)
+    m.duration_ = Geometric([0.3, 0.01, 0.5])  # 0.99^400 = 0.018: truncation visible, no chain
+    m._no_chain = False
+    assert m._hmm_equivalent() is None

@@ -35,6 +35,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .. import durations as _dur
 from .. import emissions as _emi
+from ..structures.chain import LinearChain
 from ..structures.semimarkov import SemiMarkov
 from ..utils.validation import check_lengths
 
@@ -272,6 +273,35 @@ class HiddenSemiMarkovModel(BaseEstimator):
                           first_duration=tab["first"][:Dc], last_duration=tab["last"][:Dc],
                           single_duration=tab["single"][:Dc])
 
+    def _hmm_equivalent(self):
+        """(log H, log start, log end) of the first-order chain equal to this HSMM, or None.
+
+        With geometric durations p_j(d) = p_j (1 - p_j)^(d-1) the HSMM is the HMM with
+        H = diag(1 - p) + diag(p) A (seed §1, §4.6; the residual-life law of a geometric duration is
+        the same geometric law, so "both" equals "right"). The only difference is the truncation at
+        D, so the chain is used only when (1 - p_j)^D < 1e-20 for every state: then both models agree
+        to float64 precision. ``end`` is log p_j under ``censoring="none"`` (the last segment ends
+        at the last observation), else 0. The chain costs O(N·K²) instead of O(N·(D·K + K²)).
+        """
+        if not isinstance(self.duration_, _dur.Geometric) or getattr(self, "_no_chain", False):
+            return None
+        p = np.asarray(self.duration_.p, dtype=np.float64)
+        with np.errstate(divide="ignore"):
+            if np.any(self.max_duration_ * np.log1p(-p) > -46.0):
+                return None
+            H = np.diag(1.0 - p) + p[:, None] * self.transmat_
+            return _log(H), _log(self.startprob_), (np.log(p) if self.censoring == "none"
+                                                    else np.zeros_like(p))
+
+    def _any_structure(self, X, lengths):
+        """The chain equivalent when it exists (see :meth:`_hmm_equivalent`), else the SemiMarkov."""
+        eq = self._hmm_equivalent()
+        if eq is None:
+            return self._structure(X, lengths)
+        log_h, start, end = eq
+        return LinearChain(self.emission_.log_density(X), log_h, lengths=lengths, start=start,
+                           end=end)
+
     def to_structure(self, X, lengths=None):
         """The semi-Markov structure (potentials) this model defines on ``X``.
 
@@ -285,11 +315,21 @@ class HiddenSemiMarkovModel(BaseEstimator):
         X, lengths, _ = self._validate_data(X, lengths)
         return self._structure(X, lengths)
 
-    def _prepare(self, X, lengths):
+    def _prepare(self, X, lengths, allow_chain=False):
         check_is_fitted(self, "startprob_")
         self._check_params()
         X, lengths, offsets = self._validate_data(X, lengths)
-        return X, lengths, offsets, self._structure(X, lengths)
+        sm = self._any_structure(X, lengths) if allow_chain else self._structure(X, lengths)
+        return X, lengths, offsets, sm
+
+    @staticmethod
+    def _transition_marginals(sm):
+        """γ (N, K) and ξ (N, K, K) with a zero diagonal (a chain's diagonal = staying in a segment)."""
+        gamma, xi = sm.marginals()
+        if isinstance(sm, LinearChain):
+            K = xi.shape[1]
+            xi[:, np.arange(K), np.arange(K)] = 0.0
+        return gamma, xi
 
     # ================================================================================================
     # EM
@@ -399,7 +439,7 @@ class HiddenSemiMarkovModel(BaseEstimator):
         self._check_params()
 
     def _e_step(self, X, lengths, offsets):
-        sm = self._structure(X, lengths)
+        sm = self._any_structure(X, lengths)
         log_z = sm.log_partition()
         bad = np.flatnonzero(log_z == -np.inf)
         if bad.size:
@@ -415,8 +455,12 @@ class HiddenSemiMarkovModel(BaseEstimator):
         K = self.n_states
         p = self.params
         need_marg = any(c in p for c in "ste")
-        if need_marg:
-            gamma, xi = sm.marginals()
+        chain = isinstance(sm, LinearChain)
+        if need_marg or chain:
+            gamma, edge = sm.marginals()
+            xi = edge.copy()
+            if chain:
+                xi[:, np.arange(K), np.arange(K)] = 0.0
         if "s" in p:
             first = offsets[:-1][lengths > 0]
             g0 = gamma[first].sum(axis=0)
@@ -430,7 +474,19 @@ class HiddenSemiMarkovModel(BaseEstimator):
             ok = tot > 0
             tm[ok] = c[ok] / tot[ok, None]
             self.transmat_ = tm
-        if "d" in p:
+        if "d" in p and chain:
+            # Baum–Welch update of the equivalent HMM's self-transitions: p = leaves / (stays + leaves)
+            stays = np.einsum("nkk->k", edge)
+            leaves = xi.sum(axis=(0, 2))
+            if self.censoring == "none":
+                last = offsets[1:][lengths > 0] - 1
+                leaves = leaves + gamma[last].sum(axis=0)
+            tot = stays + leaves
+            pn = np.asarray(self.duration_.p, dtype=np.float64).copy()
+            ok = (tot > 0) & (leaves > 0)
+            pn[ok] = leaves[ok] / tot[ok]
+            self.duration_.p = pn
+        elif "d" in p:
             dm = sm.duration_marginals()
             D = self.max_duration_
             tables = {}
@@ -554,7 +610,7 @@ class HiddenSemiMarkovModel(BaseEstimator):
 
     def score_per_sequence(self, X, lengths=None):
         """Log-likelihood of every sequence, float64 array (B,)."""
-        return self._prepare(X, lengths)[3].log_partition()
+        return self._prepare(X, lengths, allow_chain=True)[3].log_partition()
 
     def score_samples(self, X, lengths=None):
         """Log-likelihood and smoothed state posteriors γ_t(j) = P(S_t = j | o) (seed eq. (8)).
@@ -564,7 +620,7 @@ class HiddenSemiMarkovModel(BaseEstimator):
         log_prob : float
         posteriors : ndarray of float64, shape (N, K)
         """
-        sm = self._prepare(X, lengths)[3]
+        sm = self._prepare(X, lengths, allow_chain=True)[3]
         return float(sm.log_partition().sum()), sm.marginals().unary
 
     def predict_proba(self, X, lengths=None):
@@ -577,7 +633,7 @@ class HiddenSemiMarkovModel(BaseEstimator):
         Row t: a segment of state i ends at t and one of state j starts at t+1; the last row of
         every sequence is 0.
         """
-        return self._prepare(X, lengths)[3].marginals().edge
+        return self._transition_marginals(self._prepare(X, lengths, allow_chain=True)[3])[1]
 
     def posterior_durations(self, X, lengths=None):
         """η_t(j, d) = P(S_[t-d+1:t] = j | o) (seed eq. (6)): a j-segment of duration d ends at t.
@@ -800,11 +856,13 @@ class HiddenSemiMarkovModel(BaseEstimator):
         """
         if algorithm not in ("viterbi", "map"):
             raise ValueError(f"`algorithm` must be 'viterbi' or 'map'; got {algorithm!r}")
-        X, lengths, offsets, sm = self._prepare(X, lengths)
+        X, lengths, offsets, sm = self._prepare(X, lengths, allow_chain=True)
         if algorithm == "viterbi":
             states = sm.argmax()
             log_prob = float(sm.max().sum())
-            segs = sm.argmax_segments() if return_segments else None
+            if return_segments:  # a chain path is a segmentation: its runs (a_ii = 0)
+                segs = (self._runs(states, lengths, offsets) if isinstance(sm, LinearChain)
+                        else sm.argmax_segments())
         else:
             sm._raise_if_infeasible(sm.log_partition(), "the MAP states")
             gamma = sm.marginals().unary
