@@ -23,17 +23,18 @@ Result on the shared 2-core dev machine (load ≈ 8), depth 3, branching 2 (8 co
             inside-outside 2.39 (all run T), 2.59 (largest 3 run T)
 
 Then dense (O(T·S²), LinearChain) vs sparse (O(T·(E + S)), kernels/chain_sparse.py) flattened-chain
-kernels, E-step (expected counts) and Viterbi parse of one sequence, T = 1000, depth 3; counts agree to
-≤ 1.3e-13. ``--only-sparse`` runs just this table. Same machine::
+kernels, E-step (expected counts) and Viterbi parse of one sequence, T = 1000, depth 3 (both kernels run
+the scaled linear-space recursion here, in the same order of operations: counts agree exactly).
+``--only-sparse`` runs just this table. Same machine::
 
     left-to-right sub-models (child i -> i, i + 1 or end)
     branch      S        E    E/S²  dense E-step  sparse E-step speed-up  dense Viterbi  sparse Viterbi
-         4     64      304   0.074        0.0052         0.0117      0.4         0.0112          0.0029
-         5    125      625   0.040        0.0245         0.0235      1.0         0.0378          0.0045
-         6    216     1116   0.024        0.0524         0.0390      1.3         0.1170          0.0063
-         8    512     2752   0.010        0.4174         0.0969      4.3         0.8445          0.0176
-    fully connected sub-models (E = S²): sparse is 2-10x slower for the E-step (the dense kernel's scaled
-    linear-space recursion needs no log per label), about equal for Viterbi.
+         4     64      304   0.074        0.0052         0.0057      0.9         0.0072          0.0028
+         5    125      625   0.040        0.0163         0.0112      1.5         0.0268          0.0040
+         6    216     1116   0.024        0.0442         0.0206      2.1         0.0781          0.0059
+         8    512     2752   0.010        0.2904         0.0521      5.6         0.6198          0.0137
+    fully connected sub-models (E = S²): the sparse E-step is 1.5-7x slower (indirect indexing instead
+    of contiguous vectorised rows), Viterbi about equal.
 
 ``inference="auto"`` therefore picks the sparse kernels only when S > 100 and E/S² < 0.1.
 """

@@ -31,6 +31,7 @@ from ._common import final_sum as _final
 
 _TINY = 1e-200  # below this a shifted linear-space sum may have lost terms: recompute in log space
 _SAFE = 1e-140  # linear-space factors at least this large multiply without loss (edge marginals)
+_LIN_MIN = 1e-100  # scaled linear-space recursion: factors are 0 or >= this, so products stay normal
 
 
 @njit(cache=True)
@@ -257,12 +258,158 @@ def sparse_chain_backward(unary, indptr, indices, logv, end, offsets):
 
 
 @njit(cache=True)
-def _marginals_seq(unary, indptr, indices, logv, setup, start, end, o, T, edge_mode, alpha, beta,
+def _exp_shifted_vec(x):
+    """(exp(x - max), max, ok): ok is False if a finite entry falls below _LIN_MIN after the shift."""
+    K = x.shape[0]
+    m = -np.inf
+    for k in range(K):
+        if x[k] > m:
+            m = x[k]
+    out = np.zeros(K)
+    if m == -np.inf:
+        return out, m, False
+    ok = True
+    for k in range(K):
+        if x[k] != -np.inf:
+            out[k] = math.exp(x[k] - m)
+            if out[k] < _LIN_MIN:
+                ok = False
+    return out, m, ok
+
+
+@njit(cache=True)
+def _linear_setup(indptr, logv, tptr, tlogv, start, end):
+    """Globally shifted exps of the stored values (CSR and CSC order) and of start/end; ok is False
+    when a finite value falls below _LIN_MIN after the shift (then the log-space path runs)."""
+    E = logv.shape[0]
+    gmax = -np.inf
+    for e in range(E):
+        if logv[e] > gmax:
+            gmax = logv[e]
+    ok = gmax != -np.inf
+    er = np.zeros(E)
+    ec = np.zeros(E)
+    if ok:
+        for e in range(E):
+            if logv[e] != -np.inf:
+                er[e] = math.exp(logv[e] - gmax)
+                if er[e] < _LIN_MIN:
+                    ok = False
+            if tlogv[e] != -np.inf:
+                ec[e] = math.exp(tlogv[e] - gmax)
+    es, smax, ok1 = _exp_shifted_vec(start)
+    ee, emax, ok2 = _exp_shifted_vec(end)
+    return er, ec, gmax, es, smax, ee, emax, ok and ok1 and ok2
+
+
+@njit(cache=True)
+def _linear_marginals_seq(unary, indptr, indices, tptr, tsrc, lin, o, T, edge_mode, umarg, emarg, dst):
+    """Scaled linear-space forward–backward of one sequence (Rabiner 1989), as the dense kernel's
+    ``_linear_marginals_seq``: α, β in linear space renormalised at every token, one exp per label and
+    token. Returns (False, 0) and writes nothing when a factor would fall below _LIN_MIN (the caller then
+    runs the log-space recursion)."""
+    K = unary.shape[1]
+    er, ec, gmax, es, smax, ee, emax, _ = lin
+    fail = (False, 0.0)
+    fa = np.empty((T, K))
+    fb = np.empty((T, K))
+    eu = np.empty((T, K))
+    nb = np.empty(T)
+    lz = 0.0
+    acc = np.empty(K)
+    for t in range(T):
+        row, um, ok = _exp_shifted_vec(unary[o + t])
+        if not ok:
+            return fail
+        for k in range(K):
+            eu[t, k] = row[k]
+        if t == 0:
+            for k in range(K):
+                acc[k] = es[k] * row[k]
+            lz += um + smax
+        else:
+            for j in range(K):
+                sacc = 0.0
+                for q in range(tptr[j], tptr[j + 1]):
+                    sacc += fa[t - 1, tsrc[q]] * ec[q]
+                acc[j] = sacc * row[j]
+            lz += um + gmax
+        tot = 0.0
+        for k in range(K):
+            tot += acc[k]
+        if not tot > 0.0:
+            return fail
+        for k in range(K):
+            v = acc[k] / tot
+            if v != 0.0 and v < _LIN_MIN:
+                return fail
+            fa[t, k] = v
+        lz += math.log(tot)
+    fin = 0.0
+    for k in range(K):
+        fin += fa[T - 1, k] * ee[k]
+    if not fin > 0.0:
+        return fail
+    lz += math.log(fin) + emax
+    tot = 0.0
+    for k in range(K):
+        tot += ee[k]
+    nb[T - 1] = tot
+    for k in range(K):
+        fb[T - 1, k] = ee[k] / tot
+    qv = np.empty(K)
+    for t in range(T - 2, -1, -1):
+        for j in range(K):
+            qv[j] = eu[t + 1, j] * fb[t + 1, j]
+        tot = 0.0
+        for i in range(K):
+            sacc = 0.0
+            for e in range(indptr[i], indptr[i + 1]):
+                sacc += er[e] * qv[indices[e]]
+            acc[i] = sacc
+            tot += sacc
+        if not tot > 0.0:
+            return fail
+        for k in range(K):
+            v = acc[k] / tot
+            if v != 0.0 and v < _LIN_MIN:
+                return fail
+            fb[t, k] = v
+        nb[t] = tot
+    for t in range(T):
+        r = o + t
+        z = 0.0
+        for k in range(K):
+            z += fa[t, k] * fb[t, k]
+        for k in range(K):
+            umarg[r, k] = fa[t, k] * fb[t, k] / z
+        if edge_mode == 0 or t == T - 1:
+            continue
+        # P(i -> j) = fa[t, i] er[i -> j] eu[t+1, j] fb[t+1, j] / (nb[t] · z)
+        inv = 1.0 / (nb[t] * z)
+        out = emarg[r] if edge_mode == 1 else dst
+        for j in range(K):
+            qv[j] = eu[t + 1, j] * fb[t + 1, j]
+        for i in range(K):
+            ai = fa[t, i] * inv
+            if ai != 0.0:
+                for e in range(indptr[i], indptr[i + 1]):
+                    out[e] += ai * er[e] * qv[indices[e]]
+    return True, lz
+
+
+@njit(cache=True)
+def _marginals_seq(unary, indptr, indices, logv, setup, lin, start, end, o, T, edge_mode, alpha, beta,
                    inca, incb, umarg, emarg, dst):
     """Marginals of one sequence; returns log Z. Edge marginals go to emarg[r] (mode 1) or are added
     into the (E,) array dst (modes 2 and 3)."""
     K = unary.shape[1]
     tptr, tsrc, tlogv, ecol, cmax, erow, rmax = setup
+    if lin[7]:
+        ok, lz = _linear_marginals_seq(unary, indptr, indices, tptr, tsrc, lin, o, T, edge_mode, umarg,
+                                       emarg, dst)
+        if ok:
+            return lz
     _forward_seq(unary, tptr, tsrc, tlogv, ecol, cmax, start, o, T, LOG, alpha, inca)
     lz = _total(inca, o, T) + _final(alpha[o + T - 1], end, LOG)
     if lz == -np.inf:
@@ -323,13 +470,15 @@ def sparse_chain_marginals(unary, indptr, indices, logv, start, end, offsets, ed
     edge_mode 0: none (a (0, E) array); 1: full (N, E), row t = P(y_t = i, y_t+1 = j) for the stored
     (i → j) in CSR order, rows at sequence ends 0; 2: per-sequence sums (B, E); 3: the sum over the
     batch (1, E) (expected transition counts; pass ``n_threads`` = ``numba.get_num_threads()``).
-    Marginals are normalised locally at every token (exact however long the chain).
-    Time O(N·(E + K)), memory O(N·K) plus the edge output.
+    Marginals are normalised locally at every token (exact however long the chain). When the
+    potentials allow it exactly, a sequence runs the scaled linear-space recursion (one exp per label
+    and token); otherwise the log-space one. Time O(N·(E + K)), memory O(N·K) plus the edge output.
     """
     N, K = unary.shape
     E = indices.shape[0]
     B = offsets.shape[0] - 1
     setup = _setup(indptr, indices, logv, K)
+    lin = _linear_setup(indptr, logv, setup[0], setup[2], start, end)
     alpha = np.empty((N, K))
     beta = np.empty((N, K))
     inca = np.empty(N)
@@ -359,7 +508,7 @@ def sparse_chain_marginals(unary, indptr, indices, logv, start, end, offsets, ed
                 dst = emarg[c]
             else:
                 dst = scratch[0]
-            log_z[b] = _marginals_seq(unary, indptr, indices, logv, setup, start, end, o, T,
+            log_z[b] = _marginals_seq(unary, indptr, indices, logv, setup, lin, start, end, o, T,
                                       edge_mode, alpha, beta, inca, incb, umarg, emarg, dst)
     if edge_mode == 3:
         total = np.zeros((1, E))
