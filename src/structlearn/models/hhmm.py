@@ -28,8 +28,10 @@ A sub-model called from several parents is *shared* (tied): one set of parameter
     Π_l π_{m_l}(p_l) and, when every sub-model must have finished at T (``finish="all"``, the clamped
     F nodes of seed Fig. 2), end(s) = Π_l e_{m_l}(p_l).
 
-**Architecture.** Exact inference runs on the engine's :class:`~structlearn.structures.LinearChain` with
-the flattened potentials (time O(T·S²) per sequence — linear in T). The atoms give everything the DBN
+**Architecture.** Exact inference runs on the flattened potentials, either on the engine's
+:class:`~structlearn.structures.LinearChain` (time O(T·S²) per sequence — linear in T) or, for large
+sparse hierarchies, on the CSR kernels of :mod:`structlearn.kernels.chain_sparse` (time O(T·(E + S)),
+E = number of legal configuration-to-configuration transitions; see ``inference``). The atoms give everything the DBN
 view needs: posterior of the finished flags F^d_t (the atom posterior ξ_t(s, s')·atom/P(s→s')), the
 family expected counts for EM (vertical, horizontal, end; tied parameters pooled automatically because
 an atom names the *sub-model* parameters it uses), and Viterbi over (Q, F) jointly (max over atoms). The
@@ -775,9 +777,11 @@ class HierarchicalHMM(BaseEstimator):
 
     Notes
     -----
-    Inference cost per sequence of length T: time O(T·S²) and memory O(T·S) for log-likelihood, filtering,
-    Viterbi and configuration posteriors, O(T·S²) memory for the per-step finished-flag posteriors
-    (S = number of stack configurations); the inside–outside reference is O(T³·K·U).
+    Inference cost per sequence of length T: time O(T·S²) (dense) or O(T·(E + S)) (sparse) and memory
+    O(T·S) for log-likelihood, filtering, Viterbi and configuration posteriors; memory O(T·S²) (dense)
+    or O(T·E) (sparse) for the
+    per-step finished-flag posteriors (S = number of stack configurations, E = number of legal
+    transitions between them); the inside–outside reference is O(T³·K·U).
     """
 
     def __init__(self, hierarchy=None, emission="categorical", *, root=None, finish="all", n_iter=100,
