@@ -73,7 +73,11 @@ def test_conll2000_chunking_as_segmentation():
     Xte, yte = featurize(data.test, tpl)
     # capped at 40 iterations to stay affordable (about 2-3 minutes on two busy cores; full training:
     # see the closing note)
-    est = SemiMarkovCRF(allow_same_label=True, max_iterations=40)
+    # token state features summed over a span cannot tell a chunk's first token from the others (the
+    # linear chain's B-/I- split); the "first"/"last" segment features restore that. Without them a
+    # 70-iteration run measured chunk F1 0.8716. NOTE: this configuration's threshold is not yet
+    # verified by a run.
+    est = SemiMarkovCRF(allow_same_label=True, max_iterations=40, segment_features=("first", "last"))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         est.fit(Xtr, ytr)
