@@ -818,7 +818,10 @@ class TreeCRF(BaseEstimator):
         header, arrays = load_model(path, expected_format=_FORMAT, supported_version=_VERSION)
         meta = header.get("metadata", {})
         try:
-            est = cls(**header.get("params", {}))
+            params = dict(header.get("params", {}))
+            if params.get("forbidden_edges") is not None:
+                params["forbidden_edges"] = [tuple(p) for p in params["forbidden_edges"]]
+            est = cls(**params)
             est.classes_ = list(meta["classes"])
             est._label_index = {c: i for i, c in enumerate(est.classes_)}
             est.attributes_ = list(meta["attributes"])
