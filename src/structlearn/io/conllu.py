@@ -91,7 +91,6 @@ def read_conllu(path_or_file, *, encoding="utf-8"):
     out = []
     cols = [[] for _ in _FIELDS]
     comments, meta = [], {}
-    start = [0]
 
     def flush(lineno):
         if cols[0]:
@@ -102,8 +101,7 @@ def read_conllu(path_or_file, *, encoding="utf-8"):
                                             f"HEAD {h}, outside [0, {T}]")
             fields = {k: list(c) for k, c in zip(_FIELDS, cols)}
             out.append(ConlluSentence(**fields, comments=list(comments), metadata=dict(meta)))
-        elif comments:
-            pass  # comments without tokens (e.g. at the end of a file) are dropped
+        # comments without tokens (e.g. at the end of a file) are dropped
         for c in cols:
             c.clear()
         comments.clear()

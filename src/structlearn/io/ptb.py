@@ -13,7 +13,8 @@ from collections import namedtuple
 
 from ._files import describe, open_text
 
-__all__ = ["read_ptb", "parse_ptb", "PTBTree", "PTBFormatError", "span_items", "child_positions"]
+__all__ = ["read_ptb", "parse_ptb", "PTBTree", "PTBFormatError", "span_items", "child_positions",
+           "edge_items"]
 
 
 class PTBFormatError(ValueError):
@@ -226,4 +227,35 @@ def child_positions(tree):
             k = count.get(p, 0)
             count[p] = k + 1
             out.append(str(k))
+    return out
+
+
+def edge_items(tree, *, lower=True, sibling_words=2):
+    """Attributes of the edge from every node to its parent (None for the root), for ``edge_attributes``.
+
+    ``pos=<i>``: the node's position among its parent's children (:func:`child_positions`); for every
+    sibling s: ``sibfirst=<first word of s>`` and, when s spans at most ``sibling_words`` words,
+    ``sib=<its words>``. With tree-CRF edge features (edge attribute × child label × parent label) these
+    let a sibling such as "not" or "but" change how the child's label relates to the parent's — the
+    composition the independent per-node model cannot express.
+    """
+    words = [w.lower() for w in tree.words] if lower else list(tree.words)
+    pos = child_positions(tree)
+    kids = {}
+    for n, p in enumerate(tree.parents):
+        if p >= 0:
+            kids.setdefault(p, []).append(n)
+    out = []
+    for n, p in enumerate(tree.parents):
+        if p < 0:
+            out.append(None)
+            continue
+        attrs = ["pos=" + pos[n]]
+        for s in kids[p]:
+            if s != n:
+                a, b = tree.spans[s]
+                attrs.append("sibfirst=" + words[a])
+                if b - a <= sibling_words:
+                    attrs.append("sib=" + " ".join(words[a:b]))
+        out.append(attrs)
     return out
