@@ -4,10 +4,10 @@ English ATIS / EWT UPOS tagging as a tree CRF over the dependency tree vs a line
 Kept affordable on 2 shared cores (about 2 min together on an idle machine): SST trains on the first
 1,500 of 8,544 training trees (to convergence) and is scored on the full test set; ATIS (full train) and
 EWT (dev as training set) train both models with ``max_iterations=60``. The tree CRF gets the gold
-DEPREL as edge attribute, syntactic information the chain does not see. Both run Numba with one thread (numba.set_num_threads(1), restored after):
-the results are then bit-for-bit reproducible (the gradient's parallel reduction is chunked by thread
-count) and small shared machines are not slowed by oversubscribed parallel regions. Full-data numbers:
-``benchmarks/bench_tree.py``.
+DEPREL as edge attribute, syntactic information the chain does not see. Numba runs with one thread
+(numba.set_num_threads(1), restored after): results are then bit-for-bit reproducible (the gradient's
+parallel reduction is chunked by thread count) and small shared machines are not slowed by
+oversubscribed parallel regions. Full-data numbers: ``benchmarks/bench_tree.py``.
 """
 import time
 import warnings
