@@ -20,6 +20,22 @@ trained to convergence on the full training sets and test accuracies are printed
 logistic-regression baseline on SST (slow: several minutes).
 
     python benchmarks/bench_tree.py [--iterations 10] [--repeat 3] [--threads N] [--accuracy]
+
+Measured (2 shared cores, 2 Numba threads, idle machine; 2026-11-30):
+
+    workload           model           nodes  it  s/iter    MAP e2e   marg e2e  MAP engine marg engine
+    atis               tree CRF        48655  10   0.161    248,374    221,406   2,989,456   1,078,066
+    atis               linear chain    48655  10   0.105    265,842    267,070   3,815,386   2,475,676
+    atis +edge attrs   tree CRF        48655  10   0.297    170,237    132,250   1,477,828     397,557
+    atis +edge attrs   linear chain    48655  10   0.090    272,938    265,567   3,780,936   2,454,836
+    sst +edge attrs    tree CRF       318582  10   0.416    282,117    254,588   4,266,622   1,736,214
+    sst +edge attrs    linear chain   318582  10   0.172    497,582    491,962  13,075,233   6,679,565
+
+    --accuracy (to convergence, c2 = 1):
+    ATIS UPOS test: tree CRF 0.9895 (135 it, 22 s); with DEPREL edge attributes 0.9922 (132 it, 37 s);
+                    linear chain 0.9886 (134 it, 11 s)
+    SST test:       tree CRF all-node 0.7936, root 0.4190 (699 it, 310 s);
+                    per-node logistic regression (same node attributes) all-node 0.7900, root 0.4023
 """
 import argparse
 import time

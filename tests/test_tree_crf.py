@@ -4,6 +4,8 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 
@@ -204,6 +206,35 @@ def test_objective_equals_brute_force_likelihood():
         sl = slice(batch.offsets[b], batch.offsets[b + 1])
         o = tree_oracle(tree.unary[sl], tree.edge[sl], P[b], tree.root_score)
         total -= np.log(o["probs"][tuple(yy[sl])])
+    np.testing.assert_allclose(obj(w), total, rtol=1e-10)
+
+
+@given(seed=st.integers(0, 10_000), n=st.integers(1, 4), edges=st.booleans(),
+       shape=st.sampled_from(["random", "deep", "star"]), forbid=st.booleans())
+def test_likelihood_and_marginals_match_brute_force_on_random_trees(seed, n, edges, shape, forbid):
+    X, y, P, E = toy_trees(n, seed=seed, max_nodes=5, shapes=(shape,))
+    forb = None
+    if forbid:  # forbid one pair the data does not use: -inf edge potentials, never NaN
+        index = {c: i for i, c in enumerate(LABELS)}
+        used = {(index[y[b][t]], index[y[b][P[b][t]]]) for b in range(n) for t in range(len(X[b]))
+                if P[b][t] >= 0}
+        free = [(i, j) for i in range(3) for j in range(3) if (i, j) not in used]
+        if free:
+            forb = np.zeros((3, 3), bool)
+            forb[free[seed % len(free)]] = True
+    model, obj, batch, yy = _objective(X, y, P, E if edges else None, c2=0.0, forbidden=forb)
+    w = _random_w(model, seed=seed, scale=1.5)
+    tree = model.structure(w, batch)
+    m = tree.marginals(edge="full")
+    total = 0.0
+    for b in range(n):
+        sl = slice(batch.offsets[b], batch.offsets[b + 1])
+        edge = tree.edge[sl] if tree.edge.ndim == 3 else tree.edge
+        o = tree_oracle(tree.unary[sl], edge, P[b], tree.root_score)
+        total -= np.log(o["probs"][tuple(yy[sl])])
+        np.testing.assert_allclose(m.unary[sl], o["unary"], rtol=1e-10, atol=1e-13)
+        np.testing.assert_allclose(m.edge[sl], o["edge"], rtol=1e-10, atol=1e-13)
+    assert not np.isnan(m.edge).any()
     np.testing.assert_allclose(obj(w), total, rtol=1e-10)
 
 
