@@ -1,10 +1,14 @@
 """Shared test fixtures: the one helper through which tests reach real data."""
 import os
 
-import pytest
-from hypothesis import HealthCheck, settings
+# The suite runs in pytest-xdist workers (one per core); Numba's own threads on top would oversubscribe
+# the cores and spin at barriers. Set before structlearn (and numba) are imported.
+os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 
-from structlearn.datasets import get_data_path
+import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+from structlearn.datasets import get_data_path  # noqa: E402
 
 settings.register_profile(
     "structlearn", deadline=None, max_examples=60, derandomize=True,

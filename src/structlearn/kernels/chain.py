@@ -275,6 +275,28 @@ def _exp_shifted_vec(x):
     return out, m, ok
 
 
+@njit(cache=True, inline="always")
+def _exp_shifted_into(x, out):
+    """out = exp(x - max) without allocating; returns (max, ok) as :func:`_exp_shifted_vec`."""
+    K = x.shape[0]
+    m = -np.inf
+    for k in range(K):
+        if x[k] > m:
+            m = x[k]
+    if m == -np.inf:
+        return m, False
+    ok = True
+    for k in range(K):
+        if x[k] != -np.inf:
+            v = math.exp(x[k] - m)
+            out[k] = v
+            if v < _LIN_MIN:
+                ok = False
+        else:
+            out[k] = 0.0
+    return m, ok
+
+
 @njit(cache=True)
 def _linear_marginals_seq(unary, eT, eTt, gmax, es, smax, ee, emax, o, T, edge_mode, umarg, emarg,
                           ee_dst):
@@ -296,11 +318,10 @@ def _linear_marginals_seq(unary, eT, eTt, gmax, es, smax, ee, emax, o, T, edge_m
     acc = np.empty(K)
     for t in range(T):
         r = o + t
-        row, um, ok = _exp_shifted_vec(unary[r])
+        row = eu[t]
+        um, ok = _exp_shifted_into(unary[r], row)
         if not ok:
             return fail
-        for k in range(K):
-            eu[t, k] = row[k]
         if t == 0:
             for k in range(K):
                 acc[k] = es[k] * row[k]
