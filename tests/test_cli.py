@@ -375,3 +375,53 @@ def test_demo_runs_on_conll2000(capsys):
     assert 0.5 < f1 <= 1 and 0.5 < acc <= 1
     assert re.search(r"time: featurise [\d.]+ s, train [\d.]+ s, tag [\d.]+ s, total [\d.]+ s", out)
     assert "iterations: 5 (not converged)" in out
+
+
+TREE_FILE = """SRC\t0\t1\tw=ich\tpos=PPER
+SNT\t1\t_\tw=mag\tpos=VVFIN
+TRG\t2\t4\tw=die\tpos=ART
+TRG\t3\t2\tw=neue\tpos=ADJA
+TRG\t4\t1\tw=folge\tpos=NN
+
+SRC\t0\t1\tw=du\tpos=PPER
+SNT\t1\t_\tw=magst\tpos=VVFIN
+TRG\t2\t1\tw=sie\tpos=PPER
+
+"""
+
+
+def test_tree_learn_tag_eval_round_trip(tmp_path, capsys):
+    from structlearn.cli.main import main
+    from structlearn.estimators.tree_crf import TreeCRF
+
+    data = tmp_path / "trees.txt"
+    data.write_text(TREE_FILE)
+    model = tmp_path / "tree.model"
+    assert main(["learn", "--structure", "tree", "-q", "-m", str(model), str(data)]) == 0
+    capsys.readouterr()
+    assert main(["tag", "-m", str(model), str(data)]) == 0
+    tagged = [b.split("\n") for b in capsys.readouterr().out.strip().split("\n\n")]
+    from structlearn.estimators.tree_crf import parents_from_ids
+    from structlearn.io.crfsuite import read_crfsuite_tree
+
+    X, y, nodes, parent_ids = read_crfsuite_tree(str(data))
+    est = TreeCRF.load(model)
+    assert tagged == est.predict(X, parents=parents_from_ids(nodes, parent_ids))
+    assert tagged == y  # a tiny training set is learnt exactly
+    pred = tmp_path / "pred.txt"
+    assert main(["tag", "-m", str(model), "-r", str(data)]) == 0
+    out = capsys.readouterr().out
+    pred.write_text(out)
+    assert main(["tag", "-m", str(model), "-qt", str(data)]) == 0
+    assert "Item accuracy" in capsys.readouterr().out
+    assert main(["dump", str(model)]) == 0 and "EDGES" in capsys.readouterr().out
+    assert main(["info", str(model)]) == 0
+
+
+def test_tree_bad_file_is_a_clear_error(tmp_path, capsys):
+    from structlearn.cli.main import main
+
+    bad = tmp_path / "bad.txt"
+    bad.write_text("A\t0\t1\tw=x\nB\t1\t0\tw=y\n\n")  # a cycle, no root
+    assert main(["learn", "--structure", "tree", "-q", "-m", str(tmp_path / "m"), str(bad)]) == 2
+    assert "structlearn: error:" in capsys.readouterr().err

@@ -100,6 +100,9 @@ def build_parser():
                        description="Train a linear-chain CRF on one or more files and store it in MODEL.")
     q.add_argument("train", nargs="+", metavar="TRAIN", help="training file(s) ('-' for stdin)")
     q.add_argument("-m", "--model", required=True, help="file to store the model in")
+    q.add_argument("--structure", choices=("chain", "tree"), default="chain",
+                   help="chain: linear-chain CRF (default); tree: tree-structured CRF on CRFSuite-0.13 "
+                        "tree files (label<TAB>node<TAB>parent|_<TAB>attr[:value]...)")
     q.add_argument("-a", "--algorithm", choices=ALGORITHMS, default="lbfgs",
                    help="training algorithm (default lbfgs)")
     q.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE",
@@ -520,6 +523,14 @@ def _load_estimator(path):
     if magic[:2] != b"PK":  # an .npz is a zip archive; anything else would reach numpy's pickle check
         raise CLIError(f"{path}: not a structlearn model file (expected an .npz archive written by "
                        f"'structlearn learn'); check the -m argument")
+    try:
+        fmt = _read_header(path).get("format")
+    except Exception:  # noqa: BLE001 - unreadable headers are reported by load() below
+        fmt = None
+    if fmt == "tree-crf":
+        from ..estimators.tree_crf import TreeCRF
+
+        return TreeCRF.load(path)
     return LinearChainCRF.load(path)
 
 
@@ -590,7 +601,79 @@ def _param_help(items, defaults):
     return True
 
 
+class _BoundTrees:
+    """A fitted TreeCRF with the parents of the input bound, so ``tag`` treats it like a chain model."""
+
+    def __init__(self, est, parents):
+        self.est, self.parents = est, parents
+
+    def predict(self, X):
+        return self.est.predict(X, parents=self.parents)
+
+    def predict_marginals(self, X):
+        return self.est.predict_marginals(X, parents=self.parents)
+
+    def predict_proba_sequence(self, X):
+        return self.est.predict_proba_sequence(X, parents=self.parents)
+
+    def kbest(self, X, k):
+        return self.est.kbest(X, k, parents=self.parents)
+
+
+def _read_trees(paths):
+    """Items, labels and parent indices of CRFSuite-0.13 tree files."""
+    from ..estimators.tree_crf import parents_from_ids
+    from ..io.crfsuite import read_crfsuite_tree
+
+    X, y, P = [], [], []
+    for path in paths:
+        name = "<stdin>" if path == "-" else path
+        try:
+            Xi, yi, nodes, parent_ids = read_crfsuite_tree(_source(path))
+            Pi = parents_from_ids(nodes, parent_ids)
+        except FileNotFoundError:
+            raise CLIError(f"{name}: no such file") from None
+        except ValueError as exc:
+            raise CLIError(f"{name}: {exc}") from None
+        X += Xi
+        y += yi
+        P += list(Pi)
+    return X, y, P
+
+
+def _learn_tree(args):
+    from ..estimators.tree_crf import TreeCRF
+
+    defaults = TreeCRF().get_params()
+    params = {"algorithm": args.algorithm, **parse_params(args.param, defaults)}
+    params["verbose"] = bool(args.verbose)
+    X, y, P = _read_trees(args.train)
+    if not args.quiet:
+        _say(f"Reading: {len(X)} trees, {sum(len(s) for s in X)} nodes from {', '.join(args.train)}")
+    est = TreeCRF(**params)
+    t0 = time.perf_counter()
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            est.fit(X, y, parents=P)
+    except ValueError as exc:
+        raise CLIError(str(exc).splitlines()[0]) from None
+    for w in caught:
+        _warn(str(w.message).splitlines()[0])
+    if not args.quiet:
+        for entry in est.training_log_:
+            _say(_format_entry(entry))
+        _say(f"Training: {est.n_iter_} iterations, {'converged' if est.converged_ else 'not converged'}, "
+             f"{time.perf_counter() - t0:.2f} s")
+    est.save(args.model)
+    if not args.quiet:
+        _say(f"Saved the model to {args.model} ({_human_size(os.path.getsize(args.model))})")
+    return 0
+
+
 def cmd_learn(args):
+    if getattr(args, "structure", "chain") == "tree":
+        return _learn_tree(args)
     defaults = _estimator_params()
     if _param_help(args.param, defaults):
         return 0
@@ -654,10 +737,15 @@ def cmd_tag(args):
     if args.kbest is not None and args.marginal:
         raise CLIError("-i (marginals of the best labeling) cannot be combined with -k")
     est = _load_estimator(args.model)
-    stored = getattr(est, "metadata_", {}).get("featurizer")
-    featurizer = _Featurizer.from_args(args.format, args.template, args.columns, stored or {})
     need_gold = args.test or args.reference
-    X, y, name = featurizer.read(args.input, need_labels=need_gold)
+    if type(est).__name__ == "TreeCRF":
+        X, y, P = _read_trees([args.input])
+        name = args.input
+        est = _BoundTrees(est, P)
+    else:
+        stored = getattr(est, "metadata_", {}).get("featurizer")
+        featurizer = _Featurizer.from_args(args.format, args.template, args.columns, stored or {})
+        X, y, name = featurizer.read(args.input, need_labels=need_gold)
     if need_gold:
         if y is None or any(lab == "" for s in y for lab in s):
             raise CLIError(f"{name}: -t/-r need the gold labels, but the input has "
@@ -756,9 +844,20 @@ def cmd_dump(args):
     for k, lab in enumerate(cls):
         out(f"  {k:>4}  {lab}")
     out()
-    trans = est.transition_features_
-    out("TRANSITIONS (row: from, column: to; '.': no feature, -inf: forbidden):")
-    if len(cls) <= 20:
+    if type(est).__name__ == "TreeCRF":
+        out("EDGES (child label <- parent label):")
+        for (c, p), v in sorted(est.edge_features_.items(), key=lambda kv: str(kv[0])):
+            out(f"  {_fmt_w(v):>10}  {c} <- {p}")
+        out("ROOT:")
+        for lab, v in est.root_features_.items():
+            out(f"  {_fmt_w(v):>10}  {lab}")
+        trans = None
+    else:
+        trans = est.transition_features_
+        out("TRANSITIONS (row: from, column: to; '.': no feature, -inf: forbidden):")
+    if trans is None:
+        pass
+    elif len(cls) <= 20:
         names = cls + ["<end>"]
         width = max(8, max(len(n) for n in names + ["<start>"]) + 1)
         out(" " * width + "".join(f"{n:>{width}}" for n in names))
@@ -793,7 +892,7 @@ def cmd_info(args):
     out(f"file: {args.model} ({_human_size(os.path.getsize(args.model))})")
     out(f"format: {header.get('format')} version {header.get('version')}, written by structlearn "
         f"{header.get('structlearn_version')} ({header.get('estimator')})")
-    feat = est.metadata_.get("featurizer")
+    feat = getattr(est, "metadata_", {}).get("featurizer")
     if not feat:
         out("input: not recorded (CRFsuite attribute files assumed)")
     elif feat.get("format") == "conll":
