@@ -1,0 +1,321 @@
+"""Numba kernels for higher-order chains over label patterns (packed ragged batches).
+
+Arrays in, arrays out; no validation. Two exact algorithms for the same distribution:
+
+**Sparse** (Cuong, Ye, Lee & Chieu 2014, "Conditional random field with high-order dependencies for
+sequence labeling and segmentation", JMLR 15, §3; seed 000, commented part of §"Higher-order CRFs").
+``Z`` is a set of label patterns; a pattern z scores position t when ``y[t-|z|+1 .. t] == z``. The forward
+states are ``P = {ε} ∪ Y ∪ {proper prefixes of patterns}`` (prefix-closed). The state after t tokens is
+the longest suffix of ``y[0..t]`` in P; it is the longest P-suffix of ``p·y_t`` (``p`` the state after
+t - 1 tokens), and the patterns that end at t are exactly the Z-suffixes of ``p·y_t``. So every
+pair (p, y) is one edge ``e = p·K + y`` with destination ``dst[e]`` (longest-suffix relation) and score
+
+    ψ[t, e] = econst[e] + Σ_{z in es_pat[es_ptr[e]:es_ptr[e+1]]} phi[t, z]      (+ start[y] at t = 0)
+
+where ``econst[e]`` is the sum of the constant pattern weights of the Z-suffixes of p·y and
+``phi[t, z]`` the token-dependent part of the first Zs ("state") patterns. Recurrences::
+
+    α[-1]    = δ_ε
+    α[t, q]  = ⊕_{e : dst[e] = q} α[t-1, e // K] + ψ[t, e]
+    β[T-1,q] = end[last(q)]
+    β[t, p]  = ⊕_{y} ψ[t+1, p·K + y] + β[t+1, dst[p·K + y]]
+    log Z    = ⊕_q α[T-1, q] + end[last(q)]
+    μ[t, e]  = exp(α[t-1, e // K] + ψ[t, e] + β[t, dst[e]] - log Z)
+
+Cost per token O(|P|·K·(1 + patterns per edge)), memory O(T·|P|) per sequence.
+
+**Dense** helpers: the expansion to d-tuples of labels (a first-order chain over K**d states, the seed's
+α[y_1..y_d]); see :mod:`structlearn.models.higher_order` for the layout.
+"""
+import math
+
+import numpy as np
+from numba import njit, prange
+
+_NEG = -np.inf
+
+
+@njit(cache=True)
+def _edge_scores(phi, econst, es_ptr, es_pat, start, allowed, o, T, K):
+    """ψ (T, E) of one sequence."""
+    E = econst.shape[0]
+    psi = np.empty((T, E))
+    for t in range(T):
+        n = o + t
+        for e in range(E):
+            y = e % K
+            if not allowed[n, y]:
+                psi[t, e] = _NEG
+                continue
+            v = econst[e]
+            for j in range(es_ptr[e], es_ptr[e + 1]):
+                v += phi[n, es_pat[j]]
+            if t == 0:
+                v += start[y]
+            psi[t, e] = v
+    return psi
+
+
+@njit(cache=True)
+def _forward(psi, dst, P, K, T, semiring, alpha, bp):
+    """α (T, P) in log space; LOG (semiring 0) or MAX (1, with back-pointers bp (T, P) edge ids)."""
+    E = dst.shape[0]
+    mx = np.empty(P)
+    acc = np.empty(P)
+    for t in range(T):
+        for q in range(P):
+            mx[q] = _NEG
+            acc[q] = 0.0
+            if semiring == 1:
+                bp[t, q] = -1
+        # pass 1: the largest incoming value per destination
+        for e in range(E):
+            p = e // K
+            a = (0.0 if p == 0 else _NEG) if t == 0 else alpha[t - 1, p]
+            if a == _NEG:
+                continue
+            v = a + psi[t, e]
+            q = dst[e]
+            if v > mx[q]:
+                mx[q] = v
+                if semiring == 1:
+                    bp[t, q] = e
+        if semiring == 1:
+            for q in range(P):
+                alpha[t, q] = mx[q]
+            continue
+        # pass 2: shifted sums
+        for e in range(E):
+            p = e // K
+            a = (0.0 if p == 0 else _NEG) if t == 0 else alpha[t - 1, p]
+            q = dst[e]
+            if a == _NEG or mx[q] == _NEG:
+                continue
+            v = a + psi[t, e]
+            if v != _NEG:
+                acc[q] += math.exp(v - mx[q])
+        for q in range(P):
+            alpha[t, q] = mx[q] + math.log(acc[q]) if mx[q] != _NEG else _NEG
+
+
+@njit(cache=True)
+def _final(alpha_last, p_last, end, semiring):
+    P = alpha_last.shape[0]
+    m = _NEG
+    arg = -1
+    for q in range(P):
+        if p_last[q] < 0:
+            continue
+        v = alpha_last[q] + end[p_last[q]]
+        if v > m:
+            m = v
+            arg = q
+    if semiring == 1 or m == _NEG:
+        return m, arg
+    s = 0.0
+    for q in range(P):
+        if p_last[q] < 0:
+            continue
+        v = alpha_last[q] + end[p_last[q]]
+        if v != _NEG:
+            s += math.exp(v - m)
+    return m + math.log(s), arg
+
+
+@njit(cache=True)
+def _backward(psi, dst, p_last, end, P, K, T, beta):
+    """β (T, P) in log space."""
+    for q in range(P):
+        beta[T - 1, q] = end[p_last[q]] if p_last[q] >= 0 else _NEG
+    for t in range(T - 2, -1, -1):
+        for p in range(P):
+            m = _NEG
+            for y in range(K):
+                e = p * K + y
+                v = psi[t + 1, e] + beta[t + 1, dst[e]]
+                if v > m:
+                    m = v
+            if m == _NEG:
+                beta[t, p] = _NEG
+                continue
+            s = 0.0
+            for y in range(K):
+                e = p * K + y
+                v = psi[t + 1, e] + beta[t + 1, dst[e]]
+                if v != _NEG:
+                    s += math.exp(v - m)
+            beta[t, p] = m + math.log(s)
+
+
+@njit(cache=True, parallel=True)
+def pattern_marginals(phi, econst, es_ptr, es_pat, dst, p_last, start, end, allowed, offsets,
+                      n_chunks):
+    """log Z, label marginals, token pattern marginals and edge totals of the sparse model.
+
+    Returns
+    -------
+    log_z : (B,)
+    lab : (N, K) P(y_t = k)
+    tok : (N, Zs) P(state pattern z ends at t)
+    etot : (E,) Σ_t μ[t, e] over the batch
+    """
+    B = offsets.shape[0] - 1
+    N = phi.shape[0]
+    Zs = phi.shape[1]
+    K = start.shape[0]
+    E = econst.shape[0]
+    P = p_last.shape[0]
+    log_z = np.zeros(B)
+    lab = np.zeros((N, K))
+    tok = np.zeros((N, Zs))
+    bufs = np.zeros((n_chunks, E))
+    step = (B + n_chunks - 1) // n_chunks
+    for c in prange(n_chunks):
+        dummy = np.zeros((1, 1), np.int64)
+        for b in range(c * step, min(B, (c + 1) * step)):
+            o = offsets[b]
+            T = offsets[b + 1] - o
+            if T == 0:
+                continue
+            psi = _edge_scores(phi, econst, es_ptr, es_pat, start, allowed, o, T, K)
+            alpha = np.empty((T, P))
+            _forward(psi, dst, P, K, T, 0, alpha, dummy)
+            lz, _ = _final(alpha[T - 1], p_last, end, 0)
+            log_z[b] = lz
+            if lz == _NEG:
+                continue
+            beta = np.empty((T, P))
+            _backward(psi, dst, p_last, end, P, K, T, beta)
+            for t in range(T):
+                n = o + t
+                for e in range(E):
+                    p = e // K
+                    a = (0.0 if p == 0 else _NEG) if t == 0 else alpha[t - 1, p]
+                    if a == _NEG:
+                        continue
+                    v = a + psi[t, e] + beta[t, dst[e]] - lz
+                    if v == _NEG:
+                        continue
+                    mu = math.exp(v)
+                    lab[n, e % K] += mu
+                    bufs[c, e] += mu
+                    for j in range(es_ptr[e], es_ptr[e + 1]):
+                        tok[n, es_pat[j]] += mu
+    etot = np.zeros(E)
+    for c in range(n_chunks):
+        for e in range(E):
+            etot[e] += bufs[c, e]
+    return log_z, lab, tok, etot
+
+
+@njit(cache=True, parallel=True)
+def pattern_viterbi(phi, econst, es_ptr, es_pat, dst, p_last, start, end, allowed, offsets):
+    """Best score (B,) and best labels (N,) (-1 in infeasible sequences) of the sparse model."""
+    B = offsets.shape[0] - 1
+    N = phi.shape[0]
+    K = start.shape[0]
+    P = p_last.shape[0]
+    best = np.zeros(B)
+    labels = np.full(N, -1, np.int64)
+    for b in prange(B):
+        o = offsets[b]
+        T = offsets[b + 1] - o
+        if T == 0:
+            continue
+        psi = _edge_scores(phi, econst, es_ptr, es_pat, start, allowed, o, T, K)
+        alpha = np.empty((T, P))
+        bp = np.empty((T, P), np.int64)
+        _forward(psi, dst, P, K, T, 1, alpha, bp)
+        m, q = _final(alpha[T - 1], p_last, end, 1)
+        best[b] = m
+        if m == _NEG:
+            continue
+        for t in range(T - 1, -1, -1):
+            e = bp[t, q]
+            labels[o + t] = e % K
+            q = e // K
+    return best, labels
+
+
+@njit(cache=True, parallel=True)
+def pattern_path(labels, dst, K, offsets):
+    """Edge ids (N,) taken by the automaton on the given labels (the gold path)."""
+    B = offsets.shape[0] - 1
+    out = np.empty(labels.shape[0], np.int64)
+    for b in prange(B):
+        p = 0
+        for n in range(offsets[b], offsets[b + 1]):
+            e = p * K + labels[n]
+            out[n] = e
+            p = dst[e]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# dense expansion to d-tuples
+# ---------------------------------------------------------------------------------------------------
+@njit(cache=True, parallel=True)
+def dense_unary(phi, wpat, suffix, tpat, pos, allowed, K):
+    """Unary log-potentials (N, K**d) of the d-tuple expansion.
+
+    ``suffix[k-1, s]``: pattern id of the length-k suffix of tuple s (-1 if not a pattern);
+    ``tpat[s, y]``: pattern id of the (d+1)-gram s·y (-1 if none); ``pos[n]``: position in its sequence.
+    unary[n, s] = Σ_{k ≤ min(d, pos+1)} (wpat[z_k] + phi[n, z_k]) minus, for 1 ≤ pos ≤ d-1, the
+    stationary transition weight from the padded predecessor s // K (a (d+1)-gram out of range).
+    """
+    N = phi.shape[0]
+    Zs = phi.shape[1]
+    d = suffix.shape[0]
+    S = suffix.shape[1]
+    out = np.empty((N, S))
+    for n in prange(N):
+        tau = pos[n]
+        kmax = min(d, tau + 1)
+        for s in range(S):
+            if not allowed[n, s % K]:
+                out[n, s] = _NEG
+                continue
+            v = 0.0
+            for k in range(kmax):
+                z = suffix[k, s]
+                if z >= 0:
+                    v += wpat[z]
+                    if z < Zs:
+                        v += phi[n, z]
+            if tau >= 1 and tau <= d - 1:
+                z = tpat[s // K, s % K]
+                if z >= 0:
+                    v -= wpat[z]
+            out[n, s] = v
+    return out
+
+
+@njit(cache=True)
+def dense_collect(U, suffix, tpat, pos, K, Zs, Z):
+    """Token pattern marginals (N, Zs), label marginals (N, K), pattern totals (Z,) of patterns up to
+    length d (with the padded-transition correction) from the expanded unary marginals U (N, K**d)."""
+    N = U.shape[0]
+    d = suffix.shape[0]
+    S = suffix.shape[1]
+    tok = np.zeros((N, Zs))
+    lab = np.zeros((N, K))
+    tot = np.zeros(Z)
+    for n in range(N):
+        tau = pos[n]
+        kmax = min(d, tau + 1)
+        for s in range(S):
+            u = U[n, s]
+            if u == 0.0:
+                continue
+            lab[n, s % K] += u
+            for k in range(kmax):
+                z = suffix[k, s]
+                if z >= 0:
+                    tot[z] += u
+                    if z < Zs:
+                        tok[n, z] += u
+            if tau >= 1 and tau <= d - 1:
+                z = tpat[s // K, s % K]
+                if z >= 0:
+                    tot[z] -= u
+    return tok, lab, tot

@@ -1,0 +1,563 @@
+"""Higher-order linear-chain CRF: label-pattern features -> a distribution over label sequences.
+
+A model of order d scores label sequences with **label patterns** (label n-grams) ``z`` of length 1..d+1:
+pattern z is active at position t when ``y[t-|z|+1 .. t] == z`` (entirely inside the sequence). Its
+log-potential at t is
+
+    θ_t(z) = w_pat[z] + Σ_{(a, v) in item t} v · w_state[a, z]        (the second sum only if |z| ≤ s)
+
+where ``w_pat`` are the *transition* features (patterns of length 2..d+1, the seed's "transition n-grams")
+and ``w_state`` the state features conditioned on a label pattern (the seed's ``<source, sentiment>``
+example), limited to patterns of length ≤ s = ``state_order`` ≤ d. Plus ``start[y_0]`` and
+``end[y_{T-1}]``. Order 1 with s = 1 is exactly the linear-chain CRF of :mod:`structlearn.models.crf`.
+
+Pattern ids: the K unigrams first (id = label), then the other "state" patterns (length 2..s), so that
+the first ``Zs`` ids are those with token-dependent potentials; then the rest. Two exact inference
+algorithms, chosen by ``mode``:
+
+- ``"dense"``: state expansion to d-tuples of labels (seed 000 §"Higher-order CRFs", α[y_1..y_d]):
+  a first-order :class:`~structlearn.structures.LinearChain` over K**d states whose transition matrix is
+  -inf except between overlapping tuples (s[1:] == s'[:-1]), which carry the (d+1)-gram weights. Tuples at
+  the first d-1 positions are padded with label 0 (start potentials -inf elsewhere), and the out-of-range
+  (d+1)-gram weight of those steps is subtracted from the unary. Time O(N·K**(2d)), memory O(N·K**d).
+- ``"sparse"``: Cuong et al. (2014) forward–backward over pattern prefixes with the longest-suffix
+  relation (:mod:`structlearn.kernels.higher_order`). Time O(N·|P|·K) with |P| the number of pattern
+  prefixes — only the patterns seen in training, so orders 3–5 stay tractable with 20+ labels.
+"""
+import numba
+import numpy as np
+import scipy.sparse as sp
+
+from ..kernels import higher_order as _k
+from ..learning.objectives import _CLL
+from ..structures import LinearChain
+from ..structures._base import Marginals
+from ..utils.validation import check_allowed_mask, check_labels
+from .features import state_gradient_tokens, state_potentials
+
+__all__ = ["LabelPatterns", "PatternChain", "HigherOrderFeatureModel", "HigherOrderCLL",
+           "build_pattern_state_features", "ngram_ids"]
+
+
+# ---------------------------------------------------------------------------------------------------
+# pattern sets
+# ---------------------------------------------------------------------------------------------------
+def _positions(offsets):
+    """Position of every token in its sequence, int64 (N,)."""
+    N = int(offsets[-1])
+    lengths = np.diff(offsets)
+    return np.arange(N, dtype=np.int64) - np.repeat(offsets[:-1], lengths)
+
+
+def _codes(y, pos, k, K):
+    """Integer code Σ y[n-k+1+i]·K**(k-1-i) of the k-gram ending at every token, -1 where out of range."""
+    N = y.shape[0]
+    code = np.zeros(N, np.int64)
+    ok = pos >= k - 1
+    for i in range(k):
+        sh = k - 1 - i  # token n - sh
+        prev = np.zeros(N, np.int64)
+        if sh < N:
+            prev[sh:] = y[:N - sh]
+        code = code * K + prev
+    return np.where(ok, code, -1)
+
+
+class LabelPatterns:
+    """A set of label patterns of one order, with the sparse automaton and the dense maps.
+
+    Parameters
+    ----------
+    patterns : list of tuple of int
+        Every pattern once; the K unigrams must come first in label order, then the other patterns
+        of length ≤ ``state_order``, then the rest (as :meth:`from_labels` builds them).
+    n_labels : int
+        K.
+    order : int
+        d ≥ 1 (patterns have length ≤ d + 1).
+    state_order : int
+        s, 1 ≤ s ≤ d: patterns of length ≤ s may have state features (ids < ``n_state_patterns``).
+    """
+
+    def __init__(self, patterns, n_labels, order, state_order):
+        self.patterns = [tuple(int(v) for v in z) for z in patterns]
+        self.n_labels = K = int(n_labels)
+        self.order = int(order)
+        self.state_order = int(state_order)
+        self.index = {z: i for i, z in enumerate(self.patterns)}
+        if len(self.index) != len(self.patterns):
+            raise ValueError("`patterns` holds a pattern twice")
+        if self.patterns[:K] != [(k,) for k in range(K)]:
+            raise ValueError("`patterns` must start with the K unigrams in label order")
+        lens = np.array([len(z) for z in self.patterns], np.int64)
+        if lens.max() > self.order + 1 or lens.min() < 1:
+            raise ValueError(f"patterns must have length 1..order+1 = {self.order + 1}")
+        self.lengths = lens
+        self.n_state_patterns = int(np.sum(lens <= self.state_order))
+        if not np.all(lens[:self.n_state_patterns] <= self.state_order):
+            raise ValueError("patterns of length ≤ state_order must come before the others")
+        self._sparse = None
+        self._dense = None
+
+    @property
+    def n_patterns(self):
+        return len(self.patterns)
+
+    @classmethod
+    def from_labels(cls, y, offsets, n_labels, order, state_order, all_possible=False):
+        """Patterns seen in the label sequences ``y`` (N,) (all K**n n-grams when ``all_possible``)."""
+        K = int(n_labels)
+        pos = _positions(offsets)
+        by_len = {}
+        for k in range(1, order + 2):
+            if k == 1 or all_possible:
+                codes = np.arange(K ** k, dtype=np.int64)
+            else:
+                c = _codes(y, pos, k, K)
+                codes = np.unique(c[c >= 0])
+            pats = []
+            for c in codes.tolist():
+                z = []
+                for _ in range(k):
+                    z.append(c % K)
+                    c //= K
+                pats.append(tuple(reversed(z)))
+            by_len[k] = pats
+        ordered = [z for k in range(1, state_order + 1) for z in by_len[k]] + \
+            [z for k in range(state_order + 1, order + 2) for z in by_len[k]]
+        return cls(ordered, K, order, state_order)
+
+    def to_array(self):
+        """(Z, d+1) int64 table, rows right-padded with -1 (for model files)."""
+        out = np.full((self.n_patterns, self.order + 1), -1, np.int64)
+        for i, z in enumerate(self.patterns):
+            out[i, :len(z)] = z
+        return out
+
+    @classmethod
+    def from_array(cls, table, n_labels, order, state_order):
+        return cls([tuple(int(v) for v in row if v >= 0) for row in np.asarray(table)], n_labels, order,
+                   state_order)
+
+    # -- sparse automaton (Cuong et al. 2014) -------------------------------------------------------
+    def sparse(self):
+        """The automaton: dict with ``dst`` (E,), ``p_last`` (P,), ``es_ptr``/``es_pat`` (state patterns
+        of every edge), ``incidence`` (E, Z) sparse 0/1 (all patterns of every edge), ``prefixes``.
+
+        Edge e = p·K + y for forward state p (0 = ε) and label y.
+        """
+        if self._sparse is not None:
+            return self._sparse
+        K = self.n_labels
+        prefixes = {(): 0}
+        plist = [()]
+        for z in [(k,) for k in range(K)] + [z[:i] for z in self.patterns for i in range(1, len(z))]:
+            if z not in prefixes:
+                prefixes[z] = len(plist)
+                plist.append(z)
+        P = len(plist)
+        dst = np.empty(P * K, np.int64)
+        es_ptr = [0]
+        es_pat = []
+        rows, cols = [], []
+        Zs = self.n_state_patterns
+        for p, pz in enumerate(plist):
+            for y in range(K):
+                s = pz + (y,)
+                e = p * K + y
+                q = -1
+                for i in range(len(s)):  # longest suffix of s in P
+                    q = prefixes.get(s[i:], -1)
+                    if q >= 0:
+                        break
+                dst[e] = q
+                for i in range(len(s)):  # all Z-suffixes of s
+                    z = self.index.get(s[i:])
+                    if z is not None:
+                        rows.append(e)
+                        cols.append(z)
+                        if z < Zs:
+                            es_pat.append(z)
+                es_ptr.append(len(es_pat))
+        p_last = np.array([z[-1] if z else -1 for z in plist], np.int64)
+        inc = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(P * K, self.n_patterns))
+        self._sparse = {"dst": dst, "p_last": p_last, "es_ptr": np.asarray(es_ptr, np.int64),
+                        "es_pat": np.asarray(es_pat, np.int64), "incidence": inc, "prefixes": plist}
+        return self._sparse
+
+    # -- dense expansion ----------------------------------------------------------------------------
+    def dense(self):
+        """Maps of the d-tuple expansion: ``suffix`` (d, K**d), ``tpat`` (K**d, K) (see
+        :func:`~structlearn.kernels.higher_order.dense_unary`)."""
+        if self._dense is not None:
+            return self._dense
+        K, d = self.n_labels, self.order
+        S = K ** d
+        if S > 2 ** 24:
+            raise ValueError(f"the dense expansion needs K**d = {K}**{d} = {S} states; use "
+                             f"patterns='sparse'")
+        tuples = np.zeros((S, d), np.int64)  # tuple of every state index (most significant first)
+        r = np.arange(S, dtype=np.int64)
+        for i in range(d - 1, -1, -1):
+            tuples[:, i] = r % K
+            r //= K
+        suffix = np.full((d, S), -1, np.int64)
+        tpat = np.full((S, K), -1, np.int64)
+        idx = self.index
+        for s in range(S):
+            t = tuple(tuples[s].tolist())
+            for k in range(1, d + 1):
+                suffix[k - 1, s] = idx.get(t[d - k:], -1)
+            for y in range(K):
+                tpat[s, y] = idx.get(t + (y,), -1)
+        self._dense = {"suffix": suffix, "tpat": tpat, "n_states": S}
+        return self._dense
+
+    def dense_transition(self, wpat):
+        """(K**d, K**d) transition log-potentials: (d+1)-gram weights between overlapping tuples."""
+        K = self.n_labels
+        dn = self.dense()
+        S = dn["n_states"]
+        tr = np.full((S, S), -np.inf)
+        src = np.repeat(np.arange(S), K)
+        y = np.tile(np.arange(K), S)
+        nxt = (src % (S // K)) * K + y
+        z = dn["tpat"].ravel()
+        tr[src, nxt] = np.where(z >= 0, wpat[np.maximum(z, 0)], 0.0)
+        return tr
+
+
+def ngram_ids(patterns, y, offsets, max_len):
+    """Pattern ids (N, max_len) of the k-gram (k = 1..max_len) of ``y`` ending at every token; -1 where
+    out of range or not a pattern."""
+    K = patterns.n_labels
+    pos = _positions(offsets)
+    out = np.full((y.shape[0], max_len), -1, np.int64)
+    for k in range(1, max_len + 1):
+        c = _codes(y, pos, k, K)
+        pk = [(i, z) for i, z in enumerate(patterns.patterns) if len(z) == k]
+        if not pk:
+            continue
+        pc = np.array([sum(v * K ** (k - 1 - j) for j, v in enumerate(z)) for _, z in pk], np.int64)
+        pid = np.array([i for i, _ in pk], np.int64)
+        order = np.argsort(pc)
+        pc, pid = pc[order], pid[order]
+        j = np.clip(np.searchsorted(pc, c), 0, len(pc) - 1)
+        out[:, k - 1] = np.where((c >= 0) & (pc[j] == c), pid[j], -1)
+    return out
+
+
+def build_pattern_state_features(packed, y, patterns, n_attributes, min_freq=0.0,
+                                 all_possible_states=False):
+    """State features (attribute, state pattern) as CRFsuite's (attribute, label) generalised.
+
+    A feature (a, z) exists when attribute a occurs (non-zero) at a token where gold pattern z (|z| ≤
+    ``state_order``) ends, at least ``min_freq`` times; with ``all_possible_states`` every attribute seen
+    in training gets every state pattern. Returns ``attr_ptr`` (A + 1,), ``feat_pat`` (F,) grouped by
+    attribute, patterns ascending (for order 1 the layout of
+    :func:`~structlearn.models.features.build_state_features`).
+    """
+    A, Zs = n_attributes, patterns.n_state_patterns
+    if all_possible_states:
+        seen = np.zeros(A, bool)
+        seen[packed.item_attr[packed.item_val != 0]] = True
+        cnt = np.where(seen, Zs, 0)
+        attr_ptr = np.concatenate([[0], np.cumsum(cnt)]).astype(np.int64)
+        return attr_ptr, np.tile(np.arange(Zs, dtype=np.int64), int(seen.sum()))
+    ids = ngram_ids(patterns, y, packed.offsets, patterns.state_order)
+    rows = np.repeat(np.arange(packed.n_items, dtype=np.int64), np.diff(packed.item_ptr))
+    nz = packed.item_val != 0
+    r, a = rows[nz], packed.item_attr[nz]
+    keys = []
+    for k in range(ids.shape[1]):
+        z = ids[r, k]
+        ok = z >= 0
+        keys.append(a[ok] * Zs + z[ok])
+    keys, counts = np.unique(np.concatenate(keys), return_counts=True)
+    keys = keys[counts >= min_freq]
+    attr_ptr = np.concatenate([[0], np.cumsum(np.bincount(keys // Zs, minlength=A))]).astype(np.int64)
+    return attr_ptr, (keys % Zs).astype(np.int64)
+
+
+# ---------------------------------------------------------------------------------------------------
+# the structure
+# ---------------------------------------------------------------------------------------------------
+class PatternChain:
+    """Distribution over label sequences of a higher-order chain given pattern potentials.
+
+    Parameters
+    ----------
+    phi : ndarray of float64, shape (N, Zs)
+        Token-dependent log-potentials of the state patterns (ids < Zs) ending at each token.
+    wpat : ndarray of float64, shape (Z,)
+        Constant log-potential of every pattern.
+    patterns : LabelPatterns
+    lengths : ndarray of int64, shape (B,)
+    start, end : ndarray of float64, shape (K,)
+    mode : {"dense", "sparse"}
+    allowed : ndarray of bool, shape (N, K), optional
+        Labels allowed per token (others -inf).
+
+    Notes
+    -----
+    ``log_partition``, ``marginals``, ``pattern_marginals``, ``argmax``, ``max`` and ``score`` follow
+    :class:`~structlearn.structures.LinearChain`. Costs: see the module docstring.
+    """
+
+    def __init__(self, phi, wpat, patterns, lengths, start, end, mode="sparse", allowed=None):
+        self.phi = np.ascontiguousarray(phi, dtype=np.float64)
+        self.wpat = np.ascontiguousarray(wpat, dtype=np.float64)
+        self.patterns = patterns
+        self.lengths = np.asarray(lengths, np.int64)
+        self.offsets = np.concatenate([[0], np.cumsum(self.lengths)]).astype(np.int64)
+        self.start = np.asarray(start, np.float64)
+        self.end = np.asarray(end, np.float64)
+        if mode not in ("dense", "sparse"):
+            raise ValueError(f"`mode` must be 'dense' or 'sparse'; got {mode!r}")
+        self.mode = mode
+        N, K = self.phi.shape[0], patterns.n_labels
+        self.n_labels = K
+        self.n_rows = N
+        self.allowed = np.ones((N, K), bool) if allowed is None else check_allowed_mask(allowed, (N, K))
+        self._cache = {}
+
+    @property
+    def batch_size(self):
+        return self.lengths.shape[0]
+
+    def constrain(self, allowed):
+        """A new chain restricted to labelings allowed by the boolean mask ``allowed`` (N, K)."""
+        mask = check_allowed_mask(allowed, (self.n_rows, self.n_labels)) & self.allowed
+        return PatternChain(self.phi, self.wpat, self.patterns, self.lengths, self.start, self.end,
+                            self.mode, mask)
+
+    # -- dense adapter ------------------------------------------------------------------------------
+    def expanded(self):
+        """The first-order :class:`LinearChain` over K**d tuple states (dense mode's adapter)."""
+        if "chain" not in self._cache:
+            pt = self.patterns
+            dn = pt.dense()
+            K, S = self.n_labels, dn["n_states"]
+            pos = _positions(self.offsets)
+            unary = _k.dense_unary(self.phi, self.wpat, dn["suffix"], dn["tpat"], pos, self.allowed, K)
+            start = np.full(S, -np.inf)
+            start[:K] = self.start  # tuple (0, ..., 0, y) has index y
+            end = np.tile(self.end, S // K)
+            self._cache["chain"] = LinearChain(unary, pt.dense_transition(self.wpat), lengths=self.lengths,
+                                               start=start, end=end)
+        return self._cache["chain"]
+
+    def _sparse_args(self):
+        sa = self.patterns.sparse()
+        econst = np.asarray(sa["incidence"] @ self.wpat, dtype=np.float64)
+        return (self.phi, econst, sa["es_ptr"], sa["es_pat"], sa["dst"], sa["p_last"], self.start,
+                self.end, self.allowed, self.offsets)
+
+    # -- log semiring -------------------------------------------------------------------------------
+    def pattern_marginals(self):
+        """(log_z (B,), label marginals (N, K), state-pattern marginals (N, Zs), expected pattern counts
+        over the batch (Z,)), all linear space except log_z."""
+        if "pm" in self._cache:
+            return self._cache["pm"]
+        pt = self.patterns
+        if self.mode == "sparse":
+            sa = pt.sparse()
+            log_z, lab, tok, etot = _k.pattern_marginals(*self._sparse_args(), numba.get_num_threads())
+            tot = np.asarray(sa["incidence"].T @ etot)
+        else:
+            chain = self.expanded()
+            dn = pt.dense()
+            m = chain.marginals(edge="total")
+            log_z = chain.log_partition()
+            pos = _positions(self.offsets)
+            tok, lab, tot = _k.dense_collect(m.unary, dn["suffix"], dn["tpat"], pos, self.n_labels,
+                                             pt.n_state_patterns, pt.n_patterns)
+            S, K = dn["n_states"], self.n_labels
+            src = np.repeat(np.arange(S), K)
+            nxt = (src % (S // K)) * K + np.tile(np.arange(K), S)
+            z = dn["tpat"].ravel()
+            ok = z >= 0
+            tot += np.bincount(z[ok], weights=m.edge[src[ok], nxt[ok]], minlength=pt.n_patterns)
+        self._cache["pm"] = (log_z, lab, tok, tot)
+        return self._cache["pm"]
+
+    def log_partition(self):
+        """log Z per sequence (B,); -inf if infeasible, 0 for empty sequences."""
+        if "pm" in self._cache:
+            return self._cache["pm"][0].copy()
+        if self.mode == "dense":
+            return self.expanded().log_partition()
+        return self.pattern_marginals()[0].copy()
+
+    def marginals(self, edge="none"):
+        """Label marginals P(y_t = k) as :class:`Marginals` (``unary`` (N, K); ``edge`` None)."""
+        if edge not in ("none", "total", "full", "sum"):
+            raise ValueError(f"`edge` must be one of 'none', 'full', 'sum', 'total'; got {edge!r}")
+        return Marginals(self.pattern_marginals()[1], None)
+
+    # -- max semiring -------------------------------------------------------------------------------
+    def _viterbi(self):
+        if "viterbi" not in self._cache:
+            if self.mode == "sparse":
+                self._cache["viterbi"] = _k.pattern_viterbi(*self._sparse_args())
+            else:
+                chain = self.expanded()
+                best = chain.max()
+                if np.all(best > -np.inf):
+                    labels = chain.argmax() % self.n_labels
+                else:
+                    labels = np.full(self.n_rows, -1, np.int64)
+                self._cache["viterbi"] = (best, labels)
+        return self._cache["viterbi"]
+
+    def max(self):
+        """Best score per sequence (B,)."""
+        return self._viterbi()[0].copy()
+
+    def argmax(self):
+        """Best labeling (N,) int64.
+
+        Raises
+        ------
+        ValueError
+            If a sequence has no labeling with non-zero potential.
+        """
+        best, labels = self._viterbi()
+        bad = np.flatnonzero(best == -np.inf)
+        if bad.size:
+            raise ValueError(f"cannot compute argmax: sequence {int(bad[0])} has no labeling with non-zero "
+                             f"potential (log_partition is -inf)")
+        return labels.copy()
+
+    # -- other --------------------------------------------------------------------------------------
+    def path(self, labels):
+        """Automaton edges (N,) of labels (N,)."""
+        return _k.pattern_path(labels, self.patterns.sparse()["dst"], self.n_labels, self.offsets)
+
+    def score(self, labels):
+        """Log-score s(y) of the packed labeling ``labels`` (N,), shape (B,); -inf if not allowed."""
+        labels = check_labels(labels, self.n_rows, self.n_labels)
+        sa = self.patterns.sparse()
+        edges = self.path(labels)
+        inc = sa["incidence"][edges]  # (N, Z) patterns ending at every token
+        per_tok = np.asarray(inc @ self.wpat).ravel()
+        Zs = self.patterns.n_state_patterns
+        coo = inc[:, :Zs].tocoo()
+        np.add.at(per_tok, coo.row, self.phi[coo.row, coo.col])
+        per_tok[~self.allowed[np.arange(self.n_rows), labels]] = -np.inf
+        seq = np.repeat(np.arange(self.batch_size), self.lengths)
+        out = np.zeros(self.batch_size)
+        np.add.at(out, seq, per_tok)
+        nz = np.flatnonzero(self.lengths > 0)
+        out[nz] += self.start[labels[self.offsets[nz]]] + self.end[labels[self.offsets[nz + 1] - 1]]
+        return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# the feature model
+# ---------------------------------------------------------------------------------------------------
+class HigherOrderFeatureModel:
+    """Maps higher-order CRF weights to a :class:`PatternChain` and pattern marginals to the gradient.
+
+    Parameter layout of ``w`` (float64, length ``n_params``)::
+
+        w[:F]               state features (attribute, state pattern), grouped by attribute
+        w[F:F+Z]            pattern ("transition n-gram") weights; unigrams are not parameters (stay 0)
+        w[F+Z:F+Z+K]        start
+        w[F+Z+K:F+Z+2K]     end
+
+    Parameters
+    ----------
+    patterns : LabelPatterns
+    attr_ptr : ndarray of int64, shape (A + 1,)
+    feat_pat : ndarray of int64, shape (F,)
+        State-pattern id (< Zs) of every state feature.
+    mode : {"dense", "sparse"}
+    """
+
+    def __init__(self, patterns, attr_ptr, feat_pat, mode="sparse"):
+        self.patterns = patterns
+        self.attr_ptr = np.ascontiguousarray(attr_ptr, dtype=np.int64)
+        self.feat_pat = np.ascontiguousarray(feat_pat, dtype=np.int64)
+        self.mode = mode
+        self.n_labels = patterns.n_labels
+
+    @property
+    def n_state(self):
+        return self.feat_pat.shape[0]
+
+    @property
+    def n_params(self):
+        return self.n_state + self.patterns.n_patterns + 2 * self.n_labels
+
+    def split(self, w):
+        """Views (state (F,), patterns (Z,), start (K,), end (K,)) into ``w``."""
+        F, Z, K = self.n_state, self.patterns.n_patterns, self.n_labels
+        return w[:F], w[F:F + Z], w[F + Z:F + Z + K], w[F + Z + K:F + Z + 2 * K]
+
+    def free_mask(self):
+        m = np.ones(self.n_params, bool)
+        m[self.n_state:self.n_state + self.patterns.n_patterns] = self.patterns.lengths >= 2
+        return m
+
+    def pattern_potentials(self, w, packed):
+        """Token state-pattern potentials phi (N, Zs). Time O(nnz · patterns per attribute)."""
+        return state_potentials(w[:self.n_state], packed.item_ptr, packed.item_attr, packed.item_val,
+                                self.attr_ptr, self.feat_pat, self.patterns.n_state_patterns)
+
+    def structure(self, w, packed, allowed=None):
+        """The :class:`PatternChain` of a packed batch under weights ``w``."""
+        _, wp, st, en = self.split(w)
+        wp = np.where(self.patterns.lengths >= 2, wp, 0.0)
+        return PatternChain(self.pattern_potentials(w, packed), wp, self.patterns, packed.lengths, st, en,
+                            self.mode, allowed)
+
+    def gradient(self, tok, tot, start_m, end_m, packed):
+        """Gradient (n_params,) from token state-pattern statistics (N, Zs), pattern totals (Z,) and
+        first / last label totals (K,)."""
+        g = np.empty(self.n_params)
+        gs, gp, gst, gen = self.split(g)
+        gs[...] = state_gradient_tokens(np.ascontiguousarray(tok), packed.item_ptr, packed.item_attr,
+                                        packed.item_val, self.attr_ptr, self.feat_pat,
+                                        numba.get_num_threads())
+        gp[...] = np.where(self.patterns.lengths >= 2, tot, 0.0)
+        gst[...] = start_m
+        gen[...] = end_m
+        return g
+
+    def feature_counts(self, packed, y):
+        """Observed feature counts of labels ``y`` (N,)."""
+        pt = self.patterns
+        sa = pt.sparse()
+        edges = _k.pattern_path(np.asarray(y, np.int64), sa["dst"], pt.n_labels, packed.offsets)
+        inc = sa["incidence"][edges]
+        tok = np.asarray(inc[:, :pt.n_state_patterns].todense())
+        tot = np.asarray(inc.sum(axis=0)).ravel()
+        K = pt.n_labels
+        off = packed.offsets
+        nz = np.flatnonzero(packed.lengths > 0)
+        st = np.bincount(y[off[nz]], minlength=K).astype(np.float64)
+        en = np.bincount(y[off[nz + 1] - 1], minlength=K).astype(np.float64)
+        return self.gradient(tok, tot, st, en, packed)
+
+
+class HigherOrderCLL(_CLL):
+    """Negative CLL of a packed batch under a :class:`HigherOrderFeatureModel` (see
+    :class:`~structlearn.learning.objectives.ChainCLL`; the same objective with label-pattern features).
+
+    One call costs one forward–backward of the chosen algorithm (dense or sparse) over the batch.
+    """
+
+    def __init__(self, model, packed, y, c2=0.0, allowed=None, c1=0.0):
+        off = packed.offsets
+        nz = np.flatnonzero(packed.lengths > 0)
+        self._first = off[nz]
+        self._last = off[nz + 1] - 1
+        super().__init__(model, packed, y, c2=c2, allowed=allowed, c1=c1)
+
+    def _expected(self, chain):
+        log_z, lab, tok, tot = chain.pattern_marginals()
+        return (tok, tot, lab[self._first].sum(axis=0), lab[self._last].sum(axis=0)), log_z
+
+    def _gradient(self, stats):
+        return self.model.gradient(*stats, self.packed)

@@ -1,0 +1,65 @@
+"""Brute-force oracle for higher-order chains over label patterns: enumerate all K**T label sequences.
+Imports nothing from structlearn.
+
+A pattern z (tuple of labels) is active at position t when y[t-len(z)+1 .. t] == z (inside the sequence);
+its log-potential there is ``wpat[z] + phi[t, z]`` (phi only for the first Zs patterns).
+"""
+import itertools
+import math
+
+import numpy as np
+
+
+def sequence_score(y, patterns, phi, wpat, start, end):
+    """Log-score of one labeling y (tuple) and the list of (t, pattern id) active in it."""
+    T = len(y)
+    if T == 0:
+        return 0.0, []
+    Zs = phi.shape[1]
+    s = start[y[0]] + end[y[-1]]
+    active = []
+    for t in range(T):
+        for i, z in enumerate(patterns):
+            k = len(z)
+            if t - k + 1 >= 0 and tuple(y[t - k + 1:t + 1]) == tuple(z):
+                s += wpat[i] + (phi[t, i] if i < Zs else 0.0)
+                active.append((t, i))
+    return s, active
+
+
+def _lse(vals):
+    vals = [v for v in vals if v != -math.inf]
+    if not vals:
+        return -math.inf
+    m = max(vals)
+    return m + math.log(sum(math.exp(v - m) for v in vals))
+
+
+def pattern_oracle(patterns, phi, wpat, start, end, K, allowed=None):
+    """log Z, label marginals (T, K), state-pattern marginals (T, Zs), expected counts (Z,), best score,
+    best labeling of one sequence of T = phi.shape[0] tokens."""
+    T, Zs = phi.shape
+    items = []
+    for y in itertools.product(range(K), repeat=T):
+        s, act = sequence_score(y, patterns, phi, wpat, start, end)
+        if allowed is not None and any(not allowed[t, y[t]] for t in range(T)):
+            s = -math.inf
+        items.append((y, s, act))
+    log_z = _lse([s for _, s, _ in items])
+    lab = np.zeros((T, K))
+    tok = np.zeros((T, Zs))
+    tot = np.zeros(len(patterns))
+    best, arg = -math.inf, None
+    for y, s, act in items:
+        if s > best:
+            best, arg = s, y
+        if s == -math.inf:
+            continue
+        p = math.exp(s - log_z)
+        for t in range(T):
+            lab[t, y[t]] += p
+        for t, i in act:
+            tot[i] += p
+            if i < Zs:
+                tok[t, i] += p
+    return log_z, lab, tok, tot, best, arg
