@@ -4,6 +4,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "LinearChainCRF": "structlearn.estimators.crf",
     "SemiMarkovCRF": "structlearn.estimators.semicrf",
+    "HigherOrderCRF": "structlearn.estimators.higher_order",
     "TreeCRF": "structlearn.estimators.tree_crf",
     "HiddenSemiMarkovModel": "structlearn.models.hsmm",
     "HierarchicalHMM": "structlearn.models.hhmm",

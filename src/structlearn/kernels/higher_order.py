@@ -22,6 +22,9 @@ where ``econst[e]`` is the sum of the constant pattern weights of the Z-suffixes
     log Z    = ⊕_q α[T-1, q] + end[last(q)]
     μ[t, e]  = exp(α[t-1, e // K] + ψ[t, e] + β[t, dst[e]] - log Z)
 
+In the LOG semiring α and β are kept scaled per token (α̂ sums to 1; β̂ divided by the same
+normalisers, as in scaled forward–backward), so marginals never subtract O(T)-sized log-scores.
+
 Cost per token O(|P|·K·(1 + patterns per edge)), memory O(T·|P|) per sequence.
 
 **Dense** helpers: the expansion to d-tuples of labels (a first-order chain over K**d states, the seed's
@@ -57,8 +60,9 @@ def _edge_scores(phi, econst, es_ptr, es_pat, start, allowed, o, T, K):
 
 
 @njit(cache=True)
-def _forward(psi, dst, P, K, T, semiring, alpha, bp):
-    """α (T, P) in log space; LOG (semiring 0) or MAX (1, with back-pointers bp (T, P) edge ids)."""
+def _forward(psi, dst, P, K, T, semiring, alpha, bp, inc):
+    """α (T, P) in log space; LOG (semiring 0: α̂ normalised per token, log normalisers in inc (T,))
+    or MAX (1, unnormalised, with back-pointers bp (T, P) edge ids)."""
     E = dst.shape[0]
     mx = np.empty(P)
     acc = np.empty(P)
@@ -94,8 +98,22 @@ def _forward(psi, dst, P, K, T, semiring, alpha, bp):
             v = a + psi[t, e]
             if v != _NEG:
                 acc[q] += math.exp(v - mx[q])
+        # normalise: α̂[t] = α[t] - inc[t] with log Σ_q exp α̂[t, q] = 0 (scaled forward)
+        m = _NEG
         for q in range(P):
             alpha[t, q] = mx[q] + math.log(acc[q]) if mx[q] != _NEG else _NEG
+            if alpha[t, q] > m:
+                m = alpha[t, q]
+        if m == _NEG:
+            inc[t] = _NEG
+            continue
+        z = 0.0
+        for q in range(P):
+            if alpha[t, q] != _NEG:
+                z += math.exp(alpha[t, q] - m)
+        inc[t] = m + math.log(z)
+        for q in range(P):
+            alpha[t, q] -= inc[t]
 
 
 @njit(cache=True)
@@ -123,10 +141,12 @@ def _final(alpha_last, p_last, end, semiring):
 
 
 @njit(cache=True)
-def _backward(psi, dst, p_last, end, P, K, T, beta):
-    """β (T, P) in log space."""
+def _backward(psi, dst, p_last, end, P, K, T, beta, inc, log_r):
+    """β̂ (T, P) in log space, scaled with the forward normalisers: β̂[T-1, q] = end[last(q)] - log r,
+    β̂[t, p] = ⊕_y ψ[t+1, p·K+y] + β̂[t+1, dst] - inc[t+1]; then μ[t, e] = exp(α̂[t-1, p] + ψ[t, e] +
+    β̂[t, dst[e]] - inc[t]) with every term O(1) (no cancellation of O(T) log-scores)."""
     for q in range(P):
-        beta[T - 1, q] = end[p_last[q]] if p_last[q] >= 0 else _NEG
+        beta[T - 1, q] = end[p_last[q]] - log_r if p_last[q] >= 0 else _NEG
     for t in range(T - 2, -1, -1):
         for p in range(P):
             m = _NEG
@@ -144,7 +164,7 @@ def _backward(psi, dst, p_last, end, P, K, T, beta):
                 v = psi[t + 1, e] + beta[t + 1, dst[e]]
                 if v != _NEG:
                     s += math.exp(v - m)
-            beta[t, p] = m + math.log(s)
+            beta[t, p] = m + math.log(s) - inc[t + 1]
 
 
 @njit(cache=True, parallel=True)
@@ -179,13 +199,21 @@ def pattern_marginals(phi, econst, es_ptr, es_pat, dst, p_last, start, end, allo
                 continue
             psi = _edge_scores(phi, econst, es_ptr, es_pat, start, allowed, o, T, K)
             alpha = np.empty((T, P))
-            _forward(psi, dst, P, K, T, 0, alpha, dummy)
-            lz, _ = _final(alpha[T - 1], p_last, end, 0)
-            log_z[b] = lz
-            if lz == _NEG:
+            inc = np.empty(T)
+            _forward(psi, dst, P, K, T, 0, alpha, dummy, inc)
+            if inc[T - 1] == _NEG:
+                log_z[b] = _NEG
                 continue
+            log_r, _ = _final(alpha[T - 1], p_last, end, 0)
+            if log_r == _NEG:
+                log_z[b] = _NEG
+                continue
+            lz = log_r
+            for t in range(T):
+                lz += inc[t]
+            log_z[b] = lz
             beta = np.empty((T, P))
-            _backward(psi, dst, p_last, end, P, K, T, beta)
+            _backward(psi, dst, p_last, end, P, K, T, beta, inc, log_r)
             for t in range(T):
                 n = o + t
                 for e in range(E):
@@ -193,7 +221,7 @@ def pattern_marginals(phi, econst, es_ptr, es_pat, dst, p_last, start, end, allo
                     a = (0.0 if p == 0 else _NEG) if t == 0 else alpha[t - 1, p]
                     if a == _NEG:
                         continue
-                    v = a + psi[t, e] + beta[t, dst[e]] - lz
+                    v = a + psi[t, e] + beta[t, dst[e]] - inc[t]
                     if v == _NEG:
                         continue
                     mu = math.exp(v)
@@ -225,7 +253,7 @@ def pattern_viterbi(phi, econst, es_ptr, es_pat, dst, p_last, start, end, allowe
         psi = _edge_scores(phi, econst, es_ptr, es_pat, start, allowed, o, T, K)
         alpha = np.empty((T, P))
         bp = np.empty((T, P), np.int64)
-        _forward(psi, dst, P, K, T, 1, alpha, bp)
+        _forward(psi, dst, P, K, T, 1, alpha, bp, np.empty(0))
         m, q = _final(alpha[T - 1], p_last, end, 1)
         best[b] = m
         if m == _NEG:
