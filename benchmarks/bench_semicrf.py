@@ -7,6 +7,7 @@ Reference (seed 000): the thesis' C fork of CRFsuite, 2.77 s per L-BFGS iteratio
 sentences. Usage::
 
     python benchmarks/bench_semicrf.py [--sentences 1000] [--iterations 10] [--segment-features]
+                                       [--features first,last]
 
 Reports featurisation time, seconds per iteration (objective + gradient evaluations included, the first
 iteration excluded from the mean since it includes Numba compilation on a cold cache) and the peak
@@ -32,12 +33,16 @@ def main():
     ap.add_argument("--iterations", type=int, default=10)
     ap.add_argument("--segment-features", action="store_true",
                     help="also use the first/last/span/caps segment features")
+    ap.add_argument("--features", default=None, metavar="F1,F2",
+                    help="segment features to use, e.g. first,last (overrides --segment-features)")
     ap.add_argument("--data-home", default=None)
     args = ap.parse_args()
     data = load_conll2000(data_home=args.data_home, download_if_missing=False)
     train = data.train[:args.sentences] if args.sentences else data.train
     X, y = featurize(train, get_template("chunking"))
     sf = ("first", "last", "span", "caps") if args.segment_features else ()
+    if args.features is not None:
+        sf = tuple(f for f in args.features.split(",") if f)
     est = SemiMarkovCRF(allow_same_label=True, max_iterations=args.iterations, segment_features=sf)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)

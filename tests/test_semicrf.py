@@ -231,3 +231,23 @@ def test_chunked_evaluation_matches_single_chunk(monkeypatch):
     v2 = f(w, g2)
     np.testing.assert_allclose(v2, v1, rtol=1e-12)
     np.testing.assert_allclose(g2, g1, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("allow_same_label", [False, True])
+@pytest.mark.parametrize("features", [(), ("first", "last"), ALL])
+def test_fused_objective_matches_engine(allow_same_label, features):
+    """The fused training kernel (kernels/semicrf.py) = the SemiMarkov engine's log Z and marginals."""
+    from structlearn.learning.objectives import _CLL
+
+    X, y = random_problem(21, n_seq=7, max_len=7)
+    est = fitted(X, y, allow_same_label=allow_same_label, segment_features=features,
+                 all_possible_transitions=True)
+    f, _ = objective_of(est, X, y, c2=0.05)
+    rng = np.random.RandomState(2)
+    for scale in (0.5, 30.0):  # large weights: the linear-space transition sums fall back to log space
+        w = rng.normal(scale=scale, size=f.mask.size) * f.mask
+        g1, g2 = np.zeros_like(w), np.zeros_like(w)
+        v1 = f(w, g1)
+        v2 = _CLL.__call__(f, w, g2)
+        np.testing.assert_allclose(v1, v2, rtol=1e-10)
+        np.testing.assert_allclose(g1, g2, rtol=1e-9, atol=1e-9)

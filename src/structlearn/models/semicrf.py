@@ -31,6 +31,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
+from ..kernels.semicrf import semicrf_expectations
 from ..learning.objectives import _CLL
 from ..structures import SemiMarkov
 from .features import state_gradient_tokens, state_potentials
@@ -415,6 +416,45 @@ class SemiMarkovFeatureModel:
         boolean (N, K) mask of allowed segment labels per token."""
         return ChunkedSemiMarkov(self, w, batch, allowed)
 
+    def token_potentials(self, w, batch):
+        """(unary, begin, last) float64 (N, K) each: state, "first" and "last" token scores (zeros for
+        an unused block)."""
+        p = self.split(w)
+        packed = batch.packed
+        K = self.n_labels
+        args = (packed.item_ptr, packed.item_attr, packed.item_val, self.attr_ptr, self.feat_label, K)
+        out = []
+        for name in ("state", "first", "last"):
+            if name == "state" or name in self.segment_features:
+                out.append(state_potentials(p[name], *args))
+            else:
+                out.append(np.zeros((packed.n_items, K)))
+        return tuple(out)
+
+    def expectations(self, w, batch):
+        """Fused forward–backward (:func:`structlearn.kernels.semicrf.semicrf_expectations`): the
+        statistics tuple of :meth:`gradient` and log Z (B,), without building (N, D, K) arrays.
+        Time O(N·(Σ_k L_k + K²)) plus O(nnz · labels per attribute), parallel over sequences."""
+        unary, begin, last = self.token_potentials(w, batch)
+        p = self.split(w)
+        tr, st, en, dur = self.chain_potentials(w)
+        if not self.allow_same_label:
+            np.fill_diagonal(tr, -np.inf)
+        use_span = "span" in self.segment_features and batch.span_id is not None
+        use_caps = "caps" in self.segment_features and batch.caps is not None
+        span_id = batch.span_id if use_span else np.full((1, 1), -1, np.int64)
+        caps = batch.caps if use_caps else np.zeros((1, 1), np.bool_)
+        span_w = np.ascontiguousarray(p["span"]) if use_span else np.zeros((0, self.n_labels))
+        caps_w = np.ascontiguousarray(p["caps"]) if "caps" in self.segment_features \
+            else np.zeros(self.n_labels)
+        res = semicrf_expectations(unary, begin, last, dur, self.max_lengths, tr, st, en, span_id,
+                                   span_w, caps, caps_w, use_span, use_caps, batch.offsets,
+                                   _blocks(batch), self.n_spans)
+        log_z, token, first, last_m, edge, g_dur, g_st, g_en, g_span, g_caps = res
+        if not use_span:
+            g_span = np.zeros((self.n_spans, self.n_labels))
+        return (token, edge, g_st, g_en, g_dur, first, last_m, g_span, g_caps), log_z
+
     def gradient(self, stats, batch):
         """Gradient vector (n_params,) from expected (or observed) statistics.
 
@@ -495,6 +535,20 @@ class SemiMarkovFeatureModel:
         return self.gradient(self.gold_statistics(batch), batch)
 
 
+def _blocks(batch):
+    """Sequence boundaries (C + 1,) of about 4 blocks per Numba thread with equal token counts (cached
+    on the batch)."""
+    bl = getattr(batch, "_blocks", None)
+    if bl is None:
+        off = batch.offsets
+        B = len(off) - 1
+        C = max(1, min(B, 4 * numba.get_num_threads()))
+        cuts = np.searchsorted(off[1:], np.linspace(0, off[-1], C + 1)[1:-1], side="left") + 1
+        bl = np.unique(np.concatenate([[0], np.clip(cuts, 0, B), [B]])).astype(np.int64)
+        batch._blocks = bl
+    return bl
+
+
 class SemiMarkovCLL(_CLL):
     """Negative CLL of a :class:`SegmentBatch` under a :class:`SemiMarkovFeatureModel`.
 
@@ -509,6 +563,32 @@ class SemiMarkovCLL(_CLL):
 
     def _expected(self, structure):
         return structure.expectations()
+
+    def __call__(self, w, g=None):
+        """Return L(w); write ∇L(w) into ``g`` if given. Fully labelled batches use the fused kernel
+        (:meth:`SemiMarkovFeatureModel.expectations`); the gold score is ⟨w, f(x, y)⟩."""
+        if self.allowed is not None:
+            return super().__call__(w, g)
+        self.n_evals += 1
+        stats, log_z = self.model.expectations(w, self.packed)
+        if not np.all(np.isfinite(log_z)):
+            bad = int(np.flatnonzero(~np.isfinite(log_z))[0])
+            raise ValueError(f"training {self._unit} {bad} has zero probability under the model (no "
+                             f"segmentation is possible); check `{self._hint}`")
+        value = float(np.sum(log_z) - w @ self.empirical)
+        if g is not None:
+            g[...] = self._gradient(stats) - self.empirical
+        if self.c2 > 0:
+            value += self.c2 * float(w @ w)
+            if g is not None:
+                g += 2.0 * self.c2 * w
+        if self.c1 > 0:
+            value += self.c1 * float(np.abs(w[self.mask]).sum())
+            if g is not None:
+                g += self.c1 * np.sign(w)
+        if g is not None:
+            g *= self.mask
+        return value
 
     def _gradient(self, stats):
         return self.model.gradient(stats, self.packed)

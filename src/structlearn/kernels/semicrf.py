@@ -1,0 +1,314 @@
+"""Numba kernel of the semi-Markov CRF training objective: log Z and all expected feature statistics in
+one fused forward–backward pass (arrays in, arrays out; no validation).
+
+A k-segment [s, e] (d = e - s + 1 <= L_k, the label's longest segment) scores (Sarawagi & Cohen 2004,
+"Semi-Markov conditional random fields", eqs. 3–5; seed 000 eq. "sm-alpha")::
+
+    w(s, e, k) = Σ_{u=s..e} unary[u, k] + dur[d-1, k] + begin[s, k] + last[e, k]
+               + span_w[span_id[e, d-1], k]   (if span_id >= 0)
+               + caps_w[k] · caps[e, d-1]
+
+and a segmentation start[k_1] + Σ_i w_i + Σ_i trans[k_i, k_{i+1}] + end[k_m]. ``begin`` / ``last``
+are the token attributes of a segment's first / last token (the linear chain's B- / E- tag features),
+``span`` / ``caps`` are looked up on the fly, so no (N, D, K) array is ever built.
+
+Recursions (log space; α* / β_start at segment starts, α / β_end at segment ends)::
+
+    α*[0, k] = start[k];   α*[s, k] = log Σ_j exp(α[s-1, j] + trans[j, k])
+    α[e, k]  = log Σ_{d=1..min(L_k, e+1)} exp(α*[e-d+1, k] + w(e-d+1, e, k))
+    log Z    = log Σ_k exp(α[T-1, k] + end[k])
+    β_end[T-1, k] = end[k];   β_end[e, k] = log Σ_j exp(trans[k, j] + β_start[e+1, j])
+    β_start[s, k] = log Σ_{d=1..min(L_k, T-s)} exp(w(s, s+d-1, k) + β_end[s+d-1, k])
+    P(k-segment [s, e]) = exp(α*[s, k] + w(s, e, k) + β_end[e, k] - log Z)
+    P(j -> k at s)      = exp(α[s-1, j] + trans[j, k] + β_start[s, k] - log Z)
+
+The K×K transition sums run in linear space (exp(trans - max) precomputed once; one exp per label and
+token) with an exact log-space fallback when a sum is tiny or a scale would overflow, so -inf
+transitions (``allow_same_label=False``) never produce NaN. Window sums over d use L_k exps per
+(token, label). Time O(N·(Σ_k L_k + K²)) per pass, memory O(N·K); parallel over blocks of sequences,
+each block with its own accumulators (summed at the end, deterministic for a given block count).
+Messages are not rescaled: meant for sentences (a few thousand tokens at most), not for 10⁵-token
+sequences (use :class:`structlearn.structures.SemiMarkov` there).
+"""
+import math
+
+import numpy as np
+from numba import njit, prange
+
+NEG_INF = -np.inf
+#: Linear-space transition sums below this are recomputed exactly in log space.
+_TINY = 1e-250
+
+
+@njit(cache=True)
+def _lse_buf(buf, n):
+    m = NEG_INF
+    for i in range(n):
+        if buf[i] > m:
+            m = buf[i]
+    if m == NEG_INF:
+        return m
+    s = 0.0
+    for i in range(n):
+        s += math.exp(buf[i] - m)
+    return m + math.log(s)
+
+
+@njit(cache=True)
+def _seq_pass(unary, begin, last, dur, maxlen, trans, expT, tmax, start, end, span_id, span_w, caps,
+              caps_w, use_span, use_caps, o, T, alpha, astar, bend, bstart, token, g_first, g_last,
+              edge, g_dur, g_start, g_end, g_span, g_caps, buf, vbuf, wbuf):
+    """One sequence: forward, backward and expected statistics (accumulated into the block buffers
+    ``edge``, ``g_dur``, ``g_start``, ``g_end``, ``g_span``, ``g_caps``; per-token rows of ``token``,
+    ``g_first``, ``g_last`` written). Returns log Z."""
+    K = unary.shape[1]
+    # ---- forward
+    for t in range(T):
+        n = o + t
+        if t == 0:
+            for k in range(K):
+                astar[n, k] = start[k]
+        else:
+            ma = NEG_INF
+            for j in range(K):
+                if alpha[n - 1, j] > ma:
+                    ma = alpha[n - 1, j]
+            for k in range(K):
+                astar[n, k] = NEG_INF
+            if ma > NEG_INF:
+                for j in range(K):
+                    vbuf[j] = math.exp(alpha[n - 1, j] - ma)
+                for k in range(K):
+                    s = 0.0
+                    for j in range(K):
+                        s += vbuf[j] * expT[j, k]
+                    if s > _TINY:
+                        astar[n, k] = ma + tmax + math.log(s)
+                    else:  # exact: α*[s, k] = log Σ_j exp(α[s-1, j] + trans[j, k])
+                        for j in range(K):
+                            buf[j] = alpha[n - 1, j] + trans[j, k]
+                        astar[n, k] = _lse_buf(buf, K)
+        # α[e, k] = log Σ_d exp(α*[e-d+1, k] + w(e-d+1, e, k))
+        for k in range(K):
+            L = min(maxlen[k], t + 1)
+            acc = last[n, k]
+            for d in range(1, L + 1):
+                s = n - d + 1
+                acc += unary[s, k]
+                v = astar[s, k] + acc + dur[d - 1, k] + begin[s, k]
+                if use_span:
+                    sid = span_id[n, d - 1]
+                    if sid >= 0:
+                        v += span_w[sid, k]
+                if use_caps and caps[n, d - 1]:
+                    v += caps_w[k]
+                buf[d - 1] = v
+            alpha[n, k] = _lse_buf(buf, L)
+    n = o + T - 1
+    for k in range(K):
+        buf[k] = alpha[n, k] + end[k]
+    log_z = _lse_buf(buf, K)
+    if not log_z > NEG_INF:
+        for t in range(T):
+            for k in range(K):
+                token[o + t, k] = 0.0
+                g_first[o + t, k] = 0.0
+                g_last[o + t, k] = 0.0
+        return log_z
+    # ---- backward
+    for t in range(T - 1, -1, -1):
+        n = o + t
+        if t == T - 1:
+            for k in range(K):
+                bend[n, k] = end[k]
+        else:
+            mb = NEG_INF
+            for j in range(K):
+                if bstart[n + 1, j] > mb:
+                    mb = bstart[n + 1, j]
+            for k in range(K):
+                bend[n, k] = NEG_INF
+            if mb > NEG_INF:
+                for j in range(K):
+                    wbuf[j] = math.exp(bstart[n + 1, j] - mb)
+                for k in range(K):
+                    s = 0.0
+                    for j in range(K):
+                        s += expT[k, j] * wbuf[j]
+                    if s > _TINY:
+                        bend[n, k] = mb + tmax + math.log(s)
+                    else:
+                        for j in range(K):
+                            buf[j] = trans[k, j] + bstart[n + 1, j]
+                        bend[n, k] = _lse_buf(buf, K)
+        # β_start[s, k] = log Σ_d exp(w(s, s+d-1, k) + β_end[s+d-1, k])
+        for k in range(K):
+            L = min(maxlen[k], T - t)
+            acc = begin[n, k]
+            for d in range(1, L + 1):
+                e = n + d - 1
+                acc += unary[e, k]
+                v = acc + dur[d - 1, k] + last[e, k] + bend[e, k]
+                if use_span:
+                    sid = span_id[e, d - 1]
+                    if sid >= 0:
+                        v += span_w[sid, k]
+                if use_caps and caps[e, d - 1]:
+                    v += caps_w[k]
+                buf[d - 1] = v
+            bstart[n, k] = _lse_buf(buf, L)
+    # ---- expectations
+    for t in range(T):
+        n = o + t
+        for k in range(K):
+            token[n, k] = 0.0
+            g_first[n, k] = 0.0
+            g_last[n, k] = 0.0
+    for k in range(K):
+        g_start[k] += math.exp(start[k] + bstart[o, k] - log_z)
+        g_end[k] += math.exp(alpha[n, k] + end[k] - log_z)
+    for t in range(T):
+        n = o + t
+        # segments ending at n: P = exp(α*[s, k] + w(s, n, k) + β_end[n, k] - log Z)
+        for k in range(K):
+            base = bend[n, k] - log_z
+            if base == NEG_INF:
+                continue
+            L = min(maxlen[k], t + 1)
+            acc = last[n, k]
+            for d in range(1, L + 1):
+                s = n - d + 1
+                acc += unary[s, k]
+                if astar[s, k] == NEG_INF:
+                    continue
+                sid = -1
+                v = astar[s, k] + acc + dur[d - 1, k] + begin[s, k] + base
+                if use_span:
+                    sid = span_id[n, d - 1]
+                    if sid >= 0:
+                        v += span_w[sid, k]
+                cp = use_caps and caps[n, d - 1]
+                if cp:
+                    v += caps_w[k]
+                p = math.exp(v)
+                if p == 0.0:
+                    continue
+                token[s, k] += p          # difference array: +p at s, -p after n
+                if t + 1 < T:
+                    token[n + 1, k] -= p
+                g_first[s, k] += p
+                g_last[n, k] += p
+                g_dur[d - 1, k] += p
+                if sid >= 0:
+                    g_span[sid, k] += p
+                if cp:
+                    g_caps[k] += p
+        # transitions into a segment starting at n
+        if t > 0:
+            ma = NEG_INF
+            for j in range(K):
+                if alpha[n - 1, j] > ma:
+                    ma = alpha[n - 1, j]
+            mb = NEG_INF
+            for k in range(K):
+                if bstart[n, k] > mb:
+                    mb = bstart[n, k]
+            if ma == NEG_INF or mb == NEG_INF:
+                continue
+            sc = ma + tmax + mb - log_z
+            if sc < 700.0:
+                f = math.exp(sc)
+                for j in range(K):
+                    vbuf[j] = math.exp(alpha[n - 1, j] - ma)
+                for k in range(K):
+                    wbuf[k] = math.exp(bstart[n, k] - mb) * f
+                for j in range(K):
+                    vj = vbuf[j]
+                    if vj == 0.0:
+                        continue
+                    for k in range(K):
+                        edge[j, k] += vj * expT[j, k] * wbuf[k]
+            else:
+                for j in range(K):
+                    for k in range(K):
+                        edge[j, k] += math.exp(alpha[n - 1, j] + trans[j, k] + bstart[n, k] - log_z)
+    for t in range(1, T):
+        for k in range(K):
+            token[o + t, k] += token[o + t - 1, k]
+    return log_z
+
+
+@njit(cache=True, parallel=True)
+def semicrf_expectations(unary, begin, last, dur, maxlen, trans, start, end, span_id, span_w, caps,
+                         caps_w, use_span, use_caps, offsets, blocks, n_spans):
+    """log Z and expected statistics of a packed batch of sequences.
+
+    Parameters
+    ----------
+    unary, begin, last : float64 (N, K)
+        Per-token label scores summed over a segment / of its first token / of its last token.
+    dur : float64 (D, K); maxlen : int64 (K,), 1 <= maxlen[k] <= D
+    trans : float64 (K, K) ("from, to"; -inf forbids); start, end : float64 (K,)
+    span_id : int64 (N, D) or dummy; span_w : float64 (S, K); caps : bool (N, D) or dummy;
+    caps_w : float64 (K,); use_span, use_caps : bool
+    offsets : int64 (B + 1,); blocks : int64 (C + 1,) sequence boundaries of the parallel blocks
+    n_spans : int, S
+
+    Returns
+    -------
+    log_z (B,), token (N, K) segment-label occupancy, first (N, K) / last (N, K) expected segment
+    starts / ends, edge (K, K), dur (D, K), start (K,), end (K,), span (S, K), caps (K,)
+    """
+    N, K = unary.shape
+    D = dur.shape[0]
+    B = offsets.shape[0] - 1
+    C = blocks.shape[0] - 1
+    tmax = NEG_INF
+    for j in range(K):
+        for k in range(K):
+            if trans[j, k] > tmax:
+                tmax = trans[j, k]
+    if tmax == NEG_INF:
+        tmax = 0.0
+    expT = np.empty((K, K))
+    for j in range(K):
+        for k in range(K):
+            expT[j, k] = math.exp(trans[j, k] - tmax)
+    alpha = np.empty((N, K))
+    astar = np.empty((N, K))
+    bend = np.empty((N, K))
+    bstart = np.empty((N, K))
+    token = np.empty((N, K))
+    g_first = np.empty((N, K))
+    g_last = np.empty((N, K))
+    log_z = np.zeros(B)
+    edge = np.zeros((C, K, K))
+    g_dur = np.zeros((C, D, K))
+    g_start = np.zeros((C, K))
+    g_end = np.zeros((C, K))
+    S = n_spans if use_span else 0
+    g_span = np.zeros((C, S, K))
+    g_caps = np.zeros((C, K))
+    W = max(D, K)
+    for c in prange(C):
+        buf = np.empty(W)
+        vbuf = np.empty(K)
+        wbuf = np.empty(K)
+        for b in range(blocks[c], blocks[c + 1]):
+            o = offsets[b]
+            T = offsets[b + 1] - o
+            if T == 0:
+                continue
+            log_z[b] = _seq_pass(unary, begin, last, dur, maxlen, trans, expT, tmax, start, end,
+                                 span_id, span_w, caps, caps_w, use_span, use_caps, o, T, alpha,
+                                 astar, bend, bstart, token, g_first, g_last, edge[c], g_dur[c],
+                                 g_start[c], g_end[c], g_span[c], g_caps[c], buf, vbuf, wbuf)
+    for c in range(1, C):
+        edge[0] += edge[c]
+        g_dur[0] += g_dur[c]
+        g_start[0] += g_start[c]
+        g_end[0] += g_end[c]
+        g_span[0] += g_span[c]
+        g_caps[0] += g_caps[c]
+    return (log_z, token, g_first, g_last, edge[0].copy(), g_dur[0].copy(), g_start[0].copy(),
+            g_end[0].copy(), g_span[0].copy(), g_caps[0].copy())
