@@ -46,6 +46,7 @@ __all__ = ["main", "build_parser", "CLIError"]
 
 PROG = "structlearn"
 FORMATS = ("crfsuite", "conll")
+STRUCTURES = ("chain", "tree", "semi-markov", "higher-order")
 ALGORITHMS = ("lbfgs", "l2sgd", "ap", "pa", "arow")
 
 # CRFsuite's parameter names (``crfsuite learn -p NAME=VALUE``) accepted as aliases.
@@ -100,9 +101,21 @@ def build_parser():
                        description="Train a linear-chain CRF on one or more files and store it in MODEL.")
     q.add_argument("train", nargs="+", metavar="TRAIN", help="training file(s) ('-' for stdin)")
     q.add_argument("-m", "--model", required=True, help="file to store the model in")
-    q.add_argument("--structure", choices=("chain", "tree"), default="chain",
+    q.add_argument("--structure", choices=STRUCTURES, default="chain",
                    help="chain: linear-chain CRF (default); tree: tree-structured CRF on CRFSuite-0.13 "
-                        "tree files (label<TAB>node<TAB>parent|_<TAB>attr[:value]...)")
+                        "tree files (label<TAB>node<TAB>parent|_<TAB>attr[:value]...); semi-markov: "
+                        "semi-Markov CRF labelling whole segments (BIO tags or runs of equal labels); "
+                        "higher-order: CRF over label n-grams up to --order (-m names the model file, so "
+                        "the model kind is chosen here)")
+    q.add_argument("--max-segment-length", type=int, default=None, metavar="L",
+                   help="semi-markov: longest segment (default: per label, the longest training segment)")
+    q.add_argument("--allow-same-label", action="store_true",
+                   help="semi-markov: let consecutive segments share a label (chunking, word segmentation)")
+    q.add_argument("--segment-features", default="first,last", metavar="F1,F2",
+                   help="semi-markov: segment features among first,last,span,caps ('' for none; default "
+                        "first,last: the attributes of a segment's first and last token)")
+    q.add_argument("--order", type=int, default=None, metavar="D",
+                   help="higher-order: order of the label n-grams (default 2)")
     q.add_argument("-a", "--algorithm", choices=ALGORITHMS, default="lbfgs",
                    help="training algorithm (default lbfgs)")
     q.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE",
@@ -531,6 +544,12 @@ def _load_estimator(path):
         from ..estimators.tree_crf import TreeCRF
 
         return TreeCRF.load(path)
+    if fmt == "semi-markov-crf":
+        from ..estimators.semicrf import SemiMarkovCRF
+
+        return SemiMarkovCRF.load(path)
+    if fmt and "higher-order" in str(fmt):
+        return _higher_order_class().load(path)
     return LinearChainCRF.load(path)
 
 
@@ -599,6 +618,49 @@ def _param_help(items, defaults):
     _say("CRFsuite names: " + ", ".join(f"{a} = {b}" for a, b in _ALIASES.items())
          + ", calibration.X = calibration_X")
     return True
+
+
+class _TagSemiMarkov:
+    """A fitted SemiMarkovCRF seen by ``tag`` as a token tagger; ``predict_marginals`` gives the marginals
+    of the token tags: IOB2 B-X / I-X / O from the segment marginals, or the segment label (runs)."""
+
+    def __init__(self, est):
+        self.est = est
+
+    def predict(self, X):
+        return self.est.predict(X)
+
+    def predict_proba_sequence(self, X):
+        return self.est.predict_proba_sequence(X)
+
+    def kbest(self, X, k):
+        return self.est.kbest(X, k, output="labels")
+
+    def predict_marginals(self, X):
+        import numpy as np
+
+        est = self.est
+        bio = est.label_format_ != "runs"
+        occ = est.predict_marginals(X)
+        begins = [np.zeros_like(o) for o in occ]
+        if bio:
+            for b, segs in enumerate(est.predict_segment_marginals(X, threshold=0.0)):
+                for s, _, lab, p in segs:
+                    begins[b][s, est._label_index[lab]] += p
+        out = []
+        for o, st in zip(occ, begins):
+            rows = []
+            for t in range(o.shape[0]):
+                d = {}
+                for k, c in enumerate(est.classes_):
+                    if not bio or c == est.outside:
+                        d[c] = float(o[t, k])
+                    else:
+                        d["B-" + c] = float(st[t, k])
+                        d["I-" + c] = float(max(o[t, k] - st[t, k], 0.0))
+                rows.append(d)
+            out.append(rows)
+        return out
 
 
 class _BoundTrees:
@@ -671,13 +733,106 @@ def _learn_tree(args):
     return 0
 
 
+def _higher_order_class():
+    """``structlearn.HigherOrderCRF``, or a CLIError saying it is not available yet."""
+    try:
+        from .. import HigherOrderCRF
+    except (ImportError, AttributeError):
+        HigherOrderCRF = None
+    if HigherOrderCRF is None:
+        raise CLIError("--structure higher-order is not yet available in this version of structlearn "
+                       "(structlearn.HigherOrderCRF cannot be imported); use --structure chain or "
+                       "semi-markov")
+    return HigherOrderCRF
+
+
+def _learn_semimarkov(args):
+    from ..estimators.semicrf import SemiMarkovCRF
+
+    if args.algorithm != "lbfgs":
+        raise CLIError(f"--structure semi-markov trains with -a lbfgs only; got -a {args.algorithm}")
+    if args.dev is not None or args.forbid:
+        raise CLIError("-e/--dev and --forbid are not available with --structure semi-markov")
+    if args.order is not None:
+        raise CLIError("--order applies to --structure higher-order only")
+    if args.max_segment_length is not None and args.max_segment_length < 1:
+        raise CLIError(f"--max-segment-length expects a positive integer; got {args.max_segment_length}")
+    defaults = SemiMarkovCRF().get_params()
+    if _param_help(args.param, defaults):
+        return 0
+    params = parse_params(args.param, {k: v for k, v in defaults.items()
+                                       if k not in ("segment_features", "max_segment_length")})
+    params["verbose"] = bool(args.verbose)
+    params["allow_same_label"] = bool(args.allow_same_label) or params.get("allow_same_label", False)
+    params["max_segment_length"] = args.max_segment_length
+    params["segment_features"] = tuple(f.strip() for f in args.segment_features.split(",") if f.strip())
+    featurizer = _Featurizer.from_args(args.format, args.template, args.columns)
+    t0 = time.perf_counter()
+    X, y = _read_many(featurizer, args.train)
+    if not args.quiet:
+        _say(f"Reading: {len(X)} sequences, {sum(len(s) for s in X)} items from {', '.join(args.train)} "
+             f"({featurizer.describe()}; {time.perf_counter() - t0:.2f} s)")
+        _say("Parameters: " + " ".join(f"{k}={v}" for k, v in params.items() if k != "verbose"))
+    est = SemiMarkovCRF(**params)
+
+    def on_entry(entry):
+        _say(_format_entry(entry))
+
+    t0 = time.perf_counter()
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            est.fit(X, y, callback=None if args.quiet or args.verbose else on_entry)
+    except ValueError as exc:
+        raise CLIError(str(exc).splitlines()[0]) from None
+    from sklearn.exceptions import ConvergenceWarning
+
+    for w in caught:
+        if params.get("max_iterations") is not None and issubclass(w.category, ConvergenceWarning):
+            continue
+        _warn(str(w.message).splitlines()[0])
+    if not args.quiet:
+        _say(f"Training: {est.n_iter_} iterations, {'converged' if est.converged_ else 'not converged'}, "
+             f"{time.perf_counter() - t0:.2f} s")
+        lens = ", ".join(f"{c} {n}" for c, n in list(est.max_lengths_.items())[:20])
+        _say(f"Model: {len(est.classes_)} segment labels ({est.label_format_} format), longest segments: "
+             f"{lens}; {est.coef_.size} parameters")
+    est.save(args.model, metadata={"featurizer": featurizer.record()})
+    if not args.quiet:
+        _say(f"Saved the model to {args.model} ({_human_size(os.path.getsize(args.model))})")
+    return 0
+
+
 def cmd_learn(args):
-    if getattr(args, "structure", "chain") == "tree":
+    structure = getattr(args, "structure", "chain")
+    if structure == "tree":
         return _learn_tree(args)
-    defaults = _estimator_params()
+    if structure == "semi-markov":
+        return _learn_semimarkov(args)
+    for opt, name in ((getattr(args, "max_segment_length", None), "--max-segment-length"),
+                      (getattr(args, "allow_same_label", False) or None, "--allow-same-label")):
+        if opt is not None:
+            raise CLIError(f"{name} applies to --structure semi-markov only")
+    if getattr(args, "order", None) is not None and structure != "higher-order":
+        raise CLIError("--order applies to --structure higher-order only")
+    cls = None
+    if structure == "higher-order":
+        cls = _higher_order_class()
+        if args.order is not None and args.order < 1:
+            raise CLIError(f"--order expects a positive integer; got {args.order}")
+        order = 2 if args.order is None else args.order
+    defaults = _estimator_params() if cls is None else cls(order=order).get_params()
     if _param_help(args.param, defaults):
         return 0
     params = {"algorithm": args.algorithm, **parse_params(args.param, defaults)}
+    if cls is not None:
+        params["order"] = order
+        for name, given, opt in (("algorithm", args.algorithm != "lbfgs", "-a"),
+                                 ("forbidden_transitions", bool(args.forbid), "--forbid")):
+            if name not in defaults:
+                if given:
+                    raise CLIError(f"{opt} is not available with --structure higher-order")
+                params.pop(name, None)
     if args.forbid:
         params["forbidden_transitions"] = _parse_forbid(args.forbid)
     params["verbose"] = bool(args.verbose)
@@ -708,7 +863,7 @@ def cmd_learn(args):
         printed[0] += 1
         _say(_format_entry(entry))
 
-    est = _make_estimator(params)
+    est = _make_estimator(params) if cls is None else cls(**params)
     t0 = time.perf_counter()
     _fit(est, X, y, X_dev, y_dev, printed=None if args.verbose else printed, quiet=args.quiet,
          expect_max_iterations=params.get("max_iterations") is not None,
@@ -719,7 +874,10 @@ def cmd_learn(args):
         reason = log[-1].get("stop_reason") if log else None
         _say(f"Training: {est.n_iter_} iterations, {'converged' if est.converged_ else 'not converged'}"
              + (f" ({reason})" if reason else "") + f", {seconds:.2f} s")
-        _say(f"Model: {len(est.classes_)} labels, {len(est.attributes_)} attributes, {est.size_} features")
+        size = getattr(est, "size_", None)
+        size = est.coef_.size if size is None and hasattr(est, "coef_") else size
+        _say(f"Model: {len(est.classes_)} labels, {len(getattr(est, 'attributes_', ()))} attributes, "
+             f"{size} features")
         if X_dev is not None:
             pred = est.predict(X_dev)
             for line in evaluation_report(y_dev, pred)[3:6]:
@@ -744,6 +902,8 @@ def cmd_tag(args):
         est = _BoundTrees(est, P)
     else:
         stored = getattr(est, "metadata_", {}).get("featurizer")
+        if type(est).__name__ == "SemiMarkovCRF":
+            est = _TagSemiMarkov(est)
         featurizer = _Featurizer.from_args(args.format, args.template, args.columns, stored or {})
         X, y, name = featurizer.read(args.input, need_labels=need_gold)
     if need_gold:
@@ -833,6 +993,9 @@ def _fmt_w(v):
 
 def cmd_dump(args):
     est = _load_estimator(args.model)
+    if not hasattr(est, "state_features_") and type(est).__name__ != "TreeCRF":
+        raise CLIError(f"{args.model}: dump is not available for {type(est).__name__} models yet; use "
+                       f"'{PROG} info'")
     header = _read_header(args.model)
     out = _Out()
     cls = list(est.classes_)
@@ -904,8 +1067,13 @@ def cmd_info(args):
     shown = ", ".join(cls[:20]) + (", ..." if len(cls) > 20 else "")
     out(f"labels: {len(cls)} ({shown})")
     out(f"attributes: {len(est.attributes_)}")
-    n_state = len(est.state_features_)
-    out(f"features: {est.size_} (state {n_state}, transitions and start/end {est.size_ - n_state})")
+    if hasattr(est, "state_features_"):
+        n_state = len(est.state_features_)
+        out(f"features: {est.size_} (state {n_state}, transitions and start/end {est.size_ - n_state})")
+    else:
+        out(f"parameters: {est.coef_.size}")
+        if hasattr(est, "max_lengths_"):
+            out("longest segments: " + ", ".join(f"{c} {n}" for c, n in est.max_lengths_.items()))
     params = header.get("params") or {}
     out("parameters: " + " ".join(f"{k}={v}" for k, v in params.items() if k != "verbose"))
     log = list(est.training_log_)
