@@ -296,3 +296,39 @@ def test_sklearn_crfsuite_style_code_runs():
     assert "avg" in metrics.flat_classification_report(y_train, y_pred, labels=sorted_labels, digits=3)
     assert 0 <= metrics.sequence_accuracy_score(y_train, y_pred) <= 1
     assert isinstance(crf.predict_marginals_single(X_train[0])[0], dict)
+
+
+@pytest.mark.parametrize("dense_min_labels", [0, 1, 2, 10 ** 9])
+@pytest.mark.parametrize("scale", [0.5, 400.0])
+def test_fused_objective_equals_structure_path(dense_min_labels, scale):
+    """The fused training pass (potentials → forward–backward → counts in one kernel, dense rows for
+    attributes with many labels) gives the value and gradient of the structure-level computation,
+    with forbidden transitions, empty and length-1 sequences, and potentials large enough to force
+    the log-space fallback."""
+    X, y = toy_data(25, seed=7)
+    X = X + [[], [{"w": "w00", "bias": 1.0}]]
+    y = y + [[], ["B"]]
+    forbidden = np.zeros((3, 3), bool)
+    forbidden[2, 2] = True
+    y = [[l if not (i > 0 and l == "C" and s[i - 1] == "C") else "A" for i, l in enumerate(s)]
+         for s in y]
+    model, obj, packed, yy = _objective(X, y, c2=0.3, forbidden=forbidden)
+    model.dense_min_labels = dense_min_labels
+    rng = np.random.default_rng(5)
+    w = rng.normal(scale=scale, size=model.n_params) * model.free_mask()
+    g_fused, g_plain = np.empty_like(w), np.empty_like(w)
+    v_fused = obj(w, g_fused)
+    assert obj._fused(w) is not None
+    obj._fused = lambda w: None
+    v_plain = obj(w, g_plain)
+    np.testing.assert_allclose(v_fused, v_plain, rtol=1e-10)
+    np.testing.assert_allclose(g_fused, g_plain, rtol=1e-9, atol=1e-9 * max(1.0, np.abs(g_plain).max()))
+
+
+def test_fused_objective_infeasible_sequence_is_a_clear_error():
+    X, y = toy_data(6, seed=2)
+    model, obj, packed, yy = _objective(X, y, c2=0.0)
+    w = np.zeros(model.n_params)
+    model.forbidden_start[yy[packed.offsets[0]]] = True
+    with pytest.raises(ValueError, match="zero probability"):
+        obj(w)

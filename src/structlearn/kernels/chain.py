@@ -545,6 +545,36 @@ def _marginals_seq(unary, trans, start, end, o, T, edge_mode, alpha, beta, inca,
     return lz
 
 
+@njit(cache=True)
+def marginals_setup(trans, start, end):
+    """Per-batch constants of :func:`marginals_seq` (shifted exps of the transition matrix, the
+    linear-space set-up); computed once per call, shared by every sequence."""
+    eTc, cmax = _shifted_exp(trans[0], 0)
+    eTr, rmax = _shifted_exp(trans[0], 1)
+    # stationary fast path for edge marginals: P_t(i, j) = a_t[i] · eT[i, j] · q_t[j]; entries of eT
+    # too small for a safe product ("tiny") are accumulated exactly in log space instead
+    tiny_i, tiny_j = _tiny_entries(eTr)
+    eT_fast = eTr.copy()
+    for p in range(tiny_i.shape[0]):
+        eT_fast[tiny_i[p], tiny_j[p]] = 0.0
+    lin_eT, lin_eTt, gmax, es, smax, ee, emax, lin_ok = _linear_setup(trans[0], start, end)
+    lin = (lin_eT, lin_eTt, gmax, es, smax, ee, emax, lin_ok and trans.shape[0] == 1)
+    return eTc, cmax, eTr, rmax, tiny_i, tiny_j, eT_fast, lin
+
+
+@njit(cache=True)
+def marginals_seq(unary, trans, start, end, o, T, edge_mode, alpha, beta, inca, incb, umarg, emarg,
+                  ee_dst, eTc, cmax, eTr, rmax, tiny_i, tiny_j, eT_fast, lin_eT, lin_eTt, gmax, es, smax,
+                  ee, emax, lin_ok):
+    """Marginals of one sequence (rows o .. o+T-1 of ``unary``) given :func:`marginals_setup`'s
+    constants (flattened, so that a parallel loop can capture them); returns log Z. For callers that
+    fuse inference with their own per-sequence work (CRF training: potentials in, gradient out,
+    without (N, K) intermediates)."""
+    lin = (lin_eT, lin_eTt, gmax, es, smax, ee, emax, lin_ok)
+    return _marginals_seq(unary, trans, start, end, o, T, edge_mode, alpha, beta, inca, incb, umarg,
+                          emarg, ee_dst, lin, eTc, cmax, eTr, rmax, tiny_i, tiny_j, eT_fast)
+
+
 @njit(cache=True, parallel=True)
 def chain_marginals(unary, trans, start, end, offsets, edge_mode, n_threads=1):
     """log Z (B,), unary marginals (N, K) and edge marginals.
@@ -577,16 +607,7 @@ def chain_marginals(unary, trans, start, end, offsets, edge_mode, n_threads=1):
     else:
         emarg = np.zeros((0, K, K))
     scratch = np.zeros((1, K, K))
-    eTc, cmax = _shifted_exp(trans[0], 0)
-    eTr, rmax = _shifted_exp(trans[0], 1)
-    # stationary fast path for edge marginals: P_t(i, j) = a_t[i] · eT[i, j] · q_t[j]; entries of eT
-    # too small for a safe product ("tiny") are accumulated exactly in log space instead
-    tiny_i, tiny_j = _tiny_entries(eTr)
-    eT_fast = eTr.copy()
-    for p in range(tiny_i.shape[0]):
-        eT_fast[tiny_i[p], tiny_j[p]] = 0.0
-    lin_eT, lin_eTt, gmax, es, smax, ee, emax, lin_ok = _linear_setup(trans[0], start, end)
-    lin = (lin_eT, lin_eTt, gmax, es, smax, ee, emax, lin_ok and trans.shape[0] == 1)
+    eTc, cmax, eTr, rmax, tiny_i, tiny_j, eT_fast, lin = marginals_setup(trans, start, end)
     step = (B + n_chunks - 1) // n_chunks if B > 0 else 1
     for c in prange(n_chunks):
         for b in range(c * step, min(B, (c + 1) * step)):

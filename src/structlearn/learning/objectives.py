@@ -54,6 +54,11 @@ class _CLL:
         if allowed is None:
             self.empirical = model.feature_counts(packed, self.y)
 
+    def _fused(self, w):
+        """(log Z (B,), gold scores (B,), expected counts (n_params,)) in one pass, or None when the
+        model has no fused kernel (then ``_expected`` runs on the structure)."""
+        return None
+
     def _expected(self, structure):
         """(tuple of expected statistics, log Z (B,)) under ``structure``."""
         raise NotImplementedError
@@ -65,19 +70,26 @@ class _CLL:
     def __call__(self, w, g=None):
         """Return L(w); write ∇L(w) into ``g`` if given (shape (n_params,))."""
         self.n_evals += 1
-        structure = self.model.structure(w, self.packed)
-        stats, log_z = self._expected(structure)
-        if self.allowed is None:
-            gold = structure.score(self.y)
+        fused = self._fused(w)
+        if fused is not None:
+            log_z, gold, expected = fused
             value = float(np.sum(log_z) - np.sum(gold))
             if g is not None:
-                g[...] = self._gradient(stats) - self.empirical
+                g[...] = expected - self.empirical
         else:
-            cstats, clog_z = self._expected(structure.constrain(self.allowed))
-            value = float(np.sum(log_z) - np.sum(clog_z))
-            if g is not None:
-                g[...] = self._gradient(tuple(None if a is None else a - b
-                                              for a, b in zip(stats, cstats)))
+            structure = self.model.structure(w, self.packed)
+            stats, log_z = self._expected(structure)
+            if self.allowed is None:
+                gold = structure.score(self.y)
+                value = float(np.sum(log_z) - np.sum(gold))
+                if g is not None:
+                    g[...] = self._gradient(stats) - self.empirical
+            else:
+                cstats, clog_z = self._expected(structure.constrain(self.allowed))
+                value = float(np.sum(log_z) - np.sum(clog_z))
+                if g is not None:
+                    g[...] = self._gradient(tuple(None if a is None else a - b
+                                                  for a, b in zip(stats, cstats)))
         if not np.isfinite(value):
             bad = int(np.flatnonzero(~np.isfinite(log_z - (gold if self.allowed is None else clog_z)))[0])
             raise ValueError(f"training {self._unit} {bad} has zero probability under the model (its "
@@ -113,6 +125,11 @@ class ChainCLL(_CLL):
         self._first = off[nz]
         self._last = off[nz + 1] - 1
         super().__init__(model, packed, y, c2=c2, allowed=allowed, c1=c1)
+
+    def _fused(self, w):
+        if self.allowed is not None or not hasattr(self.model, "expected_counts"):
+            return None
+        return self.model.expected_counts(w, self.packed, self.y)
 
     def _expected(self, chain):
         m = chain.marginals(edge="total")
