@@ -1,5 +1,7 @@
 """Data sets: locating the real data and loaders."""
 from ._base import get_data_path
+from .activities import placelab_two_level, simulate_indoor_tracks
 from .conll import load_conll2000, load_conll2002
 
-__all__ = ["get_data_path", "load_conll2000", "load_conll2002"]
+__all__ = ["get_data_path", "load_conll2000", "load_conll2002", "placelab_two_level",
+           "simulate_indoor_tracks"]
