@@ -6,6 +6,8 @@ _LAZY = {
     "SemiMarkovCRF": "structlearn.estimators.semicrf",
     "HigherOrderCRF": "structlearn.estimators.higher_order",
     "TreeCRF": "structlearn.estimators.tree_crf",
+    "GraphCRF": "structlearn.estimators.graph_crf",
+    "AdaBoostMRF": "structlearn.estimators.adaboost_mrf",
     "HiddenSemiMarkovModel": "structlearn.models.hsmm",
     "HierarchicalHMM": "structlearn.models.hhmm",
 }

@@ -17,6 +17,7 @@ expectations are node and edge (pseudo-)marginals of :class:`~structlearn.struct
 BP, upper bound on log Z). For ``"bp"``/``"trw"`` the gradient is that of the approximate objective at a
 message fixed point (the marginals are the derivatives of the Bethe / TRW free energy).
 """
+import dataclasses
 import warnings
 
 import numpy as np
@@ -255,6 +256,27 @@ def resolve_options(method, options):
                      f"got {type(options).__name__}")
 
 
+def _edge_appearance(graph):
+    """TRW edge appearance probabilities of a packed FactorGraph, computed once per distinct graph.
+
+    Graphs with the same node count and edge list (e.g. many grids of one size) share ρ; time
+    O(Σ_distinct components n³).
+    """
+    rho = np.ones(graph.n_edges)
+    seen = {}
+    for b in range(graph.batch_size):
+        e0, e1 = graph.edge_offsets[b], graph.edge_offsets[b + 1]
+        if e1 == e0:
+            continue
+        edges = graph.edges[e0:e1]
+        key = (int(graph.lengths[b]), edges.tobytes())
+        if key not in seen:
+            n = int(graph.lengths[b])
+            seen[key] = FactorGraph(np.zeros((n, 1)), edges, np.zeros((1, 1))).edge_appearance()
+        rho[e0:e1] = seen[key]
+    return rho
+
+
 class GraphCLL:
     r"""Negative incomplete log-likelihood of a graph CRF with partial labels, value and gradient.
 
@@ -327,14 +349,48 @@ class GraphCLL:
         sub = b.subset(self.active)
         self._sub = sub
         ysub = self.y[_ranges(b.offsets, self.active)]
-        self._allowed = np.ones((sub.node_features.shape[0], K), dtype=bool)
-        o = np.flatnonzero(ysub >= 0)
-        self._allowed[o] = False
-        self._allowed[o, ysub[o]] = True
+        self._ysub = ysub
+        self._prepare_conditioning(sub, ysub)
         self._msgs = [None, None]
+        self._rho = [None, None]
         self.n_evals = 0
         self.inference_converged = []
         self.last_per_graph = None
+
+    def _prepare_conditioning(self, sub, ysub):
+        """Index arrays of the conditioned graph: hidden nodes and the edges between them.
+
+        Clamping the observed nodes of a pairwise model gives the model of the hidden nodes alone,
+        with every edge to an observed node folded into its hidden end's unary potential, and the
+        potentials among observed nodes a constant (exact for every back end; for BP the messages
+        out of a clamped node are constant, so BP on the clamped graph is BP on this one).
+        """
+        obs = ysub >= 0
+        self._obs = obs
+        gid = np.repeat(np.arange(sub.n_graphs), sub.lengths)
+        egid = np.repeat(np.arange(sub.n_graphs), sub.edge_lengths)
+        gu = sub.edges[:, 0] + sub.offsets[:-1][egid]
+        gv = sub.edges[:, 1] + sub.offsets[:-1][egid]
+        self._gu, self._gv = gu, gv
+        hid = np.flatnonzero(~obs)
+        self._hid = hid
+        # local index of each hidden node in its graph's reduced node list
+        hlen = np.bincount(gid[hid], minlength=sub.n_graphs).astype(np.int64)
+        hoff = np.concatenate([[0], np.cumsum(hlen)])
+        local = np.full(obs.shape[0], -1, dtype=np.int64)
+        local[hid] = np.arange(hid.size) - hoff[gid[hid]]
+        ou, ov = obs[gu], obs[gv]
+        self._e_hh = np.flatnonzero(~ou & ~ov)
+        self._e_oh = np.flatnonzero(ou & ~ov)        # u observed, v hidden
+        self._e_ho = np.flatnonzero(~ou & ov)        # u hidden, v observed
+        self._e_oo = np.flatnonzero(ou & ov)
+        # reduced batch: graphs with at least one hidden node
+        self._rgraphs = np.flatnonzero(hlen > 0)
+        hh_len = np.bincount(egid[self._e_hh], minlength=sub.n_graphs).astype(np.int64)
+        self._r_lengths = hlen[self._rgraphs]
+        self._r_edge_lengths = hh_len[self._rgraphs]
+        self._r_edges = np.stack([local[gu[self._e_hh]], local[gv[self._e_hh]]], axis=1).reshape(-1, 2)
+        self._gid, self._egid = gid, egid
 
     @property
     def sample_weight(self):
@@ -355,11 +411,54 @@ class GraphCLL:
     def _infer(self, graph, slot):
         if self.method == "exact":
             return graph.infer("exact", max_table_size=self.max_table_size)
+        options = self.options
+        if self.method == "trw" and options.rho is None:
+            # ρ depends on the graph only: computed once per graph structure, reused every evaluation
+            if self._rho[slot] is None:
+                self._rho[slot] = _edge_appearance(graph)
+            options = dataclasses.replace(options, rho=self._rho[slot])
         init = self._msgs[slot] if self.warm_start else None
-        res = graph.infer(self.method, options=self.options, init=init)
+        res = graph.infer(self.method, options=options, init=init)
         if self.warm_start:
             self._msgs[slot] = res.messages
         return res
+
+    def _clamped(self, unary, pairwise):
+        """log Z(v, o) per active graph and the clamped node (N, K) and edge (E, K, K) marginals."""
+        K = self.n_labels
+        sub, y, obs = self._sub, self._ysub, self._obs
+        gu, gv = self._gu, self._gv
+        B = sub.n_graphs
+        log_z = np.zeros(B)
+        oi = np.flatnonzero(obs)
+        np.add.at(log_z, self._gid[oi], unary[oi, y[oi]])
+        e = self._e_oo
+        np.add.at(log_z, self._egid[e], pairwise[e, y[gu[e]], y[gv[e]]])
+        node = np.zeros_like(unary)
+        node[oi, y[oi]] = 1.0
+        edge = np.zeros_like(pairwise)
+        edge[e, y[gu[e]], y[gv[e]]] = 1.0
+        converged = True
+        if self._hid.size:
+            ru = unary[self._hid].copy()
+            pos = np.full(obs.shape[0], -1, dtype=np.int64)
+            pos[self._hid] = np.arange(self._hid.size)
+            e = self._e_oh
+            np.add.at(ru, pos[gv[e]], pairwise[e, y[gu[e]], :])
+            e = self._e_ho
+            np.add.at(ru, pos[gu[e]], pairwise[e, :, y[gv[e]]])
+            rg = FactorGraph(ru, self._r_edges, pairwise[self._e_hh], lengths=self._r_lengths,
+                             edge_lengths=self._r_edge_lengths)
+            res = self._infer(rg, 1)
+            converged = bool(res.converged.all())
+            log_z[self._rgraphs] += res.log_z
+            node[self._hid] = res.unary
+            edge[self._e_hh] = res.edge
+            e = self._e_oh
+            edge[e, y[gu[e]], :] = res.unary[pos[gv[e]]]
+            e = self._e_ho
+            edge[e, :, y[gv[e]]] = res.unary[pos[gu[e]]]
+        return log_z, node, edge, converged
 
     def per_graph(self, w):
         """−log P(v_i | o_i) = log Z(o_i) − log Z(v_i, o_i) of every graph, shape (B,).
@@ -382,9 +481,9 @@ class GraphCLL:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             full = self._infer(g, 0)
-            clamped = self._infer(g.constrain(self._allowed), 1)
-        self.inference_converged.append(bool(full.converged.all() and clamped.converged.all()))
-        diff = full.log_z - clamped.log_z
+            c_logz, c_unary, c_edge, c_conv = self._clamped(unary, pairwise)
+        self.inference_converged.append(bool(full.converged.all() and c_conv))
+        diff = full.log_z - c_logz
         per[self.active] = diff
         self.last_per_graph = per
         wt = self._sample_weight[self.active]
@@ -393,14 +492,14 @@ class GraphCLL:
         if not np.isfinite(value):
             bad = int(self.active[np.flatnonzero(~np.isfinite(diff))[0]])
             raise ValueError(f"the objective is not finite at graph {bad} (log Z = {full.log_z[bad]:.6g}, "
-                             f"clamped log Z = {clamped.log_z[bad]:.6g}); the weights are too large "
+                             f"clamped log Z = {c_logz[bad]:.6g}); the weights are too large "
                              f"(raise c2)")
         if need_grad:
             D = sub.n_node_features
             wn = wt[np.repeat(np.arange(sub.n_graphs), sub.lengths)]
             we = wt[np.repeat(np.arange(sub.n_graphs), sub.edge_lengths)]
-            dmu = (full.unary - clamped.unary) * wn[:, None]
-            dpair = (full.edge - clamped.edge).reshape(-1, K * K) * we[:, None]
+            dmu = (full.unary - c_unary) * wn[:, None]
+            dpair = (full.edge - c_edge).reshape(-1, K * K) * we[:, None]
             grad[:D * K] = (sub.node_features.T @ dmu).ravel()
             grad[D * K:] = (sub.edge_features.T @ dpair).ravel()
         return value, grad, per
