@@ -242,6 +242,9 @@ def graph_potentials(w, batch, n_labels):
 
 def resolve_options(method, options):
     """BPOptions for ``method`` from None / a preset name / a dict of fields / a BPOptions."""
+    if options is not None and not isinstance(options, (str, dict, BPOptions)):
+        raise ValueError(f"`options` must be None, a preset name, a dict of BPOptions fields or a "
+                         f"BPOptions; got {type(options).__name__}")
     if method == "exact":
         return None
     if options is None:
