@@ -126,6 +126,18 @@ def test_dense_equals_sparse_larger(d):
     np.testing.assert_array_equal(a.argmax(), b.argmax())
 
 
+@pytest.mark.parametrize("scale", [0.5, 5.0, 200.0])
+def test_sparse_linear_path_equals_log_path(scale):
+    rng = np.random.default_rng(int(scale))
+    lengths = np.array([40, 1, 0, 23, 7])
+    pt, phi, wpat, start, end = random_chain(rng, 4, 3, lengths, frac=0.5, scale=scale)
+    a = PatternChain(phi, wpat, pt, lengths, start, end, "sparse")
+    b = PatternChain(phi, wpat, pt, lengths, start, end, "sparse")
+    b.linear = False
+    for x, y in zip(a.pattern_marginals(), b.pattern_marginals()):
+        np.testing.assert_allclose(x, y, rtol=1e-9, atol=1e-12)
+
+
 def test_large_potentials_and_long_sequence_finite():
     rng = np.random.default_rng(5)
     lengths = np.array([2000])

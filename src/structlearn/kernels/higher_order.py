@@ -167,10 +167,125 @@ def _backward(psi, dst, p_last, end, P, K, T, beta, inc, log_r):
             beta[t, p] = m + math.log(s) - inc[t + 1]
 
 
+_SPREAD = 300.0  # linear path only if every finite ψ[t, e] is within this many nats of the token's max
+_SMALL = 1e-150  # ... and every non-zero scaled α̂ / 1/β̂ stays above this (no underflow in products)
+
+
+@njit(cache=True)
+def _linear_seq(psi, dst, p_last, end, es_ptr, es_pat, P, K, T, o, lab, tok, buf):
+    """Scaled forward–backward in linear space for one sequence: one exp per edge and token.
+
+    Returns log Z (-inf if infeasible) after adding the marginals into ``lab``/``tok``/``buf``, or NaN
+    (nothing added) when the potentials are too spread for the scaled products to be exact; the caller
+    then runs the log-space path.
+    """
+    E = psi.shape[1]
+    ep = np.empty((T, E))
+    lsc = np.empty(T)  # log of the linear normaliser s_t; inc[t] = M[t] + lsc[t]
+    inc = np.empty(T)
+    for t in range(T):
+        m = _NEG
+        for e in range(K if t == 0 else E):
+            if psi[t, e] > m:
+                m = psi[t, e]
+        if m == _NEG:
+            return _NEG
+        for e in range(E):
+            v = psi[t, e] - m
+            if v == _NEG:
+                ep[t, e] = 0.0
+            elif v < -_SPREAD:
+                if t == 0 and e >= K:
+                    ep[t, e] = 0.0
+                else:
+                    return np.nan
+            else:
+                ep[t, e] = math.exp(v)
+        inc[t] = m
+    alpha = np.zeros((T, P))
+    for t in range(T):
+        if t == 0:
+            for e in range(K):
+                alpha[0, dst[e]] += ep[0, e]
+        else:
+            for e in range(E):
+                a = alpha[t - 1, e // K]
+                if a != 0.0:
+                    alpha[t, dst[e]] += a * ep[t, e]
+        sm = 0.0
+        for q in range(P):
+            sm += alpha[t, q]
+        if sm == 0.0:
+            return _NEG
+        for q in range(P):
+            a = alpha[t, q] / sm
+            if a != 0.0 and a < _SMALL:
+                return np.nan
+            alpha[t, q] = a
+        lsc[t] = math.log(sm)
+        inc[t] += lsc[t]
+    # log r = log Σ_q α̂[T-1, q] exp(end[last(q)])
+    m = _NEG
+    for q in range(P):
+        if alpha[T - 1, q] > 0.0 and p_last[q] >= 0:
+            v = math.log(alpha[T - 1, q]) + end[p_last[q]]
+            if v > m:
+                m = v
+    if m == _NEG:
+        return _NEG
+    sm = 0.0
+    for q in range(P):
+        if alpha[T - 1, q] > 0.0 and p_last[q] >= 0:
+            v = math.log(alpha[T - 1, q]) + end[p_last[q]]
+            if v != _NEG:
+                sm += math.exp(v - m)
+    log_r = m + math.log(sm)
+    beta = np.zeros((T, P))
+    for q in range(P):
+        if p_last[q] >= 0:
+            v = end[p_last[q]] - log_r
+            if v > -np.log(_SMALL):
+                return np.nan
+            beta[T - 1, q] = math.exp(v)
+    for t in range(T - 2, -1, -1):
+        inv = math.exp(-lsc[t + 1])
+        for p in range(P):
+            acc = 0.0
+            for y in range(K):
+                e = p * K + y
+                acc += ep[t + 1, e] * beta[t + 1, dst[e]]
+            acc *= inv
+            if acc > 1.0 / _SMALL:
+                return np.nan
+            beta[t, p] = acc
+    # marginals μ[t, e] = α̂[t-1, p] ep[t, e] β̂[t, dst[e]] / s_t
+    for t in range(T):
+        n = o + t
+        inv = math.exp(-lsc[t])
+        for e in range(K if t == 0 else E):
+            a = 1.0 if t == 0 else alpha[t - 1, e // K]
+            if a == 0.0:
+                continue
+            mu = a * ep[t, e] * beta[t, dst[e]] * inv
+            if mu == 0.0:
+                continue
+            lab[n, e % K] += mu
+            buf[e] += mu
+            for j in range(es_ptr[e], es_ptr[e + 1]):
+                tok[n, es_pat[j]] += mu
+    lz = log_r
+    for t in range(T):
+        lz += inc[t]
+    return lz
+
+
 @njit(cache=True, parallel=True)
 def pattern_marginals(phi, econst, es_ptr, es_pat, dst, p_last, start, end, allowed, offsets,
-                      n_chunks):
+                      n_chunks, linear=True):
     """log Z, label marginals, token pattern marginals and edge totals of the sparse model.
+
+    With ``linear`` a sequence runs the scaled linear-space pass (:func:`_linear_seq`) and falls back
+    to the log-space recursion when its potentials are too spread; without, always log space.
 
     Returns
     -------
@@ -198,6 +313,11 @@ def pattern_marginals(phi, econst, es_ptr, es_pat, dst, p_last, start, end, allo
             if T == 0:
                 continue
             psi = _edge_scores(phi, econst, es_ptr, es_pat, start, allowed, o, T, K)
+            if linear:
+                lz = _linear_seq(psi, dst, p_last, end, es_ptr, es_pat, P, K, T, o, lab, tok, bufs[c])
+                if not np.isnan(lz):
+                    log_z[b] = lz
+                    continue
             alpha = np.empty((T, P))
             inc = np.empty(T)
             _forward(psi, dst, P, K, T, 0, alpha, dummy, inc)

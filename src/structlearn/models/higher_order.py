@@ -304,6 +304,10 @@ class PatternChain:
     :class:`~structlearn.structures.LinearChain`. Costs: see the module docstring.
     """
 
+    #: sparse mode: scaled linear-space pass (one exp per edge and token) with a per-sequence fallback to
+    #: the log-space recursion when potentials are too spread (False: always log space)
+    linear = True
+
     def __init__(self, phi, wpat, patterns, lengths, start, end, mode="sparse", allowed=None):
         self.phi = np.ascontiguousarray(phi, dtype=np.float64)
         self.wpat = np.ascontiguousarray(wpat, dtype=np.float64)
@@ -362,7 +366,8 @@ class PatternChain:
         pt = self.patterns
         if self.mode == "sparse":
             sa = pt.sparse()
-            log_z, lab, tok, etot = _k.pattern_marginals(*self._sparse_args(), numba.get_num_threads())
+            log_z, lab, tok, etot = _k.pattern_marginals(*self._sparse_args(), numba.get_num_threads(),
+                                                         self.linear)
             tot = np.asarray(sa["incidence"].T @ etot)
         else:
             chain = self.expanded()
