@@ -318,13 +318,12 @@ def _linear_marginals_seq(unary, eT, eTt, gmax, es, smax, ee, emax, o, T, edge_m
     acc = np.empty(K)
     for t in range(T):
         r = o + t
-        row = eu[t]
-        um, ok = _exp_shifted_into(unary[r], row)
+        um, ok = _exp_shifted_into(unary[r], eu[t])
         if not ok:
             return fail
         if t == 0:
             for k in range(K):
-                acc[k] = es[k] * row[k]
+                acc[k] = es[k] * eu[t, k]
             lz += um + smax
         else:
             for k in range(K):
@@ -335,15 +334,16 @@ def _linear_marginals_seq(unary, eT, eTt, gmax, es, smax, ee, emax, o, T, edge_m
                     for k in range(K):
                         acc[k] += ai * eT[i, k]
             for k in range(K):
-                acc[k] *= row[k]
+                acc[k] *= eu[t, k]
             lz += um + gmax
         tot = 0.0
         for k in range(K):
             tot += acc[k]
         if not tot > 0.0:
             return fail
+        inv = 1.0 / tot
         for k in range(K):
-            v = acc[k] / tot
+            v = acc[k] * inv
             if v != 0.0 and v < _LIN_MIN:
                 return fail
             fa[t, k] = v
@@ -367,7 +367,6 @@ def _linear_marginals_seq(unary, eT, eTt, gmax, es, smax, ee, emax, o, T, edge_m
             acc[k] = 0.0
         for j in range(K):
             qj = eu[t + 1, j] * fb[t + 1, j]
-            q[j] = qj
             if qj != 0.0:
                 for i in range(K):
                     acc[i] += qj * eTt[j, i]
@@ -376,24 +375,27 @@ def _linear_marginals_seq(unary, eT, eTt, gmax, es, smax, ee, emax, o, T, edge_m
             tot += acc[k]
         if not tot > 0.0:
             return fail
+        inv = 1.0 / tot
         for k in range(K):
-            v = acc[k] / tot
+            v = acc[k] * inv
             if v != 0.0 and v < _LIN_MIN:
                 return fail
             fb[t, k] = v
         nb[t] = tot
-    # marginals
+    # marginals; edge totals as Σ_t a_t ⊗ q_t, multiplied by eT once per sequence
+    pair = np.zeros((K, K)) if edge_mode >= 2 else np.zeros((0, 0))
     for t in range(T):
         r = o + t
         z = 0.0
         for k in range(K):
             z += fa[t, k] * fb[t, k]
+        iz = 1.0 / z
         for k in range(K):
-            umarg[r, k] = fa[t, k] * fb[t, k] / z
+            umarg[r, k] = fa[t, k] * fb[t, k] * iz
         if edge_mode == 0 or t == T - 1:
             continue
         # P(i, j) = fa[t, i] eT[i, j] eu[t+1, j] fb[t+1, j] / (nb[t] · z)
-        inv = 1.0 / (nb[t] * z)
+        inv = iz / nb[t]
         for j in range(K):
             q[j] = eu[t + 1, j] * fb[t + 1, j]
         if edge_mode == 1:
@@ -406,7 +408,11 @@ def _linear_marginals_seq(unary, eT, eTt, gmax, es, smax, ee, emax, o, T, edge_m
                 ai = fa[t, i] * inv
                 if ai != 0.0:
                     for j in range(K):
-                        ee_dst[i, j] += ai * eT[i, j] * q[j]
+                        pair[i, j] += ai * q[j]
+    if edge_mode >= 2:
+        for i in range(K):
+            for j in range(K):
+                ee_dst[i, j] += eT[i, j] * pair[i, j]
     return True, lz
 
 

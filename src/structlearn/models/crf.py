@@ -253,8 +253,6 @@ def _chain_cll_kernel(w, w_dense, dense_of, item_ptr, item_attr, item_val, attr_
         inca = np.empty(maxT)
         incb = np.empty(maxT)
         emarg = np.zeros((0, K, K))
-        g = gbuf[c]
-        gd = dbuf[c]
         for b in range(bounds[c], bounds[c + 1]):
             o = offsets[b]
             T = offsets[b + 1] - o
@@ -262,20 +260,18 @@ def _chain_cll_kernel(w, w_dense, dense_of, item_ptr, item_attr, item_val, attr_
                 continue
             for t in range(T):
                 n = o + t
-                u = U[t]
                 for k in range(K):
-                    u[k] = 0.0
+                    U[t, k] = 0.0
                 for p in range(item_ptr[n], item_ptr[n + 1]):
                     a = item_attr[p]
                     v = item_val[p]
                     d = dense_of[a]
                     if d >= 0:
-                        row = w_dense[d]
                         for k in range(K):
-                            u[k] += v * row[k]
+                            U[t, k] += v * w_dense[d, k]
                     else:
                         for f in range(attr_ptr[a], attr_ptr[a + 1]):
-                            u[feat_label[f]] += v * w[f]
+                            U[t, feat_label[f]] += v * w[f]
             s = start[y[o]] + end[y[o + T - 1]] + U[0, y[o]]
             for t in range(1, T):
                 s += U[t, y[o + t]] + trans[0, y[o + t - 1], y[o + t]]
@@ -291,18 +287,16 @@ def _chain_cll_kernel(w, w_dense, dense_of, item_ptr, item_attr, item_val, attr_
                 nbuf[c, k] += M[T - 1, k]
             for t in range(T):
                 n = o + t
-                m = M[t]
                 for p in range(item_ptr[n], item_ptr[n + 1]):
                     a = item_attr[p]
                     v = item_val[p]
                     d = dense_of[a]
                     if d >= 0:
-                        row = gd[d]
                         for k in range(K):
-                            row[k] += v * m[k]
+                            dbuf[c, d, k] += v * M[t, k]
                     else:
                         for f in range(attr_ptr[a], attr_ptr[a + 1]):
-                            g[f] += v * m[feat_label[f]]
+                            gbuf[c, f] += v * M[t, feat_label[f]]
     gstate = np.zeros(F)
     for f in prange(F):
         acc = 0.0
