@@ -18,15 +18,24 @@ Recursions (log space; α* / β_start at segment starts, α / β_end at segment 
     α[e, k]  = log Σ_{d=1..min(L_k, e+1)} exp(α*[e-d+1, k] + w(e-d+1, e, k))
     log Z    = log Σ_k exp(α[T-1, k] + end[k])
     β_end[T-1, k] = end[k];   β_end[e, k] = log Σ_j exp(trans[k, j] + β_start[e+1, j])
-    β_start[s, k] = log Σ_{d=1..min(L_k, T-s)} exp(w(s, s+d-1, k) + β_end[s+d-1, k])
-    P(k-segment [s, e]) = exp(α*[s, k] + w(s, e, k) + β_end[e, k] - log Z)
-    P(j -> k at s)      = exp(α[s-1, j] + trans[j, k] + β_start[s, k] - log Z)
+
+The forward keeps the normalised window terms r[e, d-1, k] = exp(α*[s, k] + w(s, e, k) - α[e, k])
+(a (T, D, K) buffer per block of sequences, never (N, D, K)); the backward then works with posteriors
+and needs one exp per (token, label) instead of one per (token, length, label)::
+
+    P(k ends at e)       = exp(α[e, k] + β_end[e, k] - log Z)
+    P(k-segment [s, e])  = r[e, e-s, k] · P(k ends at e)
+    P(k starts at s)     = Σ_e P(k-segment [s, e]);   β_start[s, k] = log P(k starts at s) - α*[s, k] + log Z
+    P(j -> k at s)       = exp(α[s-1, j] + trans[j, k] + β_start[s, k] - log Z)
+
+(posteriors below ~1e-300 underflow to 0, which only drops terms of that size).
 
 The K×K transition sums run in linear space (exp(trans - max) precomputed once; one exp per label and
 token) with an exact log-space fallback when a sum is tiny or a scale would overflow, so -inf
 transitions (``allow_same_label=False``) never produce NaN. Window sums over d use L_k exps per
-(token, label). Time O(N·(Σ_k L_k + K²)) per pass, memory O(N·K); parallel over blocks of sequences,
-each block with its own accumulators (summed at the end, deterministic for a given block count).
+(token, label), in the forward only. Time O(N·(Σ_k L_k + K²)), memory O(N·K) + O(T_max·D·K) per
+block; parallel over blocks of sequences, each block with its own accumulators (summed at the end,
+deterministic for a given block count).
 Messages are not rescaled: meant for sentences (a few thousand tokens at most), not for 10⁵-token
 sequences (use :class:`structlearn.structures.SemiMarkov` there).
 """
@@ -56,11 +65,16 @@ def _lse_buf(buf, n):
 
 @njit(cache=True)
 def _seq_pass(unary, begin, last, dur, maxlen, trans, expT, tmax, start, end, span_id, span_w, caps,
-              caps_w, use_span, use_caps, o, T, alpha, astar, bend, bstart, token, g_first, g_last,
-              edge, g_dur, g_start, g_end, g_span, g_caps, buf, vbuf, wbuf):
-    """One sequence: forward, backward and expected statistics (accumulated into the block buffers
-    ``edge``, ``g_dur``, ``g_start``, ``g_end``, ``g_span``, ``g_caps``; per-token rows of ``token``,
-    ``g_first``, ``g_last`` written). Returns log Z."""
+              caps_w, use_span, use_caps, o, T, alpha, astar, bstart, token, g_first, g_last,
+              edge, g_dur, g_start, g_end, g_span, g_caps, buf, vbuf, wbuf, bend, r):
+    """One sequence: forward, then a backward pass that produces the posteriors directly, accumulating
+    the expected statistics (block buffers ``edge``, ``g_dur``, ``g_start``, ``g_end``, ``g_span``,
+    ``g_caps``; per-token rows of ``token``, ``g_first``, ``g_last`` written). Returns log Z.
+
+    The forward keeps r[e, d-1, k] = P(the k-segment ending at e has length d | one ends there)
+    (``r`` is a (T, D, K) block buffer), so the backward needs one exp per (token, label):
+    P(k-segment [s, e]) = r[e, e-s, k] · P(a k-segment ends at e), P(k-segment starts at s) = Σ_e of
+    those, β_start[s, k] = log P(starts at s) - α*[s, k] + log Z."""
     K = unary.shape[1]
     # ---- forward
     for t in range(T):
@@ -79,19 +93,20 @@ def _seq_pass(unary, begin, last, dur, maxlen, trans, expT, tmax, start, end, sp
                 for j in range(K):
                     vbuf[j] = math.exp(alpha[n - 1, j] - ma)
                 for k in range(K):
-                    s = 0.0
+                    sm = 0.0
                     for j in range(K):
-                        s += vbuf[j] * expT[j, k]
-                    if s > _TINY:
-                        astar[n, k] = ma + tmax + math.log(s)
+                        sm += vbuf[j] * expT[j, k]
+                    if sm > _TINY:
+                        astar[n, k] = ma + tmax + math.log(sm)
                     else:  # exact: α*[s, k] = log Σ_j exp(α[s-1, j] + trans[j, k])
                         for j in range(K):
                             buf[j] = alpha[n - 1, j] + trans[j, k]
                         astar[n, k] = _lse_buf(buf, K)
-        # α[e, k] = log Σ_d exp(α*[e-d+1, k] + w(e-d+1, e, k))
+        # α[e, k] = log Σ_d exp(α*[e-d+1, k] + w(e-d+1, e, k)); r = the normalised terms
         for k in range(K):
             L = min(maxlen[k], t + 1)
             acc = last[n, k]
+            m = NEG_INF
             for d in range(1, L + 1):
                 s = n - d + 1
                 acc += unary[s, k]
@@ -103,107 +118,87 @@ def _seq_pass(unary, begin, last, dur, maxlen, trans, expT, tmax, start, end, sp
                 if use_caps and caps[n, d - 1]:
                     v += caps_w[k]
                 buf[d - 1] = v
-            alpha[n, k] = _lse_buf(buf, L)
+                if v > m:
+                    m = v
+            if m == NEG_INF:
+                alpha[n, k] = NEG_INF
+                for d in range(L):
+                    r[t, d, k] = 0.0
+                continue
+            sm = 0.0
+            for d in range(L):
+                x = math.exp(buf[d] - m)
+                r[t, d, k] = x
+                sm += x
+            inv = 1.0 / sm
+            for d in range(L):
+                r[t, d, k] *= inv
+            alpha[n, k] = m + math.log(sm)
     n = o + T - 1
     for k in range(K):
         buf[k] = alpha[n, k] + end[k]
     log_z = _lse_buf(buf, K)
+    for t in range(T):
+        for k in range(K):
+            token[o + t, k] = 0.0
+            g_first[o + t, k] = 0.0
+            g_last[o + t, k] = 0.0
     if not log_z > NEG_INF:
-        for t in range(T):
-            for k in range(K):
-                token[o + t, k] = 0.0
-                g_first[o + t, k] = 0.0
-                g_last[o + t, k] = 0.0
         return log_z
-    # ---- backward
+    # ---- backward, producing posteriors
     for t in range(T - 1, -1, -1):
         n = o + t
+        # β_end[n, k] = log Σ_j exp(trans[k, j] + β_start[n+1, j])
         if t == T - 1:
             for k in range(K):
-                bend[n, k] = end[k]
+                bend[k] = end[k]
         else:
             mb = NEG_INF
             for j in range(K):
                 if bstart[n + 1, j] > mb:
                     mb = bstart[n + 1, j]
             for k in range(K):
-                bend[n, k] = NEG_INF
+                bend[k] = NEG_INF
             if mb > NEG_INF:
                 for j in range(K):
                     wbuf[j] = math.exp(bstart[n + 1, j] - mb)
                 for k in range(K):
-                    s = 0.0
+                    sm = 0.0
                     for j in range(K):
-                        s += expT[k, j] * wbuf[j]
-                    if s > _TINY:
-                        bend[n, k] = mb + tmax + math.log(s)
+                        sm += expT[k, j] * wbuf[j]
+                    if sm > _TINY:
+                        bend[k] = mb + tmax + math.log(sm)
                     else:
                         for j in range(K):
                             buf[j] = trans[k, j] + bstart[n + 1, j]
-                        bend[n, k] = _lse_buf(buf, K)
-        # β_start[s, k] = log Σ_d exp(w(s, s+d-1, k) + β_end[s+d-1, k])
+                        bend[k] = _lse_buf(buf, K)
+        # P(a k-segment ends at n)
+        for k in range(K):
+            x = alpha[n, k] + bend[k] - log_z
+            g_last[n, k] = math.exp(x) if x > NEG_INF else 0.0
+        # segments starting at n: P([n, e], k) = r[e, e-n, k] · P(k ends at e)
         for k in range(K):
             L = min(maxlen[k], T - t)
-            acc = begin[n, k]
+            ps = 0.0
             for d in range(1, L + 1):
                 e = n + d - 1
-                acc += unary[e, k]
-                v = acc + dur[d - 1, k] + last[e, k] + bend[e, k]
+                p = r[t + d - 1, d - 1, k] * g_last[e, k]
+                if p == 0.0:
+                    continue
+                ps += p
+                if t + d < T:
+                    token[e + 1, k] -= p   # difference array: +p at n, -p after e
+                g_dur[d - 1, k] += p
                 if use_span:
                     sid = span_id[e, d - 1]
                     if sid >= 0:
-                        v += span_w[sid, k]
+                        g_span[sid, k] += p
                 if use_caps and caps[e, d - 1]:
-                    v += caps_w[k]
-                buf[d - 1] = v
-            bstart[n, k] = _lse_buf(buf, L)
-    # ---- expectations
-    for t in range(T):
-        n = o + t
-        for k in range(K):
-            token[n, k] = 0.0
-            g_first[n, k] = 0.0
-            g_last[n, k] = 0.0
-    for k in range(K):
-        g_start[k] += math.exp(start[k] + bstart[o, k] - log_z)
-        g_end[k] += math.exp(alpha[n, k] + end[k] - log_z)
-    for t in range(T):
-        n = o + t
-        # segments ending at n: P = exp(α*[s, k] + w(s, n, k) + β_end[n, k] - log Z)
-        for k in range(K):
-            base = bend[n, k] - log_z
-            if base == NEG_INF:
-                continue
-            L = min(maxlen[k], t + 1)
-            acc = last[n, k]
-            for d in range(1, L + 1):
-                s = n - d + 1
-                acc += unary[s, k]
-                if astar[s, k] == NEG_INF:
-                    continue
-                sid = -1
-                v = astar[s, k] + acc + dur[d - 1, k] + begin[s, k] + base
-                if use_span:
-                    sid = span_id[n, d - 1]
-                    if sid >= 0:
-                        v += span_w[sid, k]
-                cp = use_caps and caps[n, d - 1]
-                if cp:
-                    v += caps_w[k]
-                p = math.exp(v)
-                if p == 0.0:
-                    continue
-                token[s, k] += p          # difference array: +p at s, -p after n
-                if t + 1 < T:
-                    token[n + 1, k] -= p
-                g_first[s, k] += p
-                g_last[n, k] += p
-                g_dur[d - 1, k] += p
-                if sid >= 0:
-                    g_span[sid, k] += p
-                if cp:
                     g_caps[k] += p
-        # transitions into a segment starting at n
+            token[n, k] += ps
+            g_first[n, k] = ps
+            bstart[n, k] = math.log(ps) - astar[n, k] + log_z if ps > 0.0 else NEG_INF
+        # transitions into a segment starting at n: P = exp(α[n-1, j] + trans[j, k] + β_start[n, k] - log Z)
         if t > 0:
             ma = NEG_INF
             for j in range(K):
@@ -232,6 +227,9 @@ def _seq_pass(unary, begin, last, dur, maxlen, trans, expT, tmax, start, end, sp
                 for j in range(K):
                     for k in range(K):
                         edge[j, k] += math.exp(alpha[n - 1, j] + trans[j, k] + bstart[n, k] - log_z)
+    for k in range(K):
+        g_start[k] += g_first[o, k]
+        g_end[k] += g_last[o + T - 1, k]
     for t in range(1, T):
         for k in range(K):
             token[o + t, k] += token[o + t - 1, k]
@@ -276,7 +274,6 @@ def semicrf_expectations(unary, begin, last, dur, maxlen, trans, start, end, spa
             expT[j, k] = math.exp(trans[j, k] - tmax)
     alpha = np.empty((N, K))
     astar = np.empty((N, K))
-    bend = np.empty((N, K))
     bstart = np.empty((N, K))
     token = np.empty((N, K))
     g_first = np.empty((N, K))
@@ -294,6 +291,11 @@ def semicrf_expectations(unary, begin, last, dur, maxlen, trans, start, end, spa
         buf = np.empty(W)
         vbuf = np.empty(K)
         wbuf = np.empty(K)
+        bend = np.empty(K)
+        Tmax = 0
+        for b in range(blocks[c], blocks[c + 1]):
+            Tmax = max(Tmax, offsets[b + 1] - offsets[b])
+        r = np.empty((Tmax, D, K))
         for b in range(blocks[c], blocks[c + 1]):
             o = offsets[b]
             T = offsets[b + 1] - o
@@ -301,8 +303,8 @@ def semicrf_expectations(unary, begin, last, dur, maxlen, trans, start, end, spa
                 continue
             log_z[b] = _seq_pass(unary, begin, last, dur, maxlen, trans, expT, tmax, start, end,
                                  span_id, span_w, caps, caps_w, use_span, use_caps, o, T, alpha,
-                                 astar, bend, bstart, token, g_first, g_last, edge[c], g_dur[c],
-                                 g_start[c], g_end[c], g_span[c], g_caps[c], buf, vbuf, wbuf)
+                                 astar, bstart, token, g_first, g_last, edge[c], g_dur[c],
+                                 g_start[c], g_end[c], g_span[c], g_caps[c], buf, vbuf, wbuf, bend, r)
     for c in range(1, C):
         edge[0] += edge[c]
         g_dur[0] += g_dur[c]
