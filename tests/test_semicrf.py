@@ -88,11 +88,11 @@ def _segment_score(est, w, x, segs, K):
                     tot += val * block[f]
         return tot
 
-    span_strings = {}
-    if "span" in m.segment_features:
-        inv = {i: s for s, i in est._tok_index.items()}
-        for h_i, h in enumerate(est._span_hash):
-            span_strings[h] = h_i
+    span_id = None
+    if "span" in m.segment_features:  # which training span string [s, e] is (lookup only)
+        batch = est._batch([x])
+        est._map_spans(batch)
+        span_id = batch.span_id
     tr, st, en, dur = m.chain_potentials(w)
     total = st[segs[0][2]] + en[segs[-1][2]]
     for i, (s, e, k) in enumerate(segs):
@@ -105,6 +105,8 @@ def _segment_score(est, w, x, segs, K):
             total += state(p["first"], x[s], k)
         if "last" in m.segment_features:
             total += state(p["last"], x[e], k)
+        if span_id is not None and d - 1 < span_id.shape[1] and span_id[e, d - 1] >= 0:
+            total += p["span"][span_id[e, d - 1], k]
         if "caps" in m.segment_features and all(x[u]["w[0]"][:1].isupper() for u in range(s, e + 1)):
             total += p["caps"][k]
         if i:
@@ -116,7 +118,7 @@ def _segment_score(est, w, x, segs, K):
 
 
 @pytest.mark.parametrize("allow_same_label", [False, True])
-@pytest.mark.parametrize("features", [(), ("first", "last", "caps")])
+@pytest.mark.parametrize("features", [(), ("first", "last", "caps"), ALL])
 def test_log_likelihood_matches_brute_force(allow_same_label, features):
     X, y = random_problem(3, n_seq=3, max_len=4, labels=("A", "B"))
     est = fitted(X, y, allow_same_label=allow_same_label, segment_features=features,
@@ -251,3 +253,57 @@ def test_fused_objective_matches_engine(allow_same_label, features):
         v2 = _CLL.__call__(f, w, g2)
         np.testing.assert_allclose(v1, v2, rtol=1e-10)
         np.testing.assert_allclose(g1, g2, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("allow_same_label", [False, True])
+@pytest.mark.parametrize("features", [(), ALL])
+def test_decoding_matches_brute_force(allow_same_label, features):
+    """Viterbi, k-best, constrained decoding, sequence probability, token and segment marginals of the
+    estimator against enumeration of all segmentations (scores from the feature definitions)."""
+    X, y = random_problem(4, n_seq=3, max_len=4, labels=("A", "B"))
+    est = fitted(X, y, allow_same_label=allow_same_label, segment_features=features,
+                 max_segment_length=3, all_possible_transitions=True, all_possible_states=True)
+    m = est.model_
+    rng = np.random.RandomState(8)
+    est.coef_ = rng.normal(size=m.n_params) * m.free_mask()
+    K = len(est.classes_)
+    cls = est.classes_
+    viterbi = est.predict_segments(X)
+    kbest = est.kbest(X, 4)
+    proba = est.predict_proba_sequence(X)
+    tok_marg = est.predict_marginals(X)
+    seg_marg = est.predict_segment_marginals(X, threshold=0.0)
+    for b, x in enumerate(X):
+        T = len(x)
+        scored = [(_segment_score(est, est.coef_, x, segs, K), segs)
+                  for segs in oracle.segmentations(T, 3, K)]
+        scored = sorted([(s, g) for s, g in scored if s > -math.inf], key=lambda t: -t[0])
+        mx = scored[0][0]
+        log_z = mx + math.log(math.fsum(math.exp(s - mx) for s, _ in scored))
+
+        def public(segs):
+            return [(s, e + 1, cls[k]) for s, e, k in segs]
+
+        assert viterbi[b] == public(scored[0][1])
+        np.testing.assert_allclose(proba[b], math.exp(mx - log_z), rtol=1e-10)
+        got = kbest[b]
+        assert len(got) == min(4, len(scored))
+        for (segs, p), (s, g) in zip(got, scored):
+            np.testing.assert_allclose(p, math.exp(s - log_z), rtol=1e-9)
+        assert got[0][0] == public(scored[0][1])
+        occ = np.zeros((T, K))
+        seg_p = {}
+        for s, g in scored:
+            p = math.exp(s - log_z)
+            for (a, e, k) in g:
+                occ[a:e + 1, k] += p
+                seg_p[(a, e + 1, cls[k])] = seg_p.get((a, e + 1, cls[k]), 0.0) + p
+        np.testing.assert_allclose(tok_marg[b], occ, rtol=1e-9, atol=1e-12)
+        got_seg = {(s, e, lab): p for s, e, lab, p in seg_marg[b]}
+        for key, p in seg_p.items():
+            if p > 1e-12:
+                np.testing.assert_allclose(got_seg[key], p, rtol=1e-9)
+        # constrained decoding: token 0 must lie in a segment labelled cls[1]
+        cons = [{0: cls[1]} if i == b else None for i in range(len(X))]
+        best = next(g for s, g in scored if g[0][2] == 1)
+        assert est.predict_segments(X, constraints=cons)[b] == public(best)
