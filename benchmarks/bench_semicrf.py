@@ -33,16 +33,16 @@ def main():
     ap.add_argument("--iterations", type=int, default=10)
     ap.add_argument("--segment-features", action="store_true",
                     help="also use the first/last/span/caps segment features")
-    ap.add_argument("--features", default=None, metavar="F1,F2",
-                    help="segment features to use, e.g. first,last (overrides --segment-features)")
+    ap.add_argument("--features", default="first,last", metavar="F1,F2",
+                    help="segment features (default first,last, the estimator's default; '' for none)")
     ap.add_argument("--data-home", default=None)
     args = ap.parse_args()
     data = load_conll2000(data_home=args.data_home, download_if_missing=False)
     train = data.train[:args.sentences] if args.sentences else data.train
     X, y = featurize(train, get_template("chunking"))
-    sf = ("first", "last", "span", "caps") if args.segment_features else ()
-    if args.features is not None:
-        sf = tuple(f for f in args.features.split(",") if f)
+    sf = tuple(f for f in args.features.split(",") if f)
+    if args.segment_features:
+        sf = ("first", "last", "span", "caps")
     est = SemiMarkovCRF(allow_same_label=True, max_iterations=args.iterations, segment_features=sf)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)

@@ -53,12 +53,16 @@ class SemiMarkovCRF(BaseEstimator):
     allow_same_label : bool, default False
         Whether two consecutive segments may share a label. False is the seed's variant (segments are
         maximal runs); chunking and word segmentation need True.
-    segment_features : sequence of str, default ()
+    segment_features : sequence of str, default ("first", "last")
         Segment-level features, any of ``"first"`` (the first token's attributes × label), ``"last"``
         (the last token's), ``"span"`` (the whole span's token string × label, strings seen in
         training) and ``"caps"`` (every token of the span starts with an upper-case letter × label).
-        Duration (length × label) features are always on. Any segment feature makes training and
-        inference build the (N, D, K) segment potential (in chunks of sequences) and costs O(N·D·K).
+        Duration (length × label) features are always on. Token state features summed over a span
+        cannot tell a segment's first token from the others; "first" and "last" give the semi-Markov
+        CRF the information of the linear chain's B- / E- tags (CoNLL-2000 chunk F1 0.8716 without
+        them at 70 iterations, 0.9363 with them, converged; linear chain 0.9361). Training never
+        builds (N, D, K) arrays (fused kernel, :mod:`structlearn.kernels.semicrf`); prediction with
+        segment features builds the (N, D, K) segment potential in chunks of sequences, O(N·D·K).
     token_attribute : str, default "w[0]"
         Where "span" and "caps" find the token's string when ``tokens`` is not passed: the item
         attribute ``"w[0]=<token>"`` (or a dict item ``{"w[0]": "<token>"}``).
@@ -87,15 +91,18 @@ class SemiMarkovCRF(BaseEstimator):
 
     Notes
     -----
-    Time per L-BFGS iteration: one semi-Markov forward–backward, O(N·(D·K + K²)), plus O(N·D·K) with
-    segment features, plus O(nnz · labels per attribute) for potentials and gradient; memory
-    O(N·K) + O(chunk·D·K), with chunks of at most 4·10⁶ entries (parallel over sequences, Numba).
+    Time per L-BFGS iteration: one fused semi-Markov forward–backward that returns log Z and every
+    expected feature count (:func:`structlearn.kernels.semicrf.semicrf_expectations`),
+    O(N·(Σ_k L_k + K²)) with L_k the longest segment of label k, plus O(nnz · labels per attribute)
+    for potentials and gradient; memory O(N·K) (parallel over sequences, Numba). Prediction,
+    marginals and k-best run on :class:`~structlearn.structures.SemiMarkov`, O(N·(D·K + K²)), with
+    segment features O(N·D·K) in chunks of at most 4·10⁶ entries.
     """
 
     def __init__(self, algorithm="lbfgs", c1=0.0, c2=1.0, max_iterations=None, num_memories=6,
                  epsilon=1e-5, period=10, delta=1e-5, linesearch="MoreThuente", max_linesearch=20,
                  min_freq=0.0, all_possible_states=False, all_possible_transitions=False,
-                 max_segment_length=None, allow_same_label=False, segment_features=(),
+                 max_segment_length=None, allow_same_label=False, segment_features=("first", "last"),
                  token_attribute="w[0]", label_format="auto", outside="O", verbose=False):
         self.algorithm = algorithm
         self.c1 = c1
