@@ -357,8 +357,8 @@ def test_contract_and_errors(fitted):
 # ---------------------------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_conll2002_spanish_order2_subset():
-    """Order 2 on the first 1 500 training sentences, 40 iterations: entity F1 on testa is sensible and
-    not below order 1 by more than a point (measured: see docs in the benchmark)."""
+    """Order 2 (sparse) on the first 1 000 training sentences, 30 L-BFGS iterations: entity F1 on the
+    first 500 testa sentences is sensible (measured 0.6285; about 2 minutes on one core)."""
     from structlearn.datasets import load_conll2002
     from structlearn.io.conll import featurize
     from structlearn.io.templates import get_template
@@ -367,11 +367,10 @@ def test_conll2002_spanish_order2_subset():
     root = require_data("conll2002")
     data = load_conll2002("esp", data_home=root.parent, download_if_missing=False)
     tpl = get_template("ner-nochunk")
-    Xtr, ytr = featurize(data.train[:1500], tpl)
+    Xtr, ytr = featurize(data.train[:1000], tpl)
     Xte, yte = featurize(data.testa[:500], tpl)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        crf = HigherOrderCRF(order=2, max_iterations=40, c2=0.1).fit(Xtr, ytr)
+        crf = HigherOrderCRF(order=2, max_iterations=30).fit(Xtr, ytr)
     f1 = chunk_f1(yte, crf.predict(Xte))
-    f1 = f1[2] if isinstance(f1, tuple) else f1
-    assert f1 > 0.45
+    assert f1 > 0.55
