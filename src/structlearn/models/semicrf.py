@@ -596,15 +596,17 @@ class SemiMarkovFeatureModel:
 
 def _blocks(batch):
     """Sequence boundaries (C + 1,) of about 4 blocks per Numba thread with equal token counts (cached
-    on the batch)."""
-    bl = getattr(batch, "_blocks", None)
+    on the batch for the current thread count)."""
+    nth = numba.get_num_threads()
+    cached = getattr(batch, "_blocks", None)
+    bl = cached[1] if cached is not None and cached[0] == nth else None
     if bl is None:
         off = batch.offsets
         B = len(off) - 1
-        C = max(1, min(B, 4 * numba.get_num_threads()))
+        C = max(1, min(B, 4 * nth))
         cuts = np.searchsorted(off[1:], np.linspace(0, off[-1], C + 1)[1:-1], side="left") + 1
         bl = np.unique(np.concatenate([[0], np.clip(cuts, 0, B), [B]])).astype(np.int64)
-        batch._blocks = bl
+        batch._blocks = (nth, bl)
     return bl
 
 
