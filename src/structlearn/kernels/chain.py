@@ -297,7 +297,7 @@ def _exp_shifted_into(x, out):
     return m, ok
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath={"reassoc", "contract", "arcp", "nsz"})
 def _linear_marginals_seq(unary, eT, eTt, gmax, es, smax, ee, emax, o, T, edge_mode, umarg, emarg,
                           ee_dst):
     """Scaled linear-space forward–backward of one sequence (stationary transitions).
