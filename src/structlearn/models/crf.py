@@ -138,11 +138,16 @@ class ChainFeatureModel:
         n_chunks = 2 * numba.get_num_threads() if n_chunks is None else int(n_chunks)
         bounds = _chunk_bounds(packed.offsets, n_chunks)
         dense_of, f_idx, f_row, f_lab, n_dense = self._dense_rows()
+        cached = getattr(self, "_item_rows", None)
+        if cached is None or cached[0] is not packed.item_attr:  # per-occurrence dense row, read in order
+            cached = (packed.item_attr, dense_of[packed.item_attr])
+            self._item_rows = cached
+        item_row = cached[1]
         ws = np.ascontiguousarray(w[:self.n_state])
         w_dense = np.zeros((n_dense, self.n_labels))
         w_dense[f_row, f_lab] = ws[f_idx]
         log_z, gold, gstate, g_dense, edge, est, een = _chain_cll_kernel(
-            ws, w_dense, dense_of, packed.item_ptr, packed.item_attr, packed.item_val,
+            ws, w_dense, item_row, packed.item_ptr, packed.item_attr, packed.item_val,
             self.attr_ptr, self.feat_label, np.ascontiguousarray(tr)[None], st, en, packed.offsets,
             np.asarray(y, dtype=np.int64), bounds)
         gstate[f_idx] = g_dense[f_row, f_lab]
@@ -184,6 +189,7 @@ class ChainFeatureModel:
     def __getstate__(self):
         state = self.__dict__.copy()
         state.pop("_dense_cache", None)
+        state.pop("_item_rows", None)
         return state
 
     def feature_counts(self, packed, y):
@@ -217,11 +223,11 @@ def _chunk_bounds(offsets, n_chunks):
 
 
 @njit(cache=True, parallel=True)
-def _chain_cll_kernel(w, w_dense, dense_of, item_ptr, item_attr, item_val, attr_ptr, feat_label, trans,
+def _chain_cll_kernel(w, w_dense, item_row, item_ptr, item_attr, item_val, attr_ptr, feat_label, trans,
                       start, end, offsets, y, bounds):
     """Fused potentials → forward–backward → expected counts, parallel over blocks of sequences.
 
-    Attributes with ``dense_of[a] >= 0`` read their weights from the row ``w_dense[dense_of[a]]``
+    Occurrences p with ``item_row[p] >= 0`` read their weights from the row ``w_dense[item_row[p]]``
     (K labels, 0 where (a, k) is no feature) and collect their counts in a dense row too; the others go
     through their sparse feature lists. Returns log Z (B,), gold score (B,), expected counts of the
     sparse state features (F,) (0 for the dense ones), expected counts of the dense rows (A_d, K),
@@ -265,7 +271,7 @@ def _chain_cll_kernel(w, w_dense, dense_of, item_ptr, item_attr, item_val, attr_
                 for p in range(item_ptr[n], item_ptr[n + 1]):
                     a = item_attr[p]
                     v = item_val[p]
-                    d = dense_of[a]
+                    d = item_row[p]
                     if d >= 0:
                         for k in range(K):
                             U[t, k] += v * w_dense[d, k]
@@ -290,7 +296,7 @@ def _chain_cll_kernel(w, w_dense, dense_of, item_ptr, item_attr, item_val, attr_
                 for p in range(item_ptr[n], item_ptr[n + 1]):
                     a = item_attr[p]
                     v = item_val[p]
-                    d = dense_of[a]
+                    d = item_row[p]
                     if d >= 0:
                         for k in range(K):
                             dbuf[c, d, k] += v * M[t, k]
