@@ -71,20 +71,18 @@ def test_conll2000_chunking_as_segmentation():
     tpl = get_template("chunking")
     Xtr, ytr = featurize(data.train, tpl)
     Xte, yte = featurize(data.test, tpl)
-    # capped at 40 iterations to stay affordable (about 2-3 minutes on two busy cores; full training:
-    # see the closing note)
-    # token state features summed over a span cannot tell a chunk's first token from the others (the
-    # linear chain's B-/I- split); the "first"/"last" segment features restore that. Without them a
-    # 70-iteration run measured chunk F1 0.8716. NOTE: this configuration's threshold is not yet
-    # verified by a run.
+    # capped at 40 iterations to stay affordable. Token state features summed over a span cannot tell a
+    # chunk's first token from the others (the linear chain's B-/I- split); the default "first"/"last"
+    # segment features restore that. Measured chunk F1: 0.9357 at 40 iterations (236 s on two busy
+    # cores), 0.9363 converged (168 iterations); without first/last 0.8716 at 70 iterations.
     est = SemiMarkovCRF(allow_same_label=True, max_iterations=40, segment_features=("first", "last"))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         est.fit(Xtr, ytr)
     assert est.max_lengths_["NP"] == 15 and est.max_lengths_["O"] == 1
     f1 = conlleval(yte, est.predict(Xte)).f1
-    # LinearChainCRF on the same attributes: 0.9361 (converged); a 40-iteration cap is not converged
-    assert f1 >= 0.90, f1
+    # LinearChainCRF on the same attributes: 0.9361 (converged); acceptance: >= 0.9361 - 0.005
+    assert f1 >= 0.931, f1
 
 
 @pytest.mark.slow
