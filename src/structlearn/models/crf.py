@@ -143,14 +143,11 @@ class ChainFeatureModel:
             cached = (packed.item_attr, dense_of[packed.item_attr])
             self._item_rows = cached
         item_row = cached[1]
-        ws = np.ascontiguousarray(w[:self.n_state])
-        w_dense = np.zeros((n_dense, self.n_labels))
-        w_dense[f_row, f_lab] = ws[f_idx]
-        log_z, gold, gstate, g_dense, edge, est, een = _chain_cll_kernel(
-            ws, w_dense, item_row, packed.item_ptr, packed.item_attr, packed.item_val,
-            self.attr_ptr, self.feat_label, np.ascontiguousarray(tr)[None], st, en, packed.offsets,
-            np.asarray(y, dtype=np.int64), bounds)
-        gstate[f_idx] = g_dense[f_row, f_lab]
+        log_z, gold, gstate, edge, est, een = _chain_cll_kernel(
+            np.ascontiguousarray(w[:self.n_state]), f_idx, f_row, f_lab, n_dense, item_row,
+            packed.item_ptr, packed.item_attr, packed.item_val, self.attr_ptr, self.feat_label,
+            np.ascontiguousarray(tr)[None], st, en, packed.offsets, np.asarray(y, dtype=np.int64),
+            bounds)
         g = np.empty(self.n_params)
         gs, gt, gst, gen = self.split(g)
         gs[...] = gstate
@@ -223,22 +220,24 @@ def _chunk_bounds(offsets, n_chunks):
 
 
 @njit(cache=True, parallel=True)
-def _chain_cll_kernel(w, w_dense, item_row, item_ptr, item_attr, item_val, attr_ptr, feat_label, trans,
-                      start, end, offsets, y, bounds):
+def _chain_cll_kernel(w, f_idx, f_row, f_lab, n_dense, item_row, item_ptr, item_attr, item_val, attr_ptr,
+                      feat_label, trans, start, end, offsets, y, bounds):
     """Fused potentials → forward–backward → expected counts, parallel over blocks of sequences.
 
-    Occurrences p with ``item_row[p] >= 0`` read their weights from the row ``w_dense[item_row[p]]``
-    (K labels, 0 where (a, k) is no feature) and collect their counts in a dense row too; the others go
-    through their sparse feature lists. Returns log Z (B,), gold score (B,), expected counts of the
-    sparse state features (F,) (0 for the dense ones), expected counts of the dense rows (A_d, K),
-    expected transition counts (K, K), expected start / end label counts (K,). Infeasible sequences
-    (log Z = -inf) add nothing.
+    Features ``f_idx`` (of label ``f_lab``) live in rows ``f_row`` of a dense (n_dense, K) weight
+    block (0 where (a, k) is no feature); occurrences p with ``item_row[p] >= 0`` read and collect
+    whole rows of it, the others go through their sparse feature lists. Returns log Z (B,), gold score
+    (B,), expected state feature counts (F,), expected transition counts (K, K), expected start / end
+    label counts (K,). Infeasible sequences (log Z = -inf) add nothing.
     """
     K = trans.shape[1]
     F = feat_label.shape[0]
     B = offsets.shape[0] - 1
     C = bounds.shape[0] - 1
-    AD = w_dense.shape[0]
+    AD = n_dense
+    w_dense = np.zeros((AD, K))
+    for i in prange(f_idx.shape[0]):
+        w_dense[f_row[i], f_lab[i]] = w[f_idx[i]]
     eTc, cmax, eTr, rmax, tiny_i, tiny_j, eT_fast, lin = marginals_setup(trans, start, end)
     lin_eT, lin_eTt, gmax, es, smax, ee, emax, lin_ok = lin
     log_z = np.zeros(B)
@@ -309,11 +308,11 @@ def _chain_cll_kernel(w, w_dense, item_row, item_ptr, item_attr, item_val, attr_
         for c in range(C):
             acc += gbuf[c, f]
         gstate[f] = acc
-    g_dense = np.zeros((AD, K))
-    for d in prange(AD):
+    for i in prange(f_idx.shape[0]):
+        acc = 0.0
         for c in range(C):
-            for k in range(K):
-                g_dense[d, k] += dbuf[c, d, k]
+            acc += dbuf[c, f_row[i], f_lab[i]]
+        gstate[f_idx[i]] = acc
     edge = np.zeros((K, K))
     est = np.zeros(K)
     een = np.zeros(K)
@@ -323,4 +322,4 @@ def _chain_cll_kernel(w, w_dense, item_row, item_ptr, item_attr, item_val, attr_
             een[i] += nbuf[c, i]
             for j in range(K):
                 edge[i, j] += ebuf[c, i, j]
-    return log_z, gold, gstate, g_dense, edge, est, een
+    return log_z, gold, gstate, edge, est, een
