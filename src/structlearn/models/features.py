@@ -287,7 +287,13 @@ def build_state_features(packed, y, n_attributes, n_labels, min_freq=0.0, all_po
         return attr_ptr, feat_label
     rows = np.repeat(np.arange(packed.n_items, dtype=np.int64), np.diff(packed.item_ptr))
     nz = packed.item_val != 0
-    keys, counts = np.unique(packed.item_attr[nz] * K + y[rows[nz]], return_counts=True)
+    flat = packed.item_attr[nz] * K + y[rows[nz]]
+    if A * K <= 2 ** 26:  # counting beats sorting (np.unique) when the (A, K) table is small
+        counts = np.bincount(flat, minlength=A * K)
+        keys = np.flatnonzero(counts)
+        counts = counts[keys]
+    else:
+        keys, counts = np.unique(flat, return_counts=True)
     keep = counts >= min_freq
     keys = keys[keep]
     attrs = keys // K
