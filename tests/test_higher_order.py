@@ -340,8 +340,6 @@ def test_contract_and_errors(fitted):
     assert c.get_params() == crf.get_params()
     with pytest.raises(NotFittedError):
         crf.predict(X)
-    with pytest.raises(NotImplementedError, match="segments=True"):
-        HigherOrderCRF(segments=True).fit(X, y)
     for bad in (dict(order=0), dict(order=1.5), dict(patterns="banded"), dict(order=2, state_order=3),
                 dict(c2=-1.0), dict(max_iterations=0)):
         with pytest.raises(ValueError):
@@ -374,3 +372,114 @@ def test_conll2002_spanish_order2_subset():
         crf = HigherOrderCRF(order=2, max_iterations=30).fit(Xtr, ytr)
     f1 = chunk_f1(yte, crf.predict(Xte))
     assert f1 > 0.55
+
+
+# ---------------------------------------------------------------------------------------------------
+# segments
+# ---------------------------------------------------------------------------------------------------
+def _segment_objective(X, y, d, c2=0.3):
+    from structlearn.models.higher_order import SegmentCLL
+
+    crf = HigherOrderCRF(order=d, segments=True)
+    vocab = AttributeVocabulary()
+    packed = vocab.encode(X, grow=True)
+    classes = sorted({lab for s in y for lab in s})
+    yy = np.array([classes.index(lab) for s in y for lab in s])
+    model = crf._segment_model(yy, packed, len(classes), len(vocab))
+    return SegmentCLL(model, packed, yy, c2=c2), model, packed, yy
+
+
+def runs_data(n=10, seed=0):
+    """Label runs of length 1..3 whose next label depends on the two previous runs."""
+    rng = np.random.default_rng(seed)
+    labels = "ABC"
+    X, y = [], []
+    for _ in range(n):
+        T = int(rng.integers(1, 7))
+        ys = []
+        p1, p2 = 0, 1
+        while len(ys) < T:
+            k = (p1 + p2) % 3 if rng.random() < 0.7 else int(rng.integers(0, 3))
+            if k == p1:
+                k = (k + 1) % 3
+            ys += [labels[k]] * int(rng.integers(1, 4))
+            p2, p1 = p1, k
+        ys = ys[:T]
+        X.append([{"w": f"w{lab}{int(rng.integers(0, 2))}", "num": float(rng.normal())} for lab in ys])
+        y.append(ys)
+    return X, y
+
+
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_segments_against_oracle(d):
+    from tests.oracles.higher_order import segment_pattern_oracle, segment_score
+
+    X, y = runs_data(8, seed=d)
+    obj, model, packed, yy = _segment_objective(X, y, d)
+    rng = np.random.default_rng(d)
+    w = rng.normal(size=model.n_params) * model.free_mask()
+    ch = model.structure(w, packed)
+    ws, wp, wd, st_, en = model.split(w)
+    from structlearn.models.features import state_potentials
+    unary = state_potentials(ws, packed.item_ptr, packed.item_attr, packed.item_val, model.attr_ptr,
+                             model.feat_label, model.n_labels)
+    wp = np.where(model.patterns.lengths >= 2, wp, 0.0)
+    dur = np.where(model.free_mask_dur(), wd, -np.inf)
+    log_z, best = ch.log_partition(), ch.max()
+    lab = ch.marginals().unary
+    pred = ch.argmax()
+    want = 0.0
+    for b in range(len(packed.lengths)):
+        o0, o1 = packed.offsets[b], packed.offsets[b + 1]
+        olz, olab, obest, _ = segment_pattern_oracle(unary[o0:o1], dur, model.patterns.patterns, wp, st_, en)
+        np.testing.assert_allclose(log_z[b], olz, rtol=RTOL)
+        np.testing.assert_allclose(best[b], obest, rtol=RTOL)
+        np.testing.assert_allclose(lab[o0:o1], olab, rtol=RTOL, atol=1e-12)
+        segs = [tuple(r) for r in ch.argmax_segments()[b]]
+        np.testing.assert_allclose(segment_score(segs, unary[o0:o1], dur, model.patterns.patterns, wp,
+                                                 st_, en), obest, rtol=RTOL)
+        assert [k for a, e, k in segs for _ in range(a, e + 1)] == list(pred[o0:o1])
+        ys = yy[o0:o1]
+        gold = []
+        for t in range(len(ys)):
+            if t == 0 or ys[t] != ys[t - 1]:
+                gold.append([t, t, ys[t]])
+            else:
+                gold[-1][1] = t
+        want += olz - segment_score([tuple(g) for g in gold], unary[o0:o1], dur, model.patterns.patterns,
+                                    wp, st_, en)
+    np.testing.assert_allclose(obj(w) - 0.3 * float(w @ w), want, rtol=RTOL)
+
+
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_segments_gradient_finite_differences(d):
+    X, y = runs_data(10, seed=10 + d)
+    obj, model, _, _ = _segment_objective(X, y, d)
+    rng = np.random.default_rng(0)
+    w = rng.normal(scale=0.5, size=model.n_params) * model.free_mask()
+    g = np.empty_like(w)
+    obj(w, g)
+    eps = 1e-6
+    idx = np.flatnonzero(model.free_mask())
+    for i in rng.choice(idx, size=min(40, idx.size), replace=False):
+        e = np.zeros_like(w)
+        e[i] = eps
+        np.testing.assert_allclose(g[i], (obj(w + e) - obj(w - e)) / (2 * eps), rtol=1e-5, atol=1e-6)
+
+
+def test_segments_estimator(tmp_path):
+    X, y = runs_data(40, seed=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        crf = HigherOrderCRF(order=2, segments=True, max_iterations=30, c2=0.1).fit(X, y)
+    assert crf.score(X, y) > 0.7
+    pred = crf.predict(X)
+    for m in crf.predict_marginals(X, output="array"):
+        np.testing.assert_allclose(m.sum(axis=1), 1.0, rtol=1e-10)
+    assert any(len(z) == 3 for z in crf.transition_features_ if "<start>" not in z and "<end>" not in z)
+    back = HigherOrderCRF.load(crf.save(tmp_path / "seg.npz"))
+    assert back.predict(X) == pred
+    with pytest.raises(NotImplementedError, match="dense"):
+        HigherOrderCRF(segments=True, patterns="sparse").fit(X, y)
+    with pytest.raises(ValueError, match="state_order"):
+        HigherOrderCRF(order=2, segments=True, state_order=2).fit(X, y)

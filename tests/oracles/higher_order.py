@@ -63,3 +63,47 @@ def pattern_oracle(patterns, phi, wpat, start, end, K, allowed=None):
             if i < Zs:
                 tok[t, i] += p
     return log_z, lab, tok, tot, best, arg
+
+
+def segmentations_distinct(T, D, K):
+    """Every segmentation of T tokens into segments of length <= D whose consecutive labels differ."""
+    from tests.oracles.semimarkov import segmentations
+
+    for segs in segmentations(T, D, K):
+        if all(a[2] != b[2] for a, b in zip(segs[:-1], segs[1:])):
+            yield segs
+
+
+def segment_score(segs, unary, dur, patterns, wpat, start, end):
+    """Score of one segmentation: start + Σ (token unary + duration) + segment-label n-grams + end."""
+    if not segs:
+        return 0.0
+    labs = [k for _, _, k in segs]
+    s = start[labs[0]] + end[labs[-1]]
+    for i, (a, b, k) in enumerate(segs):
+        s += float(sum(unary[u, k] for u in range(a, b + 1))) + dur[b - a, k]
+        for j, z in enumerate(patterns):
+            n = len(z)
+            if n >= 2 and i - n + 1 >= 0 and tuple(labs[i - n + 1:i + 1]) == tuple(z):
+                s += wpat[j]
+    return s
+
+
+def segment_pattern_oracle(unary, dur, patterns, wpat, start, end):
+    """log Z, token label marginals (T, K), best score and best segmentation of one sequence."""
+    T, K = unary.shape
+    D = dur.shape[0]
+    items = [(segs, segment_score(segs, unary, dur, patterns, wpat, start, end))
+             for segs in segmentations_distinct(T, D, K)]
+    log_z = _lse([s for _, s in items])
+    lab = np.zeros((T, K))
+    best, arg = -math.inf, None
+    for segs, s in items:
+        if s > best:
+            best, arg = s, segs
+        if s == -math.inf:
+            continue
+        p = math.exp(s - log_z)
+        for a, b, k in segs:
+            lab[a:b + 1, k] += p
+    return log_z, lab, best, arg

@@ -6,9 +6,9 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from ..learning.optimizers import lbfgs
-from ..models.features import AttributeVocabulary
-from ..models.higher_order import (HigherOrderCLL, HigherOrderFeatureModel, LabelPatterns,
-                                   build_pattern_state_features)
+from ..models.features import AttributeVocabulary, build_state_features
+from ..models.higher_order import (HigherOrderCLL, HigherOrderFeatureModel, LabelPatterns, SegmentCLL,
+                                   SegmentPatternModel, build_pattern_state_features, runs)
 from .crf import LinearChainCRF, _progress
 
 _FORMAT = "higher-order-crf"
@@ -36,16 +36,24 @@ class HigherOrderCRF(LinearChainCRF):
         Markov order d ≥ 1: each label depends on the d previous ones (transition patterns up to length
         d + 1).
     segments : bool, default False
-        Higher order over segment labels (semi-Markov). Not implemented: ``fit`` raises
-        NotImplementedError.
-    patterns : {"sparse", "dense"}, default "sparse"
+        Higher order over *segment* labels (a semi-Markov CRF whose transitions are segment-label
+        n-grams, :class:`~structlearn.models.higher_order.SegmentPatternModel`): segments are the runs
+        of equal token labels (the seed's variant, consecutive segments have different labels; convert
+        BIO tags to entity types first), a segment scores the sum of its tokens' (attribute, label)
+        state features plus a (length, label) duration feature, lengths are limited to the longest run
+        of each label in training. Inference: dense expansion to tuples of the last d segment labels
+        on :class:`~structlearn.structures.SemiMarkov`; state features condition on the segment label
+        only (``state_order`` must be 1 or None).
+    patterns : {"sparse", "dense"}, optional
         Inference algorithm (the model is the same): ``"dense"`` expands to a first-order chain over
         K**d label tuples (time O(N·K**(2d)) per pass, memory O(N·K**d)); ``"sparse"`` runs the
         forward–backward of Cuong et al. (2014) over prefixes of the patterns with the longest-suffix
-        relation (time O(N·|P|·K), |P| ≤ number of pattern prefixes seen in training).
+        relation (time O(N·|P|·K), |P| ≤ number of pattern prefixes seen in training). Default
+        ``"sparse"`` for chains, ``"dense"`` for segments (the only one there).
     state_order : int, optional
         Longest label n-gram that state features condition on, 1 ≤ s ≤ d; default min(d, 2) (unigrams
-        and bigrams: longer n-grams multiply the number of state features with little data each).
+        and bigrams: longer n-grams multiply the number of state features with little data each);
+        1 with ``segments=True``.
     c1, c2, max_iterations, num_memories, epsilon, period, delta, linesearch, max_linesearch :
         As :class:`~structlearn.LinearChainCRF` (L-BFGS; OWL-QN when ``c1 > 0``).
     min_freq : float, default 0
@@ -73,7 +81,7 @@ class HigherOrderCRF(LinearChainCRF):
     ``kbest`` is not available for order > 1.
     """
 
-    def __init__(self, order=2, segments=False, patterns="sparse", state_order=None, c1=0.0, c2=1.0,
+    def __init__(self, order=2, segments=False, patterns=None, state_order=None, c1=0.0, c2=1.0,
                  max_iterations=None, num_memories=6, epsilon=1e-5, period=10, delta=1e-5,
                  linesearch="MoreThuente", max_linesearch=20, min_freq=0.0, all_possible_states=False,
                  all_possible_transitions=False, verbose=False):
@@ -102,16 +110,16 @@ class HigherOrderCRF(LinearChainCRF):
         d = self.order
         if not isinstance(d, (int, np.integer)) or isinstance(d, bool) or d < 1:
             raise ValueError(f"`order` must be an integer >= 1; got {d!r}")
-        if self.segments:
-            raise NotImplementedError("HigherOrderCRF(segments=True) (higher order over segment labels) "
-                                      "is not implemented yet; use segments=False (token chains) or "
-                                      "structlearn.SemiMarkovCRF (first order over segments)")
-        if self.patterns not in ("sparse", "dense"):
-            raise ValueError(f"`patterns` must be 'sparse' or 'dense'; got {self.patterns!r}")
+        if self.patterns not in (None, "sparse", "dense"):
+            raise ValueError(f"`patterns` must be 'sparse', 'dense' or None; got {self.patterns!r}")
+        if self.segments and self.patterns == "sparse":
+            raise NotImplementedError("HigherOrderCRF(segments=True) has only the dense expansion; use "
+                                      "patterns='dense' or None")
         s = self._state_order()
-        if not isinstance(s, (int, np.integer)) or isinstance(s, bool) or not 1 <= s <= d:
-            raise ValueError(f"`state_order` must be an integer in 1..order = 1..{d} or None; got "
-                             f"{self.state_order!r}")
+        hi = 1 if self.segments else d
+        if not isinstance(s, (int, np.integer)) or isinstance(s, bool) or not 1 <= s <= hi:
+            raise ValueError(f"`state_order` must be an integer in 1..{hi} or None (order={d}, "
+                             f"segments={self.segments}); got {self.state_order!r}")
         for name in ("c1", "c2", "min_freq", "epsilon", "delta"):
             v = getattr(self, name)
             if not isinstance(v, (int, float, np.number)) or isinstance(v, bool) or not np.isfinite(v) \
@@ -122,7 +130,23 @@ class HigherOrderCRF(LinearChainCRF):
             raise ValueError(f"`max_iterations` must be a positive integer or None; got {mi!r}")
 
     def _state_order(self):
-        return min(self.order, 2) if self.state_order is None else self.state_order
+        if self.state_order is not None:
+            return self.state_order
+        return 1 if self.segments else min(self.order, 2)
+
+    def _mode(self):
+        if self.patterns is not None:
+            return self.patterns
+        return "dense" if self.segments else "sparse"
+
+    def _segment_model(self, yy, packed, K, n_attributes):
+        s0, s1, sl, so = runs(yy, packed.offsets)
+        pats = LabelPatterns.from_labels(sl, so, K, int(self.order), 1, self.all_possible_transitions)
+        max_lengths = np.ones(K, np.int64)
+        np.maximum.at(max_lengths, sl, s1 - s0 + 1)
+        attr_ptr, feat_label = build_state_features(packed, yy, n_attributes, K, self.min_freq,
+                                                    self.all_possible_states)
+        return SegmentPatternModel(pats, attr_ptr, feat_label, max_lengths)
 
     def fit(self, X, y, X_dev=None, y_dev=None, *, lengths=None, allowed=None, callback=None):
         """Train on sequences ``X`` with label sequences ``y`` (L-BFGS).
@@ -161,13 +185,18 @@ class HigherOrderCRF(LinearChainCRF):
         self._label_index = {}
         yy = self._encode_labels(y, packed)
         K = len(self.classes_)
-        pats = LabelPatterns.from_labels(yy, packed.offsets, K, int(self.order), int(self._state_order()),
-                                         self.all_possible_transitions)
-        if self.patterns == "dense":
-            pats.dense()  # fail early when K**d is too large
-        attr_ptr, feat_pat = build_pattern_state_features(packed, yy, pats, len(vocab), self.min_freq,
-                                                          self.all_possible_states)
-        model = HigherOrderFeatureModel(pats, attr_ptr, feat_pat, self.patterns)
+        if self.segments:
+            if allowed is not None:
+                raise ValueError("`allowed` (partial labels) is not supported with segments=True")
+            model = self._segment_model(yy, packed, K, len(vocab))
+        else:
+            pats = LabelPatterns.from_labels(yy, packed.offsets, K, int(self.order),
+                                             int(self._state_order()), self.all_possible_transitions)
+            if self._mode() == "dense":
+                pats.dense()  # fail early when K**d is too large
+            attr_ptr, feat_pat = build_pattern_state_features(packed, yy, pats, len(vocab),
+                                                              self.min_freq, self.all_possible_states)
+            model = HigherOrderFeatureModel(pats, attr_ptr, feat_pat, self._mode())
         self.attributes_ = vocab.names
         self._vocab = vocab
         self.model_ = model
@@ -182,7 +211,10 @@ class HigherOrderCRF(LinearChainCRF):
             if allowed.shape != (packed.n_items, K):
                 raise ValueError(f"`allowed` must have shape (N, K) = ({packed.n_items}, {K}); got "
                                  f"{allowed.shape}")
-        objective = HigherOrderCLL(model, packed, yy, c2=self.c2, allowed=allowed)
+        if self.segments:
+            objective = SegmentCLL(model, packed, yy, c2=self.c2)
+        else:
+            objective = HigherOrderCLL(model, packed, yy, c2=self.c2, allowed=allowed)
         mask = model.free_mask()
         w0 = np.zeros(model.n_params)
         self.training_log_ = []
@@ -243,13 +275,18 @@ class HigherOrderCRF(LinearChainCRF):
         attrs = np.repeat(np.arange(len(m.attr_ptr) - 1), np.diff(m.attr_ptr))
         pats = self.patterns_
         names = self.attributes_
-        return {(names[a], pats[z]): float(v) for a, z, v in zip(attrs, m.feat_pat, ws)}
+        return {(names[a], pats[z]): float(v) for a, z, v in zip(attrs, self._feat(), ws)}
+
+    def _feat(self):
+        m = self.model_
+        return m.feat_label if self.segments else m.feat_pat
 
     @property
     def transition_features_(self):
         """dict tuple of labels -> weight: n-grams (length ≥ 2), ``("<start>", y)`` and ``(y, "<end>")``."""
         self._check_fitted()
-        _, wp, st, en = self.model_.split(self.coef_)
+        parts = self.model_.split(self.coef_)
+        wp, st, en = parts[1], parts[-2], parts[-1]
         out = {z: float(v) for z, v in zip(self.patterns_, wp) if len(z) >= 2}
         for k, c in enumerate(self.classes_):
             out[("<start>", c)] = float(st[k])
@@ -272,8 +309,9 @@ class HigherOrderCRF(LinearChainCRF):
                    metadata={"classes": list(self.classes_), "attributes": list(self.attributes_),
                              "n_iter": self.n_iter_, "converged": self.converged_, "training_log": log,
                              **({} if metadata is None else {"user": dict(metadata)})},
-                   arrays={"coef": self.coef_, "attr_ptr": m.attr_ptr, "feat_pat": m.feat_pat,
-                           "patterns": m.patterns.to_array()})
+                   arrays={"coef": self.coef_, "attr_ptr": m.attr_ptr, "feat_pat": self._feat(),
+                           "patterns": m.patterns.to_array(),
+                           **({"max_lengths": m.max_lengths} if self.segments else {})})
         return path
 
     @classmethod
@@ -297,8 +335,12 @@ class HigherOrderCRF(LinearChainCRF):
             est._vocab = AttributeVocabulary(est.attributes_)
             pats = LabelPatterns.from_array(arrays["patterns"], len(est.classes_), int(est.order),
                                             int(est._state_order()))
-            est.model_ = HigherOrderFeatureModel(pats, arrays["attr_ptr"], arrays["feat_pat"],
-                                                 est.patterns)
+            if est.segments:
+                est.model_ = SegmentPatternModel(pats, arrays["attr_ptr"], arrays["feat_pat"],
+                                                 arrays["max_lengths"])
+            else:
+                est.model_ = HigherOrderFeatureModel(pats, arrays["attr_ptr"], arrays["feat_pat"],
+                                                     est._mode())
             est.coef_ = np.asarray(arrays["coef"], dtype=np.float64)
             est.n_iter_ = int(meta.get("n_iter", 0))
             est.converged_ = bool(meta.get("converged", True))
