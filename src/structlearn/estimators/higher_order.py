@@ -20,7 +20,8 @@ class HigherOrderCRF(LinearChainCRF):
 
     The score of labels y of a sequence x is
 
-        s(x, y) = Σ_t Σ_{z ∈ Z, y[t-|z|+1..t] = z} (w_pat[z] + Σ_a x_{t,a} w_state[a, z]) + start[y_0] + end[y_{T-1}]
+        s(x, y) = Σ_t Σ_{z ∈ Z, y[t-|z|+1..t] = z} (w_pat[z] + Σ_a x_{t,a} w_state[a, z])
+                  + start[y_0] + end[y_{T-1}]
 
     over label patterns z (label n-grams) of length 1..d+1: ``w_pat`` are transition n-gram features
     (length 2..d+1, the n-grams seen in training, or all with ``all_possible_transitions``) and

@@ -167,7 +167,7 @@ def _backward(psi, dst, p_last, end, P, K, T, beta, inc, log_r):
             beta[t, p] = m + math.log(s) - inc[t + 1]
 
 
-_SPREAD = 300.0  # linear path only if every finite ψ[t, e] is within this many nats of the token's max
+_SPREAD = 300.0  # linear path only if every finite ψ[t, e] is within this many nats of its token's max
 _SMALL = 1e-150  # ... and every non-zero scaled α̂ / 1/β̂ stays above this (no underflow in products)
 
 

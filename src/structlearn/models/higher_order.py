@@ -23,6 +23,9 @@ algorithms, chosen by ``mode``:
 - ``"sparse"``: Cuong et al. (2014) forward–backward over pattern prefixes with the longest-suffix
   relation (:mod:`structlearn.kernels.higher_order`). Time O(N·|P|·K) with |P| the number of pattern
   prefixes — only the patterns seen in training, so orders 3–5 stay tractable with 20+ labels.
+
+:class:`SegmentPatternModel` is the same idea over *segment* labels (a higher-order semi-Markov CRF) on
+the :class:`~structlearn.structures.SemiMarkov` engine, by dense expansion only.
 """
 import itertools
 
@@ -38,7 +41,8 @@ from ..utils.validation import check_allowed_mask, check_labels
 from .features import state_gradient_tokens, state_potentials
 
 __all__ = ["LabelPatterns", "PatternChain", "HigherOrderFeatureModel", "HigherOrderCLL",
-           "build_pattern_state_features", "ngram_ids"]
+           "build_pattern_state_features", "ngram_ids", "SegmentPatternModel", "SegmentPatternChain",
+           "SegmentCLL", "runs"]
 
 
 # ---------------------------------------------------------------------------------------------------
