@@ -477,6 +477,9 @@ def test_segments_estimator(tmp_path):
     for m in crf.predict_marginals(X, output="array"):
         np.testing.assert_allclose(m.sum(axis=1), 1.0, rtol=1e-10)
     assert any(len(z) == 3 for z in crf.transition_features_ if "<start>" not in z and "<end>" not in z)
+    assert crf.predict(X, constraints=[{0: "B"}] + [None] * (len(X) - 1))[0][0] == "B"
+    p = crf.sequence_probability(X, y)
+    assert np.all((p > 0) & (p <= 1))
     back = HigherOrderCRF.load(crf.save(tmp_path / "seg.npz"))
     assert back.predict(X) == pred
     with pytest.raises(NotImplementedError, match="dense"):

@@ -782,6 +782,11 @@ class SegmentPatternChain:
         """Token labels (N,) of the best segmentation."""
         return self.model.last[self.sm.argmax()]
 
+    def score(self, labels):
+        """Log-score (B,) of packed token labels (N,), segments = runs of equal labels."""
+        labels = check_labels(labels, self.n_rows, self.model.n_labels)
+        return self.sm.score(self.model.gold(labels, self.offsets))
+
     def argmax_segments(self):
         """List of B (n_seg, 3) arrays (start, end, label), local positions."""
         out = []
