@@ -652,10 +652,8 @@ class SegmentPatternModel:
         self.src = np.asarray(src, np.int64)
         self.dst = np.asarray(dst, np.int64)
         E = len(src)
-        counts = np.diff(pat_ptr)
         self.trans_inc = sp.csr_matrix((np.ones(len(pat_ids)), np.asarray(pat_ids, np.int64),
                                         np.asarray(pat_ptr, np.int64)), shape=(E, patterns.n_patterns))
-        del counts
 
     @property
     def n_states(self):
