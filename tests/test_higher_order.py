@@ -113,6 +113,28 @@ def test_oracle_constrained_and_infeasible(d):
 
 
 @pytest.mark.parametrize("d", [1, 2, 3])
+def test_kbest_against_oracle(d):
+    rng = np.random.default_rng(30 + d)
+    lengths = np.array([4, 0, 1, 3])
+    pt, phi, wpat, start, end = random_chain(rng, 3, d, lengths)
+    k = 7
+    for mode in ("sparse", "dense"):
+        kb = PatternChain(phi, wpat, pt, lengths, start, end, mode).kbest(k)
+        off = np.concatenate([[0], np.cumsum(lengths)])
+        for b in range(len(lengths)):
+            o0, o1 = off[b], off[b + 1]
+            scores = sorted((sequence_score(y, pt.patterns, phi[o0:o1], wpat, start, end)[0]
+                             for y in itertools.product(range(3), repeat=int(lengths[b]))), reverse=True)
+            n = min(k, len(scores))
+            np.testing.assert_allclose(kb.scores[b, :n], scores[:n], rtol=RTOL)
+            assert np.all(kb.scores[b, n:] == -np.inf)
+            for r in range(n):
+                y = tuple(kb.labels[r, o0:o1])
+                np.testing.assert_allclose(sequence_score(y, pt.patterns, phi[o0:o1], wpat, start, end)[0],
+                                           kb.scores[b, r], rtol=RTOL)
+
+
+@pytest.mark.parametrize("d", [1, 2, 3])
 def test_dense_equals_sparse_larger(d):
     """Beyond brute-force sizes: the two algorithms agree (log Z, marginals, Viterbi)."""
     rng = np.random.default_rng(20 + d)
@@ -346,8 +368,8 @@ def test_contract_and_errors(fitted):
             HigherOrderCRF(**bad).fit(X, y)
     with pytest.raises(ValueError, match="sequences"):
         HigherOrderCRF(max_iterations=2).fit(X, y[:-1])
-    with pytest.raises(NotImplementedError):
-        fitted[2].kbest(X)
+    kb = fitted[2].kbest(X[:3], k=3)
+    assert kb[0][0][0] == fitted[2].predict(X[:1])[0] and kb[0][0][1] >= kb[0][1][1]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -482,6 +504,8 @@ def test_segments_estimator(tmp_path):
     assert np.all((p > 0) & (p <= 1))
     back = HigherOrderCRF.load(crf.save(tmp_path / "seg.npz"))
     assert back.predict(X) == pred
+    with pytest.raises(NotImplementedError, match="kbest"):
+        crf.kbest(X)
     with pytest.raises(NotImplementedError, match="dense"):
         HigherOrderCRF(segments=True, patterns="sparse").fit(X, y)
     with pytest.raises(ValueError, match="state_order"):

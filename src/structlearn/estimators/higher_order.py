@@ -79,7 +79,7 @@ class HigherOrderCRF(LinearChainCRF):
     -----
     Cuong, Ye, Lee & Chieu (2014), "Conditional random field with high-order dependencies for sequence
     labeling and segmentation", JMLR 15: 981–1009, §3 (forward/backward over pattern prefixes).
-    ``kbest`` is not available for order > 1.
+    ``kbest`` runs on the dense expansion (small K**d only) and is not available with ``segments=True``.
     """
 
     def __init__(self, order=2, segments=False, patterns=None, state_order=None, c1=0.0, c2=1.0,
@@ -253,9 +253,18 @@ class HigherOrderCRF(LinearChainCRF):
         return self
 
     def kbest(self, X, k=5):
-        """Not available for higher-order chains (raises NotImplementedError)."""
-        raise NotImplementedError("HigherOrderCRF.kbest is not implemented; use predict (Viterbi) or "
-                                  "predict_marginals")
+        """The k most likely label sequences of every sequence with their probabilities (exact k-best
+        Viterbi on the dense d-tuple expansion, whatever ``patterns``; time O(N·K**(2d)·k log(K**d·k)),
+        so only for small K**d). Not available with ``segments=True`` (NotImplementedError).
+
+        Returns
+        -------
+        list (per sequence) of lists of (labels (list of str), probability), best first.
+        """
+        if self.segments:
+            raise NotImplementedError("HigherOrderCRF(segments=True).kbest is not implemented; use "
+                                      "predict (Viterbi) or predict_marginals")
+        return super().kbest(X, k)
 
     # ------------------------------------------------------------------------------------------------
     # inspection

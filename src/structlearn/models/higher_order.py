@@ -36,7 +36,7 @@ import scipy.sparse as sp
 from ..kernels import higher_order as _k
 from ..learning.objectives import _CLL
 from ..structures import LinearChain
-from ..structures._base import Marginals
+from ..structures._base import KBest, Marginals
 from ..utils.validation import check_allowed_mask, check_labels
 from .features import state_gradient_tokens, state_potentials
 
@@ -439,6 +439,25 @@ class PatternChain:
             raise ValueError(f"cannot compute argmax: sequence {int(bad[0])} has no labeling with non-zero "
                              f"potential (log_partition is -inf)")
         return labels.copy()
+
+    def kbest(self, k):
+        """The k best labelings, best first, by exact k-best Viterbi on the dense d-tuple expansion (in
+        both modes: a labeling is one path of tuples, so the expanded k best are the k best labelings).
+
+        Returns
+        -------
+        KBest
+            ``labels`` (k, N) int64 (-1 where a sequence has fewer feasible labelings), ``scores``
+            (B, k). Time O(N·K**(2d)·k log(K**d·k)).
+
+        Raises
+        ------
+        ValueError
+            If K**d is too large for the expansion, or a sequence is infeasible.
+        """
+        kb = self.expanded().kbest(k)
+        labels = np.where(kb.labels >= 0, kb.labels % self.n_labels, -1)
+        return KBest(labels, kb.scores)
 
     # -- other --------------------------------------------------------------------------------------
     def path(self, labels):
