@@ -37,6 +37,9 @@ converged; c2 = 1; one thread)::
     full (8 323 sent.)     71.38     72.42     73.50     (s/iteration 2.75, 8.57, 15.44)
     first 3 000 sent.      69.23     70.42     70.57
 
+    segments=True (runs of entity types; BIO -> types -> BIO, so adjacent same-type entities merge),
+    first 3 000 sentences, 50 iterations:  order 1  65.39,  order 2  66.85   (not run by this script)
+
 At order 1–2 (≤ 81 tuple states) both are dominated by the bigram-conditioned state features and the
 dense adapter's optimised first-order kernel is slightly faster; from order 3 the dense cost grows as
 K**(2d) and the sparse one as the number of pattern prefixes (×2–3 per order here).
