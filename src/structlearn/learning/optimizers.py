@@ -9,6 +9,7 @@ import time
 import warnings
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 
 def lbfgs(objective, x0, *, c1=0.0, m=6, epsilon=1e-5, period=10, delta=1e-5, max_iterations=None,
@@ -55,7 +56,11 @@ def lbfgs(objective, x0, *, c1=0.0, m=6, epsilon=1e-5, period=10, delta=1e-5, ma
     converged = True
     reason = "stopping criterion met"
     try:
-        with warnings.catch_warnings(record=True) as caught:
+        # BLAS on one thread while training: the objectives run their own parallel Numba kernels, and
+        # idle OpenBLAS threads spinning after a vector product (w @ w) would take their cores (on 2
+        # cores that costs ~40% of every evaluation)
+        with warnings.catch_warnings(record=True) as caught, \
+                threadpool_limits(limits=1, user_api="blas"):
             warnings.simplefilter("always")
             x = _lbfgs.fmin_lbfgs(f, np.array(x0, dtype=np.float64), progress=progress, **kwargs)
         for wmsg in caught:  # libLBFGS statuses that pylbfgs reports as warnings

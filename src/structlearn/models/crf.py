@@ -138,14 +138,23 @@ class ChainFeatureModel:
         n_chunks = 2 * numba.get_num_threads() if n_chunks is None else int(n_chunks)
         bounds = _chunk_bounds(packed.offsets, n_chunks)
         dense_of, f_idx, f_row, f_lab, n_dense = self._dense_rows()
-        cached = getattr(self, "_item_rows", None)
-        if cached is None or cached[0] is not packed.item_attr:  # per-occurrence dense row, read in order
-            cached = (packed.item_attr, dense_of[packed.item_attr])
-            self._item_rows = cached
-        item_row = cached[1]
+        cached = getattr(self, "_item_codes", None)
+        if cached is None or cached[0] is not packed.item_attr:
+            # one int32 per attribute occurrence, read in order: its dense row, or -(attribute + 1);
+            # values are not read at all when every one is 1 (indicator attributes). A small working
+            # set keeps the pass in cache between L-BFGS iterations.
+            row = dense_of[packed.item_attr]
+            code = np.where(row >= 0, row, -packed.item_attr - 1)
+            if packed.item_attr.size and max(-code.min(), code.max()) >= 2 ** 31:
+                code = code.astype(np.int64)
+            else:
+                code = code.astype(np.int32)
+            cached = (packed.item_attr, code, bool(np.all(packed.item_val == 1.0)))
+            self._item_codes = cached
+        _, item_code, ones = cached
         log_z, gold, gstate, edge, est, een = _chain_cll_kernel(
-            np.ascontiguousarray(w[:self.n_state]), f_idx, f_row, f_lab, n_dense, item_row,
-            packed.item_ptr, packed.item_attr, packed.item_val, self.attr_ptr, self.feat_label,
+            np.ascontiguousarray(w[:self.n_state]), f_idx, f_row, f_lab, n_dense, item_code, ones,
+            packed.item_ptr, packed.item_val, self.attr_ptr, self.feat_label,
             np.ascontiguousarray(tr)[None], st, en, packed.offsets, np.asarray(y, dtype=np.int64),
             bounds)
         g = np.empty(self.n_params)
@@ -186,7 +195,7 @@ class ChainFeatureModel:
     def __getstate__(self):
         state = self.__dict__.copy()
         state.pop("_dense_cache", None)
-        state.pop("_item_rows", None)
+        state.pop("_item_codes", None)
         return state
 
     def feature_counts(self, packed, y):
@@ -220,13 +229,14 @@ def _chunk_bounds(offsets, n_chunks):
 
 
 @njit(cache=True, parallel=True)
-def _chain_cll_kernel(w, f_idx, f_row, f_lab, n_dense, item_row, item_ptr, item_attr, item_val, attr_ptr,
+def _chain_cll_kernel(w, f_idx, f_row, f_lab, n_dense, item_code, ones, item_ptr, item_val, attr_ptr,
                       feat_label, trans, start, end, offsets, y, bounds):
     """Fused potentials → forward–backward → expected counts, parallel over blocks of sequences.
 
     Features ``f_idx`` (of label ``f_lab``) live in rows ``f_row`` of a dense (n_dense, K) weight
-    block (0 where (a, k) is no feature); occurrences p with ``item_row[p] >= 0`` read and collect
-    whole rows of it, the others go through their sparse feature lists. Returns log Z (B,), gold score
+    block (0 where (a, k) is no feature); occurrences p with ``item_code[p] >= 0`` read and collect
+    that whole row of it, the others (code -(a + 1)) go through the sparse feature list of attribute
+    a. ``ones``: every value is 1 (``item_val`` is not read). Returns log Z (B,), gold score
     (B,), expected state feature counts (F,), expected transition counts (K, K), expected start / end
     label counts (K,). Infeasible sequences (log Z = -inf) add nothing.
     """
@@ -242,11 +252,11 @@ def _chain_cll_kernel(w, f_idx, f_row, f_lab, n_dense, item_row, item_ptr, item_
     lin_eT, lin_eTt, gmax, es, smax, ee, emax, lin_ok = lin
     log_z = np.zeros(B)
     gold = np.zeros(B)
-    gbuf = np.zeros((C, F))
-    dbuf = np.zeros((C, AD, K))
     ebuf = np.zeros((C, K, K))
     sbuf = np.zeros((C, K))
     nbuf = np.zeros((C, K))
+    gbuf = np.zeros((C, F))
+    dbuf = np.zeros((C, AD, K))
     for c in prange(C):
         maxT = 1
         for b in range(bounds[c], bounds[c + 1]):
@@ -268,13 +278,13 @@ def _chain_cll_kernel(w, f_idx, f_row, f_lab, n_dense, item_row, item_ptr, item_
                 for k in range(K):
                     U[t, k] = 0.0
                 for p in range(item_ptr[n], item_ptr[n + 1]):
-                    a = item_attr[p]
-                    v = item_val[p]
-                    d = item_row[p]
+                    d = item_code[p]
+                    v = 1.0 if ones else item_val[p]
                     if d >= 0:
                         for k in range(K):
                             U[t, k] += v * w_dense[d, k]
                     else:
+                        a = -d - 1
                         for f in range(attr_ptr[a], attr_ptr[a + 1]):
                             U[t, feat_label[f]] += v * w[f]
             s = start[y[o]] + end[y[o + T - 1]] + U[0, y[o]]
@@ -293,13 +303,13 @@ def _chain_cll_kernel(w, f_idx, f_row, f_lab, n_dense, item_row, item_ptr, item_
             for t in range(T):
                 n = o + t
                 for p in range(item_ptr[n], item_ptr[n + 1]):
-                    a = item_attr[p]
-                    v = item_val[p]
-                    d = item_row[p]
+                    d = item_code[p]
+                    v = 1.0 if ones else item_val[p]
                     if d >= 0:
                         for k in range(K):
                             dbuf[c, d, k] += v * M[t, k]
                     else:
+                        a = -d - 1
                         for f in range(attr_ptr[a], attr_ptr[a + 1]):
                             gbuf[c, f] += v * M[t, feat_label[f]]
     gstate = np.zeros(F)
