@@ -298,6 +298,9 @@ class GraphCRF(BaseEstimator):
         self._check_fitted()
         batch = check_graphs(X, n_node_features=self.n_node_features_in_,
                              n_edge_features=self.n_edge_features_in_)
+        return self._graph_batch(batch)
+
+    def _graph_batch(self, batch):
         unary, pairwise = self._potentials(batch)
         return batch, FactorGraph(unary, batch.edges, pairwise, lengths=batch.lengths,
                                   edge_lengths=batch.edge_lengths)

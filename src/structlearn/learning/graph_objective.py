@@ -470,7 +470,7 @@ class GraphCLL:
         """
         return self._evaluate(np.asarray(w, dtype=np.float64), need_grad=False)[2]
 
-    def _evaluate(self, w, need_grad=True):
+    def _evaluate(self, w, need_grad=True, per_graph_grad=None):
         self.n_evals += 1
         sub, K = self._sub, self.n_labels
         B = self.batch.n_graphs
@@ -505,6 +505,15 @@ class GraphCLL:
             dpair = (full.edge - c_edge).reshape(-1, K * K) * we[:, None]
             grad[:D * K] = (sub.node_features.T @ dmu).ravel()
             grad[D * K:] = (sub.edge_features.T @ dpair).ravel()
+        if per_graph_grad is not None:
+            # unweighted gradient of every graph's term, (B, n_params): one small product per graph
+            D = sub.n_node_features
+            dmu = full.unary - c_unary
+            dpair = (full.edge - c_edge).reshape(-1, K * K)
+            no, eo = sub.offsets, sub.edge_offsets
+            for j, b in enumerate(self.active):
+                per_graph_grad[b, :D * K] = (sub.node_features[no[j]:no[j + 1]].T @ dmu[no[j]:no[j + 1]]).ravel()
+                per_graph_grad[b, D * K:] = (sub.edge_features[eo[j]:eo[j + 1]].T @ dpair[eo[j]:eo[j + 1]]).ravel()
         return value, grad, per
 
     def value_and_grad(self, w):

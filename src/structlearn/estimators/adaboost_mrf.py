@@ -1,0 +1,471 @@
+"""``AdaBoostMRF``: boosted spanning-tree CRFs (Markov random forests) for loopy graphs, partial labels.
+
+Seed 002 ("Learning structured outputs from partial labels using forest ensemble", §4 and Figure 8).
+"""
+import time
+import warnings
+
+import numpy as np
+from scipy.optimize import minimize_scalar
+from scipy.special import logsumexp
+from sklearn.base import BaseEstimator
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
+from sklearn.utils import check_random_state
+
+from ..learning.graph_objective import GraphCLL, check_graph_labels, check_graphs, resolve_options
+from .graph_crf import GraphCRF, minimize_cg
+
+__all__ = ["AdaBoostMRF", "ParallelHolderBound", "two_level_chain_trees", "top_chain_tree", "bottom_chain_tree"]
+
+
+def top_chain_tree(x):
+    """Edge indices of the top chain + vertical edges of a :func:`two_level_chain` sample (a spanning tree).
+
+    ``x = (node_features (2T, D), edges (3T − 2, 2)[, ...])`` with edges in the order of
+    :func:`~structlearn.estimators.graph_crf.two_level_chain`; T = n_nodes // 2.
+    """
+    T = np.asarray(x[0]).shape[0] // 2
+    return np.concatenate([np.arange(T - 1), np.arange(2 * T - 2, 3 * T - 2)]).astype(np.int64)
+
+
+def bottom_chain_tree(x):
+    """Edge indices of the bottom chain + vertical edges of a :func:`two_level_chain` sample."""
+    T = np.asarray(x[0]).shape[0] // 2
+    return np.arange(T - 1, 3 * T - 2).astype(np.int64)
+
+
+def two_level_chain_trees():
+    """The two spanning trees of seed 002, Figure 4, for 2-level DCRFs: ``[top_chain_tree, bottom_chain_tree]``."""
+    return [top_chain_tree, bottom_chain_tree]
+
+
+def _edge_lookup(batch):
+    """Global node ends, and a function mapping global (u, v) pairs to packed edge ids."""
+    egid = batch.edge_graph()
+    gu = batch.edges[:, 0] + batch.offsets[:-1][egid]
+    gv = batch.edges[:, 1] + batch.offsets[:-1][egid]
+    N = int(batch.offsets[-1])
+    key = np.minimum(gu, gv) * N + np.maximum(gu, gv)
+    order = np.argsort(key, kind="stable")
+
+    def ids(u, v):
+        k = np.minimum(u, v) * N + np.maximum(u, v)
+        return order[np.searchsorted(key[order], k)]
+
+    return gu, gv, N, ids
+
+
+def _spanning_forest(batch, weights):
+    """Boolean mask (E,) of a minimum-weight spanning forest of the packed batch (weights > 0)."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import minimum_spanning_tree
+
+    gu, gv, N, ids = _edge_lookup(batch)
+    mask = np.zeros(gu.shape[0], dtype=bool)
+    if gu.size == 0:
+        return mask
+    # parallel edges: keep the lightest (coo sums duplicates, so reduce first)
+    key = np.minimum(gu, gv) * N + np.maximum(gu, gv)
+    order = np.lexsort((weights, key))
+    first = np.ones(order.size, dtype=bool)
+    first[1:] = key[order][1:] != key[order][:-1]
+    keep = order[first]
+    A = coo_matrix((weights[keep], (np.minimum(gu, gv)[keep], np.maximum(gu, gv)[keep])), shape=(N, N))
+    T = minimum_spanning_tree(A.tocsr()).tocoo()
+    lookup = dict(zip(key[keep].tolist(), keep.tolist()))
+    for a, b in zip(T.row.tolist(), T.col.tolist()):
+        mask[lookup[min(a, b) * N + max(a, b)]] = True
+    return mask
+
+
+def _is_forest(batch, mask):
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    gu, gv, N, _ = _edge_lookup(batch)
+    A = coo_matrix((np.ones(int(mask.sum())), (gu[mask], gv[mask])), shape=(N, N))
+    n_comp = connected_components(A, directed=False)[0]
+    key = np.minimum(gu[mask], gv[mask]) * N + np.maximum(gu[mask], gv[mask])
+    return int(mask.sum()) == N - n_comp and np.unique(key).size == key.size
+
+
+class AdaBoostMRF(BaseEstimator):
+    r"""AdaBoost.MRF: boosting spanning-tree CRFs under a Hölder bound, combined as a LogOP (seed 002).
+
+    Weak learners are tree-structured CRFs :math:`h_l = \log P_{\tau_l}(v | o; w_l)` on spanning trees
+    (forests) :math:`\tau_l` of the graph, with exact and always-convergent inference. The strong learner
+    :math:`H = \sum_l \alpha_l h_l` (:math:`\sum_l \alpha_l = 1`) minimises the Hölder upper bound of the
+    incomplete exponential loss (seed 002, eqs. (17)–(23))
+
+    .. math:: L_H = \sum_i \prod_l P_{\tau_l}(v_i | o_i; w_l)^{-\beta \alpha_l}
+              = \sum_i \exp\big(-\beta \sum_l \alpha_l \log P_{\tau_l}(v_i | o_i; w_l)\big).
+
+    Round l: data weights :math:`D_i \propto \exp(-\beta H_{l-1}(v_i, o_i))`; every candidate tree is fitted
+    to the D-reweighted incomplete likelihood by ``cg_iterations`` conjugate-gradient steps from the
+    previous round's parameters; the tree and :math:`\alpha_l \in [0, 1]` that minimise :math:`L_H` with
+    earlier weights rescaled by :math:`1 - \alpha_l` are added; boosting stops when :math:`L_H` improves by
+    less than ``tol`` (relative) or after ``n_rounds``. The final parameters :math:`w = \sum_l \alpha_l w_l`
+    define a :class:`GraphCRF` on the whole graph (the logarithmic opinion pool, seed 002 eqs. (24)–(27)).
+
+    Parameters
+    ----------
+    n_labels : int, optional
+        K; default 1 + the largest label in ``fit``.
+    trees : None, "random", "max_weight" or list
+        The pool of candidate spanning trees. A list holds, per candidate, an int array of edge indices
+        (the same for every graph) or a callable ``f(x) -> edge indices`` of sample x (e.g.
+        :func:`two_level_chain_trees`). ``"random"`` (default for None): ``n_trees`` random spanning
+        forests (minimum spanning forests under i.i.d. uniform edge weights). ``"max_weight"``:
+        ``n_trees`` maximum-weight spanning forests with edge weight −‖node_features[u] −
+        node_features[v]‖ (ends that look alike first), perturbed by noise for every candidate after
+        the first.
+    n_trees : int
+        Number of generated candidates for ``"random"`` / ``"max_weight"``.
+    n_rounds : int
+        Largest number of boosting rounds.
+    cg_iterations : int
+        Conjugate-gradient iterations per candidate per round (seed 002 used two).
+    c2 : float
+        L2 coefficient of every weak learner's reweighted likelihood.
+    beta : float, optional
+        β ∈ (0, 1] of the loss (seed 002 eq. (17)); default 1 / (mean number of observed nodes per
+        graph), which keeps the data weights from collapsing onto one graph.
+    tol : float
+        Stop when the bound improves by less than ``tol`` relative to its value.
+    parallel : bool
+        The parallel variant (seed 002 §7): every candidate tree with fixed α_l = 1/L and *shared*
+        parameters w, fitted by minimising (B/β)·log((1/B)·L_H(w)) + c2‖w‖² with ``max_iterations``
+        CG steps; no tree selection.
+    max_iterations : int
+        CG iterations of the parallel variant.
+    predict_method : {"logop_map", "ensemble"}
+        ``"logop_map"``: MAP of the LogOP model w on the whole graph (``inference``); ``"ensemble"``:
+        argmax of the α-weighted tree marginals Σ_l α_l P_{τ_l}(x_n | o) (trees of the test graphs
+        from the same rule; generated trees are drawn anew for the test graphs).
+    inference : {"bp", "trw", "exact"}
+        Inference on the whole graph for ``"logop_map"`` and :meth:`predict_marginals`.
+    inference_options : BPOptions, preset name or dict, optional
+    random_state : int, RandomState or None
+    verbose : bool
+
+    Attributes
+    ----------
+    coef_node_ : ndarray (D, K), coef_edge_ : ndarray (F, K, K), coef_ : ndarray (D·K + F·K²,)
+        w = Σ_l α_l w_l.
+    alphas_ : ndarray of float64, shape (L,)
+        Final tree weights (sum 1).
+    learner_coefs_ : ndarray of float64, shape (L, D·K + F·K²)
+        w_l of every selected weak learner.
+    learner_trees_ : ndarray of int64, shape (L,)
+        Candidate index of every selected weak learner.
+    bound_ : list of float
+        log L_H after every round (non-increasing); for ``parallel=True`` the objective J(w) of
+        :class:`ParallelHolderBound` after every CG iteration.
+    n_rounds_ : int
+    converged_ : bool
+        True when boosting stopped because the bound stopped improving (False: ``n_rounds`` reached;
+        warns).
+    training_seconds_ : float
+
+    Raises
+    ------
+    ValueError
+        As :class:`GraphCRF`; a candidate tree with a cycle; edge indices outside a graph's edges;
+        unknown parameter values.
+
+    Notes
+    -----
+    Cost per round: for every candidate tree ``cg_iterations`` (+ line search) upward–downward passes
+    over the training forests, O(N·K²) each, plus O(N·D·K + E·F·K²) for potentials and gradients.
+    Inference is exact and always converges (unlike loopy BP / TRW learning). The bound uses the tree
+    likelihoods of the partial labels, log P_τ(v | o) = log Z_τ(v, o) − log Z_τ(o).
+    """
+
+    def __init__(self, n_labels=None, trees=None, n_trees=4, n_rounds=20, cg_iterations=5, c2=1.0,
+                 beta=None, tol=1e-4, parallel=False, max_iterations=50, predict_method="logop_map",
+                 inference="bp", inference_options=None, random_state=None, verbose=False):
+        self.n_labels = n_labels
+        self.trees = trees
+        self.n_trees = n_trees
+        self.n_rounds = n_rounds
+        self.cg_iterations = cg_iterations
+        self.c2 = c2
+        self.beta = beta
+        self.tol = tol
+        self.parallel = parallel
+        self.max_iterations = max_iterations
+        self.predict_method = predict_method
+        self.inference = inference
+        self.inference_options = inference_options
+        self.random_state = random_state
+        self.verbose = verbose
+
+    # ------------------------------------------------------------------------------------------------
+    def _check_params(self):
+        for name in ("n_trees", "n_rounds", "cg_iterations", "max_iterations"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, np.integer)) and v >= 1):
+                raise ValueError(f"`{name}` must be a positive integer; got {v!r}")
+        if self.predict_method not in ("logop_map", "ensemble"):
+            raise ValueError(f"`predict_method` must be 'logop_map' or 'ensemble'; got {self.predict_method!r}")
+        if self.inference not in ("bp", "trw", "exact"):
+            raise ValueError(f"`inference` must be 'bp', 'trw' or 'exact'; got {self.inference!r}")
+        if self.beta is not None and not (np.isfinite(self.beta) and 0 < self.beta <= 1):
+            raise ValueError(f"`beta` must be None or lie in (0, 1]; got {self.beta!r}")
+        if not (np.isfinite(self.c2) and self.c2 >= 0):
+            raise ValueError(f"`c2` must be a non-negative number; got {self.c2!r}")
+        if not (np.isfinite(self.tol) and self.tol >= 0):
+            raise ValueError(f"`tol` must be a non-negative number; got {self.tol!r}")
+        if self.n_labels is not None and not (isinstance(self.n_labels, (int, np.integer))
+                                              and self.n_labels >= 1):
+            raise ValueError(f"`n_labels` must be None or a positive integer; got {self.n_labels!r}")
+        trees = "random" if self.trees is None else self.trees
+        if isinstance(trees, str):
+            if trees not in ("random", "max_weight"):
+                raise ValueError(f"`trees` must be None, 'random', 'max_weight' or a list of edge-index arrays "
+                                 f"/ callables; got {trees!r}")
+        elif not isinstance(trees, (list, tuple)) or len(trees) == 0:
+            raise ValueError(f"`trees` must be None, 'random', 'max_weight' or a non-empty list; got "
+                             f"{type(trees).__name__}")
+        resolve_options(self.inference, self.inference_options)
+        return trees
+
+    def _tree_masks(self, X, batch, trees, seed):
+        """One boolean mask over the packed edges (E,) per candidate tree."""
+        masks = []
+        if isinstance(trees, str):
+            rng = np.random.default_rng(seed)
+            if trees == "max_weight":
+                gu, gv, _, _ = _edge_lookup(batch)
+                nf = batch.node_features
+                d = np.linalg.norm(nf[gu] - nf[gv], axis=1) if gu.size else np.zeros(0)
+                scale = d.std() if d.size and d.std() > 0 else 1.0
+            for c in range(self.n_trees):
+                E = batch.edges.shape[0]
+                if trees == "random":
+                    wts = 1.0 + rng.random(E)
+                else:  # minimum spanning forest of distances = maximum-weight forest of similarities
+                    wts = 1.0 + d / scale + (0.0 if c == 0 else 0.5 * rng.random(E))
+                masks.append(_spanning_forest(batch, wts))
+            return masks
+        for c, spec in enumerate(trees):
+            mask = np.zeros(batch.edges.shape[0], dtype=bool)
+            for b in range(batch.n_graphs):
+                idx = spec(X[b]) if callable(spec) else spec
+                idx = np.asarray(idx)
+                if idx.size and not np.issubdtype(idx.dtype, np.integer):
+                    raise ValueError(f"`trees`[{c}] must give integer edge indices; got dtype {idx.dtype}")
+                idx = idx.astype(np.int64).ravel()
+                m = int(batch.edge_lengths[b])
+                if idx.size and (idx.min() < 0 or idx.max() >= m):
+                    raise ValueError(f"`trees`[{c}] has edge index {int(idx.max() if idx.max() >= m else idx.min())} "
+                                     f"out of range for graph {b}, which has {m} edges")
+                mask[batch.edge_offsets[b] + idx] = True
+            if not _is_forest(batch, mask):
+                raise ValueError(f"`trees`[{c}] is not a spanning tree/forest: its edges form a cycle on some "
+                                 f"graph")
+            masks.append(mask)
+        return masks
+
+    # ------------------------------------------------------------------------------------------------
+    def fit(self, X, y):
+        """Boost spanning-tree CRFs on graphs ``X`` with partial labels ``y`` (-1 = hidden).
+
+        Parameters
+        ----------
+        X : list of B graph samples ``(node_features (n, D), edges (m, 2)[, edge_features (m, F)])``
+        y : list of B int arrays (n,)
+
+        Returns
+        -------
+        self
+        """
+        trees = self._check_params()
+        t0 = time.perf_counter()
+        rs = check_random_state(self.random_state)
+        self._tree_seed = int(rs.randint(2**31 - 1))
+        batch = check_graphs(X)
+        K = int(self.n_labels) if self.n_labels is not None else GraphCRF._infer_n_labels(y)
+        yy = check_graph_labels(y, batch, K)
+        masks = self._tree_masks(X, batch, trees, self._tree_seed)
+        objs = [GraphCLL(batch.with_edges(m), yy, K, method="exact", c2=float(self.c2)) for m in masks]
+        B = batch.n_graphs
+        n_obs = np.bincount(batch.node_graph()[yy >= 0], minlength=B)
+        beta = self.beta if self.beta is not None else 1.0 / max(1.0, float(n_obs.mean()))
+        self.beta_ = float(beta)
+        n_params = objs[0].n_params
+        self.bound_ = []
+        if self.parallel:
+            w = self._fit_parallel(objs, beta, n_params, B)
+            self.alphas_ = np.full(len(objs), 1.0 / len(objs))
+            self.learner_coefs_ = np.tile(w, (len(objs), 1))
+            self.learner_trees_ = np.arange(len(objs))
+            self.converged_ = self._parallel_converged
+        else:
+            self._fit_sequential(objs, beta, n_params, B)
+        w = self.alphas_ @ self.learner_coefs_
+        GraphCRF._set_coef(self, w, batch, K)
+        self.n_rounds_ = len(self.bound_)
+        self.training_seconds_ = time.perf_counter() - t0
+        if not self.converged_:
+            what = "CG" if self.parallel else "boosting"
+            limit = "max_iterations" if self.parallel else "n_rounds"
+            warnings.warn(f"{what} stopped at `{limit}` while the bound was still improving; increase "
+                          f"`{limit}`", ConvergenceWarning)
+        return self
+
+    def _fit_sequential(self, objs, beta, n_params, B):
+        H = np.zeros(B)                      # Σ_j α_j log P_τj(v_i | o_i)
+        alphas, coefs, chosen = [], [], []
+        w_prev = np.zeros(n_params)
+        bound_prev = np.inf
+        self.converged_ = False
+        for r in range(self.n_rounds):
+            D = np.exp(np.log(B) + (-beta * H) - logsumexp(-beta * H))    # mean 1
+            best = None
+            for c, obj in enumerate(objs):
+                obj.sample_weight = D
+                w_c = minimize_cg(obj, w_prev, self.cg_iterations)[0]
+                ll = -obj.per_graph(w_c)                                    # log P_τ(v_i | o_i)
+                if r == 0:
+                    alpha, bound = 1.0, float(logsumexp(-beta * ll))
+                else:
+                    def f(a, ll=ll):
+                        return float(logsumexp(-beta * ((1 - a) * H + a * ll)))
+                    res = minimize_scalar(f, bounds=(0.0, 1.0), method="bounded",
+                                          options={"xatol": 1e-6})
+                    alpha, bound = float(res.x), float(res.fun)
+                    if f(0.0) <= bound:
+                        alpha, bound = 0.0, f(0.0)
+                if best is None or bound < best[0]:
+                    best = (bound, c, alpha, w_c, ll)
+            bound, c, alpha, w_c, ll = best
+            if self.verbose:
+                print(f"round {r + 1:3d}  tree {c}  alpha {alpha:.4f}  log L_H {bound:.6g}")
+            if r > 0 and (alpha <= 0.0 or bound >= bound_prev - self.tol * max(1.0, abs(bound_prev))):
+                self.converged_ = True
+                break
+            alphas = [a * (1.0 - alpha) for a in alphas] + [alpha]
+            coefs.append(w_c)
+            chosen.append(c)
+            H = (1.0 - alpha) * H + alpha * ll
+            self.bound_.append(bound)
+            bound_prev = bound
+            w_prev = w_c
+        self.alphas_ = np.array(alphas)
+        self.learner_coefs_ = np.array(coefs)
+        self.learner_trees_ = np.array(chosen, dtype=np.int64)
+
+    def _fit_parallel(self, objs, beta, n_params, B):
+        objective = ParallelHolderBound(objs, beta, float(self.c2))
+        w, n_iter, converged, log = minimize_cg(objective, np.zeros(n_params), self.max_iterations)
+        self._parallel_converged = bool(converged)
+        for entry in log:
+            self.bound_.append(float(entry["loss"]))
+        return w
+
+    # ------------------------------------------------------------------------------------------------
+    def _check_fitted(self):
+        if not hasattr(self, "coef_"):
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call `fit` first")
+
+    def to_graph_crf(self):
+        """The LogOP model as a fitted :class:`GraphCRF` with weights w = Σ_l α_l w_l."""
+        self._check_fitted()
+        crf = GraphCRF(n_labels=len(self.classes_), inference=self.inference,
+                       inference_options=self.inference_options)
+        for name in ("coef_", "coef_node_", "coef_edge_", "classes_", "n_node_features_in_",
+                     "n_edge_features_in_"):
+            setattr(crf, name, getattr(self, name))
+        crf.n_iter_, crf.converged_, crf.inference_converged_ = self.n_rounds_, self.converged_, True
+        crf.training_log_ = [{"iteration": i + 1, "loss": b} for i, b in enumerate(self.bound_)]
+        return crf
+
+    def _ensemble_marginals(self, X):
+        batch = check_graphs(X, n_node_features=self.n_node_features_in_,
+                             n_edge_features=self.n_edge_features_in_)
+        trees = "random" if self.trees is None else self.trees
+        masks = self._tree_masks(X, batch, trees, self._tree_seed)
+        K = len(self.classes_)
+        out = np.zeros((batch.node_features.shape[0], K))
+        for a, c, w in zip(self.alphas_, self.learner_trees_, self.learner_coefs_):
+            crf = self.to_graph_crf()
+            crf.coef_ = w
+            crf.inference = "exact"
+            sub = batch.with_edges(masks[c])
+            _, graph = crf._graph_batch(sub)
+            out += a * crf._infer(graph, "log").unary
+        return batch, out
+
+    def predict(self, X):
+        """Labels of every graph: list of B int64 arrays (n,) (``predict_method``)."""
+        self._check_fitted()
+        if self.predict_method == "ensemble":
+            batch, m = self._ensemble_marginals(X)
+            return batch.split(np.argmax(m, axis=1).astype(np.int64))
+        return self.to_graph_crf().predict(X)
+
+    def predict_marginals(self, X):
+        """Node marginals: of the LogOP model (``"logop_map"``) or the α-weighted tree marginals."""
+        self._check_fitted()
+        if self.predict_method == "ensemble":
+            batch, m = self._ensemble_marginals(X)
+            return batch.split(m)
+        return self.to_graph_crf().predict_marginals(X)
+
+    def score(self, X, y):
+        """Accuracy of :meth:`predict` over the observed nodes (label ≥ 0) of ``y``."""
+        pred = np.concatenate(self.predict(X))
+        batch = check_graphs(X)
+        yy = check_graph_labels(y, batch, len(self.classes_))
+        obs = yy >= 0
+        return float(np.mean(pred[obs] == yy[obs])) if obs.any() else 1.0
+
+
+class ParallelHolderBound:
+    r"""Objective of parallel AdaBoost.MRF: the Hölder bound with fixed α_l = 1/L and shared weights w.
+
+    .. math:: J(w) = \frac{B}{\beta} \log\Big(\frac{1}{B} \sum_i \exp\big(-\beta \sum_l \alpha_l
+              \log P_{\tau_l}(v_i | o_i; w)\big)\Big) + c_2 \|w\|^2
+
+    a monotone transform of log L_H (seed 002 §7, eqs. (33)–(34)) scaled so that as β → 0 it becomes the
+    sum over graphs of the α-averaged tree negative log-likelihoods (the scale of :class:`GraphCLL`).
+    Gradient: B·Σ_i softmax_i(−β H) ∇(−H_i) + 2 c2 w. Cost per call: one clamped and one free upward–
+    downward pass per tree, plus a (D·K + F·K²) product per graph.
+
+    Parameters
+    ----------
+    objs : list of GraphCLL
+        One exact objective per tree (same graphs, labels and parameter layout).
+    beta : float
+    c2 : float
+    """
+
+    def __init__(self, objs, beta, c2):
+        self.objs = objs
+        self.beta = float(beta)
+        self.c2 = float(c2)
+        self.B = objs[0].batch.n_graphs
+        self.n_params = objs[0].n_params
+
+    def value_and_grad(self, w):
+        w = np.asarray(w, dtype=np.float64)
+        L, B, beta = len(self.objs), self.B, self.beta
+        H = np.zeros(B)
+        G = np.zeros((B, self.n_params))
+        for obj in self.objs:
+            per, grads = _per_graph_grad(obj, w)
+            H -= per / L                    # H_i = Σ_l α_l log P_τl(v_i | o_i; w)
+            G += grads / L                  # ∇(−H_i)
+        lse = logsumexp(-beta * H)
+        value = B / beta * (lse - np.log(B)) + self.c2 * float(w @ w)
+        soft = np.exp(-beta * H - lse)
+        grad = B * (soft @ G) + 2 * self.c2 * w
+        return float(value), grad
+
+
+def _per_graph_grad(obj, w):
+    """Per-graph −log P(v_i | o_i) (B,) and its gradient (B, n_params) under a GraphCLL (no L2)."""
+    G = np.zeros((obj.batch.n_graphs, obj.n_params))
+    _, _, per = obj._evaluate(np.asarray(w, dtype=np.float64), need_grad=False, per_graph_grad=G)
+    return per, G

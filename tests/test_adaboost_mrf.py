@@ -1,0 +1,195 @@
+"""AdaBoostMRF: Hölder bound per round, trees, parallel variant, LogOP, estimator contract."""
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
+
+from structlearn import AdaBoostMRF, GraphCRF
+from structlearn.estimators.adaboost_mrf import (ParallelHolderBound, _is_forest, _spanning_forest,
+                                                 bottom_chain_tree, top_chain_tree, two_level_chain_trees)
+from structlearn.estimators.graph_crf import grid_graph, two_level_chain
+from structlearn.learning.graph_objective import GraphCLL, check_graph_labels, check_graphs
+
+
+def dcrf(rng, B, T=8, K=3, noise=1.2, p_hidden=0.5):
+    """Toy 2-level DCRF: a sticky top chain, a bottom chain that copies the top label; one-hot edge types."""
+    E = two_level_chain(T)
+    ef = np.zeros((len(E), 3))
+    ef[:T - 1, 0] = 1
+    ef[T - 1:2 * T - 2, 1] = 1
+    ef[2 * T - 2:, 2] = 1
+    X, Y = [], []
+    for _ in range(B):
+        top = np.zeros(T, dtype=int)
+        top[0] = rng.integers(K)
+        for t in range(1, T):
+            top[t] = top[t - 1] if rng.random() < 0.85 else rng.integers(K)
+        bot = np.where(rng.random(T) < 0.8, top, rng.integers(0, K, T))
+        y = np.concatenate([top, bot])
+        f = np.hstack([np.eye(K)[y] + rng.normal(scale=noise, size=(2 * T, K)),
+                       np.repeat([[1.0, 0.0], [0.0, 1.0]], T, axis=0)])
+        yy = y.copy()
+        yy[rng.random(2 * T) < p_hidden] = -1
+        X.append((f, E, ef))
+        Y.append(yy)
+    return X, Y
+
+
+def test_chain_trees_are_spanning_trees():
+    T = 5
+    x = (np.zeros((2 * T, 1)), two_level_chain(T))
+    E = two_level_chain(T)
+    for tree in two_level_chain_trees():
+        idx = tree(x)
+        assert idx.size == 2 * T - 1
+        batch = check_graphs([x])
+        mask = np.zeros(len(E), bool)
+        mask[idx] = True
+        assert _is_forest(batch, mask)
+    assert set(top_chain_tree(x)) | set(bottom_chain_tree(x)) == set(range(len(E)))
+
+
+def test_random_spanning_forest_spans_each_graph():
+    rng = np.random.default_rng(0)
+    X = [(np.zeros((12, 1)), grid_graph(3, 4)), (np.zeros((5, 1)), np.array([[0, 1], [1, 2], [2, 0], [3, 4]]))]
+    batch = check_graphs(X)
+    for _ in range(5):
+        mask = _spanning_forest(batch, 1.0 + rng.random(batch.edges.shape[0]))
+        assert _is_forest(batch, mask)
+        assert mask.sum() == 11 + 3     # n − components per graph
+
+
+def test_bound_decreases_alphas_sum_to_one_and_logop_weights():
+    rng = np.random.default_rng(1)
+    X, Y = dcrf(rng, 12)
+    ada = AdaBoostMRF(trees=two_level_chain_trees(), n_rounds=6, cg_iterations=3, tol=0.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ada.fit(X, Y)
+    b = np.array(ada.bound_)
+    assert b.size == ada.n_rounds_ >= 2
+    assert np.all(np.diff(b) <= 1e-12)
+    np.testing.assert_allclose(ada.alphas_.sum(), 1.0, rtol=1e-12)
+    assert np.all(ada.alphas_ >= 0)
+    np.testing.assert_allclose(ada.coef_, ada.alphas_ @ ada.learner_coefs_, rtol=1e-12)
+    assert ada.coef_edge_.shape == (3, 3, 3) and ada.coef_node_.shape == (5, 3)
+    # round 1 bound = log Σ_i exp(−β log P_τ(v_i|o_i)) of the first learner
+    objs = GraphCLL(X, Y, 3, method="exact")
+    assert np.isfinite(objs.value_and_grad(ada.coef_)[0])
+
+
+def test_first_round_bound_is_tree_likelihood():
+    rng = np.random.default_rng(2)
+    X, Y = dcrf(rng, 6)
+    ada = AdaBoostMRF(trees=[top_chain_tree], n_rounds=1, cg_iterations=4, beta=0.5)
+    with pytest.warns(ConvergenceWarning, match="n_rounds"):
+        ada.fit(X, Y)
+    batch = check_graphs(X)
+    yy = check_graph_labels(Y, batch, 3)
+    mask = np.zeros(batch.edges.shape[0], bool)
+    for b in range(len(X)):
+        mask[batch.edge_offsets[b] + top_chain_tree(X[b])] = True
+    nll = GraphCLL(batch.with_edges(mask), yy, 3, method="exact").per_graph(ada.learner_coefs_[0])
+    from scipy.special import logsumexp
+    np.testing.assert_allclose(ada.bound_[0], logsumexp(0.5 * nll), rtol=1e-10)
+    np.testing.assert_allclose(ada.alphas_, [1.0])
+
+
+def test_fits_two_level_chain_comparably_to_exact_ml():
+    rng = np.random.default_rng(3)
+    X, Y = dcrf(rng, 25)
+    Xt, Yt = dcrf(rng, 25, p_hidden=0.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        exact = GraphCRF(inference="exact", max_iterations=60).fit(X, Y)
+        ada = AdaBoostMRF(trees=two_level_chain_trees(), n_rounds=8, cg_iterations=4, inference="exact").fit(X, Y)
+        ens = clone(ada).set_params(predict_method="ensemble").fit(X, Y)
+        unary = GraphCRF(max_iterations=60).fit([(x[0], np.zeros((0, 2), int)) for x in X], Y)
+    a_exact, a_ada, a_ens = exact.score(Xt, Yt), ada.score(Xt, Yt), ens.score(Xt, Yt)
+    a_unary = unary.score([(x[0], np.zeros((0, 2), int)) for x in Xt], Yt)
+    assert a_ada > a_exact - 0.05 and a_ens > a_exact - 0.05
+    assert a_ada > a_unary
+    m = ada.predict_marginals(Xt)
+    np.testing.assert_allclose(m[0].sum(axis=1), 1.0, rtol=1e-9)
+    crf = ada.to_graph_crf()
+    for p, q in zip(crf.predict(Xt), ada.predict(Xt)):
+        np.testing.assert_array_equal(p, q)
+
+
+@pytest.mark.parametrize("trees", ["random", "max_weight"])
+def test_generated_trees_and_parallel_variant(trees):
+    rng = np.random.default_rng(4)
+    X, Y = dcrf(rng, 8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ada = AdaBoostMRF(trees=trees, n_trees=2, n_rounds=3, cg_iterations=2, random_state=0).fit(X, Y)
+        par = AdaBoostMRF(trees=trees, n_trees=2, parallel=True, max_iterations=5, random_state=0).fit(X, Y)
+    assert np.all(np.diff(ada.bound_) <= 1e-12)
+    assert np.all(np.diff(par.bound_) <= 1e-9)
+    np.testing.assert_allclose(par.alphas_, [0.5, 0.5])
+    np.testing.assert_allclose(par.coef_, par.learner_coefs_[0])
+    again = AdaBoostMRF(trees=trees, n_trees=2, n_rounds=3, cg_iterations=2, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        again.fit(X, Y)
+    np.testing.assert_array_equal(ada.coef_, again.coef_)
+    assert len(ada.predict(X)) == 8
+
+
+def test_parallel_bound_gradient_finite_differences():
+    rng = np.random.default_rng(5)
+    X, Y = dcrf(rng, 4, T=4)
+    batch = check_graphs(X)
+    yy = check_graph_labels(Y, batch, 3)
+    objs = []
+    for tree in two_level_chain_trees():
+        mask = np.zeros(batch.edges.shape[0], bool)
+        for b in range(len(X)):
+            mask[batch.edge_offsets[b] + tree(X[b])] = True
+        objs.append(GraphCLL(batch.with_edges(mask), yy, 3, method="exact"))
+    J = ParallelHolderBound(objs, beta=0.3, c2=0.2)
+    w = rng.normal(scale=0.5, size=objs[0].n_params)
+    v, g = J.value_and_grad(w)
+    fd = np.array([(J.value_and_grad(w + e)[0] - J.value_and_grad(w - e)[0]) / 2e-6
+                   for e in 1e-6 * np.eye(w.size)])
+    np.testing.assert_allclose(g, fd, rtol=1e-5, atol=1e-6)
+
+
+def test_contract_clone_pickle_not_fitted():
+    rng = np.random.default_rng(6)
+    X, Y = dcrf(rng, 5)
+    ada = AdaBoostMRF(trees=two_level_chain_trees(), n_rounds=2, cg_iterations=2)
+    with pytest.raises(NotFittedError):
+        ada.predict(X)
+    assert clone(ada).get_params()["n_rounds"] == 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ada.fit(X, Y)
+    back = pickle.loads(pickle.dumps(ada))
+    for p, q in zip(ada.predict(X), back.predict(X)):
+        np.testing.assert_array_equal(p, q)
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(trees=[np.array([0, 1, 2, 3])]), "out of range"),
+    (dict(trees=[np.arange(7)]), "cycle"),
+    (dict(trees="best"), "trees"),
+    (dict(trees=[]), "trees"),
+    (dict(n_rounds=0), "n_rounds"),
+    (dict(beta=2.0), "beta"),
+    (dict(predict_method="vote"), "predict_method"),
+    (dict(inference="mf"), "inference"),
+])
+def test_bad_params(kwargs, match):
+    X = [(np.zeros((3, 1)), np.array([[0, 1], [1, 2], [2, 0]]))] * 2
+    X = [X[0], (np.zeros((4, 1)), np.array([[0, 1], [1, 2], [2, 0], [2, 3], [0, 3], [1, 3], [0, 2]]))]
+    Y = [np.array([0, 1, -1]), np.array([1, -1, 0, 1])]
+    if kwargs.get("trees") is not None and isinstance(kwargs["trees"], list) and kwargs["trees"] and \
+            kwargs["trees"][0].size == 7:
+        X = [X[1], X[1]]
+        Y = [Y[1], Y[1]]
+    with pytest.raises(ValueError, match=match):
+        AdaBoostMRF(**kwargs).fit(X, Y)
