@@ -6,6 +6,17 @@ hidden (-1). Trains a unary-only model (no edges, exact), and GraphCRF with loop
 5x5 edge potential), and reports training time and held-out node accuracy (MAP by loopy max-product).
 
 Run: .venv/bin/python benchmarks/bench_graph_crf.py [--n-train 200] [--max-iterations 15]
+
+Measured 2026-12-01 (defaults: 200 training grids, 50 test grids, 15 L-BFGS iterations, shared 2-core
+machine, numba cache warm):
+
+    model               fit s  iters  test acc  predict s/grid
+    unary only            2.9     16    0.3833
+    GraphCRF bp         153.9     15    0.9044           0.047
+    GraphCRF trw        258.4     15    0.9050           0.149
+
+(message passing at tol 1e-5 / max_iter 200 did not converge in some objective evaluations of both runs;
+the estimators warn.)
 """
 import argparse
 import time
