@@ -10,8 +10,20 @@ sentences. Usage::
                                        [--features first,last]
 
 Reports featurisation time, seconds per iteration (objective + gradient evaluations included, the first
-iteration excluded from the mean since it includes Numba compilation on a cold cache) and the peak
-resident memory of the process.
+iteration excluded from the mean since it includes Numba compilation on a cold cache), process CPU
+seconds per iteration and the peak resident memory of the process.
+
+Measured (2026-12-01, default features first,last; the fused training kernel of
+:mod:`structlearn.kernels.semicrf`):
+
+- 1,000 sentences (23,719 tokens, 11 labels, L = 12): one value+gradient evaluation 62 ms on one
+  thread of an idle 16-core machine (median of 5; 70 ms without first/last); L-BFGS takes one
+  evaluation per iteration here, so ~0.06 s/iteration = 44x faster than the 2.77 s reference. On the
+  shared 2-core development machine (load 6-10): 0.116 CPU s/iteration, 0.78 s wall.
+- full training set (8,936 sentences, 211,727 tokens): value+gradient 0.71 s on one thread, 0.40 s
+  on 16 threads of the idle machine; a complete training run there (scipy's L-BFGS-B standing in
+  for pylbfgs, 219 iterations) took 145 s, chunk F1 0.9363; pylbfgs converges in 168 iterations
+  (chunk F1 0.9363 as well).
 """
 import argparse
 import resource
