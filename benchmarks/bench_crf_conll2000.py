@@ -9,6 +9,9 @@ accuracy and conlleval chunk F1.
     python benchmarks/bench_crf_conll2000.py [--max-iterations N] [--data-home DIR]
 
 Needs the ``bench`` extra (python-crfsuite).
+
+Measured 2026-12-01 on a quiet 2-core machine: structlearn 161 iterations, 0.171 s/it, total 29.3 s, chunk
+F1 0.9362; python-crfsuite 166 iterations, 0.450 s/it, total 76.3 s, F1 0.9361; end-to-end ratio 0.384.
 """
 import argparse
 import os
