@@ -94,6 +94,10 @@ class _CLL:
             bad = int(np.flatnonzero(~np.isfinite(log_z - (gold if self.allowed is None else clog_z)))[0])
             raise ValueError(f"training {self._unit} {bad} has zero probability under the model (its "
                              f"labels use a forbidden {self._pair} or label); check `{self._hint}`")
+        return self._penalised(w, value, g)
+
+    def _penalised(self, w, value, g):
+        """``value`` + c2‖w‖² + c1‖w‖₁; adds their (sub)gradient to ``g`` and zeroes its non-parameters."""
         if self.c2 > 0:
             value += self.c2 * float(w @ w)
             if g is not None:

@@ -841,20 +841,13 @@ class SegmentPatternChain:
         return sm.log_partition(), m.statistics(lab, dur, etot, first, last, packed)
 
 
-class SegmentCLL:
+class SegmentCLL(_CLL):
     """Negative CLL (+ c2‖w‖², + c1‖w‖₁ as a subgradient) of a :class:`SegmentPatternModel`; the
     objective of :class:`~structlearn.learning.objectives.ChainCLL` with segments."""
 
     def __init__(self, model, packed, y, c2=0.0, c1=0.0):
-        self.model = model
-        self.packed = packed
-        self.y = np.asarray(y, np.int64)
-        self.c2 = float(c2)
-        self.c1 = float(c1)
-        self.mask = model.free_mask()
-        self.empirical = model.feature_counts(packed, self.y)
+        super().__init__(model, packed, y, c2=c2, c1=c1)
         self.gold = model.gold(self.y, packed.offsets)
-        self.n_evals = 0
 
     def __call__(self, w, g=None):
         self.n_evals += 1
@@ -866,14 +859,4 @@ class SegmentCLL:
             raise ValueError("a training sequence has zero probability under the model")
         if g is not None:
             g[...] = expected - self.empirical
-        if self.c2 > 0:
-            value += self.c2 * float(w @ w)
-            if g is not None:
-                g += 2.0 * self.c2 * w
-        if self.c1 > 0:
-            value += self.c1 * float(np.abs(w[self.mask]).sum())
-            if g is not None:
-                g += self.c1 * np.sign(w)
-        if g is not None:
-            g *= self.mask
-        return value
+        return self._penalised(w, value, g)

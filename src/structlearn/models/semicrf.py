@@ -639,17 +639,7 @@ class SemiMarkovCLL(_CLL):
         value = float(np.sum(log_z) - w @ self.empirical)
         if g is not None:
             g[...] = self._gradient(stats) - self.empirical
-        if self.c2 > 0:
-            value += self.c2 * float(w @ w)
-            if g is not None:
-                g += 2.0 * self.c2 * w
-        if self.c1 > 0:
-            value += self.c1 * float(np.abs(w[self.mask]).sum())
-            if g is not None:
-                g += self.c1 * np.sign(w)
-        if g is not None:
-            g *= self.mask
-        return value
+        return self._penalised(w, value, g)
 
     def _gradient(self, stats):
         return self.model.gradient(stats, self.packed)
