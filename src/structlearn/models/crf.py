@@ -110,13 +110,18 @@ class ChainFeatureModel:
         start_resid, end_resid : (K,) the same for the first / last labels.
         packed : the batch's packed items.
         """
+        state = state_gradient_tokens(resid, packed.item_ptr, packed.item_attr, packed.item_val,
+                                      self.attr_ptr, self.feat_label, numba.get_num_threads())
+        return self._vector(state, edge_sum, start_resid, end_resid)
+
+    def _vector(self, state, trans, start, end):
+        """Parameter-shaped vector of per-feature statistics; entries that are no parameter are 0."""
         g = np.empty(self.n_params)
         gs, gt, gst, gen = self.split(g)
-        gs[...] = state_gradient_tokens(resid, packed.item_ptr, packed.item_attr, packed.item_val,
-                                        self.attr_ptr, self.feat_label, numba.get_num_threads())
-        gt[...] = np.where(self.trans_features, edge_sum, 0.0)
-        gst[...] = np.where(self.forbidden_start, 0.0, start_resid)
-        gen[...] = np.where(self.forbidden_end, 0.0, end_resid)
+        gs[...] = state
+        gt[...] = np.where(self.trans_features, trans, 0.0)
+        gst[...] = np.where(self.forbidden_start, 0.0, start)
+        gen[...] = np.where(self.forbidden_end, 0.0, end)
         return g
 
     def expected_counts(self, w, packed, y, n_chunks=None):
@@ -157,13 +162,7 @@ class ChainFeatureModel:
             packed.item_ptr, packed.item_val, self.attr_ptr, self.feat_label,
             np.ascontiguousarray(tr)[None], st, en, packed.offsets, np.asarray(y, dtype=np.int64),
             bounds)
-        g = np.empty(self.n_params)
-        gs, gt, gst, gen = self.split(g)
-        gs[...] = gstate
-        gt[...] = np.where(self.trans_features, edge, 0.0)
-        gst[...] = np.where(self.forbidden_start, 0.0, est)
-        gen[...] = np.where(self.forbidden_end, 0.0, een)
-        return log_z, gold, g
+        return log_z, gold, self._vector(gstate, edge, est, een)
 
     def _dense_rows(self):
         """Attributes with many label features, whose weights the fused kernel reads as dense rows.
