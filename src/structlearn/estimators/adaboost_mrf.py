@@ -12,7 +12,9 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.utils import check_random_state
 
-from ..learning.graph_objective import GraphCLL, check_graph_labels, check_graphs, resolve_options
+from ..learning.graph_objective import (GraphCLL, check_graph_labels, check_graphs, graph_potentials,
+                                        resolve_options)
+from ..structures import FactorGraph
 from .graph_crf import GraphCRF, minimize_cg
 
 __all__ = ["AdaBoostMRF", "ParallelHolderBound", "two_level_chain_trees", "top_chain_tree", "bottom_chain_tree"]
@@ -101,11 +103,33 @@ class AdaBoostMRF(BaseEstimator):
               = \sum_i \exp\big(-\beta \sum_l \alpha_l \log P_{\tau_l}(v_i | o_i; w_l)\big).
 
     Round l: data weights :math:`D_i \propto \exp(-\beta H_{l-1}(v_i, o_i))`; every candidate tree is fitted
-    to the D-reweighted incomplete likelihood by ``cg_iterations`` conjugate-gradient steps from the
-    previous round's parameters; the tree and :math:`\alpha_l \in [0, 1]` that minimise :math:`L_H` with
-    earlier weights rescaled by :math:`1 - \alpha_l` are added; boosting stops when :math:`L_H` improves by
-    less than ``tol`` (relative) or after ``n_rounds``. The final parameters :math:`w = \sum_l \alpha_l w_l`
-    define a :class:`GraphCRF` on the whole graph (the logarithmic opinion pool, seed 002 eqs. (24)–(27)).
+    to the D-reweighted incomplete likelihood (+ c2‖w‖²) by ``cg_iterations`` conjugate-gradient steps,
+    starting from the current LogOP weights w (seed 002 §7: "initialise the parameters for each weak
+    learner to the previously learned values"; only the parameters the tree depends on move, the others
+    are carried). The tree and :math:`\alpha_l \in [0, 1]` are those minimising the regularised bound
+
+    .. math:: J = \frac{B}{\beta}\Big(\log L_H - \log B\Big) + c_2 \|(1-\alpha_l) w + \alpha_l w_l\|^2,
+
+    whose gradient in w_l is the learner's own objective (so a learner's CG steps reduce J; the plain
+    bound L_H would reward ever larger weights); earlier α are rescaled by :math:`1 - \alpha_l`.
+    Boosting stops when J improves by less than ``tol`` (relative) — for ``selection="cyclic"``, over a
+    whole cycle of the candidates — or after ``n_rounds``.
+
+    The strong model is the logarithmic opinion pool :math:`P(x | o) \propto \prod_l P_{\tau_l}(x |
+    o; w_l)^{\alpha_l}` on the whole graph (seed 002 eqs. (24)–(27)): unary potentials
+    :math:`\sum_l \alpha_l \theta_n(w_l)`, pairwise :math:`\sum_{l: e \in \tau_l} \alpha_l
+    \theta_e(w_l)`. ``coef_`` = :math:`\sum_l \alpha_l w_l|_{\tau_l}` (each w_l restricted to the
+    parameters its tree uses, seed 002: "the parts of w_l which correspond to cliques outside the trees
+    [are] zero") gives exactly that model when a tree's edges are told apart by their edge features
+    (e.g. one-hot edge types of a 2-level DCRF); with edge features shared by tree and non-tree edges
+    (grids) ``to_graph_crf()`` is its shared-parameter approximation, and ``predict`` uses the exact
+    LogOP potentials.
+
+    On a 2-level DCRF with the two chain trees the stronger tree (higher likelihood of the visible
+    labels) tends to win every round with α = 1, so the LogOP is that tree's CRF trained stage-wise on
+    the reweighted likelihood and lacks the other chain; ``parallel=True`` trains both trees with
+    shared parameters and was within 2 F1 points of exact maximum likelihood in
+    ``examples/dcrf_activities.py`` (see its table).
 
     Parameters
     ----------
@@ -131,11 +155,18 @@ class AdaBoostMRF(BaseEstimator):
         β ∈ (0, 1] of the loss (seed 002 eq. (17)); default 1 / (mean number of observed nodes per
         graph), which keeps the data weights from collapsing onto one graph.
     tol : float
-        Stop when the bound improves by less than ``tol`` relative to its value.
+        Stop when J improves by less than ``tol`` relative to its value.
+    selection : {"greedy", "cyclic"}
+        ``"greedy"`` (seed 002, Figure 8): every round fits every candidate and keeps the best.
+        ``"cyclic"``: round l fits only candidate l mod L (L times cheaper per round); a candidate that
+        does not reduce J is skipped.
     parallel : bool
-        The parallel variant (seed 002 §7): every candidate tree with fixed α_l = 1/L and *shared*
-        parameters w, fitted by minimising (B/β)·log((1/B)·L_H(w)) + c2‖w‖² with ``max_iterations``
-        CG steps; no tree selection.
+        The parallel variant (seed 002 §7, eqs. (33)–(34)): every candidate tree with fixed α_l = 1/L and
+        *shared* parameters w, fitted by minimising J(w) = (B/β)·log((1/B)·L_H(w)) + c2‖w‖² with
+        ``max_iterations`` CG steps; no tree selection. Inside tree τ_l an edge's potential is θ_e(w)/ρ_e,
+        ρ_e = Σ_{l: e ∈ τ_l} α_l (the reparametrisation of tree-reweighted BP), so that the LogOP
+        Π_l P_τl^α_l is exactly the CRF with weights w on the whole graph (when every edge lies in some
+        tree): ``coef_`` = w, and L_H bounds that model's exponential loss.
     max_iterations : int
         CG iterations of the parallel variant.
     predict_method : {"logop_map", "ensemble"}
@@ -151,7 +182,7 @@ class AdaBoostMRF(BaseEstimator):
     Attributes
     ----------
     coef_node_ : ndarray (D, K), coef_edge_ : ndarray (F, K, K), coef_ : ndarray (D·K + F·K²,)
-        w = Σ_l α_l w_l.
+        w = Σ_l α_l w_l|τ_l (see above).
     alphas_ : ndarray of float64, shape (L,)
         Final tree weights (sum 1).
     learner_coefs_ : ndarray of float64, shape (L, D·K + F·K²)
@@ -159,8 +190,10 @@ class AdaBoostMRF(BaseEstimator):
     learner_trees_ : ndarray of int64, shape (L,)
         Candidate index of every selected weak learner.
     bound_ : list of float
-        log L_H after every round (non-increasing); for ``parallel=True`` the objective J(w) of
-        :class:`ParallelHolderBound` after every CG iteration.
+        log L_H after every accepted round (seed 002 eq. (22)); for ``parallel=True`` the objective J(w)
+        of :class:`ParallelHolderBound` after every CG iteration.
+    objective_ : list of float
+        J after every accepted round (non-increasing); for ``parallel=True`` equal to ``bound_``.
     n_rounds_ : int
     converged_ : bool
         True when boosting stopped because the bound stopped improving (False: ``n_rounds`` reached;
@@ -182,7 +215,7 @@ class AdaBoostMRF(BaseEstimator):
     """
 
     def __init__(self, n_labels=None, trees=None, n_trees=4, n_rounds=20, cg_iterations=5, c2=1.0,
-                 beta=None, tol=1e-4, parallel=False, max_iterations=50, predict_method="logop_map",
+                 beta=None, tol=1e-4, selection="greedy", parallel=False, max_iterations=50, predict_method="logop_map",
                  inference="bp", inference_options=None, random_state=None, verbose=False):
         self.n_labels = n_labels
         self.trees = trees
@@ -192,6 +225,7 @@ class AdaBoostMRF(BaseEstimator):
         self.c2 = c2
         self.beta = beta
         self.tol = tol
+        self.selection = selection
         self.parallel = parallel
         self.max_iterations = max_iterations
         self.predict_method = predict_method
@@ -206,6 +240,8 @@ class AdaBoostMRF(BaseEstimator):
             v = getattr(self, name)
             if not (isinstance(v, (int, np.integer)) and v >= 1):
                 raise ValueError(f"`{name}` must be a positive integer; got {v!r}")
+        if self.selection not in ("greedy", "cyclic"):
+            raise ValueError(f"`selection` must be 'greedy' or 'cyclic'; got {self.selection!r}")
         if self.predict_method not in ("logop_map", "ensemble"):
             raise ValueError(f"`predict_method` must be 'logop_map' or 'ensemble'; got {self.predict_method!r}")
         if self.inference not in ("bp", "trw", "exact"):
@@ -288,13 +324,16 @@ class AdaBoostMRF(BaseEstimator):
         K = int(self.n_labels) if self.n_labels is not None else GraphCRF._infer_n_labels(y)
         yy = check_graph_labels(y, batch, K)
         masks = self._tree_masks(X, batch, trees, self._tree_seed)
-        objs = [GraphCLL(batch.with_edges(m), yy, K, method="exact", c2=float(self.c2)) for m in masks]
+        scale = self._edge_scale(masks, np.arange(len(masks)), np.full(len(masks), 1.0 / len(masks)))
+        objs = [GraphCLL(_tree_batch(batch, m, scale), yy, K, method="exact", c2=float(self.c2))
+                for m in masks]
         B = batch.n_graphs
         n_obs = np.bincount(batch.node_graph()[yy >= 0], minlength=B)
         beta = self.beta if self.beta is not None else 1.0 / max(1.0, float(n_obs.mean()))
         self.beta_ = float(beta)
         n_params = objs[0].n_params
-        self.bound_ = []
+        self.bound_, self.objective_ = [], []
+        frees = [_free_parameters(batch, m, K) for m in masks]
         if self.parallel:
             w = self._fit_parallel(objs, beta, n_params, B)
             self.alphas_ = np.full(len(objs), 1.0 / len(objs))
@@ -302,8 +341,10 @@ class AdaBoostMRF(BaseEstimator):
             self.learner_trees_ = np.arange(len(objs))
             self.converged_ = self._parallel_converged
         else:
-            self._fit_sequential(objs, beta, n_params, B)
-        w = self.alphas_ @ self.learner_coefs_
+            self._fit_sequential(objs, frees, beta, n_params, B)
+            w = np.zeros(n_params)
+            for a, c, w_l in zip(self.alphas_, self.learner_trees_, self.learner_coefs_):
+                w[frees[c]] += a * w_l[frees[c]]
         GraphCRF._set_coef(self, w, batch, K)
         self.n_rounds_ = len(self.bound_)
         self.training_seconds_ = time.perf_counter() - t0
@@ -314,44 +355,61 @@ class AdaBoostMRF(BaseEstimator):
                           f"`{limit}`", ConvergenceWarning)
         return self
 
-    def _fit_sequential(self, objs, beta, n_params, B):
+    def _fit_sequential(self, objs, frees, beta, n_params, B):
         H = np.zeros(B)                      # Σ_j α_j log P_τj(v_i | o_i)
         alphas, coefs, chosen = [], [], []
-        w_prev = np.zeros(n_params)
-        bound_prev = np.inf
+        w_ens = np.zeros(n_params)           # the LogOP Σ_j α_j w_j so far
+        value_prev = np.inf
         self.converged_ = False
+        L = len(objs)
+        cyclic = self.selection == "cyclic"
+        stale = 0
         for r in range(self.n_rounds):
             D = np.exp(np.log(B) + (-beta * H) - logsumexp(-beta * H))    # mean 1
             best = None
-            for c, obj in enumerate(objs):
+
+            def objective(a, ll, w_c):
+                # J = (B/β)·(log L_H − log B) + c2‖w‖² of the ensemble with the candidate at weight a
+                lh = logsumexp(-beta * ((1 - a) * H + a * ll))
+                w = (1 - a) * w_ens + a * w_c
+                return float(B / beta * (lh - np.log(B)) + self.c2 * (w @ w))
+
+            for c in ([r % L] if cyclic else range(L)):
+                obj, free = objs[c], frees[c]
                 obj.sample_weight = D
-                w_c = minimize_cg(obj, w_prev, self.cg_iterations)[0]
+                w_c = w_ens.copy()
+                w_c[free] = minimize_cg(_Restricted(obj, w_ens, free), w_ens[free], self.cg_iterations)[0]
                 ll = -obj.per_graph(w_c)                                    # log P_τ(v_i | o_i)
-                if r == 0:
-                    alpha, bound = 1.0, float(logsumexp(-beta * ll))
+                if not alphas:
+                    alpha = 1.0
                 else:
-                    def f(a, ll=ll):
-                        return float(logsumexp(-beta * ((1 - a) * H + a * ll)))
+                    def f(a, ll=ll, w_c=w_c):
+                        return objective(a, ll, w_c)
                     res = minimize_scalar(f, bounds=(0.0, 1.0), method="bounded",
                                           options={"xatol": 1e-6})
-                    alpha, bound = float(res.x), float(res.fun)
-                    if f(0.0) <= bound:
-                        alpha, bound = 0.0, f(0.0)
-                if best is None or bound < best[0]:
-                    best = (bound, c, alpha, w_c, ll)
-            bound, c, alpha, w_c, ll = best
+                    alpha = min((0.0, float(res.x), 1.0), key=f)
+                value = objective(alpha, ll, w_c)
+                bound = float(logsumexp(-beta * ((1 - alpha) * H + alpha * ll)))
+                if best is None or value < best[0]:
+                    best = (value, c, alpha, w_c, ll, bound)
+            value, c, alpha, w_c, ll, bound = best
             if self.verbose:
-                print(f"round {r + 1:3d}  tree {c}  alpha {alpha:.4f}  log L_H {bound:.6g}")
-            if r > 0 and (alpha <= 0.0 or bound >= bound_prev - self.tol * max(1.0, abs(bound_prev))):
-                self.converged_ = True
-                break
+                print(f"round {r + 1:3d}  tree {c}  alpha {alpha:.4f}  log L_H {bound:.6g}  J {value:.6g}")
+            if alphas and (alpha <= 0.0 or value >= value_prev - self.tol * max(1.0, abs(value_prev))):
+                stale += 1
+                if not cyclic or stale >= L:
+                    self.converged_ = True
+                    break
+                continue
+            stale = 0
             alphas = [a * (1.0 - alpha) for a in alphas] + [alpha]
             coefs.append(w_c)
             chosen.append(c)
             H = (1.0 - alpha) * H + alpha * ll
+            w_ens = (1.0 - alpha) * w_ens + alpha * w_c
             self.bound_.append(bound)
-            bound_prev = bound
-            w_prev = w_c
+            self.objective_.append(value)
+            value_prev = value
         self.alphas_ = np.array(alphas)
         self.learner_coefs_ = np.array(coefs)
         self.learner_trees_ = np.array(chosen, dtype=np.int64)
@@ -370,7 +428,7 @@ class AdaBoostMRF(BaseEstimator):
             raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call `fit` first")
 
     def to_graph_crf(self):
-        """The LogOP model as a fitted :class:`GraphCRF` with weights w = Σ_l α_l w_l."""
+        """A fitted :class:`GraphCRF` with the LogOP's weights ``coef_`` (see the class notes)."""
         self._check_fitted()
         crf = GraphCRF(n_labels=len(self.classes_), inference=self.inference,
                        inference_options=self.inference_options)
@@ -381,37 +439,77 @@ class AdaBoostMRF(BaseEstimator):
         crf.training_log_ = [{"iteration": i + 1, "loss": b} for i, b in enumerate(self.bound_)]
         return crf
 
-    def _ensemble_marginals(self, X):
+    def _learners(self, X):
+        """The packed test batch, one tree edge mask per candidate, and a GraphCRF per learner."""
         batch = check_graphs(X, n_node_features=self.n_node_features_in_,
                              n_edge_features=self.n_edge_features_in_)
         trees = "random" if self.trees is None else self.trees
         masks = self._tree_masks(X, batch, trees, self._tree_seed)
+        return batch, masks
+
+    def _edge_scale(self, masks, trees, alphas):
+        """Per packed edge, the factor of its potential inside a tree: 1 (sequential), or 1/ρ_e with
+        ρ_e = Σ_{l: e ∈ τ_l} α_l (parallel; 0 for an edge in no tree)."""
+        scale = np.ones(masks[0].shape[0]) if masks else np.ones(0)
+        if not self.parallel:
+            return scale
+        rho = np.zeros_like(scale)
+        for a, c in zip(alphas, trees):
+            rho[masks[c]] += a
+        return np.divide(1.0, rho, out=np.zeros_like(rho), where=rho > 0)
+
+    def _logop_graph(self, X):
+        """FactorGraph of the LogOP Π_l P_τl^α_l on the whole graphs: unary Σ_l α_l θ_n(w_l), pairwise
+        Σ_{l: e ∈ τ_l} α_l θ_e(w_l) (seed 002, eqs. (24)–(27))."""
+        batch, masks = self._learners(X)
         K = len(self.classes_)
-        out = np.zeros((batch.node_features.shape[0], K))
+        scale = self._edge_scale(masks, self.learner_trees_, self.alphas_)
+        unary = np.zeros((batch.node_features.shape[0], K))
+        pairwise = np.zeros((batch.edges.shape[0], K, K))
         for a, c, w in zip(self.alphas_, self.learner_trees_, self.learner_coefs_):
-            crf = self.to_graph_crf()
+            u, p = graph_potentials(w, batch, K)
+            unary += a * u
+            pairwise[masks[c]] += (a * scale[masks[c]])[:, None, None] * p[masks[c]]
+        graph = FactorGraph(unary, batch.edges, pairwise, lengths=batch.lengths,
+                            edge_lengths=batch.edge_lengths)
+        return batch, graph
+
+    def _ensemble_marginals(self, X):
+        batch, masks = self._learners(X)
+        K = len(self.classes_)
+        scale = self._edge_scale(masks, self.learner_trees_, self.alphas_)
+        out = np.zeros((batch.node_features.shape[0], K))
+        crf = self.to_graph_crf()
+        crf.inference = "exact"
+        for a, c, w in zip(self.alphas_, self.learner_trees_, self.learner_coefs_):
             crf.coef_ = w
-            crf.inference = "exact"
-            sub = batch.with_edges(masks[c])
-            _, graph = crf._graph_batch(sub)
+            _, graph = crf._graph_batch(_tree_batch(batch, masks[c], scale))
             out += a * crf._infer(graph, "log").unary
         return batch, out
 
     def predict(self, X):
-        """Labels of every graph: list of B int64 arrays (n,) (``predict_method``)."""
+        """Labels of every graph: list of B int64 arrays (n,) (``predict_method``).
+
+        ``"logop_map"``: MAP of the LogOP by ``inference`` (exact max-product, or loopy max-product
+        decoding each node's max-marginal; warns ConvergenceWarning when it does not converge).
+        ``"ensemble"``: argmax of the α-weighted exact tree marginals.
+        """
         self._check_fitted()
         if self.predict_method == "ensemble":
             batch, m = self._ensemble_marginals(X)
             return batch.split(np.argmax(m, axis=1).astype(np.int64))
-        return self.to_graph_crf().predict(X)
+        batch, graph = self._logop_graph(X)
+        return batch.split(self.to_graph_crf()._infer(graph, "max").labels)
 
     def predict_marginals(self, X):
-        """Node marginals: of the LogOP model (``"logop_map"``) or the α-weighted tree marginals."""
+        """Node marginals (list of B (n, K) float64 arrays, rows sum to 1): of the LogOP model
+        (``"logop_map"``, by ``inference``) or the α-weighted tree marginals (``"ensemble"``)."""
         self._check_fitted()
         if self.predict_method == "ensemble":
             batch, m = self._ensemble_marginals(X)
             return batch.split(m)
-        return self.to_graph_crf().predict_marginals(X)
+        batch, graph = self._logop_graph(X)
+        return batch.split(self.to_graph_crf()._infer(graph, "log").unary)
 
     def score(self, X, y):
         """Accuracy of :meth:`predict` over the observed nodes (label ≥ 0) of ``y``."""
@@ -420,6 +518,38 @@ class AdaBoostMRF(BaseEstimator):
         yy = check_graph_labels(y, batch, len(self.classes_))
         obs = yy >= 0
         return float(np.mean(pred[obs] == yy[obs])) if obs.any() else 1.0
+
+
+def _tree_batch(batch, mask, scale):
+    """The graphs with only the edges ``mask``, each edge's features multiplied by ``scale[e]``."""
+    sub = batch.with_edges(mask)
+    s = scale[np.asarray(mask, dtype=bool)]
+    if np.all(s == 1.0):
+        return sub
+    return type(sub)(sub.node_features, sub.edges, sub.edge_features * s[:, None], sub.lengths,
+                     sub.edge_lengths)
+
+
+class _Restricted:
+    """``objective`` as a function of the entries ``free`` of w, the others held at ``base``."""
+
+    def __init__(self, objective, base, free):
+        self.objective, self.base, self.free = objective, base, free
+
+    def value_and_grad(self, z):
+        w = self.base.copy()
+        w[self.free] = z
+        value, grad = self.objective.value_and_grad(w)
+        return value, grad[self.free]
+
+
+def _free_parameters(batch, mask, K):
+    """Indices of the parameters a tree CRF on the edges ``mask`` depends on: every node parameter and
+    the K×K block of every edge feature that is non-zero on some tree edge."""
+    D, F = batch.n_node_features, batch.n_edge_features
+    used = np.any(batch.edge_features[mask] != 0, axis=0) if F else np.zeros(0, bool)
+    edge = np.flatnonzero(np.repeat(used, K * K)) + D * K
+    return np.concatenate([np.arange(D * K), edge]).astype(np.int64)
 
 
 class ParallelHolderBound:
