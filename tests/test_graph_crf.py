@@ -227,6 +227,33 @@ def test_contract_clone_pickle_not_fitted():
     assert not hasattr(clone(crf), "coef_")
 
 
+def test_save_load_round_trip_and_bad_files(tmp_path):
+    from structlearn import LinearChainCRF
+    from structlearn.structures import BPOptions
+    from structlearn.io.modelfile import ModelFileError
+
+    rng = np.random.default_rng(11)
+    X, Y = blobs(rng, 3, h=4, w=4)
+    crf = GraphCRF(inference="bp", max_iterations=5, c2=0.5, inference_options=BPOptions(damping=0.2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        crf.fit(X, Y)
+    path = crf.save(tmp_path / "g.npz", metadata={"grid": "4x4"})
+    back = GraphCRF.load(path)
+    assert back.metadata_ == {"grid": "4x4"} and back.inference_options["damping"] == 0.2
+    np.testing.assert_array_equal(back.coef_edge_, crf.coef_edge_)
+    np.testing.assert_array_equal(back.classes_, crf.classes_)
+    for p, q in zip(crf.predict_marginals(X), back.predict_marginals(X)):
+        np.testing.assert_allclose(p, q, rtol=1e-12)
+    with pytest.raises(ValueError, match="graph-crf"):
+        LinearChainCRF.load(path)
+    (tmp_path / "t.npz").write_bytes(path.read_bytes()[:100])
+    with pytest.raises(ModelFileError):
+        GraphCRF.load(tmp_path / "t.npz")
+    with pytest.raises(NotFittedError):
+        GraphCRF().save(tmp_path / "x.npz")
+
+
 def test_convergence_warning_when_optimizer_stops_early():
     rng = np.random.default_rng(11)
     X, Y = blobs(rng, 3, h=4, w=4)

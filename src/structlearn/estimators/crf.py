@@ -11,6 +11,7 @@ from ..learning.objectives import ChainCLL
 from ..learning.optimizers import lbfgs
 from ..models.crf import ChainFeatureModel
 from ..models.features import AttributeVocabulary, build_state_features
+from ._modelfile import ModelFileMixin
 
 ALGORITHMS = ("lbfgs", "l2sgd", "ap", "pa", "arow")
 _FORMAT = "linear-chain-crf"
@@ -36,7 +37,7 @@ def bio_forbidden(labels):
     return forb, fstart
 
 
-class LinearChainCRF(BaseEstimator):
+class LinearChainCRF(ModelFileMixin, BaseEstimator):
     """Linear-chain conditional random field (Lafferty et al. 2001) with CRFsuite's features and trainers.
 
     Scores ``s(x, y) = Σ_t Σ_a x_{t,a} w[a, y_t] + Σ_t w[y_t, y_{t+1}] + w_start[y_0] + w_end[y_{T-1}]``;
@@ -554,66 +555,33 @@ class LinearChainCRF(BaseEstimator):
     # ------------------------------------------------------------------------------------------------
     # model files
     # ------------------------------------------------------------------------------------------------
-    def save(self, path, metadata=None):
-        """Write the fitted model to ``path`` (versioned ``.npz`` + JSON header; no pickle).
+    _model_format = (_FORMAT, _VERSION, "structlearn.LinearChainCRF")
 
-        The file holds hyper-parameters, labels, attribute names, the feature layout and weights;
-        :meth:`load` restores a model that predicts identically. ``metadata`` (a JSON-able dict, e.g. the
-        feature template used) is stored too and comes back as ``metadata_`` after :meth:`load`.
-        """
-        from ..io.modelfile import save_model
-
-        self._check_fitted()
-        m = self.model_
+    def _file_params(self):
         params = {k: v for k, v in self.get_params().items() if k != "random_state"}
         if isinstance(params.get("forbidden_transitions"), (list, tuple)):
             params["forbidden_transitions"] = [list(map(str, p)) for p in params["forbidden_transitions"]]
-        log = [{k: (float(v) if isinstance(v, (float, np.floating)) else v) for k, v in e.items()}
-               for e in self.training_log_]
-        save_model(path, format_name=_FORMAT, version=_VERSION,
-                   estimator="structlearn.LinearChainCRF", params=params,
-                   metadata={"classes": list(self.classes_), "attributes": list(self.attributes_),
-                             "n_iter": self.n_iter_, "converged": self.converged_,
-                             "training_log": log,
-                             **({} if metadata is None else {"user": dict(metadata)})},
-                   arrays={"coef": self.coef_, "attr_ptr": m.attr_ptr, "feat_label": m.feat_label,
-                           "trans_features": m.trans_features, "forbidden": m.forbidden,
-                           "forbidden_start": m.forbidden_start, "forbidden_end": m.forbidden_end})
-        return path
+        return params
 
-    @classmethod
-    def load(cls, path):
-        """Read a model written by :meth:`save`.
+    def _file_metadata(self):
+        return {"attributes": list(self.attributes_)}
 
-        Raises
-        ------
-        FileNotFoundError, ValueError
-            Missing, truncated or corrupt file; another format; a newer format version.
-        """
-        from ..io.modelfile import ModelFileError, load_model
+    def _file_arrays(self):
+        m = self.model_
+        return {"attr_ptr": m.attr_ptr, "feat_label": m.feat_label, "trans_features": m.trans_features,
+                "forbidden": m.forbidden, "forbidden_start": m.forbidden_start, "forbidden_end": m.forbidden_end}
 
-        header, arrays = load_model(path, expected_format=_FORMAT, supported_version=_VERSION)
-        meta = header.get("metadata", {})
-        try:
-            est = cls(**header.get("params", {}))
-            est.classes_ = list(meta["classes"])
-            est._label_index = {c: i for i, c in enumerate(est.classes_)}
-            est.attributes_ = list(meta["attributes"])
-            est._vocab = AttributeVocabulary(est.attributes_)
-            est.model_ = ChainFeatureModel(arrays["attr_ptr"], arrays["feat_label"], len(est.classes_),
-                                           arrays["trans_features"], arrays["forbidden"],
-                                           arrays["forbidden_start"], arrays["forbidden_end"])
-            est.coef_ = np.asarray(arrays["coef"], dtype=np.float64)
-            est.n_iter_ = int(meta.get("n_iter", 0))
-            est.converged_ = bool(meta.get("converged", True))
-            est.training_log_ = list(meta.get("training_log", []))
-            est.metadata_ = dict(meta.get("user", {}))
-        except (KeyError, TypeError) as exc:
-            raise ModelFileError(f"{path}: model file is missing or has malformed entry {exc}") from None
-        if est.coef_.shape != (est.model_.n_params,) or len(est._vocab) != len(est.model_.attr_ptr) - 1:
-            raise ModelFileError(f"{path}: model file is inconsistent (weights {est.coef_.shape} for "
-                                 f"{est.model_.n_params} parameters)")
-        return est
+    def _restore(self, meta, arrays):
+        self.classes_ = list(meta["classes"])
+        self._label_index = {c: i for i, c in enumerate(self.classes_)}
+        self.attributes_ = list(meta["attributes"])
+        self._vocab = AttributeVocabulary(self.attributes_)
+        self.model_ = ChainFeatureModel(arrays["attr_ptr"], arrays["feat_label"], len(self.classes_),
+                                        arrays["trans_features"], arrays["forbidden"],
+                                        arrays["forbidden_start"], arrays["forbidden_end"])
+
+    def _file_consistent(self):
+        return self.coef_.shape == (self.model_.n_params,) and len(self._vocab) == len(self.model_.attr_ptr) - 1
 
 
 def _progress(verbose, algorithm):

@@ -2,6 +2,7 @@
 
 Also the graph builders :func:`grid_graph` and :func:`two_level_chain`.
 """
+import dataclasses
 import time
 import warnings
 
@@ -9,10 +10,12 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 
+from ..io.modelfile import ModelFileError
 from ..learning.graph_objective import (GraphCLL, check_graph_labels, check_graphs, graph_potentials,
                                         resolve_options)
 from ..learning.optimizers import lbfgs
 from ..structures.factor_graph import FactorGraph
+from ._modelfile import ModelFileMixin
 
 __all__ = ["GraphCRF", "grid_graph", "two_level_chain"]
 
@@ -47,6 +50,13 @@ def two_level_chain(T):
     bottom = top + T
     vert = np.stack([t, t + T], axis=1)
     return np.concatenate([top, bottom, vert]).astype(np.int64).reshape(-1, 2)
+
+
+class _Dims:
+    """The feature counts of a batch (what ``GraphCRF._set_coef`` reads)."""
+
+    def __init__(self, n_node_features, n_edge_features):
+        self.n_node_features, self.n_edge_features = n_node_features, n_edge_features
 
 
 def minimize_cg(objective, w0, max_iterations):
@@ -109,7 +119,11 @@ def _lbfgs_restarts(objective, w0, max_iterations, callback, max_restarts=5):
         restarts += 1
 
 
-class GraphCRF(BaseEstimator):
+_FORMAT = "graph-crf"
+_VERSION = 1
+
+
+class GraphCRF(ModelFileMixin, BaseEstimator):
     r"""Conditional random field on general graphs with node and edge features, learnt from partial labels.
 
     A sample is a graph ``x = (node_features (n, D), edges (m, 2)[, edge_features (m, F)])``; without edge
@@ -292,6 +306,33 @@ class GraphCRF(BaseEstimator):
         self.classes_ = np.arange(K, dtype=np.int64)
         self.n_node_features_in_ = D
         self.n_edge_features_in_ = F
+
+    # ------------------------------------------------------------------------------------------------
+    # model files (save / load from ModelFileMixin)
+    # ------------------------------------------------------------------------------------------------
+    _model_format = (_FORMAT, _VERSION, "structlearn.GraphCRF")
+
+    def _file_params(self):
+        params = self.get_params()
+        opt = params.get("inference_options")
+        if dataclasses.is_dataclass(opt):
+            opt = dataclasses.asdict(opt)
+        if isinstance(opt, dict):
+            opt = {k: (np.asarray(v).tolist() if isinstance(v, np.ndarray) else v) for k, v in opt.items()}
+        params["inference_options"] = opt
+        return params
+
+    def _file_metadata(self):
+        return {"n_node_features": int(self.n_node_features_in_), "n_edge_features": int(self.n_edge_features_in_)}
+
+    def _restore(self, meta, arrays):
+        K = len(meta["classes"])
+        D, F = int(meta["n_node_features"]), int(meta["n_edge_features"])
+        if self.coef_.shape != (D * K + F * K * K,):
+            raise ModelFileError(f"model file is inconsistent: weights of shape {self.coef_.shape} for "
+                                 f"D·K + F·K² = {D * K + F * K * K} parameters")
+        self._set_coef(self.coef_, _Dims(D, F), K)
+        self.inference_converged_ = True
 
     # ------------------------------------------------------------------------------------------------
     def _graph(self, X):

@@ -306,59 +306,27 @@ class HigherOrderCRF(LinearChainCRF):
     # ------------------------------------------------------------------------------------------------
     # model files
     # ------------------------------------------------------------------------------------------------
-    def save(self, path, metadata=None):
-        """Write the fitted model to ``path`` (versioned ``.npz`` + JSON header; no pickle)."""
-        from ..io.modelfile import save_model
+    _model_format = (_FORMAT, _VERSION, "structlearn.HigherOrderCRF")
 
-        self._check_fitted()
+    def _file_metadata(self):
+        return {"attributes": list(self.attributes_)}
+
+    def _file_arrays(self):
         m = self.model_
-        log = [{k: (float(v) if isinstance(v, (float, np.floating)) else v) for k, v in e.items()}
-               for e in self.training_log_]
-        save_model(path, format_name=_FORMAT, version=_VERSION, estimator="structlearn.HigherOrderCRF",
-                   params=self.get_params(),
-                   metadata={"classes": list(self.classes_), "attributes": list(self.attributes_),
-                             "n_iter": self.n_iter_, "converged": self.converged_, "training_log": log,
-                             **({} if metadata is None else {"user": dict(metadata)})},
-                   arrays={"coef": self.coef_, "attr_ptr": m.attr_ptr, "feat_pat": self._feat(),
-                           "patterns": m.patterns.to_array(),
-                           **({"max_lengths": m.max_lengths} if self.segments else {})})
-        return path
+        return {"attr_ptr": m.attr_ptr, "feat_pat": self._feat(), "patterns": m.patterns.to_array(),
+                **({"max_lengths": m.max_lengths} if self.segments else {})}
 
-    @classmethod
-    def load(cls, path):
-        """Read a model written by :meth:`save`.
+    def _restore(self, meta, arrays):
+        self.classes_ = list(meta["classes"])
+        self._label_index = {c: i for i, c in enumerate(self.classes_)}
+        self.attributes_ = list(meta["attributes"])
+        self._vocab = AttributeVocabulary(self.attributes_)
+        pats = LabelPatterns.from_array(arrays["patterns"], len(self.classes_), int(self.order),
+                                        int(self._state_order()))
+        if self.segments:
+            self.model_ = SegmentPatternModel(pats, arrays["attr_ptr"], arrays["feat_pat"], arrays["max_lengths"])
+        else:
+            self.model_ = HigherOrderFeatureModel(pats, arrays["attr_ptr"], arrays["feat_pat"], self._mode())
 
-        Raises
-        ------
-        FileNotFoundError, ValueError
-            Missing, truncated or corrupt file; another format; a newer format version.
-        """
-        from ..io.modelfile import ModelFileError, load_model
-
-        header, arrays = load_model(path, expected_format=_FORMAT, supported_version=_VERSION)
-        meta = header.get("metadata", {})
-        try:
-            est = cls(**header.get("params", {}))
-            est.classes_ = list(meta["classes"])
-            est._label_index = {c: i for i, c in enumerate(est.classes_)}
-            est.attributes_ = list(meta["attributes"])
-            est._vocab = AttributeVocabulary(est.attributes_)
-            pats = LabelPatterns.from_array(arrays["patterns"], len(est.classes_), int(est.order),
-                                            int(est._state_order()))
-            if est.segments:
-                est.model_ = SegmentPatternModel(pats, arrays["attr_ptr"], arrays["feat_pat"],
-                                                 arrays["max_lengths"])
-            else:
-                est.model_ = HigherOrderFeatureModel(pats, arrays["attr_ptr"], arrays["feat_pat"],
-                                                     est._mode())
-            est.coef_ = np.asarray(arrays["coef"], dtype=np.float64)
-            est.n_iter_ = int(meta.get("n_iter", 0))
-            est.converged_ = bool(meta.get("converged", True))
-            est.training_log_ = list(meta.get("training_log", []))
-            est.metadata_ = dict(meta.get("user", {}))
-        except (KeyError, TypeError) as exc:
-            raise ModelFileError(f"{path}: model file is missing or has malformed entry {exc}") from None
-        if est.coef_.shape != (est.model_.n_params,) or len(est._vocab) != len(est.model_.attr_ptr) - 1:
-            raise ModelFileError(f"{path}: model file is inconsistent (weights {est.coef_.shape} for "
-                                 f"{est.model_.n_params} parameters)")
-        return est
+    def _file_consistent(self):
+        return self.coef_.shape == (self.model_.n_params,) and len(self._vocab) == len(self.model_.attr_ptr) - 1

@@ -12,6 +12,7 @@ from ..metrics.sequence import labels_from_segments, segments_from_labels
 from ..models.features import AttributeVocabulary, build_state_features
 from ..models.semicrf import (SEGMENT_FEATURES, SegmentBatch, SemiMarkovCLL, SemiMarkovFeatureModel,
                               span_all_caps, span_hashes)
+from ._modelfile import ModelFileMixin
 
 _FORMAT = "semi-markov-crf"
 _VERSION = 1
@@ -19,7 +20,7 @@ _BIO = re.compile(r"^[BIES]-.+")
 LABEL_FORMATS = ("auto", "bio", "runs", "segments")
 
 
-class SemiMarkovCRF(BaseEstimator):
+class SemiMarkovCRF(ModelFileMixin, BaseEstimator):
     """Semi-Markov conditional random field (Sarawagi & Cohen 2004; seed 000 §"Semi-Markov CRFs").
 
     Labels whole segments: a segmentation of a sequence into labelled segments (s, e, k) scores
@@ -626,69 +627,44 @@ class SemiMarkovCRF(BaseEstimator):
     # ------------------------------------------------------------------------------------------------
     # model files
     # ------------------------------------------------------------------------------------------------
-    def save(self, path, metadata=None):
-        """Write the fitted model to ``path`` (versioned ``.npz`` + JSON header; no pickle)."""
-        from ..io.modelfile import save_model
+    _model_format = (_FORMAT, _VERSION, "structlearn.SemiMarkovCRF")
 
-        self._check_fitted()
-        m = self.model_
-        params = self.get_params()
+    def _file_params(self):
+        params = super()._file_params()
         params["segment_features"] = list(params["segment_features"])
-        log = [{k: (float(v) if isinstance(v, (float, np.floating)) else v) for k, v in e.items()}
-               for e in self.training_log_]
+        return params
+
+    @classmethod
+    def _params_from_file(cls, params):
+        params["segment_features"] = tuple(params.get("segment_features", ()))
+        return params
+
+    def _file_metadata(self):
         tok = [None] * len(getattr(self, "_tok_index", {}))
         for s, i in getattr(self, "_tok_index", {}).items():
             tok[i] = s
-        save_model(path, format_name=_FORMAT, version=_VERSION, estimator="structlearn.SemiMarkovCRF",
-                   params=params,
-                   metadata={"classes": list(self.classes_), "attributes": list(self.attributes_),
-                             "label_format": self.label_format_, "tokens": tok,
-                             "n_iter": self.n_iter_, "converged": self.converged_, "training_log": log,
-                             **({} if metadata is None else {"user": dict(metadata)})},
-                   arrays={"coef": self.coef_, "attr_ptr": m.attr_ptr, "feat_label": m.feat_label,
-                           "max_lengths": m.max_lengths, "trans_features": m.trans_features,
-                           "forbidden": m.forbidden, "span_features": m.span_features,
-                           "span_hash": self._span_hash})
-        return path
+        return {"attributes": list(self.attributes_), "label_format": self.label_format_, "tokens": tok}
 
-    @classmethod
-    def load(cls, path):
-        """Read a model written by :meth:`save`.
+    def _file_arrays(self):
+        m = self.model_
+        return {"attr_ptr": m.attr_ptr, "feat_label": m.feat_label, "max_lengths": m.max_lengths,
+                "trans_features": m.trans_features, "forbidden": m.forbidden,
+                "span_features": m.span_features, "span_hash": self._span_hash}
 
-        Raises
-        ------
-        FileNotFoundError, ValueError
-            Missing, truncated or corrupt file; another format; a newer format version.
-        """
-        from ..io.modelfile import ModelFileError, load_model
+    def _restore(self, meta, arrays):
+        self.classes_ = list(meta["classes"])
+        self._label_index = {c: i for i, c in enumerate(self.classes_)}
+        self.attributes_ = list(meta["attributes"])
+        self.label_format_ = meta["label_format"]
+        self._vocab = AttributeVocabulary(self.attributes_)
+        self._tok_index = {s: i for i, s in enumerate(meta.get("tokens", []))}
+        self._span_hash = np.asarray(arrays["span_hash"], dtype=np.int64)
+        self.model_ = SemiMarkovFeatureModel(
+            arrays["attr_ptr"], arrays["feat_label"], len(self.classes_), arrays["max_lengths"],
+            arrays["trans_features"], self.allow_same_label, self.segment_features,
+            arrays["span_features"], arrays["forbidden"])
+        self._max_duration = self.model_.max_duration
+        self.max_lengths_ = {c: int(v) for c, v in zip(self.classes_, self.model_.max_lengths)}
 
-        header, arrays = load_model(path, expected_format=_FORMAT, supported_version=_VERSION)
-        meta = header.get("metadata", {})
-        try:
-            params = dict(header.get("params", {}))
-            params["segment_features"] = tuple(params.get("segment_features", ()))
-            est = cls(**params)
-            est.classes_ = list(meta["classes"])
-            est._label_index = {c: i for i, c in enumerate(est.classes_)}
-            est.attributes_ = list(meta["attributes"])
-            est.label_format_ = meta["label_format"]
-            est._vocab = AttributeVocabulary(est.attributes_)
-            est._tok_index = {s: i for i, s in enumerate(meta.get("tokens", []))}
-            est._span_hash = np.asarray(arrays["span_hash"], dtype=np.int64)
-            est.model_ = SemiMarkovFeatureModel(
-                arrays["attr_ptr"], arrays["feat_label"], len(est.classes_), arrays["max_lengths"],
-                arrays["trans_features"], est.allow_same_label, est.segment_features,
-                arrays["span_features"], arrays["forbidden"])
-            est._max_duration = est.model_.max_duration
-            est.max_lengths_ = {c: int(v) for c, v in zip(est.classes_, est.model_.max_lengths)}
-            est.coef_ = np.asarray(arrays["coef"], dtype=np.float64)
-            est.n_iter_ = int(meta.get("n_iter", 0))
-            est.converged_ = bool(meta.get("converged", True))
-            est.training_log_ = list(meta.get("training_log", []))
-            est.metadata_ = dict(meta.get("user", {}))
-        except (KeyError, TypeError) as exc:
-            raise ModelFileError(f"{path}: model file is missing or has malformed entry {exc}") from None
-        if est.coef_.shape != (est.model_.n_params,):
-            raise ModelFileError(f"{path}: model file is inconsistent (weights {est.coef_.shape} for "
-                                 f"{est.model_.n_params} parameters)")
-        return est
+    def _file_consistent(self):
+        return self.coef_.shape == (self.model_.n_params,)

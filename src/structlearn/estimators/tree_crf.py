@@ -11,6 +11,7 @@ from ..learning.objectives import TreeCLL
 from ..learning.optimizers import lbfgs
 from ..models.features import AttributeVocabulary, Packed, build_state_features
 from ..models.tree_crf import TreeBatch, TreeFeatureModel
+from ._modelfile import ModelFileMixin
 from .crf import LinearChainCRF, _progress
 
 __all__ = ["TreeCRF", "check_parents", "parents_from_ids"]
@@ -224,7 +225,7 @@ def _take_rows(packed, rows, lengths):
 # ---------------------------------------------------------------------------------------------------
 # estimator
 # ---------------------------------------------------------------------------------------------------
-class TreeCRF(BaseEstimator):
+class TreeCRF(ModelFileMixin, BaseEstimator):
     """Tree-structured conditional random field: one label per node of a rooted tree.
 
     Scores (seed 000 §"Tree-structured CRFs"; belief propagation, Pearl 1982)::
@@ -782,65 +783,41 @@ class TreeCRF(BaseEstimator):
     # ------------------------------------------------------------------------------------------------
     # model files
     # ------------------------------------------------------------------------------------------------
-    def save(self, path):
-        """Write the fitted model to ``path`` (versioned ``.npz`` + JSON header; no pickle)."""
-        from ..io.modelfile import save_model
+    _model_format = (_FORMAT, _VERSION, "structlearn.TreeCRF")
 
-        self._check_fitted()
-        m = self.model_
+    def _file_params(self):
         params = {k: v for k, v in self.get_params().items() if k != "random_state"}
         if params.get("forbidden_edges") is not None:
             params["forbidden_edges"] = [list(map(str, p)) for p in params["forbidden_edges"]]
-        log = [{k: (float(v) if isinstance(v, (float, np.floating)) else v) for k, v in e.items()}
-               for e in self.training_log_]
-        save_model(path, format_name=_FORMAT, version=_VERSION, estimator="structlearn.TreeCRF",
-                   params=params,
-                   metadata={"classes": list(self.classes_), "attributes": list(self.attributes_),
-                             "edge_attributes": list(self.edge_attributes_), "n_iter": self.n_iter_,
-                             "converged": self.converged_, "training_log": log},
-                   arrays={"coef": self.coef_, "attr_ptr": m.attr_ptr, "feat_label": m.feat_label,
-                           "edge_features": m.edge_features, "edge_attr_ptr": m.edge_attr_ptr,
-                           "edge_feat_pair": m.edge_feat_pair, "forbidden": m.forbidden,
-                           "forbidden_root": m.forbidden_root})
-        return path
+        return params
 
     @classmethod
-    def load(cls, path):
-        """Read a model written by :meth:`save`.
+    def _params_from_file(cls, params):
+        if params.get("forbidden_edges") is not None:
+            params["forbidden_edges"] = [tuple(p) for p in params["forbidden_edges"]]
+        return params
 
-        Raises
-        ------
-        FileNotFoundError, ValueError
-            Missing, truncated or corrupt file; another format; a newer format version.
-        """
-        from ..io.modelfile import ModelFileError, load_model
+    def _file_metadata(self):
+        return {"attributes": list(self.attributes_), "edge_attributes": list(self.edge_attributes_)}
 
-        header, arrays = load_model(path, expected_format=_FORMAT, supported_version=_VERSION)
-        meta = header.get("metadata", {})
-        try:
-            params = dict(header.get("params", {}))
-            if params.get("forbidden_edges") is not None:
-                params["forbidden_edges"] = [tuple(p) for p in params["forbidden_edges"]]
-            est = cls(**params)
-            est.classes_ = list(meta["classes"])
-            est._label_index = {c: i for i, c in enumerate(est.classes_)}
-            est.attributes_ = list(meta["attributes"])
-            est.edge_attributes_ = list(meta["edge_attributes"])
-            est._vocab = AttributeVocabulary(est.attributes_)
-            est._evocab = AttributeVocabulary(est.edge_attributes_)
-            est.model_ = TreeFeatureModel(arrays["attr_ptr"], arrays["feat_label"], len(est.classes_),
-                                          arrays["edge_features"], arrays["edge_attr_ptr"],
-                                          arrays["edge_feat_pair"], arrays["forbidden"],
-                                          arrays["forbidden_root"])
-            est.coef_ = np.asarray(arrays["coef"], dtype=np.float64)
-            est.n_iter_ = int(meta.get("n_iter", 0))
-            est.converged_ = bool(meta.get("converged", True))
-            est.training_log_ = list(meta.get("training_log", []))
-        except (KeyError, TypeError) as exc:
-            raise ModelFileError(f"{path}: model file is missing or has malformed entry {exc}") from None
-        m = est.model_
-        if est.coef_.shape != (m.n_params,) or len(est._vocab) != len(m.attr_ptr) - 1 or \
-                len(est._evocab) != len(m.edge_attr_ptr) - 1:
-            raise ModelFileError(f"{path}: model file is inconsistent (weights {est.coef_.shape} for "
-                                 f"{m.n_params} parameters)")
-        return est
+    def _file_arrays(self):
+        m = self.model_
+        return {"attr_ptr": m.attr_ptr, "feat_label": m.feat_label, "edge_features": m.edge_features,
+                "edge_attr_ptr": m.edge_attr_ptr, "edge_feat_pair": m.edge_feat_pair,
+                "forbidden": m.forbidden, "forbidden_root": m.forbidden_root}
+
+    def _restore(self, meta, arrays):
+        self.classes_ = list(meta["classes"])
+        self._label_index = {c: i for i, c in enumerate(self.classes_)}
+        self.attributes_ = list(meta["attributes"])
+        self.edge_attributes_ = list(meta["edge_attributes"])
+        self._vocab = AttributeVocabulary(self.attributes_)
+        self._evocab = AttributeVocabulary(self.edge_attributes_)
+        self.model_ = TreeFeatureModel(arrays["attr_ptr"], arrays["feat_label"], len(self.classes_),
+                                       arrays["edge_features"], arrays["edge_attr_ptr"],
+                                       arrays["edge_feat_pair"], arrays["forbidden"], arrays["forbidden_root"])
+
+    def _file_consistent(self):
+        m = self.model_
+        return (self.coef_.shape == (m.n_params,) and len(self._vocab) == len(m.attr_ptr) - 1
+                and len(self._evocab) == len(m.edge_attr_ptr) - 1)

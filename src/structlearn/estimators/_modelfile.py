@@ -1,0 +1,104 @@
+"""``save`` / ``load`` shared by the CRF estimators: one versioned model file (no pickle) per model.
+
+A class mixes in :class:`ModelFileMixin`, names its format in ``_model_format = (format, version,
+estimator)`` and says what is specific to it:
+
+- ``_file_params()`` / ``_params_from_file(params)``: hyper-parameters to and from JSON (defaults:
+  ``get_params()`` without a non-integer ``random_state``, and unchanged);
+- ``_file_metadata()``: JSON-able fitted state beyond classes, iterations and the training log;
+- ``_file_arrays()``: numeric arrays beyond ``coef``;
+- ``_restore(meta, arrays)``: rebuild the fitted state (``classes_``, the feature model, …; ``coef_``
+  is already set);
+- ``_file_consistent()``: whether the restored weights fit the restored model.
+"""
+import numpy as np
+
+from ..io.modelfile import ModelFileError, load_model, save_model
+
+__all__ = ["ModelFileMixin"]
+
+
+def _jsonable_log(log):
+    return [{k: (float(v) if isinstance(v, (float, np.floating)) else v) for k, v in e.items()} for e in log]
+
+
+class ModelFileMixin:
+    """``save(path, metadata=None)`` and ``load(path)`` through :mod:`structlearn.io.modelfile`."""
+
+    _model_format = None  # (format name, version, qualified estimator name)
+
+    def _file_params(self):
+        params = self.get_params()
+        rs = params.get("random_state")
+        if rs is not None and not isinstance(rs, (int, np.integer)):
+            params.pop("random_state")
+        return params
+
+    @classmethod
+    def _params_from_file(cls, params):
+        return params
+
+    def _file_metadata(self):
+        return {}
+
+    def _file_arrays(self):
+        return {}
+
+    def _restore(self, meta, arrays):
+        raise NotImplementedError
+
+    def _file_consistent(self):
+        return True
+
+    def save(self, path, metadata=None):
+        """Write the fitted model to ``path`` (versioned ``.npz`` + JSON header; no pickle).
+
+        The file holds hyper-parameters, labels, the feature layout and the weights; :meth:`load`
+        restores a model that predicts identically. ``metadata`` (a JSON-able dict, e.g. the feature
+        template used) is stored too and comes back as ``metadata_`` after :meth:`load`.
+
+        Returns
+        -------
+        path
+        """
+        self._check_fitted()
+        fmt, version, estimator = self._model_format
+        classes = [c.item() if isinstance(c, np.generic) else c for c in self.classes_]
+        save_model(path, format_name=fmt, version=version, estimator=estimator, params=self._file_params(),
+                   metadata={"classes": classes, "n_iter": int(self.n_iter_), "converged": bool(self.converged_),
+                             "training_log": _jsonable_log(getattr(self, "training_log_", [])),
+                             **self._file_metadata(),
+                             **({} if metadata is None else {"user": dict(metadata)})},
+                   arrays={"coef": np.asarray(self.coef_), **self._file_arrays()})
+        return path
+
+    @classmethod
+    def load(cls, path):
+        """Read a model written by :meth:`save`.
+
+        Raises
+        ------
+        FileNotFoundError, ValueError (ModelFileError)
+            Missing, truncated or corrupt file; another format; a newer format version; entries that
+            are missing or do not fit together.
+        """
+        fmt, version, _ = cls._model_format
+        header, arrays = load_model(path, expected_format=fmt, supported_version=version)
+        meta = header.get("metadata", {})
+        try:
+            est = cls(**cls._params_from_file(dict(header.get("params", {}))))
+            est.coef_ = np.asarray(arrays["coef"], dtype=np.float64)
+            est._restore(meta, arrays)
+            est.n_iter_ = int(meta.get("n_iter", 0))
+            est.converged_ = bool(meta.get("converged", True))
+            est.training_log_ = list(meta.get("training_log", []))
+            est.metadata_ = dict(meta.get("user", {}))
+            consistent = est._file_consistent()
+        except (KeyError, TypeError, ValueError) as exc:
+            if isinstance(exc, ModelFileError):
+                raise
+            raise ModelFileError(f"{path}: model file is missing or has malformed entry {exc}") from None
+        if not consistent:
+            raise ModelFileError(f"{path}: model file is inconsistent (weights of shape {est.coef_.shape} do "
+                                 f"not fit the stored model)")
+        return est
