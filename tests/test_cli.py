@@ -16,6 +16,8 @@ from structlearn.estimators.crf import LinearChainCRF
 from structlearn.io import read_crfsuite, write_crfsuite
 from structlearn.io.modelfile import load_model, save_model
 from structlearn.metrics import (chunk_f1, classification_report, conlleval, token_accuracy)
+from tests._cli import blocks as _blocks
+from tests._cli import run
 from tests.conftest import require_data
 
 NP_WORDS = [("the", "DT"), ("a", "DT")]
@@ -77,27 +79,6 @@ def model(files):
     path = files / "m.model"
     assert main(["learn", "-q", "-m", str(path), "-p", "max_iterations=40", str(files / "train.txt")]) == 0
     return path
-
-
-def run(capsys, *argv):
-    rc = main([str(a) for a in argv])
-    cap = capsys.readouterr()
-    return rc, cap.out, cap.err
-
-
-def _blocks(text):
-    """Output of 'tag' -> list of sequences (list of lines), split at blank lines."""
-    seqs, cur = [], []
-    for line in text.split("\n"):
-        if line == "":
-            if cur:
-                seqs.append(cur)
-            cur = []
-        else:
-            cur.append(line)
-    if cur:
-        seqs.append(cur)
-    return seqs
 
 
 # ------------------------------------------------------------------------------------------ round trip

@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 
 from structlearn import SemiMarkovCRF
-from structlearn.cli.main import main
 from structlearn.io.crfsuite import read_crfsuite, write_crfsuite
+from tests._cli import blocks as _blocks
+from tests._cli import run
 from tests.conftest import require_data
 
 NOUNS = ["cat", "dog", "mat", "hat"]
@@ -44,26 +45,6 @@ def files(tmp_path_factory):
     (d / "train.conll").write_text(
         "\n\n".join("\n".join(f"{w} X {t}" for w, t in s) for s in train) + "\n", encoding="utf-8")
     return d
-
-
-def run(capsys, *argv):
-    rc = main([str(a) for a in argv])
-    cap = capsys.readouterr()
-    return rc, cap.out, cap.err
-
-
-def _blocks(text):
-    seqs, cur = [], []
-    for line in text.split("\n"):
-        if line == "":
-            if cur:
-                seqs.append(cur)
-            cur = []
-        else:
-            cur.append(line)
-    if cur:
-        seqs.append(cur)
-    return seqs
 
 
 def test_learn_tag_eval_round_trip(files, capsys, tmp_path):
