@@ -358,7 +358,7 @@ class AdaBoostMRF(BaseEstimator):
     def _fit_sequential(self, objs, frees, beta, n_params, B):
         H = np.zeros(B)                      # Σ_j α_j log P_τj(v_i | o_i)
         alphas, coefs, chosen = [], [], []
-        w_ens = np.zeros(n_params)           # the LogOP Σ_j α_j w_j so far
+        w_ens = np.zeros(n_params)           # Σ_j α_j w_j so far (carried weights included): the warm start
         value_prev = np.inf
         self.converged_ = False
         L = len(objs)
