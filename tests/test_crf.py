@@ -233,6 +233,24 @@ def test_model_file_errors(tmp_path):
                arrays=arrays)
     with pytest.raises(ValueError, match="newer"):
         LinearChainCRF.load(tmp_path / "new.npz")
+    # weights that are not all finite are refused
+    arrays = dict(arrays, coef=np.full_like(arrays["coef"], np.nan))
+    save_model(tmp_path / "nan.npz", format_name=header["format"], version=1, estimator=header["estimator"],
+               params=header["params"], metadata=header["metadata"], arrays=arrays)
+    with pytest.raises(ValueError, match="inconsistent"):
+        LinearChainCRF.load(tmp_path / "nan.npz")
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_model_file_keeps_params(tmp_path):
+    X, y = toy_data(10)
+    seen = {(a, b) for s in y for a, b in zip(s[:-1], s[1:])}
+    unseen = next((a, b) for a in "ABC" for b in "ABC" if (a, b) not in seen)
+    crf = LinearChainCRF(max_iterations=np.int64(5), random_state=42,
+                         forbidden_transitions=[unseen]).fit(X, y)
+    back = LinearChainCRF.load(crf.save(tmp_path / "m.npz"))
+    assert back.get_params() == dict(crf.get_params(), max_iterations=5)
+    assert back.predict(X) == crf.predict(X)
 
 
 @pytest.mark.parametrize("X, y, match", [

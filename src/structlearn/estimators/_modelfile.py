@@ -18,6 +18,17 @@ from ..io.modelfile import ModelFileError, load_model, save_model
 __all__ = ["ModelFileMixin"]
 
 
+def _plain(value):
+    """NumPy scalars (and those inside lists, tuples and dicts) as Python ones, for the JSON header."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
 def _jsonable_log(log):
     return [{k: (float(v) if isinstance(v, (float, np.floating)) else v) for k, v in e.items()} for e in log]
 
@@ -55,16 +66,32 @@ class ModelFileMixin:
 
         The file holds hyper-parameters, labels, the feature layout and the weights; :meth:`load`
         restores a model that predicts identically. ``metadata`` (a JSON-able dict, e.g. the feature
-        template used) is stored too and comes back as ``metadata_`` after :meth:`load`.
+        template used) is stored too and comes back as ``metadata_`` after :meth:`load`; a loaded model
+        saved again without ``metadata`` keeps its ``metadata_``. NumPy scalar hyper-parameters are
+        stored as Python numbers.
+
+        Raises
+        ------
+        NotFittedError
+            Not fitted.
+        ValueError
+            ``metadata`` not a dict, or not JSON-able.
+        FileNotFoundError
+            The folder of ``path`` does not exist.
 
         Returns
         -------
         path
         """
         self._check_fitted()
+        if metadata is None:
+            metadata = getattr(self, "metadata_", None) or None   # a loaded model keeps its metadata
+        if metadata is not None and not isinstance(metadata, dict):
+            raise ValueError(f"`metadata` must be None or a dict with str keys; got {type(metadata).__name__}")
         fmt, version, estimator = self._model_format
-        classes = [c.item() if isinstance(c, np.generic) else c for c in self.classes_]
-        save_model(path, format_name=fmt, version=version, estimator=estimator, params=self._file_params(),
+        classes = _plain(list(self.classes_))
+        save_model(path, format_name=fmt, version=version, estimator=estimator,
+                   params=_plain(self._file_params()),
                    metadata={"classes": classes, "n_iter": int(self.n_iter_), "converged": bool(self.converged_),
                              "training_log": _jsonable_log(getattr(self, "training_log_", [])),
                              **self._file_metadata(),
@@ -93,12 +120,12 @@ class ModelFileMixin:
             est.converged_ = bool(meta.get("converged", True))
             est.training_log_ = list(meta.get("training_log", []))
             est.metadata_ = dict(meta.get("user", {}))
-            consistent = est._file_consistent()
+            consistent = bool(np.all(np.isfinite(est.coef_))) and est._file_consistent()
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, ModelFileError):
                 raise
             raise ModelFileError(f"{path}: model file is missing or has malformed entry {exc}") from None
         if not consistent:
             raise ModelFileError(f"{path}: model file is inconsistent (weights of shape {est.coef_.shape} do "
-                                 f"not fit the stored model)")
+                                 f"not fit the stored model, or are not all finite)")
         return est

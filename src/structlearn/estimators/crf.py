@@ -558,9 +558,15 @@ class LinearChainCRF(ModelFileMixin, BaseEstimator):
     _model_format = (_FORMAT, _VERSION, "structlearn.LinearChainCRF")
 
     def _file_params(self):
-        params = {k: v for k, v in self.get_params().items() if k != "random_state"}
+        params = super()._file_params()
         if isinstance(params.get("forbidden_transitions"), (list, tuple)):
             params["forbidden_transitions"] = [list(map(str, p)) for p in params["forbidden_transitions"]]
+        return params
+
+    @classmethod
+    def _params_from_file(cls, params):
+        if isinstance(params.get("forbidden_transitions"), list):
+            params["forbidden_transitions"] = [tuple(p) for p in params["forbidden_transitions"]]
         return params
 
     def _file_metadata(self):

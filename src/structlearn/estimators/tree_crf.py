@@ -786,7 +786,7 @@ class TreeCRF(ModelFileMixin, BaseEstimator):
     _model_format = (_FORMAT, _VERSION, "structlearn.TreeCRF")
 
     def _file_params(self):
-        params = {k: v for k, v in self.get_params().items() if k != "random_state"}
+        params = super()._file_params()
         if params.get("forbidden_edges") is not None:
             params["forbidden_edges"] = [list(map(str, p)) for p in params["forbidden_edges"]]
         return params

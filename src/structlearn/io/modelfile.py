@@ -86,6 +86,9 @@ def save_model(path, *, format_name, version, estimator, params=None, metadata=N
                          f"lists and dicts with str keys): {exc}") from None
     stored[HEADER_KEY] = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
     path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(f"cannot write model file {path!r}: folder {folder!r} does not exist")
     tmp = f"{path}.tmp-{os.getpid()}"
     try:
         with open(tmp, "wb") as fh:
@@ -132,13 +135,20 @@ def load_model(path, expected_format=None, supported_version=None):
     if magic[:2] != b"PK":
         raise ModelFileError(f"{path!r} is not a structlearn model file (expected an .npz archive; the "
                              f"file starts with {magic!r})")
-    try:
-        npz = np.load(path, allow_pickle=False)
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as exc:
-        raise ModelFileError(f"{path!r} is not a readable model file (truncated or corrupt; expected an "
-                             f".npz archive written by structlearn): {exc}") from None
-    if not isinstance(npz, np.lib.npyio.NpzFile):
-        raise ModelFileError(f"{path!r} holds a single .npy array, not a structlearn model (.npz archive)")
+    with open(path, "rb") as fh:  # our handle, closed on every error path (np.load's is not)
+        try:
+            npz = np.load(fh, allow_pickle=False)
+        except (zipfile.BadZipFile, EOFError, OSError, ValueError) as exc:
+            raise ModelFileError(f"{path!r} is not a readable model file (truncated or corrupt; expected an "
+                                 f".npz archive written by structlearn): {exc}") from None
+        if not isinstance(npz, np.lib.npyio.NpzFile):
+            raise ModelFileError(f"{path!r} holds a single .npy array, not a structlearn model (.npz archive)")
+        header, arrays = _read_npz(npz, path, expected_format, supported_version)
+    return header, arrays
+
+
+def _read_npz(npz, path, expected_format, supported_version):
+    """Header and arrays of an opened model archive (see :func:`load_model`)."""
     with npz:
         try:
             if HEADER_KEY not in npz.files:
