@@ -271,14 +271,47 @@ def test_parallel_logop_is_the_crf_of_w():
     (dict(predict_method="vote"), "predict_method"),
     (dict(inference="mf"), "inference"),
     (dict(selection="best"), "selection"),
+    (dict(c2="a"), "c2"),
+    (dict(tol=None), "tol"),
+    (dict(beta="x"), "beta"),
+    (dict(n_trees=True), "n_trees"),
+    (dict(trees=[0, 1, 2]), "1-D array"),
+    (dict(inference="bp", inference_options={"foo": 1}), "inference_options"),
 ])
 def test_bad_params(kwargs, match):
     X = [(np.zeros((3, 1)), np.array([[0, 1], [1, 2], [2, 0]]))] * 2
     X = [X[0], (np.zeros((4, 1)), np.array([[0, 1], [1, 2], [2, 0], [2, 3], [0, 3], [1, 3], [0, 2]]))]
     Y = [np.array([0, 1, -1]), np.array([1, -1, 0, 1])]
     if kwargs.get("trees") is not None and isinstance(kwargs["trees"], list) and kwargs["trees"] and \
-            kwargs["trees"][0].size == 7:
+            np.size(kwargs["trees"][0]) == 7:
         X = [X[1], X[1]]
         Y = [Y[1], Y[1]]
     with pytest.raises(ValueError, match=match):
         AdaBoostMRF(**kwargs).fit(X, Y)
+
+
+def test_generated_trees_do_not_depend_on_the_batch():
+    rng = np.random.default_rng(7)
+    X = [(rng.normal(size=(9, 2)), grid_graph(3, 3)) for _ in range(3)]
+    Y = [rng.integers(0, 2, 9) for _ in range(3)]
+    for trees in ("random", "max_weight"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            ada = AdaBoostMRF(trees=trees, n_trees=2, n_rounds=2, cg_iterations=2, random_state=0,
+                              inference="exact").fit(X, Y)
+        together = ada.predict_marginals(X)
+        for b in range(3):
+            np.testing.assert_allclose(ada.predict_marginals([X[b]])[0], together[b], rtol=1e-12)
+
+
+def test_parallel_warns_about_edges_in_no_tree_and_zero_weight_learners_are_dropped():
+    rng = np.random.default_rng(8)
+    X = [(rng.normal(size=(9, 2)), grid_graph(3, 3)) for _ in range(3)]
+    Y = [rng.integers(0, 2, 9) for _ in range(3)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        with pytest.warns(UserWarning, match="no candidate tree"):
+            AdaBoostMRF(n_trees=1, parallel=True, max_iterations=2, random_state=0).fit(X, Y)
+        ada = AdaBoostMRF(n_trees=1, n_rounds=4, cg_iterations=2, tol=0.0, random_state=0).fit(X, Y)
+    assert np.all(ada.alphas_ > 0) and len(ada.alphas_) == len(ada.learner_coefs_) == len(ada.learner_trees_)
+    np.testing.assert_allclose(ada.alphas_.sum(), 1.0, rtol=1e-12)

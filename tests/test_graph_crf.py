@@ -254,6 +254,37 @@ def test_save_load_round_trip_and_bad_files(tmp_path):
         GraphCRF().save(tmp_path / "x.npz")
 
 
+def test_save_numpy_scalar_params_metadata_kept_and_bad_paths(tmp_path):
+    rng = np.random.default_rng(12)
+    X, Y = blobs(rng, 2, h=4, w=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        crf = GraphCRF(max_iterations=np.int64(3), c2=np.float32(0.5)).fit(X, Y)
+    path = crf.save(tmp_path / "g.npz", metadata={"a": 1})
+    back = GraphCRF.load(path)
+    assert back.max_iterations == 3 and back.metadata_ == {"a": 1}
+    back.save(tmp_path / "again.npz")                      # metadata kept on re-save
+    assert GraphCRF.load(tmp_path / "again.npz").metadata_ == {"a": 1}
+    with pytest.raises(ValueError, match="metadata"):
+        crf.save(tmp_path / "m.npz", metadata=[1, 2])
+    with pytest.raises(FileNotFoundError, match="no_such_folder"):
+        crf.save(tmp_path / "no_such_folder" / "m.npz")
+    with pytest.raises(ValueError, match="`y`"):
+        GraphCRF().fit(X, None)
+
+
+def test_cg_without_progress_says_so():
+    # fully observed, features ×1e3: scipy's CG line search fails at the first step (precision loss)
+    rng = np.random.default_rng(0)
+    Xh, Y = [], []
+    for _ in range(2):
+        y = rng.integers(0, 2, 9)
+        Xh.append((1e3 * (np.eye(2)[y] + rng.normal(scale=0.5, size=(9, 2))), grid_graph(3, 3)))
+        Y.append(y)
+    with pytest.warns(ConvergenceWarning, match="no progress"):
+        GraphCRF(optimizer="cg", max_iterations=5).fit(Xh, Y)
+
+
 def test_convergence_warning_when_optimizer_stops_early():
     rng = np.random.default_rng(11)
     X, Y = blobs(rng, 3, h=4, w=4)

@@ -139,7 +139,9 @@ class AdaBoostMRF(BaseEstimator):
         The pool of candidate spanning trees. A list holds, per candidate, an int array of edge indices
         (the same for every graph) or a callable ``f(x) -> edge indices`` of sample x (e.g.
         :func:`two_level_chain_trees`). ``"random"`` (default for None): ``n_trees`` random spanning
-        forests (minimum spanning forests under i.i.d. uniform edge weights). ``"max_weight"``:
+        forests (minimum spanning forests under i.i.d. uniform edge weights, drawn per graph from
+        ``random_state`` and the candidate number alone: a graph gets the same trees in any batch).
+        ``"max_weight"``:
         ``n_trees`` maximum-weight spanning forests with edge weight −‖node_features[u] −
         node_features[v]‖ (ends that look alike first), perturbed by noise for every candidate after
         the first.
@@ -184,7 +186,8 @@ class AdaBoostMRF(BaseEstimator):
     coef_node_ : ndarray (D, K), coef_edge_ : ndarray (F, K, K), coef_ : ndarray (D·K + F·K²,)
         w = Σ_l α_l w_l|τ_l (see above).
     alphas_ : ndarray of float64, shape (L,)
-        Final tree weights (sum 1).
+        Final weights (sum 1) of the L learners kept; a learner whose weight fell to 0 in later rounds
+        is dropped.
     learner_coefs_ : ndarray of float64, shape (L, D·K + F·K²)
         w_l of every selected weak learner.
     learner_trees_ : ndarray of int64, shape (L,)
@@ -238,22 +241,26 @@ class AdaBoostMRF(BaseEstimator):
     def _check_params(self):
         for name in ("n_trees", "n_rounds", "cg_iterations", "max_iterations"):
             v = getattr(self, name)
-            if not (isinstance(v, (int, np.integer)) and v >= 1):
+            if isinstance(v, bool) or not (isinstance(v, (int, np.integer)) and v >= 1):
                 raise ValueError(f"`{name}` must be a positive integer; got {v!r}")
+        for name, lo, hi, none_ok in (("c2", 0.0, np.inf, False), ("tol", 0.0, np.inf, False),
+                                      ("beta", 0.0, 1.0, True)):
+            v = getattr(self, name)
+            if v is None and none_ok:
+                continue
+            ok = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) \
+                and np.isfinite(v) and lo <= v <= hi and not (name == "beta" and v == 0)
+            if not ok:
+                what = "None or a number in (0, 1]" if name == "beta" else "a non-negative number"
+                raise ValueError(f"`{name}` must be {what}; got {v!r}")
         if self.selection not in ("greedy", "cyclic"):
             raise ValueError(f"`selection` must be 'greedy' or 'cyclic'; got {self.selection!r}")
         if self.predict_method not in ("logop_map", "ensemble"):
             raise ValueError(f"`predict_method` must be 'logop_map' or 'ensemble'; got {self.predict_method!r}")
         if self.inference not in ("bp", "trw", "exact"):
             raise ValueError(f"`inference` must be 'bp', 'trw' or 'exact'; got {self.inference!r}")
-        if self.beta is not None and not (np.isfinite(self.beta) and 0 < self.beta <= 1):
-            raise ValueError(f"`beta` must be None or lie in (0, 1]; got {self.beta!r}")
-        if not (np.isfinite(self.c2) and self.c2 >= 0):
-            raise ValueError(f"`c2` must be a non-negative number; got {self.c2!r}")
-        if not (np.isfinite(self.tol) and self.tol >= 0):
-            raise ValueError(f"`tol` must be a non-negative number; got {self.tol!r}")
-        if self.n_labels is not None and not (isinstance(self.n_labels, (int, np.integer))
-                                              and self.n_labels >= 1):
+        if self.n_labels is not None and (isinstance(self.n_labels, bool) or not (
+                isinstance(self.n_labels, (int, np.integer)) and self.n_labels >= 1)):
             raise ValueError(f"`n_labels` must be None or a positive integer; got {self.n_labels!r}")
         trees = "random" if self.trees is None else self.trees
         if isinstance(trees, str):
@@ -263,32 +270,42 @@ class AdaBoostMRF(BaseEstimator):
         elif not isinstance(trees, (list, tuple)) or len(trees) == 0:
             raise ValueError(f"`trees` must be None, 'random', 'max_weight' or a non-empty list; got "
                              f"{type(trees).__name__}")
-        resolve_options(self.inference, self.inference_options)
+        resolve_options(self.inference, self.inference_options, "inference_options")
         return trees
 
     def _tree_masks(self, X, batch, trees, seed):
         """One boolean mask over the packed edges (E,) per candidate tree."""
         masks = []
         if isinstance(trees, str):
-            rng = np.random.default_rng(seed)
-            if trees == "max_weight":
-                gu, gv, _, _ = _edge_lookup(batch)
-                nf = batch.node_features
-                d = np.linalg.norm(nf[gu] - nf[gv], axis=1) if gu.size else np.zeros(0)
-                scale = d.std() if d.size and d.std() > 0 else 1.0
+            # drawn per graph from (seed, candidate) alone, so a graph's trees do not depend on the
+            # other graphs of the batch or on its position in it
+            gu, gv, _, _ = _edge_lookup(batch)
+            nf = batch.node_features
+            eo = batch.edge_offsets
             for c in range(self.n_trees):
-                E = batch.edges.shape[0]
-                if trees == "random":
-                    wts = 1.0 + rng.random(E)
-                else:  # minimum spanning forest of distances = maximum-weight forest of similarities
-                    wts = 1.0 + d / scale + (0.0 if c == 0 else 0.5 * rng.random(E))
+                wts = np.empty(batch.edges.shape[0])
+                for b in range(batch.n_graphs):
+                    sl = slice(eo[b], eo[b + 1])
+                    noise = np.random.default_rng([seed, c]).random(eo[b + 1] - eo[b])
+                    if trees == "random":
+                        wts[sl] = 1.0 + noise
+                    else:  # minimum spanning forest of distances = maximum-weight forest of similarities
+                        d = np.linalg.norm(nf[gu[sl]] - nf[gv[sl]], axis=1)
+                        scale = d.std() if d.size and d.std() > 0 else 1.0
+                        wts[sl] = 1.0 + d / scale + (0.0 if c == 0 else 0.5 * noise)
                 masks.append(_spanning_forest(batch, wts))
             return masks
         for c, spec in enumerate(trees):
             mask = np.zeros(batch.edges.shape[0], dtype=bool)
+            if not callable(spec) and np.ndim(spec) != 1:
+                raise ValueError(f"`trees`[{c}] must be a 1-D array of edge indices or a callable; got "
+                                 f"{type(spec).__name__} with {np.ndim(spec)} dimensions")
             for b in range(batch.n_graphs):
                 idx = spec(X[b]) if callable(spec) else spec
                 idx = np.asarray(idx)
+                if idx.ndim != 1:
+                    raise ValueError(f"`trees`[{c}] must give a 1-D array of edge indices; got shape "
+                                     f"{idx.shape} for graph {b}")
                 if idx.size and not np.issubdtype(idx.dtype, np.integer):
                     raise ValueError(f"`trees`[{c}] must give integer edge indices; got dtype {idx.dtype}")
                 idx = idx.astype(np.int64).ravel()
@@ -335,6 +352,12 @@ class AdaBoostMRF(BaseEstimator):
         self.bound_, self.objective_ = [], []
         frees = [_free_parameters(batch, m, K) for m in masks]
         if self.parallel:
+            uncovered = int(np.sum(~np.any(masks, axis=0))) if masks and batch.edges.shape[0] else 0
+            if uncovered:
+                warnings.warn(f"{uncovered} of {batch.edges.shape[0]} edges lie in no candidate tree: they are "
+                              f"not trained, the LogOP leaves them out, and `coef_` / `to_graph_crf()` (the "
+                              f"CRF of w on the whole graph) differ from it there; add trees that cover them",
+                              UserWarning)
             w = self._fit_parallel(objs, beta, n_params, B)
             self.alphas_ = np.full(len(objs), 1.0 / len(objs))
             self.learner_coefs_ = np.tile(w, (len(objs), 1))
@@ -410,9 +433,10 @@ class AdaBoostMRF(BaseEstimator):
             self.bound_.append(bound)
             self.objective_.append(value)
             value_prev = value
-        self.alphas_ = np.array(alphas)
-        self.learner_coefs_ = np.array(coefs)
-        self.learner_trees_ = np.array(chosen, dtype=np.int64)
+        keep = [j for j, a in enumerate(alphas) if a > 0]     # learners whose weight fell to 0 are dropped
+        self.alphas_ = np.array([alphas[j] for j in keep])
+        self.learner_coefs_ = np.array([coefs[j] for j in keep])
+        self.learner_trees_ = np.array([chosen[j] for j in keep], dtype=np.int64)
 
     def _fit_parallel(self, objs, beta, n_params, B):
         objective = ParallelHolderBound(objs, beta, float(self.c2))

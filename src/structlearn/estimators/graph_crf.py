@@ -87,6 +87,10 @@ def minimize_cg(objective, w0, max_iterations):
     converged = bool(res.success)
     if log:
         log[-1]["stop_reason"] = str(res.message)
+    if res.nit == 0 and not res.success:
+        warnings.warn(f"conjugate gradient made no progress from its starting point ({res.message}, gradient "
+                      f"norm {np.linalg.norm(last.get('g', np.zeros(1))):.3g}); the objective is probably badly "
+                      f"scaled: standardise the features", ConvergenceWarning)
     return np.asarray(res.x), int(res.nit), converged, log
 
 
@@ -227,7 +231,7 @@ class GraphCRF(ModelFileMixin, BaseEstimator):
             c2 = np.nan
         if not (np.isfinite(c2) and c2 >= 0):
             raise ValueError(f"`c2` must be a non-negative number; got {self.c2!r}")
-        return resolve_options(self.inference, self.inference_options)
+        return resolve_options(self.inference, self.inference_options, "inference_options")
 
     def _check_fitted(self):
         if not hasattr(self, "coef_"):
@@ -235,6 +239,8 @@ class GraphCRF(ModelFileMixin, BaseEstimator):
 
     @staticmethod
     def _infer_n_labels(y):
+        if y is None or isinstance(y, (str, bytes)) or not hasattr(y, "__iter__"):
+            raise ValueError(f"`y` must be a list of int label arrays (-1 = hidden); got {type(y).__name__}")
         top = -1
         for yi in y:
             a = np.asarray(yi)
@@ -287,7 +293,7 @@ class GraphCRF(ModelFileMixin, BaseEstimator):
         self.converged_ = bool(converged)
         self.inference_converged_ = bool(all(objective.inference_converged))
         self.training_seconds_ = time.perf_counter() - t0
-        if not self.converged_:
+        if not self.converged_ and not (self.optimizer == "cg" and self.n_iter_ == 0):  # minimize_cg said why
             warnings.warn(f"{self.optimizer} stopped after {self.n_iter_} iterations without meeting its "
                           f"stopping rule; increase `max_iterations`", ConvergenceWarning)
         if not self.inference_converged_:
@@ -326,6 +332,7 @@ class GraphCRF(ModelFileMixin, BaseEstimator):
         return {"n_node_features": int(self.n_node_features_in_), "n_edge_features": int(self.n_edge_features_in_)}
 
     def _restore(self, meta, arrays):
+        self._check_params()
         K = len(meta["classes"])
         D, F = int(meta["n_node_features"]), int(meta["n_edge_features"])
         if self.coef_.shape != (D * K + F * K * K,):
@@ -350,7 +357,7 @@ class GraphCRF(ModelFileMixin, BaseEstimator):
         return graph_potentials(self.coef_, batch, len(self.classes_))
 
     def _infer(self, graph, semiring):
-        options = resolve_options(self.inference, self.inference_options)
+        options = resolve_options(self.inference, self.inference_options, "inference_options")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             if self.inference == "exact":

@@ -240,10 +240,13 @@ def graph_potentials(w, batch, n_labels):
     return unary, pairwise
 
 
-def resolve_options(method, options):
-    """BPOptions for ``method`` from None / a preset name / a dict of fields / a BPOptions."""
+def resolve_options(method, options, name="options"):
+    """BPOptions for ``method`` from None / a preset name / a dict of fields / a BPOptions.
+
+    ``name`` is the argument named in error messages (``inference_options`` for the estimators).
+    """
     if options is not None and not isinstance(options, (str, dict, BPOptions)):
-        raise ValueError(f"`options` must be None, a preset name, a dict of BPOptions fields or a "
+        raise ValueError(f"`{name}` must be None, a preset name, a dict of BPOptions fields or a "
                          f"BPOptions; got {type(options).__name__}")
     if method == "exact":
         return None
@@ -252,11 +255,12 @@ def resolve_options(method, options):
     if isinstance(options, str):
         return BPOptions.preset(options, warn=False)
     if isinstance(options, dict):
+        fields = [f.name for f in dataclasses.fields(BPOptions)]
+        unknown = sorted(str(k) for k in options if k not in fields)
+        if unknown:
+            raise ValueError(f"`{name}` has unknown BPOptions field(s) {unknown}; known: {fields}")
         return BPOptions.preset(method, **{"warn": False, **options})
-    if isinstance(options, BPOptions):
-        return options
-    raise ValueError(f"`options` must be None, a preset name, a dict of BPOptions fields or a BPOptions; "
-                     f"got {type(options).__name__}")
+    return options
 
 
 def _edge_appearance(graph):
