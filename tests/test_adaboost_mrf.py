@@ -271,6 +271,10 @@ def test_parallel_logop_is_the_crf_of_w():
     (dict(predict_method="vote"), "predict_method"),
     (dict(inference="mf"), "inference"),
     (dict(selection="best"), "selection"),
+    (dict(feature_subsets=[[0, 5]]), "feature_subsets"),
+    (dict(feature_subsets=[]), "feature_subsets"),
+    (dict(feature_subsets=0), "feature_subsets"),
+    (dict(feature_subsets=2, parallel=True), "feature_subsets"),
     (dict(c2="a"), "c2"),
     (dict(tol=None), "tol"),
     (dict(beta="x"), "beta"),
@@ -315,3 +319,30 @@ def test_parallel_warns_about_edges_in_no_tree_and_zero_weight_learners_are_drop
         ada = AdaBoostMRF(n_trees=1, n_rounds=4, cg_iterations=2, tol=0.0, random_state=0).fit(X, Y)
     assert np.all(ada.alphas_ > 0) and len(ada.alphas_) == len(ada.learner_coefs_) == len(ada.learner_trees_)
     np.testing.assert_allclose(ada.alphas_.sum(), 1.0, rtol=1e-12)
+
+
+def test_feature_subset_learners_move_only_their_features():
+    rng = np.random.default_rng(9)
+    X, Y = dcrf(rng, 8, T=4)                      # D = 5 node features: 3 noisy one-hot + 2 level flags
+    subsets = [np.array([0, 1, 2]), np.array([3, 4])]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ada = AdaBoostMRF(trees=two_level_chain_trees(), feature_subsets=subsets, n_rounds=3, cg_iterations=3,
+                          tol=0.0).fit(X, Y)
+    assert len(ada.feature_subsets_) == 2 and ada.learner_features_.shape == ada.learner_trees_.shape
+    # one round: the learner starts from zero weights, so outside its subset the node weights stay 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        one = AdaBoostMRF(trees=two_level_chain_trees(), feature_subsets=subsets, n_rounds=1,
+                          cg_iterations=3).fit(X, Y)
+    w0 = one.learner_coefs_[0][:15].reshape(5, 3)
+    mine = subsets[one.learner_features_[0]]
+    assert np.all(w0[np.setdiff1d(np.arange(5), mine)] == 0) and np.any(w0[mine] != 0)
+    np.testing.assert_allclose(ada.alphas_.sum(), 1.0, rtol=1e-12)
+    assert np.all(np.diff(ada.objective_) <= 1e-9 * np.abs(np.array(ada.objective_[:-1])))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        rand = AdaBoostMRF(trees=two_level_chain_trees(), feature_subsets=3, n_rounds=2, cg_iterations=2,
+                           random_state=0).fit(X, Y)
+    assert len(rand.feature_subsets_) == 3 and all(len(f) == 3 for f in rand.feature_subsets_)
+    assert len(rand.predict(X)) == len(X)

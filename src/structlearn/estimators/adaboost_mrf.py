@@ -162,6 +162,12 @@ class AdaBoostMRF(BaseEstimator):
         ``"greedy"`` (seed 002, Figure 8): every round fits every candidate and keeps the best.
         ``"cyclic"``: round l fits only candidate l mod L (L times cheaper per round); a candidate that
         does not reduce J is skipped.
+    feature_subsets : None, int or list of int arrays
+        Feature-subset weak learners (seed 002 §7, last paragraph): the candidates are every (tree,
+        subset) pair, and a learner moves only the node weights of its subset's node-feature columns (and
+        its tree's edge weights), the rest carried from the ensemble, so each round also selects
+        features. None (default): one subset, all features. An int n: n random subsets of ⌈D/2⌉ columns
+        (``random_state``). Sequential algorithm only.
     parallel : bool
         The parallel variant (seed 002 §7, eqs. (33)–(34)): every candidate tree with fixed α_l = 1/L and
         *shared* parameters w, fitted by minimising J(w) = (B/β)·log((1/B)·L_H(w)) + c2‖w‖² with
@@ -190,6 +196,10 @@ class AdaBoostMRF(BaseEstimator):
         is dropped.
     learner_coefs_ : ndarray of float64, shape (L, D·K + F·K²)
         w_l of every selected weak learner.
+    feature_subsets_ : list of (int64 arrays or None)
+        The node-feature subsets in use (None = all features).
+    learner_features_ : ndarray of int64, shape (L,)
+        Index into ``feature_subsets_`` of every kept learner.
     learner_trees_ : ndarray of int64, shape (L,)
         Candidate index of every selected weak learner.
     bound_ : list of float
@@ -218,7 +228,7 @@ class AdaBoostMRF(BaseEstimator):
     """
 
     def __init__(self, n_labels=None, trees=None, n_trees=4, n_rounds=20, cg_iterations=5, c2=1.0,
-                 beta=None, tol=1e-4, selection="greedy", parallel=False, max_iterations=50, predict_method="logop_map",
+                 beta=None, tol=1e-4, selection="greedy", feature_subsets=None, parallel=False, max_iterations=50, predict_method="logop_map",
                  inference="bp", inference_options=None, random_state=None, verbose=False):
         self.n_labels = n_labels
         self.trees = trees
@@ -229,6 +239,7 @@ class AdaBoostMRF(BaseEstimator):
         self.beta = beta
         self.tol = tol
         self.selection = selection
+        self.feature_subsets = feature_subsets
         self.parallel = parallel
         self.max_iterations = max_iterations
         self.predict_method = predict_method
@@ -351,6 +362,8 @@ class AdaBoostMRF(BaseEstimator):
         n_params = objs[0].n_params
         self.bound_, self.objective_ = [], []
         frees = [_free_parameters(batch, m, K) for m in masks]
+        subsets = self._feature_subsets(batch.n_node_features, rs)
+        self.feature_subsets_ = subsets
         if self.parallel:
             uncovered = int(np.sum(~np.any(masks, axis=0))) if masks and batch.edges.shape[0] else 0
             if uncovered:
@@ -362,9 +375,17 @@ class AdaBoostMRF(BaseEstimator):
             self.alphas_ = np.full(len(objs), 1.0 / len(objs))
             self.learner_coefs_ = np.tile(w, (len(objs), 1))
             self.learner_trees_ = np.arange(len(objs))
+            self.learner_features_ = np.zeros(len(objs), dtype=np.int64)
             self.converged_ = self._parallel_converged
         else:
-            self._fit_sequential(objs, frees, beta, n_params, B)
+            D = batch.n_node_features
+            cands = [(t, f) for t in range(len(objs)) for f in range(len(subsets))]
+            # a learner moves its feature subset's node weights (all of them by default) and its tree's
+            # edge blocks; everything else is carried from the current ensemble
+            moves = [frees[t] if subsets[f] is None else
+                     np.concatenate([(subsets[f][:, None] * K + np.arange(K)).ravel(), frees[t][frees[t] >= D * K]])
+                     for t, f in cands]
+            self._fit_sequential(objs, cands, moves, beta, n_params, B)
             w = np.zeros(n_params)
             for a, c, w_l in zip(self.alphas_, self.learner_trees_, self.learner_coefs_):
                 w[frees[c]] += a * w_l[frees[c]]
@@ -378,13 +399,38 @@ class AdaBoostMRF(BaseEstimator):
                           f"`{limit}`", ConvergenceWarning)
         return self
 
-    def _fit_sequential(self, objs, frees, beta, n_params, B):
+    def _feature_subsets(self, D, rs):
+        """Node-feature column subsets of the weak learners: [None] (all features) by default."""
+        fs = self.feature_subsets
+        if fs is None:
+            return [None]
+        if self.parallel:
+            raise ValueError("`feature_subsets` applies to the sequential algorithm; got it with parallel=True")
+        if isinstance(fs, (int, np.integer)) and not isinstance(fs, bool):
+            if fs < 1:
+                raise ValueError(f"`feature_subsets` as a count must be >= 1; got {fs}")
+            size = max(1, int(np.ceil(D / 2)))
+            return [np.sort(rs.choice(D, size=size, replace=False)).astype(np.int64) for _ in range(fs)]
+        if not isinstance(fs, (list, tuple)) or len(fs) == 0:
+            raise ValueError(f"`feature_subsets` must be None, a positive int or a non-empty list of node-feature "
+                             f"index arrays; got {type(fs).__name__}")
+        out = []
+        for j, sub in enumerate(fs):
+            a = np.asarray(sub)
+            if a.ndim != 1 or a.size == 0 or not np.issubdtype(a.dtype, np.integer) or a.min() < 0 \
+                    or a.max() >= D or np.unique(a).size != a.size:
+                raise ValueError(f"`feature_subsets`[{j}] must be distinct node-feature indices in [0, {D}); "
+                                 f"got {sub!r}")
+            out.append(np.sort(a).astype(np.int64))
+        return out
+
+    def _fit_sequential(self, objs, cands, moves, beta, n_params, B):
         H = np.zeros(B)                      # Σ_j α_j log P_τj(v_i | o_i)
         alphas, coefs, chosen = [], [], []
         w_ens = np.zeros(n_params)           # Σ_j α_j w_j so far (carried weights included): the warm start
         value_prev = np.inf
         self.converged_ = False
-        L = len(objs)
+        L = len(cands)
         cyclic = self.selection == "cyclic"
         stale = 0
         for r in range(self.n_rounds):
@@ -398,7 +444,7 @@ class AdaBoostMRF(BaseEstimator):
                 return float(B / beta * (lh - np.log(B)) + self.c2 * (w @ w))
 
             for c in ([r % L] if cyclic else range(L)):
-                obj, free = objs[c], frees[c]
+                obj, free = objs[cands[c][0]], moves[c]
                 obj.sample_weight = D
                 w_c = w_ens.copy()
                 w_c[free] = minimize_cg(_Restricted(obj, w_ens, free), w_ens[free], self.cg_iterations)[0]
@@ -436,7 +482,8 @@ class AdaBoostMRF(BaseEstimator):
         keep = [j for j, a in enumerate(alphas) if a > 0]     # learners whose weight fell to 0 are dropped
         self.alphas_ = np.array([alphas[j] for j in keep])
         self.learner_coefs_ = np.array([coefs[j] for j in keep])
-        self.learner_trees_ = np.array([chosen[j] for j in keep], dtype=np.int64)
+        self.learner_trees_ = np.array([cands[chosen[j]][0] for j in keep], dtype=np.int64)
+        self.learner_features_ = np.array([cands[chosen[j]][1] for j in keep], dtype=np.int64)
 
     def _fit_parallel(self, objs, beta, n_params, B):
         objective = ParallelHolderBound(objs, beta, float(self.c2))
