@@ -361,7 +361,6 @@ class AdaBoostMRF(BaseEstimator):
         self.beta_ = float(beta)
         n_params = objs[0].n_params
         self.bound_, self.objective_ = [], []
-        frees = [_free_parameters(batch, m, K) for m in masks]
         subsets = self._feature_subsets(batch.n_node_features, rs)
         self.feature_subsets_ = subsets
         if self.parallel:
@@ -371,14 +370,14 @@ class AdaBoostMRF(BaseEstimator):
                               f"not trained, the LogOP leaves them out, and `coef_` / `to_graph_crf()` (the "
                               f"CRF of w on the whole graph) differ from it there; add trees that cover them",
                               UserWarning)
-            w = self._fit_parallel(objs, beta, n_params, B)
+            w, self.converged_ = self._fit_parallel(objs, beta, n_params, B)
             self.alphas_ = np.full(len(objs), 1.0 / len(objs))
             self.learner_coefs_ = np.tile(w, (len(objs), 1))
             self.learner_trees_ = np.arange(len(objs))
             self.learner_features_ = np.zeros(len(objs), dtype=np.int64)
-            self.converged_ = self._parallel_converged
         else:
             D = batch.n_node_features
+            frees = [_free_parameters(batch, m, K) for m in masks]
             cands = [(t, f) for t in range(len(objs)) for f in range(len(subsets))]
             # a learner moves its feature subset's node weights (all of them by default) and its tree's
             # edge blocks; everything else is carried from the current ensemble
@@ -389,7 +388,7 @@ class AdaBoostMRF(BaseEstimator):
             w = np.zeros(n_params)
             for a, c, w_l in zip(self.alphas_, self.learner_trees_, self.learner_coefs_):
                 w[frees[c]] += a * w_l[frees[c]]
-        GraphCRF._set_coef(self, w, batch, K)
+        GraphCRF._set_coef(self, w, batch.n_node_features, batch.n_edge_features, K)
         self.n_rounds_ = len(self.bound_)
         self.training_seconds_ = time.perf_counter() - t0
         if not self.converged_:
@@ -488,10 +487,9 @@ class AdaBoostMRF(BaseEstimator):
     def _fit_parallel(self, objs, beta, n_params, B):
         objective = ParallelHolderBound(objs, beta, float(self.c2))
         w, n_iter, converged, log = minimize_cg(objective, np.zeros(n_params), self.max_iterations)
-        self._parallel_converged = bool(converged)
         for entry in log:
             self.bound_.append(float(entry["loss"]))
-        return w
+        return w, bool(converged)
 
     # ------------------------------------------------------------------------------------------------
     def _check_fitted(self):
@@ -510,13 +508,21 @@ class AdaBoostMRF(BaseEstimator):
         crf.training_log_ = [{"iteration": i + 1, "loss": b} for i, b in enumerate(self.bound_)]
         return crf
 
-    def _learners(self, X):
-        """The packed test batch, one tree edge mask per candidate, and a GraphCRF per learner."""
+    def _learner_potentials(self, X):
+        """The packed batch of ``X`` and, per kept learner, (α_l, tree edge mask (E,), unary (N, K),
+        pairwise (E, K, K)) of w_l, the pairwise ones as inside tree τ_l (× 1/ρ_e for the parallel
+        variant, see :meth:`_edge_scale`)."""
         batch = check_graphs(X, n_node_features=self.n_node_features_in_,
                              n_edge_features=self.n_edge_features_in_)
         trees = "random" if self.trees is None else self.trees
         masks = self._tree_masks(X, batch, trees, self._tree_seed)
-        return batch, masks
+        scale = self._edge_scale(masks, self.learner_trees_, self.alphas_)
+        K = len(self.classes_)
+        out = []
+        for a, c, w in zip(self.alphas_, self.learner_trees_, self.learner_coefs_):
+            u, p = graph_potentials(w, batch, K)
+            out.append((a, masks[c], u, scale[:, None, None] * p))
+        return batch, out
 
     def _edge_scale(self, masks, trees, alphas):
         """Per packed edge, the factor of its potential inside a tree: 1 (sequential), or 1/ρ_e with
@@ -532,30 +538,25 @@ class AdaBoostMRF(BaseEstimator):
     def _logop_graph(self, X):
         """FactorGraph of the LogOP Π_l P_τl^α_l on the whole graphs: unary Σ_l α_l θ_n(w_l), pairwise
         Σ_{l: e ∈ τ_l} α_l θ_e(w_l) (seed 002, eqs. (24)–(27))."""
-        batch, masks = self._learners(X)
+        batch, learners = self._learner_potentials(X)
         K = len(self.classes_)
-        scale = self._edge_scale(masks, self.learner_trees_, self.alphas_)
         unary = np.zeros((batch.node_features.shape[0], K))
         pairwise = np.zeros((batch.edges.shape[0], K, K))
-        for a, c, w in zip(self.alphas_, self.learner_trees_, self.learner_coefs_):
-            u, p = graph_potentials(w, batch, K)
+        for a, mask, u, p in learners:
             unary += a * u
-            pairwise[masks[c]] += (a * scale[masks[c]])[:, None, None] * p[masks[c]]
+            pairwise[mask] += a * p[mask]
         graph = FactorGraph(unary, batch.edges, pairwise, lengths=batch.lengths,
                             edge_lengths=batch.edge_lengths)
         return batch, graph
 
     def _ensemble_marginals(self, X):
-        batch, masks = self._learners(X)
-        K = len(self.classes_)
-        scale = self._edge_scale(masks, self.learner_trees_, self.alphas_)
-        out = np.zeros((batch.node_features.shape[0], K))
-        crf = self.to_graph_crf()
-        crf.inference = "exact"
-        for a, c, w in zip(self.alphas_, self.learner_trees_, self.learner_coefs_):
-            crf.coef_ = w
-            _, graph = crf._graph_batch(_tree_batch(batch, masks[c], scale))
-            out += a * crf._infer(graph, "log").unary
+        """Σ_l α_l × exact node marginals of tree CRF l, shape (N, K)."""
+        batch, learners = self._learner_potentials(X)
+        out = np.zeros((batch.node_features.shape[0], len(self.classes_)))
+        for a, mask, u, p in learners:
+            tree = batch.with_edges(mask)
+            graph = FactorGraph(u, tree.edges, p[mask], lengths=tree.lengths, edge_lengths=tree.edge_lengths)
+            out += a * graph.infer("exact", semiring="log").unary
         return batch, out
 
     def predict(self, X):

@@ -52,13 +52,6 @@ def two_level_chain(T):
     return np.concatenate([top, bottom, vert]).astype(np.int64).reshape(-1, 2)
 
 
-class _Dims:
-    """The feature counts of a batch (what ``GraphCRF._set_coef`` reads)."""
-
-    def __init__(self, n_node_features, n_edge_features):
-        self.n_node_features, self.n_edge_features = n_node_features, n_edge_features
-
-
 def minimize_cg(objective, w0, max_iterations):
     """Minimise ``objective.value_and_grad`` by nonlinear conjugate gradient (scipy, Polak–Ribière).
 
@@ -288,7 +281,7 @@ class GraphCRF(ModelFileMixin, BaseEstimator):
             w, n_iter, converged, log = minimize_cg(objective, w0, self.max_iterations)
             for entry in log:
                 on_iteration(entry)
-        self._set_coef(np.asarray(w, dtype=np.float64), batch, K)
+        self._set_coef(np.asarray(w, dtype=np.float64), batch.n_node_features, batch.n_edge_features, K)
         self.n_iter_ = int(n_iter)
         self.converged_ = bool(converged)
         self.inference_converged_ = bool(all(objective.inference_converged))
@@ -304,8 +297,7 @@ class GraphCRF(ModelFileMixin, BaseEstimator):
                           ConvergenceWarning)
         return self
 
-    def _set_coef(self, w, batch, K):
-        D, F = batch.n_node_features, batch.n_edge_features
+    def _set_coef(self, w, D, F, K):
         self.coef_ = w
         self.coef_node_ = w[:D * K].reshape(D, K).copy()
         self.coef_edge_ = w[D * K:].reshape(F, K, K).copy()
@@ -338,7 +330,7 @@ class GraphCRF(ModelFileMixin, BaseEstimator):
         if self.coef_.shape != (D * K + F * K * K,):
             raise ModelFileError(f"model file is inconsistent: weights of shape {self.coef_.shape} for "
                                  f"D·K + F·K² = {D * K + F * K * K} parameters")
-        self._set_coef(self.coef_, _Dims(D, F), K)
+        self._set_coef(self.coef_, D, F, K)
         self.inference_converged_ = True
 
     # ------------------------------------------------------------------------------------------------
