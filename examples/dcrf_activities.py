@@ -61,7 +61,7 @@ from structlearn.estimators.adaboost_mrf import two_level_chain_trees
 from structlearn.structures import LinearChain
 
 _ADABOOST_LOG = []  # one line per AdaBoost.MRF fit: rounds, trees chosen, alphas, bound
-_LOGOP = {}         # the LogOP MAP predictions of the last AdaBoost.MRF fit
+_LOGOP = {}         # (data, hidden, draw) -> LogOP MAP predictions and seconds of an "AdaBoost par." fit
 METHODS = ("AdaBoost par.", "AdaBoost LogOP", "AdaBoost seq.", "ML BP", "ML TRW", "ML exact", "layered HMM",
            "flat CRF")
 
@@ -175,8 +175,8 @@ def _levels(pred, Kt):
 
 
 def dcrf(method, data, train, test, y_tr, cfg):
-    """(top predictions, bottom predictions) of a 2-level DCRF method; "AdaBoost par." also leaves its
-    LogOP MAP predictions and their time in ``_LOGOP`` for the "AdaBoost LogOP" row."""
+    """((top predictions, bottom predictions), logop): ``logop`` is, for "AdaBoost par.", the same fit's
+    LogOP MAP predictions and fit + predict seconds (the "AdaBoost LogOP" row), else None."""
     Xtr, _ = to_graphs(data, train)
     Xte, _ = to_graphs(data, test)
     Kt, Kb = len(data.top_names), len(data.bottom_names)
@@ -197,17 +197,18 @@ def dcrf(method, data, train, test, y_tr, cfg):
         model.fit(Xtr, y_tr)
         t_fit = time.perf_counter() - t0
         pred = model.predict(Xte)
+        logop = None
         if method == "AdaBoost par.":
             t0 = time.perf_counter()
-            logop = model.set_params(predict_method="logop_map").predict(Xte)
-            _LOGOP["out"] = _levels(logop, Kt), t_fit + time.perf_counter() - t0
+            logop_pred = model.set_params(predict_method="logop_map").predict(Xte)
+            logop = _levels(logop_pred, Kt), t_fit + time.perf_counter() - t0
     if method.startswith("AdaBoost") and not model.parallel:
         _ADABOOST_LOG.append(
             f"{len(model.bound_)} rounds (converged={model.converged_}), trees chosen "
             f"{''.join('TB'[c] for c in model.learner_trees_)} (T = top chain + verticals, B = bottom "
             f"chain + verticals), final alphas {np.round(model.alphas_, 3).tolist()}, log L_H "
             f"{model.bound_[0]:.3f} -> {model.bound_[-1]:.3f}")
-    return _levels(pred, Kt)
+    return _levels(pred, Kt), logop
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -237,13 +238,12 @@ def run_method(method, data, train, test, hidden, seed, cfg):
     elif method == "AdaBoost LogOP":
         key = (id(data), hidden, seed)
         if key not in _LOGOP:               # no "AdaBoost par." row fitted on the same labels
-            dcrf("AdaBoost par.", data, train, test, y_tr, cfg)
-            _LOGOP[key] = _LOGOP.pop("out")
+            _LOGOP[key] = dcrf("AdaBoost par.", data, train, test, y_tr, cfg)[1]
         out, secs = _LOGOP.pop(key)
     else:
-        out = dcrf(method, data, train, test, y_tr, cfg)
-        if "out" in _LOGOP:
-            _LOGOP[(id(data), hidden, seed)] = _LOGOP.pop("out")
+        out, logop = dcrf(method, data, train, test, y_tr, cfg)
+        if logop is not None:
+            _LOGOP[(id(data), hidden, seed)] = logop
     if method != "AdaBoost LogOP":
         secs = time.perf_counter() - t0
     return (macro_f1([data.y_top[w] for w in test], out[0]),
