@@ -1,5 +1,8 @@
-"""Shared test fixtures: the one helper through which tests reach real data."""
+"""Shared test fixtures: the one helper through which tests reach real data, and the loader of the
+example and benchmark scripts."""
+import importlib.util
 import os
+import pathlib
 
 # The suite runs in pytest-xdist workers (one per core); Numba's own threads on top would oversubscribe
 # the cores and spin at barriers. Set before structlearn (and numba) are imported.
@@ -14,6 +17,18 @@ settings.register_profile(
     "structlearn", deadline=None, max_examples=60, derandomize=True,
     suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("structlearn")
+
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def script_module(relpath, name=None):
+    """The script ``ROOT/relpath`` (e.g. ``"examples/hhmm_placelab.py"``) imported as a module."""
+    path = ROOT / relpath
+    spec = importlib.util.spec_from_file_location(name or path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def require_data(name):

@@ -1,21 +1,15 @@
 """Smoke test of benchmarks/bench_inference.py: it imports, and its contenders agree on a tiny case."""
-import importlib.util
-import pathlib
-
 import numpy as np
 import pytest
 
-pytest.importorskip("hmmlearn")
+from tests.conftest import script_module
 
-BENCH = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "bench_inference.py"
+pytest.importorskip("hmmlearn")
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_inference", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return script_module("benchmarks/bench_inference.py")
 
 
 def test_structlearn_and_hmmlearn_agree_on_a_tiny_case(bench):

@@ -1,24 +1,15 @@
 """Two-level activity data for 2-level DCRFs (structlearn.datasets.activities) and a smoke run of
 examples/dcrf_activities.py (issue 8 item 4)."""
-import importlib.util
-import pathlib
-
 import numpy as np
 import pytest
 
 from structlearn.datasets.activities import (COMPLEX_ACTIVITIES, PRIMITIVES, hide_labels,
                                              placelab_two_level, simulate_indoor_tracks, to_graphs,
                                              two_level_edges, two_level_trees)
-from tests.conftest import require_data
-
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-
+from tests.conftest import require_data, script_module
 
 def _module(name):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return script_module(f"examples/{name}.py")
 
 
 def _check_layout(d):

@@ -369,12 +369,8 @@ def test_save_load_round_trip(tmp_path):
 
 @pytest.mark.slow
 def test_figure1_experiment_heldout_within_one_percent():
-    import importlib.util
-    import pathlib
+    from tests.conftest import script_module
 
-    path = pathlib.Path(__file__).resolve().parents[1] / "examples" / "hhmm_figure1.py"
-    spec = importlib.util.spec_from_file_location("hhmm_figure1", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = script_module("examples/hhmm_figure1.py")
     ll_true, ll_fit, rel = mod.main(n_train=500, n_test=300, n_restarts=2)
     assert rel < 0.01

@@ -1,20 +1,13 @@
 """PlaceLab (MIT, Munguia Tapia) activity recognition with supervised HHMMs (examples/hhmm_placelab.py)
 on the real data: leave-one-day-out runs and gives sensible per-level scores."""
-import importlib.util
-import pathlib
-
 import numpy as np
 import pytest
 
-from tests.conftest import require_data
+from tests.conftest import require_data, script_module
 
 
 def _example():
-    path = pathlib.Path(__file__).resolve().parents[1] / "examples" / "hhmm_placelab.py"
-    spec = importlib.util.spec_from_file_location("hhmm_placelab", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return script_module("examples/hhmm_placelab.py")
 
 
 @pytest.mark.slow

@@ -214,18 +214,22 @@ def _objective(X, y, d, mode, c2=0.3, partial=False):
 def test_gradient_finite_differences(d, mode, partial):
     X, y = toy_data(12, seed=d)
     obj, model, _, _ = _objective(X, y, d, mode, partial=partial)
+    g = _check_gradient_fd(obj, model)
+    assert np.all(g[~model.free_mask()] == 0)
+
+
+def _check_gradient_fd(obj, model, n_checked=40, eps=1e-6):
+    """Central differences on up to ``n_checked`` free weights at random w; returns the gradient."""
     rng = np.random.default_rng(0)
     w = rng.normal(scale=0.5, size=model.n_params) * model.free_mask()
     g = np.empty_like(w)
     obj(w, g)
-    eps = 1e-6
     idx = np.flatnonzero(model.free_mask())
-    for i in rng.choice(idx, size=min(40, idx.size), replace=False):
+    for i in rng.choice(idx, size=min(n_checked, idx.size), replace=False):
         e = np.zeros_like(w)
         e[i] = eps
-        fd = (obj(w + e) - obj(w - e)) / (2 * eps)
-        np.testing.assert_allclose(g[i], fd, rtol=1e-5, atol=1e-6)
-    assert np.all(g[~model.free_mask()] == 0)
+        np.testing.assert_allclose(g[i], (obj(w + e) - obj(w - e)) / (2 * eps), rtol=1e-5, atol=1e-6)
+    return g
 
 
 @pytest.mark.parametrize("d", [1, 2, 3])
@@ -477,16 +481,7 @@ def test_segments_against_oracle(d):
 def test_segments_gradient_finite_differences(d):
     X, y = runs_data(10, seed=10 + d)
     obj, model, _, _ = _segment_objective(X, y, d)
-    rng = np.random.default_rng(0)
-    w = rng.normal(scale=0.5, size=model.n_params) * model.free_mask()
-    g = np.empty_like(w)
-    obj(w, g)
-    eps = 1e-6
-    idx = np.flatnonzero(model.free_mask())
-    for i in rng.choice(idx, size=min(40, idx.size), replace=False):
-        e = np.zeros_like(w)
-        e[i] = eps
-        np.testing.assert_allclose(g[i], (obj(w + e) - obj(w - e)) / (2 * eps), rtol=1e-5, atol=1e-6)
+    _check_gradient_fd(obj, model)
 
 
 def test_segments_estimator(tmp_path):

@@ -6,7 +6,7 @@ import pytest
 from sklearn.exceptions import ConvergenceWarning
 
 from structlearn import HiddenSemiMarkovModel
-from tests.conftest import require_data
+from tests.conftest import require_data, script_module
 
 
 def load_earthquakes():
@@ -81,13 +81,7 @@ def test_old_faithful_waiting_times(family):
 def test_old_faithful_example_script_writes_the_figure(tmp_path):
     pytest.importorskip("matplotlib")
     require_data("old_faithful")
-    import importlib.util
-    from pathlib import Path
-
-    script = Path(__file__).resolve().parents[1] / "examples" / "old_faithful.py"
-    spec = importlib.util.spec_from_file_location("old_faithful_example", script)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = script_module("examples/old_faithful.py", "old_faithful_example")
     out = tmp_path / "fig.png"
     mod.main(["--quick", "--out", str(out)])
     assert out.exists() and out.stat().st_size > 10_000

@@ -3,24 +3,18 @@
 Kept affordable on two busy cores by capping L-BFGS iterations (``max_iterations``); the thresholds
 are set for those caps. Full-length runs (reported in the issue's closing note) reach higher scores.
 """
-import importlib.util
-import pathlib
 import warnings
 
 import pytest
 from sklearn.exceptions import ConvergenceWarning
 
 from structlearn import SemiMarkovCRF
-from tests.conftest import require_data
+from tests.conftest import require_data, script_module
 
 
 def _cws():
     """examples/cws_gsdsimp.py (the GSDSIMP loader and character attributes) as a module."""
-    path = pathlib.Path(__file__).resolve().parents[1] / "examples" / "cws_gsdsimp.py"
-    spec = importlib.util.spec_from_file_location("cws_gsdsimp", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return script_module("examples/cws_gsdsimp.py")
 
 
 def load_cws(split):
