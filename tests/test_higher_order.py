@@ -379,20 +379,27 @@ def test_contract_and_errors(fitted):
 # ---------------------------------------------------------------------------------------------------
 # real data
 # ---------------------------------------------------------------------------------------------------
-@pytest.mark.slow
-def test_conll2002_spanish_order2_subset():
-    """Order 2 (sparse) on the first 1 000 training sentences, 30 L-BFGS iterations: entity F1 on the
-    first 500 testa sentences is sensible (measured 0.6285; about 2 minutes on one core)."""
+def _conll2002_esp_subset():
+    """CoNLL-2002 Spanish, "ner-nochunk" attributes: the first 1 000 training and 500 testa sentences."""
     from structlearn.datasets import load_conll2002
     from structlearn.io.conll import featurize
     from structlearn.io.templates import get_template
-    from structlearn.metrics.sequence import chunk_f1
 
     root = require_data("conll2002")
     data = load_conll2002("esp", data_home=root.parent, download_if_missing=False)
     tpl = get_template("ner-nochunk")
     Xtr, ytr = featurize(data.train[:1000], tpl)
     Xte, yte = featurize(data.testa[:500], tpl)
+    return Xtr, ytr, Xte, yte
+
+
+@pytest.mark.slow
+def test_conll2002_spanish_order2_subset():
+    """Order 2 (sparse) on the first 1 000 training sentences, 30 L-BFGS iterations: entity F1 on the
+    first 500 testa sentences is sensible (measured 0.6285; about 2 minutes on one core)."""
+    from structlearn.metrics.sequence import chunk_f1
+
+    Xtr, ytr, Xte, yte = _conll2002_esp_subset()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         crf = HigherOrderCRF(order=2, max_iterations=30).fit(Xtr, ytr)
@@ -512,9 +519,6 @@ def test_conll2002_spanish_segments_order2_subset():
     """segments=True, order 2 over entity-type runs (BIO -> types -> BIO), first 1 000 training
     sentences, 30 iterations: entity F1 on the first 500 testa sentences is sensible (measured 0.5968,
     about 40 s)."""
-    from structlearn.datasets import load_conll2002
-    from structlearn.io.conll import featurize
-    from structlearn.io.templates import get_template
     from structlearn.metrics.sequence import chunk_f1
 
     def to_type(s):
@@ -524,11 +528,7 @@ def test_conll2002_spanish_segments_order2_subset():
         return ["O" if lab == "O" else ("I-" if i and s[i - 1] == lab else "B-") + lab
                 for i, lab in enumerate(s)]
 
-    root = require_data("conll2002")
-    data = load_conll2002("esp", data_home=root.parent, download_if_missing=False)
-    tpl = get_template("ner-nochunk")
-    Xtr, ytr = featurize(data.train[:1000], tpl)
-    Xte, yte = featurize(data.testa[:500], tpl)
+    Xtr, ytr, Xte, yte = _conll2002_esp_subset()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         crf = HigherOrderCRF(order=2, segments=True, max_iterations=30).fit(Xtr, [to_type(s) for s in ytr])
