@@ -5,6 +5,8 @@ import math
 
 import numpy as np
 
+from ._common import best, posterior
+
 
 def graph_oracle(unary, edges, pairwise, n_labels=None):
     """log Z, max score, one MAP labeling, node marginals (n, K) and edge marginals (E, K, K).
@@ -14,29 +16,23 @@ def graph_oracle(unary, edges, pairwise, n_labels=None):
     """
     n, K = unary.shape
     ks = [K] * n if n_labels is None else [int(k) for k in n_labels]
-    scores, assignments = [], []
+    items = []
     for x in itertools.product(*[range(k) for k in ks]):
         s = 0.0
         for v in range(n):
             s += unary[v, x[v]]
         for e, (u, v) in enumerate(edges):
             s += pairwise[e, x[u], x[v]]
-        scores.append(s)
-        assignments.append(x)
-    finite = [s for s in scores if s != -math.inf]
+        items.append((x, s))
     node = np.zeros((n, K))
     edge = np.zeros((len(edges), K, K))
-    if not finite:
+    post = posterior(items)
+    if post["log_z"] == -math.inf:
         return -math.inf, -math.inf, None, node, edge
-    m = max(finite)
-    log_z = m + math.log(sum(math.exp(s - m) for s in finite))
-    best = assignments[scores.index(m)]
-    for x, s in zip(assignments, scores):
-        if s == -math.inf:
-            continue
-        p = math.exp(s - log_z)
+    for x, _, p in post["weighted"]:
         for v in range(n):
             node[v, x[v]] += p
         for e, (u, v) in enumerate(edges):
             edge[e, x[u], x[v]] += p
-    return log_z, m, np.array(best), node, edge
+    m, arg = best(items)
+    return post["log_z"], m, np.array(arg), node, edge

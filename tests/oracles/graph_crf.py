@@ -1,16 +1,18 @@
 """Brute-force oracle for graph CRFs with partial labels: enumerate every labeling of small graphs.
 Imports nothing from structlearn."""
-import itertools
-import math
-
 import numpy as np
 
+from ._common import best, labelings, logsumexp
 
-def _logsumexp(values):
-    m = max(values)
-    if m == -math.inf:
-        return -math.inf
-    return m + math.log(sum(math.exp(v - m) for v in values))
+
+def _scores(nf, edges, ef, W_node, W_edge):
+    """(labeling, score) of every labeling of one graph, in lexicographic order."""
+    K = W_node.shape[1]
+    n = nf.shape[0]
+    unary = nf @ W_node
+    pair = np.einsum("ef,fij->eij", ef, W_edge)
+    return [(x, sum(unary[v, x[v]] for v in range(n)) + sum(pair[e, x[u], x[v]] for e, (u, v) in enumerate(edges)))
+            for x in labelings(n, K)]
 
 
 def graph_crf_nll(samples, labels, W_node, W_edge, weights=None):
@@ -19,33 +21,15 @@ def graph_crf_nll(samples, labels, W_node, W_edge, weights=None):
     samples: list of (node_features (n, D), edges (m, 2), edge_features (m, F)); labels: list of (n,)
     int arrays with -1 for hidden nodes; W_node (D, K); W_edge (F, K, K).
     """
-    K = W_node.shape[1]
     total = 0.0
     for i, ((nf, edges, ef), y) in enumerate(zip(samples, labels)):
-        n = nf.shape[0]
-        unary = nf @ W_node
-        pair = np.einsum("ef,fij->eij", ef, W_edge)
-        full, clamped = [], []
-        for x in itertools.product(range(K), repeat=n):
-            s = sum(unary[v, x[v]] for v in range(n))
-            s += sum(pair[e, x[u], x[v]] for e, (u, v) in enumerate(edges))
-            full.append(s)
-            if all(y[v] < 0 or y[v] == x[v] for v in range(n)):
-                clamped.append(s)
+        items = _scores(nf, edges, ef, W_node, W_edge)
+        clamped = [s for x, s in items if all(y[v] < 0 or y[v] == x[v] for v in range(len(x)))]
         wt = 1.0 if weights is None else float(weights[i])
-        total += wt * (_logsumexp(full) - _logsumexp(clamped))
+        total += wt * (logsumexp(s for _, s in items) - logsumexp(clamped))
     return total
 
 
 def graph_map(nf, edges, ef, W_node, W_edge):
     """Highest-scoring labeling (n,) of one graph by enumeration (first in lexicographic order on ties)."""
-    K = W_node.shape[1]
-    n = nf.shape[0]
-    unary = nf @ W_node
-    pair = np.einsum("ef,fij->eij", ef, W_edge)
-    best, arg = -math.inf, None
-    for x in itertools.product(range(K), repeat=n):
-        s = sum(unary[v, x[v]] for v in range(n)) + sum(pair[e, x[u], x[v]] for e, (u, v) in enumerate(edges))
-        if s > best:
-            best, arg = s, x
-    return np.array(arg, dtype=np.int64)
+    return np.array(best(_scores(nf, edges, ef, W_node, W_edge))[1], dtype=np.int64)

@@ -7,6 +7,8 @@ with a root name; a child that is a key is abstract, any other name a production
 """
 import math
 
+from ._common import logsumexp
+
 
 def _log(p):
     return math.log(p) if p > 0 else -math.inf
@@ -75,16 +77,8 @@ def parses(sub, root, log_emission, T, finish="all"):
     return out
 
 
-def _lse(vals):
-    vals = [v for v in vals if v != -math.inf]
-    if not vals:
-        return -math.inf
-    m = max(vals)
-    return m + math.log(sum(math.exp(v - m) for v in vals))
-
-
 def log_likelihood(sub, root, log_emission, T, finish="all"):
-    return _lse([lp for _, _, lp in parses(sub, root, log_emission, T, finish)])
+    return logsumexp([lp for _, _, lp in parses(sub, root, log_emission, T, finish)])
 
 
 def marginals(sub, root, log_emission, T, finish="all", depth=None):
@@ -95,7 +89,7 @@ def marginals(sub, root, log_emission, T, finish="all", depth=None):
     ``levels[d - 1]`` lists.
     """
     ps = parses(sub, root, log_emission, T, finish)
-    lz = _lse([lp for _, _, lp in ps])
+    lz = logsumexp([lp for _, _, lp in ps])
     active, fin = {}, {}
     if depth is None:
         depth = max((len(p) for paths, _, _ in ps for p in paths), default=0)

@@ -4,10 +4,11 @@ Imports nothing from structlearn.
 A pattern z (tuple of labels) is active at position t when y[t-len(z)+1 .. t] == z (inside the sequence);
 its log-potential there is ``wpat[z] + phi[t, z]`` (phi only for the first Zs patterns).
 """
-import itertools
 import math
 
 import numpy as np
+
+from ._common import best, labelings, posterior, segmentations
 
 
 def sequence_score(y, patterns, phi, wpat, start, end):
@@ -27,51 +28,29 @@ def sequence_score(y, patterns, phi, wpat, start, end):
     return s, active
 
 
-def _lse(vals):
-    vals = [v for v in vals if v != -math.inf]
-    if not vals:
-        return -math.inf
-    m = max(vals)
-    return m + math.log(sum(math.exp(v - m) for v in vals))
-
-
 def pattern_oracle(patterns, phi, wpat, start, end, K, allowed=None):
     """log Z, label marginals (T, K), state-pattern marginals (T, Zs), expected counts (Z,), best score,
     best labeling of one sequence of T = phi.shape[0] tokens."""
     T, Zs = phi.shape
-    items = []
-    for y in itertools.product(range(K), repeat=T):
-        s, act = sequence_score(y, patterns, phi, wpat, start, end)
+    items, active = [], {}
+    for y in labelings(T, K):
+        s, active[y] = sequence_score(y, patterns, phi, wpat, start, end)
         if allowed is not None and any(not allowed[t, y[t]] for t in range(T)):
             s = -math.inf
-        items.append((y, s, act))
-    log_z = _lse([s for _, s, _ in items])
+        items.append((y, s))
+    post = posterior(items)
     lab = np.zeros((T, K))
     tok = np.zeros((T, Zs))
     tot = np.zeros(len(patterns))
-    best, arg = -math.inf, None
-    for y, s, act in items:
-        if s > best:
-            best, arg = s, y
-        if s == -math.inf:
-            continue
-        p = math.exp(s - log_z)
+    for y, _, p in post["weighted"]:
         for t in range(T):
             lab[t, y[t]] += p
-        for t, i in act:
+        for t, i in active[y]:
             tot[i] += p
             if i < Zs:
                 tok[t, i] += p
-    return log_z, lab, tok, tot, best, arg
-
-
-def segmentations_distinct(T, D, K):
-    """Every segmentation of T tokens into segments of length <= D whose consecutive labels differ."""
-    from tests.oracles.semimarkov import segmentations
-
-    for segs in segmentations(T, D, K):
-        if all(a[2] != b[2] for a, b in zip(segs[:-1], segs[1:])):
-            yield segs
+    top, arg = best(items)
+    return post["log_z"], lab, tok, tot, top, arg
 
 
 def segment_score(segs, unary, dur, patterns, wpat, start, end):
@@ -94,16 +73,11 @@ def segment_pattern_oracle(unary, dur, patterns, wpat, start, end):
     T, K = unary.shape
     D = dur.shape[0]
     items = [(segs, segment_score(segs, unary, dur, patterns, wpat, start, end))
-             for segs in segmentations_distinct(T, D, K)]
-    log_z = _lse([s for _, s in items])
+             for segs in segmentations(T, D, K, distinct=True)]
+    post = posterior(items)
     lab = np.zeros((T, K))
-    best, arg = -math.inf, None
-    for segs, s in items:
-        if s > best:
-            best, arg = s, segs
-        if s == -math.inf:
-            continue
-        p = math.exp(s - log_z)
+    for segs, _, p in post["weighted"]:
         for a, b, k in segs:
             lab[a:b + 1, k] += p
-    return log_z, lab, best, arg
+    top, arg = best(items)
+    return post["log_z"], lab, top, arg

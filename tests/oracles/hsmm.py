@@ -10,10 +10,11 @@ weighted according to the censoring mode (Yu 2010 §2.2.1):
 * "both":  additionally the first segment scores the residual-life pmf S(d) / mu, and a segment
            covering the whole sequence the residual survivor sum_{d' >= d} S(d') / mu.
 """
-import itertools
 import math
 
 import numpy as np
+
+from ._common import segmentations
 
 
 def _survivor(p):
@@ -42,29 +43,6 @@ def duration_weight(pmf, d, k, first, last, censoring):
     return float(p[d - 1])
 
 
-def compositions(T, D):
-    """All tuples of positive parts <= D summing to T."""
-    if T == 0:
-        yield ()
-        return
-    for d in range(1, min(D, T) + 1):
-        for rest in compositions(T - d, D):
-            yield (d,) + rest
-
-
-def segmentations(T, K, D):
-    """All segmentations as lists of (start, end, label), consecutive labels distinct."""
-    for parts in compositions(T, D):
-        for labels in itertools.product(range(K), repeat=len(parts)):
-            if any(labels[i] == labels[i + 1] for i in range(len(labels) - 1)):
-                continue
-            segs, s = [], 0
-            for d, k in zip(parts, labels):
-                segs.append((s, s + d - 1, k))
-                s += d
-            yield segs
-
-
 def weight(segs, pi, A, pmf, log_b, censoring, T=None, open_last=None):
     """Linear weight of a segmentation (``open_last`` overrides whether the last segment is censored:
     True = survivor (S), False = complete pmf, None = by censoring mode and position)."""
@@ -86,7 +64,8 @@ def weight(segs, pi, A, pmf, log_b, censoring, T=None, open_last=None):
 def enumerate_all(pi, A, pmf, log_b, censoring):
     T, K = log_b.shape
     D = pmf.shape[0]
-    return [(segs, weight(segs, pi, A, pmf, log_b, censoring)) for segs in segmentations(T, K, D)]
+    return [(list(segs), weight(segs, pi, A, pmf, log_b, censoring))
+            for segs in segmentations(T, D, K, distinct=True)]
 
 
 def posteriors(pi, A, pmf, log_b, censoring):
@@ -137,7 +116,7 @@ def prefix_filter(pi, A, pmf, log_b, censoring):
     for t in range(T):
         lb = log_b[:t + 1]
         Z = 0.0
-        for segs in segmentations(t + 1, K, D):
+        for segs in segmentations(t + 1, D, K, distinct=True):
             w_open = weight(segs, pi, A, pmf, lb, mode, T=t + 1, open_last=True)
             w_closed = weight(segs, pi, A, pmf, lb, mode, T=t + 1, open_last=False)
             k = segs[-1][2]

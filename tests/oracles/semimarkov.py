@@ -10,32 +10,11 @@ again here from scratch:
 with dur_i = single if the segment is the whole sequence, first if it starts at 0, last if it ends
 at T-1, else duration; consecutive equal labels score -inf when allow_same_label is False.
 """
-import itertools
 import math
 
 import numpy as np
 
-
-def compositions(T, D):
-    """All ordered tuples of positive durations <= D summing to T (one empty tuple for T = 0)."""
-    if T == 0:
-        yield ()
-        return
-    for d in range(1, min(D, T) + 1):
-        for rest in compositions(T - d, D):
-            yield (d,) + rest
-
-
-def segmentations(T, D, K):
-    """Every segmentation of T tokens into labelled segments of length <= D."""
-    for durs in compositions(T, D):
-        bounds = []
-        s = 0
-        for d in durs:
-            bounds.append((s, s + d - 1))
-            s += d
-        for labs in itertools.product(range(K), repeat=len(durs)):
-            yield tuple((s, e, k) for (s, e), k in zip(bounds, labs))
+from ._common import logsumexp, segmentations
 
 
 def score(segs, p):
@@ -86,13 +65,6 @@ def enumerate_all(p):
     return items
 
 
-def _logsumexp(xs):
-    if not xs:
-        return -math.inf
-    m = max(xs)
-    return m + math.log(math.fsum(math.exp(x - m) for x in xs))
-
-
 def summary(p):
     """Everything the tests compare, for one sequence: dict with log_z, max, items (sorted),
     token (T, K), edge (T, K, K), seg (T, D, K), entropy, dur (4, D, K) (tables middle, first,
@@ -105,7 +77,7 @@ def summary(p):
     if not items:
         out.update(log_z=-math.inf, max=-math.inf, entropy=-math.inf)
         return out
-    log_z = _logsumexp([s for s, _ in items])
+    log_z = logsumexp([s for s, _ in items])
     out["log_z"] = log_z
     out["max"] = items[0][0]
     ent = []
