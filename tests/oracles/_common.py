@@ -1,12 +1,14 @@
 """What every brute-force oracle shares: log-sum-exp, the enumerations (labelings, compositions,
-segmentations) and the posterior of a list of scored items. Imports nothing from structlearn (only the
-standard library), like every oracle.
+segmentations), the posterior of a list of scored items and the marginals of scored labelings. Imports
+nothing from structlearn (only numpy and the standard library), like every oracle.
 
 Segmentations are tuples of ``(start, end, label)`` triples (end inclusive) tiling ``[0, T)``; arguments
 are always ``(T, D, K)``: length, maximum duration, number of labels.
 """
 import itertools
 import math
+
+import numpy as np
 
 NEG_INF = -math.inf
 
@@ -75,3 +77,20 @@ def posterior(items):
     ranked = sorted(((s, y) for y, s in items if s != NEG_INF), key=lambda x: -x[0])
     probs = {y: (math.exp(s - log_z) if log_z != NEG_INF else 0.0) for y, s in items}
     return {"log_z": log_z, "weighted": weighted, "entropy": entropy, "ranked": ranked, "probs": probs}
+
+
+def labeling_marginals(items, K, partner):
+    """Posterior of scored labelings ((y, score) pairs, y a tuple of T labels) with its unary marginals
+    ``unary`` (T, K) and pairwise marginals ``edge`` (T, K, K), row n = P(y_n = i, y_partner[n] = j) (0 where
+    partner[n] < 0); plus the keys of :func:`posterior`."""
+    T = len(partner)
+    post = posterior(items)
+    um = np.zeros((T, K))
+    em = np.zeros((T, K, K))
+    for y, _, p in post["weighted"]:
+        for n in range(T):
+            um[n, y[n]] += p
+            if partner[n] >= 0:
+                em[n, y[n], y[partner[n]]] += p
+    post.update(unary=um, edge=em)
+    return post

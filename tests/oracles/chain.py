@@ -1,8 +1,6 @@
 """Brute-force oracle for linear chains: enumerate all K**T label sequences. Imports nothing from
 structlearn."""
-import numpy as np
-
-from ._common import labelings, posterior
+from ._common import labelings, labeling_marginals
 
 
 def chain_scores(unary, trans, start, end):
@@ -26,13 +24,6 @@ def chain_oracle(unary, trans, start, end):
     """log Z, max, unary marginals (T, K), edge marginals (T, K, K), entropy, sorted (score, y) list."""
     T, K = unary.shape
     items = chain_scores(unary, trans, start, end)
-    post = posterior(items)
-    um = np.zeros((T, K))
-    em = np.zeros((T, K, K))
-    for y, _, p in post["weighted"]:
-        for t in range(T):
-            um[t, y[t]] += p
-            if t + 1 < T:
-                em[t, y[t], y[t + 1]] += p
-    return {"log_z": post["log_z"], "max": max((s for _, s in items), default=0.0), "unary": um,
-            "edge": em, "entropy": post["entropy"], "ranked": post["ranked"], "probs": post["probs"]}
+    post = labeling_marginals(items, K, [t + 1 if t + 1 < T else -1 for t in range(T)])
+    return {"log_z": post["log_z"], "max": max((s for _, s in items), default=0.0), "unary": post["unary"],
+            "edge": post["edge"], "entropy": post["entropy"], "ranked": post["ranked"], "probs": post["probs"]}

@@ -1,8 +1,6 @@
 """Brute-force oracle for trees: enumerate all K**T labelings of one tree. Imports nothing from
 structlearn."""
-import numpy as np
-
-from ._common import labelings, posterior
+from ._common import labelings, labeling_marginals
 
 
 def tree_scores(unary, edge, parent, root_score=None):
@@ -32,13 +30,6 @@ def tree_oracle(unary, edge, parent, root_score=None):
     y_parent(c) = j) (root row 0), entropy, best-first (score, y) list of feasible labelings, probs."""
     T, K = unary.shape
     items = tree_scores(unary, edge, parent, root_score)
-    post = posterior(items)
-    um = np.zeros((T, K))
-    em = np.zeros((T, K, K))
-    for y, _, p in post["weighted"]:
-        for n in range(T):
-            um[n, y[n]] += p
-            if parent[n] >= 0:
-                em[n, y[n], y[parent[n]]] += p
-    return {"log_z": post["log_z"], "max": max(s for _, s in items), "unary": um, "edge": em,
+    post = labeling_marginals(items, K, parent)
+    return {"log_z": post["log_z"], "max": max(s for _, s in items), "unary": post["unary"], "edge": post["edge"],
             "entropy": post["entropy"], "ranked": post["ranked"], "probs": post["probs"]}
