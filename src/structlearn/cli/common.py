@@ -5,8 +5,6 @@ import sys
 __all__ = ["PROG", "CLIError", "Out", "say", "warn", "source", "human_size", "open_model"]
 
 PROG = "structlearn"
-# the model formats the command trains, tags and inspects
-HANDLED_FORMATS = ("linear-chain-crf", "higher-order-crf", "semi-markov-crf", "tree-crf")
 
 
 class CLIError(Exception):
@@ -53,6 +51,7 @@ def human_size(n):
 def open_model(path):
     """(estimator, header) of the model file ``path`` (-m of tag, the MODEL of dump and info)."""
     from ..io.modelfile import MODEL_FORMATS, load_estimator, read_header
+    from .learn import STRUCTURES
 
     if not os.path.exists(path):
         raise CLIError(f"model file not found: {path!r}")
@@ -65,7 +64,8 @@ def open_model(path):
                        f"'{PROG} learn'); check the -m argument")
     header = read_header(path)
     fmt = header.get("format")
-    if fmt in MODEL_FORMATS and fmt not in HANDLED_FORMATS:
-        raise CLIError(f"{path}: a {fmt!r} model file; the {PROG} command handles "
-                       f"{', '.join(HANDLED_FORMATS)} models")
+    handled = [s.format for s in STRUCTURES.values()]  # the formats the command trains
+    if fmt in MODEL_FORMATS and fmt not in handled:
+        raise CLIError(f"{path}: a {fmt!r} model file; the {PROG} command handles {', '.join(handled)} "
+                       f"models")
     return load_estimator(path), header

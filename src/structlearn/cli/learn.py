@@ -129,25 +129,25 @@ def fit(est, X, y, X_dev=None, y_dev=None, *, log=True, expect_max_iterations=Fa
 
 
 def _check_options(args, name, structure, defaults):
+    """Refuse options that do not apply to the structure, and bad values of its own options."""
     for dest, (option, owner) in SPECIFIC_OPTIONS.items():
         given = getattr(args, dest, None)
-        if given not in (None, False) and dest not in structure.options:
+        if given is None or given is False:
+            continue
+        if dest not in structure.options:
             raise CLIError(f"{option} applies to --structure {owner} only")
+        if given is not True and given < 1:
+            raise CLIError(f"{option} expects a positive integer; got {given}")
     if args.algorithm != "lbfgs" and "algorithm" not in defaults:
         raise CLIError(f"-a is not available with --structure {name}")
     if args.algorithm != "lbfgs" and structure.lbfgs_only:
         raise CLIError(f"--structure {name} trains with -a lbfgs only; got -a {args.algorithm}")
-    for given, ok, option in ((args.dev is not None, structure.dev, "-e/--dev"),
-                              (bool(args.forbid), structure.forbid, "--forbid"),
-                              (structure.trees and any(getattr(args, o) is not None for o in
-                                                       ("format", "template", "columns")), False,
-                               "--format/--template/--columns")):
+    for given, ok, what in ((args.dev is not None, structure.dev, "-e/--dev is"),
+                            (bool(args.forbid), structure.forbid, "--forbid is"),
+                            ((args.format, args.template, args.columns) != (None,) * 3, not structure.trees,
+                             "--format/--template/--columns are")):
         if given and not ok:
-            raise CLIError(f"{option} is not available with --structure {name}")
-    for dest, option in (("max_segment_length", "--max-segment-length"), ("order", "--order")):
-        value = getattr(args, dest, None)
-        if value is not None and value < 1:
-            raise CLIError(f"{option} expects a positive integer; got {value}")
+            raise CLIError(f"{what} not available with --structure {name}")
 
 
 def cmd_learn(args):

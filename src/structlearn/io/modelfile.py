@@ -203,7 +203,7 @@ def _read(path, expected_format, supported_version, with_arrays):
 
 
 def _read_npz(npz, path, expected_format, supported_version, with_arrays):
-    """Header and arrays (none without ``with_arrays``) of an opened model archive (see :func:`load_model`)."""
+    """Header and arrays (none without ``with_arrays``) of an opened model archive (see load_model)."""
     with npz:
         try:
             if HEADER_KEY not in npz.files:
