@@ -34,6 +34,10 @@ labels.
 
 Errors in files or arguments print one line ``structlearn: error: …`` on standard error and exit with
 status 2; warnings (e.g. L-BFGS hitting ``max_iterations``) print ``structlearn: warning: …``.
+
+This module is only the entry point; the subcommands live in :mod:`.learn`, :mod:`.tag`, :mod:`.report`
+(eval, dump, info) and :mod:`.demo`, on :mod:`.parser` (argparse), :mod:`.params` (``-p NAME=VALUE``),
+:mod:`.featurize` (input files -> X, y) and :mod:`.common`.
 """
 import os
 import sys
