@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from structlearn.cli.main import main, parse_params
+from structlearn.cli.main import main
+from structlearn.cli.params import parse_params
 from structlearn.estimators.crf import LinearChainCRF
 from structlearn.io import read_crfsuite, write_crfsuite
 from structlearn.io.modelfile import load_model, save_model

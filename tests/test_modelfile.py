@@ -134,3 +134,73 @@ def test_is_a_zip(tmp_path):
     p = tmp_path / "m.model"
     _save(p)
     assert zipfile.is_zipfile(p) and p.exists()
+
+
+# -- load_estimator: the class from the file's format name ------------------------------------------------
+def _fitted(kind):
+    """A tiny fitted estimator of each kind that writes model files."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    import structlearn as sl
+
+    X = [[{"w=a": 1.0}, {"w=b": 1.0}, {"w=c": 1.0}], [{"w=a": 1.0}, {"w=c": 1.0}]]
+    y = [["B-NP", "I-NP", "O"], ["B-NP", "O"]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        if kind == "linear-chain-crf":
+            return sl.LinearChainCRF(max_iterations=3).fit(X, y)
+        if kind == "higher-order-crf":
+            return sl.HigherOrderCRF(order=2, max_iterations=3).fit(X, y)
+        if kind == "semi-markov-crf":
+            return sl.SemiMarkovCRF(max_iterations=3).fit(X, y)
+        if kind == "tree-crf":
+            return sl.TreeCRF(max_iterations=3).fit(X, y, parents=[[-1, 0, 0], [-1, 0]])
+        if kind == "graph-crf":
+            rng = np.random.default_rng(0)
+            edges = np.array([[0, 1], [1, 2], [2, 3]])
+            Xg = [(rng.normal(size=(4, 2)), edges) for _ in range(2)]
+            return sl.GraphCRF(max_iterations=3).fit(Xg, [np.array([0, 0, 1, 1])] * 2)
+        if kind == "hidden-semi-markov-model":
+            obs = np.random.default_rng(0).normal(size=(40, 1)) + (np.arange(40) // 10 % 2)[:, None] * 3
+            return sl.HiddenSemiMarkovModel(2, max_duration=12, random_state=0, n_iter=2).fit(obs)
+    from structlearn.emissions import Categorical
+
+    spec = {"root": {"children": ["a", "b"], "start": [0.5, 0.5], "trans": [[0.2, 0.3], [0.4, 0.1]],
+                     "end": [0.5, 0.5]}}
+    return sl.HierarchicalHMM(spec, Categorical(np.array([[0.9, 0.1], [0.2, 0.8]])))
+
+
+@pytest.mark.parametrize("fmt", ["linear-chain-crf", "higher-order-crf", "semi-markov-crf", "tree-crf",
+                                 "graph-crf", "hidden-semi-markov-model", "hierarchical-hmm"])
+def test_load_estimator_resolves_every_format(tmp_path, fmt):
+    from structlearn.io.modelfile import MODEL_FORMATS, load_estimator, read_header
+
+    est = _fitted(fmt)
+    path = tmp_path / "m.npz"
+    est.save(path)
+    header = read_header(path)
+    assert header["format"] == fmt and MODEL_FORMATS[fmt].endswith(":" + type(est).__name__)
+    back = load_estimator(path)
+    assert type(back) is type(est)
+    assert back.get_params().keys() == est.get_params().keys()
+    back.save(tmp_path / "again.npz")  # what it loaded is a complete model
+    _, a = load_model(path)
+    _, b = load_model(tmp_path / "again.npz")
+    assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+
+
+def test_load_estimator_unknown_format_and_bad_files(tmp_path):
+    from structlearn.io.modelfile import load_estimator, read_header
+
+    p = tmp_path / "odd.npz"
+    _save(p, format_name="no-such-format")
+    assert read_header(p)["format"] == "no-such-format"
+    with pytest.raises(ModelFileError, match=r"odd\.npz'?: unknown model format 'no-such-format'"):
+        load_estimator(p)
+    with pytest.raises(FileNotFoundError, match="model file not found"):
+        load_estimator(tmp_path / "missing.npz")
+    (tmp_path / "t.npz").write_bytes(p.read_bytes()[:100])
+    with pytest.raises(ModelFileError, match="truncated or corrupt"):
+        load_estimator(tmp_path / "t.npz")

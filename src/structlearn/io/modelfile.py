@@ -8,7 +8,11 @@ Layout: a NumPy ``.npz`` (zip) archive whose member ``__header__`` is a uint8 ar
 
 and one member per array. Arrays are loaded with ``allow_pickle=False``; object arrays are refused when
 saving and cannot be loaded, so a model file never executes code.
+
+:func:`load_estimator` opens any model file: the header's ``format`` names the estimator class (the
+registry :data:`MODEL_FORMATS`), imported only when a file of that format is loaded.
 """
+import importlib
 import json
 import os
 import zipfile
@@ -16,10 +20,22 @@ import zlib
 
 import numpy as np
 
-__all__ = ["save_model", "load_model", "ModelFileError", "HEADER_KEY", "MAGIC"]
+__all__ = ["save_model", "load_model", "read_header", "load_estimator", "MODEL_FORMATS", "ModelFileError",
+           "HEADER_KEY", "MAGIC"]
 
 HEADER_KEY = "__header__"
 MAGIC = "structlearn-model"
+
+# format name -> "module:Class" of the estimator that writes and reads it (``Class.load(path)``)
+MODEL_FORMATS = {
+    "linear-chain-crf": "structlearn.estimators.crf:LinearChainCRF",
+    "higher-order-crf": "structlearn.estimators.higher_order:HigherOrderCRF",
+    "semi-markov-crf": "structlearn.estimators.semicrf:SemiMarkovCRF",
+    "tree-crf": "structlearn.estimators.tree_crf:TreeCRF",
+    "graph-crf": "structlearn.estimators.graph_crf:GraphCRF",
+    "hidden-semi-markov-model": "structlearn.models.hsmm:HiddenSemiMarkovModel",
+    "hierarchical-hmm": "structlearn.models.hhmm:HierarchicalHMM",
+}
 
 
 class ModelFileError(ValueError):
@@ -125,6 +141,45 @@ def load_model(path, expected_format=None, supported_version=None):
         Truncated or corrupt file, not a structlearn model (no header), a different format, a newer
         version than ``supported_version``, a header that names missing arrays, or an object array.
     """
+    return _read(path, expected_format, supported_version, with_arrays=True)
+
+
+def read_header(path):
+    """The header (dict) of a model file, checked as by :func:`load_model`; the arrays are not read.
+
+    Raises
+    ------
+    FileNotFoundError, ModelFileError
+        As :func:`load_model`.
+    """
+    return _read(path, None, None, with_arrays=False)[0]
+
+
+def load_estimator(path):
+    """Load the estimator saved in ``path``, whatever its class: the header's ``format`` names it.
+
+    Returns
+    -------
+    estimator
+        ``Class.load(path)`` of the class registered for the file's format in :data:`MODEL_FORMATS`.
+
+    Raises
+    ------
+    FileNotFoundError, ModelFileError
+        As :func:`load_model`; ModelFileError also for a format no estimator is registered for.
+    """
+    path = os.fspath(path)
+    fmt = read_header(path).get("format")
+    target = MODEL_FORMATS.get(fmt) if isinstance(fmt, str) else None
+    if target is None:
+        raise ModelFileError(f"{path!r}: unknown model format {fmt!r}; known formats: "
+                             f"{', '.join(MODEL_FORMATS)}")
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name).load(path)
+
+
+def _read(path, expected_format, supported_version, with_arrays):
+    """Header and (with ``with_arrays``) arrays of a model file (see :func:`load_model`)."""
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"model file not found: {path!r}")
@@ -143,12 +198,12 @@ def load_model(path, expected_format=None, supported_version=None):
                                  f".npz archive written by structlearn): {exc}") from None
         if not isinstance(npz, np.lib.npyio.NpzFile):
             raise ModelFileError(f"{path!r} holds a single .npy array, not a structlearn model (.npz archive)")
-        header, arrays = _read_npz(npz, path, expected_format, supported_version)
+        header, arrays = _read_npz(npz, path, expected_format, supported_version, with_arrays)
     return header, arrays
 
 
-def _read_npz(npz, path, expected_format, supported_version):
-    """Header and arrays of an opened model archive (see :func:`load_model`)."""
+def _read_npz(npz, path, expected_format, supported_version, with_arrays):
+    """Header and arrays (none without ``with_arrays``) of an opened model archive (see load_model)."""
     with npz:
         try:
             if HEADER_KEY not in npz.files:
@@ -172,7 +227,7 @@ def _read_npz(npz, path, expected_format, supported_version):
                 raise ModelFileError(f"model file version {ver} is newer than this structlearn (supports "
                                      f"≤ {supported_version}); upgrade structlearn")
             arrays = {}
-            for name in header.get("arrays", []):
+            for name in header.get("arrays", []) if with_arrays else ():
                 if name not in npz.files:
                     raise ModelFileError(f"{path!r}: the header lists array {name!r} but the file lacks it "
                                          "(the file is corrupt)")

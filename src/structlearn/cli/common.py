@@ -1,0 +1,71 @@
+"""What every subcommand shares: the error type, output helpers and opening a model file."""
+import os
+import sys
+
+__all__ = ["PROG", "CLIError", "Out", "say", "warn", "source", "human_size", "open_model"]
+
+PROG = "structlearn"
+
+
+class CLIError(Exception):
+    """A user error (bad argument or input): printed as one line, exit status 2."""
+
+
+class Out:
+    """Buffered writer to stdout (looked up at call time, so pytest's capsys sees it)."""
+
+    def __init__(self):
+        self.lines = []
+
+    def __call__(self, line=""):
+        self.lines.append(line)
+        if len(self.lines) >= 4096:
+            self.flush()
+
+    def flush(self):
+        if self.lines:
+            sys.stdout.write("\n".join(self.lines) + "\n")
+            self.lines = []
+        sys.stdout.flush()
+
+
+def say(line=""):
+    print(line, flush=True)
+
+
+def warn(message):
+    print(f"{PROG}: warning: {message}", file=sys.stderr, flush=True)
+
+
+def source(path):
+    return sys.stdin if path == "-" else path
+
+
+def human_size(n):
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+
+
+def open_model(path):
+    """(estimator, header) of the model file ``path`` (-m of tag, the MODEL of dump and info)."""
+    from ..io.modelfile import MODEL_FORMATS, load_estimator, read_header
+    from .learn import STRUCTURES
+
+    if not os.path.exists(path):
+        raise CLIError(f"model file not found: {path!r}")
+    if os.path.isdir(path):
+        raise CLIError(f"{path}: is a folder, not a model file")
+    with open(path, "rb") as fh:
+        magic = fh.read(4)
+    if magic[:2] != b"PK":  # an .npz is a zip archive; anything else would reach numpy's pickle check
+        raise CLIError(f"{path}: not a structlearn model file (expected an .npz archive written by "
+                       f"'{PROG} learn'); check the -m argument")
+    header = read_header(path)
+    fmt = header.get("format")
+    handled = [s.format for s in STRUCTURES.values()]  # the formats the command trains
+    if fmt in MODEL_FORMATS and fmt not in handled:
+        raise CLIError(f"{path}: a {fmt!r} model file; the {PROG} command handles {', '.join(handled)} "
+                       f"models")
+    return load_estimator(path), header

@@ -1,0 +1,212 @@
+"""``structlearn learn``: one training path for every structure (chain, tree, semi-markov, higher-order).
+
+A :class:`Structure` says what differs: the model format (hence the estimator class, see
+:data:`structlearn.io.modelfile.MODEL_FORMATS`), how the input is read, which options apply, the estimator
+parameters those options set and the ``Model:`` summary line.
+"""
+import importlib
+import inspect
+import os
+import time
+import warnings
+from typing import Callable, NamedTuple
+
+from .common import CLIError, human_size, say, warn
+from .featurize import Featurizer, TreeReader, read_many
+from .params import param_help, parse_forbid, parse_params
+
+__all__ = ["cmd_learn", "STRUCTURES", "Structure", "fit", "format_entry", "estimator_class"]
+
+
+def _chain_summary(est):
+    size = getattr(est, "size_", None)
+    size = est.coef_.size if size is None and hasattr(est, "coef_") else size
+    return (f"Model: {len(est.classes_)} labels, {len(getattr(est, 'attributes_', ()))} attributes, "
+            f"{size} features")
+
+
+def _segment_summary(est):
+    lens = ", ".join(f"{c} {n}" for c, n in list(est.max_lengths_.items())[:20])
+    return (f"Model: {len(est.classes_)} segment labels ({est.label_format_} format), longest segments: "
+            f"{lens}; {est.coef_.size} parameters")
+
+
+def _semi_markov_params(args, params):
+    return {"allow_same_label": bool(args.allow_same_label) or params.get("allow_same_label", False),
+            "max_segment_length": args.max_segment_length,
+            "segment_features": tuple(f.strip() for f in args.segment_features.split(",") if f.strip())}
+
+
+class Structure(NamedTuple):
+    format: str                 # model format written by the estimator
+    trees: bool = False         # input: CRFSuite-0.13 tree files (else CRFsuite/CoNLL sequences)
+    lbfgs_only: bool = False    # has an `algorithm` parameter but trains with lbfgs only (not passed)
+    dev: bool = True            # -e/--dev accepted
+    forbid: bool = False        # --forbid accepted (sets forbidden_transitions)
+    options: tuple = ()         # its own options (dest names) among SPECIFIC_OPTIONS
+    by_option: dict = {}        # estimator parameter -> the option that sets it (refused with -p)
+    option_params: Callable = None   # (args, params from -p) -> parameters set by its options
+    summary: Callable = _chain_summary
+
+
+STRUCTURES = {
+    "chain": Structure("linear-chain-crf", forbid=True),
+    "tree": Structure("tree-crf", trees=True, dev=False),
+    "semi-markov": Structure("semi-markov-crf", lbfgs_only=True, dev=False,
+                             options=("max_segment_length", "allow_same_label"),
+                             by_option={"segment_features": "--segment-features",
+                                        "max_segment_length": "--max-segment-length"},
+                             option_params=_semi_markov_params, summary=_segment_summary),
+    "higher-order": Structure("higher-order-crf", options=("order",),
+                              by_option={"order": "--order"},
+                              option_params=lambda args, params: {"order": 2 if args.order is None
+                                                                  else args.order}),
+}
+# options of one structure: dest -> (option, the structure it applies to)
+SPECIFIC_OPTIONS = {"max_segment_length": ("--max-segment-length", "semi-markov"),
+                    "allow_same_label": ("--allow-same-label", "semi-markov"),
+                    "order": ("--order", "higher-order")}
+
+
+def estimator_class(structure):
+    """The estimator class that writes ``structure.format`` model files."""
+    from ..io.modelfile import MODEL_FORMATS
+
+    module, _, name = MODEL_FORMATS[structure.format].partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def format_entry(entry):
+    """One per-iteration log line (CRFsuite's quantities on one line)."""
+    parts = [f"iter {entry.get('iteration', '?'):>4}"]
+    if "loss" in entry:
+        parts.append(f"loss {entry['loss']:.6f}")
+    known = [("gradient_norm", "|g|", "{:.6g}"), ("weight_norm", "|w|", "{:.6g}"),
+             ("active_features", "active", "{}"), ("line_search_evals", "ls", "{}"),
+             ("step", "step", "{:.4g}"), ("dev_accuracy", "dev-acc", "{:.4f}")]
+    for key, label, fmt in known:
+        if key in entry:
+            parts.append(f"{label} " + fmt.format(entry[key]))
+    skip = {k for k, _, _ in known} | {"iteration", "loss", "seconds", "stop_reason"}
+    for key, value in entry.items():
+        if key not in skip and isinstance(value, (int, float)):
+            parts.append(f"{key} {value:.6g}" if isinstance(value, float) else f"{key} {value}")
+    if "seconds" in entry:
+        parts.append(f"{entry['seconds']:.3f}s")
+    return "  ".join(parts)
+
+
+def fit(est, X, y, X_dev=None, y_dev=None, *, log=True, expect_max_iterations=False, **fit_kwargs):
+    """Fit, printing each log entry as it comes (``log``) and turning warnings into one-line messages.
+
+    With ``expect_max_iterations`` (the user set ``max_iterations``), the ConvergenceWarning of reaching it
+    is not repeated: the summary line already says "not converged".
+    """
+    from sklearn.exceptions import ConvergenceWarning
+
+    printed = [0]
+
+    def on_entry(entry):
+        printed[0] += 1
+        say(format_entry(entry))
+
+    if X_dev is not None:
+        fit_kwargs.update(X_dev=X_dev, y_dev=y_dev)
+    if log and "callback" in inspect.signature(est.fit).parameters:
+        fit_kwargs["callback"] = on_entry
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est.fit(X, y, **fit_kwargs)
+    for w in caught:
+        if expect_max_iterations and issubclass(w.category, ConvergenceWarning):
+            continue
+        if issubclass(w.category, (ConvergenceWarning, UserWarning, RuntimeWarning)):
+            warn(str(w.message).splitlines()[0])
+    if log:  # entries the estimator logged without a callback
+        for entry in list(est.training_log_)[printed[0]:]:
+            say(format_entry(entry))
+    return est
+
+
+def _check_options(args, name, structure, defaults):
+    """Refuse options that do not apply to the structure, and bad values of its own options."""
+    for dest, (option, owner) in SPECIFIC_OPTIONS.items():
+        given = getattr(args, dest, None)
+        if given is None or given is False:
+            continue
+        if dest not in structure.options:
+            raise CLIError(f"{option} applies to --structure {owner} only")
+        if given is not True and given < 1:
+            raise CLIError(f"{option} expects a positive integer; got {given}")
+    if args.algorithm != "lbfgs" and "algorithm" not in defaults:
+        raise CLIError(f"-a is not available with --structure {name}")
+    if args.algorithm != "lbfgs" and structure.lbfgs_only:
+        raise CLIError(f"--structure {name} trains with -a lbfgs only; got -a {args.algorithm}")
+    for given, ok, what in ((args.dev is not None, structure.dev, "-e/--dev is"),
+                            (bool(args.forbid), structure.forbid, "--forbid is"),
+                            ((args.format, args.template, args.columns) != (None,) * 3, not structure.trees,
+                             "--format/--template/--columns are")):
+        if given and not ok:
+            raise CLIError(f"{what} not available with --structure {name}")
+
+
+def cmd_learn(args):
+    name = args.structure
+    structure = STRUCTURES[name]
+    cls = estimator_class(structure)
+    defaults = cls().get_params()
+    _check_options(args, name, structure, defaults)
+    if param_help(args.param, cls, defaults, structure.by_option):
+        return 0
+    params = {"algorithm": args.algorithm} if "algorithm" in defaults and not structure.lbfgs_only else {}
+    params.update(parse_params(args.param, defaults, structure.by_option))
+    if structure.option_params is not None:
+        params.update(structure.option_params(args, params))
+    if args.forbid:
+        params["forbidden_transitions"] = parse_forbid(args.forbid)
+    params["verbose"] = bool(args.verbose)
+    reader = TreeReader() if structure.trees else Featurizer.from_args(args.format, args.template,
+                                                                        args.columns)
+    t0 = time.perf_counter()
+    data = read_many(reader, args.train)
+    dev = None
+    if args.dev is not None:
+        dev = reader.read(args.dev)
+        if dev.y is None:
+            raise CLIError(f"{dev.name}: the held-out input has no label column")
+    t_read = time.perf_counter() - t0
+    units = ("trees", "nodes") if structure.trees else ("sequences", "items")
+    if not args.quiet:
+        say(f"Reading: {len(data.X)} {units[0]}, {sum(len(s) for s in data.X)} {units[1]} from {data.name} "
+            f"({reader.describe()}; {t_read:.2f} s)")
+        if dev is not None:
+            say(f"Held-out: {len(dev.X)} {units[0]}, {sum(len(s) for s in dev.X)} {units[1]} from "
+                f"{args.dev}")
+        shown = {k: v for k, v in params.items() if k != "verbose"}
+        if args.verbose:
+            shown = {**{k: v for k, v in defaults.items() if k != "verbose"}, **shown}
+        say("Parameters: " + " ".join(f"{k}={v}" for k, v in shown.items()))
+
+    est = cls(**params)
+    t0 = time.perf_counter()
+    fit(est, data.X, data.y, *(() if dev is None else (dev.X, dev.y)),
+        log=not (args.quiet or args.verbose), expect_max_iterations=params.get("max_iterations") is not None,
+        **data.extra)
+    seconds = time.perf_counter() - t0
+    if not args.quiet:
+        log = est.training_log_
+        reason = log[-1].get("stop_reason") if log else None
+        say(f"Training: {est.n_iter_} iterations, {'converged' if est.converged_ else 'not converged'}"
+            + (f" ({reason})" if reason else "") + f", {seconds:.2f} s")
+        say(structure.summary(est))
+        if dev is not None:
+            from .report import evaluation_report
+
+            for line in evaluation_report(dev.y, est.predict(dev.X))[3:6]:
+                if line:
+                    say("Held-out " + line[0].lower() + line[1:])
+    record = reader.record()
+    est.save(args.model, metadata=None if record is None else {"featurizer": record})
+    if not args.quiet:
+        say(f"Saved the model to {args.model} ({human_size(os.path.getsize(args.model))})")
+    return 0

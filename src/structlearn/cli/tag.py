@@ -1,0 +1,114 @@
+"""``structlearn tag``: label the sequences (or trees) of a file with a trained model, as ``crfsuite tag``."""
+from .common import CLIError, Out, open_model
+from .featurize import Featurizer, TreeReader
+
+__all__ = ["cmd_tag"]
+
+
+class Tagger:
+    """A fitted estimator seen by ``tag``, with the keyword arguments that come with the input (a tree's
+    parents) bound to every call."""
+
+    def __init__(self, est, extra):
+        self.est, self.extra = est, extra
+
+    def predict(self, X):
+        return self.est.predict(X, **self.extra)
+
+    def predict_proba_sequence(self, X):
+        return self.est.predict_proba_sequence(X, **self.extra)
+
+    def kbest(self, X, k):
+        return self.est.kbest(X, k, **self.extra)
+
+    def predict_marginals(self, X):
+        return self.est.predict_marginals(X, **self.extra)
+
+
+class SemiMarkovTagger(Tagger):
+    """A fitted SemiMarkovCRF as a token tagger: k-best token labels, and the marginals of the token tags
+    (IOB2 B-X / I-X / O from the segment marginals, or the segment label for runs)."""
+
+    def kbest(self, X, k):
+        return self.est.kbest(X, k, output="labels")
+
+    def predict_marginals(self, X):
+        import numpy as np
+
+        est = self.est
+        bio = est.label_format_ != "runs"
+        occ = est.predict_marginals(X)
+        begins = [np.zeros_like(o) for o in occ]
+        if bio:
+            for b, segs in enumerate(est.predict_segment_marginals(X, threshold=0.0)):
+                for s, _, lab, p in segs:
+                    begins[b][s, est._label_index[lab]] += p
+        out = []
+        for o, st in zip(occ, begins):
+            rows = []
+            for t in range(o.shape[0]):
+                d = {}
+                for k, c in enumerate(est.classes_):
+                    if not bio or c == est.outside:
+                        d[c] = float(o[t, k])
+                    else:
+                        d["B-" + c] = float(st[t, k])
+                        d["I-" + c] = float(max(o[t, k] - st[t, k], 0.0))
+                rows.append(d)
+            out.append(rows)
+        return out
+
+
+_TAGGERS = {"semi-markov-crf": SemiMarkovTagger}   # model format -> Tagger (default: Tagger)
+
+
+def _reader(fmt, est, args):
+    if fmt == "tree-crf":
+        return TreeReader()
+    stored = getattr(est, "metadata_", {}).get("featurizer")
+    return Featurizer.from_args(args.format, args.template, args.columns, stored or {})
+
+
+def cmd_tag(args):
+    from .report import evaluation_report
+
+    if args.kbest is not None and args.kbest < 1:
+        raise CLIError(f"-k expects a positive number of labelings; got {args.kbest}")
+    if args.kbest is not None and args.marginal:
+        raise CLIError("-i (marginals of the best labeling) cannot be combined with -k")
+    est, header = open_model(args.model)
+    fmt = header.get("format")
+    need_gold = args.test or args.reference
+    X, y, name, extra = _reader(fmt, est, args).read(args.input, need_labels=need_gold)
+    est = _TAGGERS.get(fmt, Tagger)(est, extra)
+    if need_gold:
+        if y is None or any(lab == "" for s in y for lab in s):
+            raise CLIError(f"{name}: -t/-r need the gold labels, but the input has "
+                           + ("no label column" if y is None else "empty label fields"))
+    out = Out()
+    pred = est.predict(X) if (not args.quiet or args.test) and args.kbest is None else None
+    if not args.quiet:
+        if args.kbest is not None:
+            for b, results in enumerate(est.kbest(X, args.kbest)):
+                for r, (labels, prob) in enumerate(results, 1):
+                    out(f"@kbest\t{r}\t{prob:.6f}")
+                    for t, lab in enumerate(labels):
+                        out(f"{y[b][t]}\t{lab}" if args.reference else lab)
+                    out()
+        else:
+            probs = est.predict_proba_sequence(X) if args.probability else None
+            marg = est.predict_marginals(X) if args.marginal else None
+            for b, labels in enumerate(pred):
+                if probs is not None:
+                    out(f"@probability\t{probs[b]:.6f}")
+                for t, lab in enumerate(labels):
+                    text = f"{lab}:{marg[b][t][lab]:.6f}" if marg is not None else lab
+                    out(f"{y[b][t]}\t{text}" if args.reference else text)
+                out()
+    if args.test:
+        if pred is None:
+            pred = est.predict(X)
+        for line in evaluation_report(y, pred):
+            out(line)
+    out.flush()
+    return 0
