@@ -228,25 +228,10 @@ class AdaBoostMRF(GraphEstimatorMixin, BaseEstimator):
     """
 
     def __init__(self, n_labels=None, trees=None, n_trees=4, n_rounds=20, cg_iterations=5, c2=1.0,
-                 beta=None, tol=1e-4, selection="greedy", feature_subsets=None, parallel=False, max_iterations=50, predict_method="logop_map",
-                 inference="bp", inference_options=None, random_state=None, verbose=False):
-        self.n_labels = n_labels
-        self.trees = trees
-        self.n_trees = n_trees
-        self.n_rounds = n_rounds
-        self.cg_iterations = cg_iterations
-        self.c2 = c2
-        self.beta = beta
-        self.tol = tol
-        self.selection = selection
-        self.feature_subsets = feature_subsets
-        self.parallel = parallel
-        self.max_iterations = max_iterations
-        self.predict_method = predict_method
-        self.inference = inference
-        self.inference_options = inference_options
-        self.random_state = random_state
-        self.verbose = verbose
+                 beta=None, tol=1e-4, selection="greedy", feature_subsets=None, parallel=False, max_iterations=50,
+                 predict_method="logop_map", inference="bp", inference_options=None, random_state=None,
+                 verbose=False):
+        self._store_params(locals())
 
     # ------------------------------------------------------------------------------------------------
     def _check_params(self):

@@ -50,11 +50,18 @@ def check_number(name, value, *, upper=None, none_ok=False):
 
 
 class GraphEstimatorMixin:
-    """Shared by the graph CRF estimators: label count, fitted weights, fitted check and accuracy.
+    """Shared by the graph CRF estimators: parameter storage, label count, fitted weights, fitted check
+    and accuracy.
 
     The weights are ``coef_ = concat(coef_node_ (D, K).ravel(), coef_edge_ (F, K, K).ravel())``, the
     layout of :func:`~structlearn.learning.graph_objective.graph_potentials`.
     """
+
+    def _store_params(self, values):
+        """The body of ``__init__``: store every argument (``locals()``) under its own name, as
+        scikit-learn's ``get_params`` / ``clone`` expect."""
+        for name in self._get_param_names():
+            setattr(self, name, values[name])
 
     def _check_fitted(self):
         if not hasattr(self, "coef_"):
@@ -182,13 +189,7 @@ class GraphCRF(GraphEstimatorMixin, ModelFileMixin, BaseEstimator):
 
     def __init__(self, n_labels=None, inference="exact", optimizer="lbfgs", c2=1.0, max_iterations=100,
                  inference_options=None, verbose=False):
-        self.n_labels = n_labels
-        self.inference = inference
-        self.optimizer = optimizer
-        self.c2 = c2
-        self.max_iterations = max_iterations
-        self.inference_options = inference_options
-        self.verbose = verbose
+        self._store_params(locals())
 
     # ------------------------------------------------------------------------------------------------
     def _check_params(self):

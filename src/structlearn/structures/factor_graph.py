@@ -223,7 +223,7 @@ class FactorGraph(StructureBase):
             edge_lengths = [E] * self.batch_size
         self.edge_lengths, self.edge_offsets = check_lengths(edge_lengths, E, name="edge_lengths",
                                                              rows_name="`edges`")
-        gid = np.repeat(np.arange(self.batch_size), self.edge_lengths)
+        self._edge_graph = gid = np.repeat(np.arange(self.batch_size), self.edge_lengths)
         check_edge_ends(eu, ev, self.lengths[gid], graph=gid, hint="; put a node's own potential in `unary`")
         self.edges = np.stack([eu, ev], axis=1) if E else np.zeros((0, 2), dtype=np.int64)
         self._eu = np.ascontiguousarray(eu + self.offsets[:-1][gid])
@@ -442,8 +442,7 @@ class FactorGraph(StructureBase):
         np.add.at(out, self._graph_of_node(), self.unary[np.arange(self.n_rows), labels])
         if self.n_edges:
             pe = np.zeros(self.n_edges, dtype=np.int64) if self.shared_pairwise else np.arange(self.n_edges)
-            gid = np.repeat(np.arange(self.batch_size), self.edge_lengths)
-            np.add.at(out, gid, self._pair[pe, labels[self._eu], labels[self._ev]])
+            np.add.at(out, self._edge_graph, self._pair[pe, labels[self._eu], labels[self._ev]])
         return out
 
     def constrain(self, allowed):
@@ -493,7 +492,7 @@ class FactorGraph(StructureBase):
         dead = log_z == -np.inf
         if dead.any():
             unary[dead[self._graph_of_node()]] = 0.0
-            edge[dead[np.repeat(np.arange(self.batch_size), self.edge_lengths)]] = 0.0
+            edge[dead[self._edge_graph]] = 0.0
 
     def _exact_forest(self, forest, sr, log_z, unary, edge, labels):
         """Forests through the Tree engine: one Tree per connected component, rooted at its first node."""
@@ -507,8 +506,7 @@ class FactorGraph(StructureBase):
         sel_nodes = np.flatnonzero(forest[gnode])
         if sel_nodes.size == 0:
             return
-        gedge = np.repeat(np.arange(self.batch_size), self.edge_lengths)
-        sel_edges = np.flatnonzero(forest[gedge])
+        sel_edges = np.flatnonzero(forest[self._edge_graph])
         _, comp = self._components()
         # root each component at its first node: BFS from a virtual super-root joined to every root
         first = np.unique(comp[sel_nodes], return_index=True)[1]
