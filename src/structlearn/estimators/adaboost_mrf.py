@@ -81,14 +81,8 @@ def _spanning_forest(batch, weights):
 
 
 def _is_forest(batch, mask):
-    from scipy.sparse import coo_matrix
-    from scipy.sparse.csgraph import connected_components
-
-    gu, gv, N, _ = _edge_lookup(batch)
-    A = coo_matrix((np.ones(int(mask.sum())), (gu[mask], gv[mask])), shape=(N, N))
-    n_comp = connected_components(A, directed=False)[0]
-    key = np.minimum(gu[mask], gv[mask]) * N + np.maximum(gu[mask], gv[mask])
-    return int(mask.sum()) == N - n_comp and np.unique(key).size == key.size
+    """Whether the edges ``mask`` (E,) of every graph of the batch form a forest (no cycle, no parallel edges)."""
+    return bool(batch.with_edges(mask).is_forest().all())
 
 
 class AdaBoostMRF(GraphEstimatorMixin, BaseEstimator):

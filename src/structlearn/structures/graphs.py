@@ -87,6 +87,10 @@ class GraphBatch:
         off = self.edge_offsets if edges else self.offsets
         return [flat[off[b]:off[b + 1]] for b in range(self.n_graphs)]
 
+    def is_forest(self):
+        """Whether every graph is a forest (no cycle, no parallel edges), shape (B,) bool."""
+        return self.factor_graph(np.zeros((self.node_features.shape[0], 1)), np.zeros((1, 1))).is_forest
+
     def factor_graph(self, unary, pairwise):
         """The :class:`FactorGraph` of these graphs with log-potentials unary (N, K), pairwise (E, K, K)."""
         return FactorGraph(unary, self.edges, pairwise, lengths=self.lengths, edge_lengths=self.edge_lengths)
