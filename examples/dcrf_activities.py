@@ -1,4 +1,6 @@
-"""2-level dynamic CRFs for activity recognition from partial labels (seed 002, issue 8 item 4).
+"""2-level dynamic CRFs for activity recognition from partial labels (issue 8 item 4), after Tran, Phung &
+Venkatesh, "Learning Structured Outputs from Partial Labels using Forest Ensemble", arXiv:1407.6432 (2014),
+cited below as Tran et al. (2014).
 
 Data with two label levels per time step, cut into windows; each window is one 2-level DCRF graph (top
 chain of complex activities, bottom chain of primitive activities, a parent–child edge per step; loopy,
@@ -6,14 +8,14 @@ treewidth 2):
 
 - ``sim``: simulated indoor x/y tracks (:func:`structlearn.datasets.activities.simulate_indoor_tracks`):
   4 complex activities (breakfast, work, relax, hygiene) over 12 primitive ones (walk to kitchen, use
-  stove, …); observations are noisy positions, features the seed's quantised position / speed / heading.
+  stove, …); observations are noisy positions, features Tran et al.'s quantised position / speed / heading.
 - ``placelab``: MIT PlaceLab (Munguia Tapia 2004) reed-switch events of one subject, top level the activity
   *category*, bottom level the *activity* (subcategory); parsed by ``examples/hhmm_placelab.py``.
 
 Methods (every one trained on the same partially labelled training windows — a fraction of the nodes'
 labels hidden uniformly at random, the same nodes for every method — and scored on all test nodes):
 
-AdaBoost.MRF boosts the top-chain and bottom-chain spanning trees of seed 002's Figure 4:
+AdaBoost.MRF boosts the top-chain and bottom-chain spanning trees of Tran et al. (2014), Figure 4:
 
 - **AdaBoost par.**: the parallel variant (both trees, shared parameters, α = 1/2, tree edge
   potentials reparametrised by 1/ρ_e, CG), predicting by the ensemble (argmax of the α-weighted tree
@@ -24,7 +26,7 @@ AdaBoost.MRF boosts the top-chain and bottom-chain spanning trees of seed 002's 
   candidate per round, at most 10 rounds), ensemble prediction;
 - **ML BP / ML TRW / ML exact**: ``GraphCRF`` maximum likelihood of the incomplete-label likelihood with
   loopy BP, tree-reweighted BP, and exact (junction tree) inference; L-BFGS (restarted after failed
-  line searches) by default, ``--optimizer cg`` for the seed's conjugate gradient;
+  line searches) by default, ``--optimizer cg`` for the conjugate gradient of Tran et al.;
 - **layered HMM**: a bottom HMM over primitive activities emitting the discrete observation; its Viterbi
   output is the observation sequence of a top HMM over complex activities (Oliver et al.'s LHMM); each
   HMM is estimated from the observed labels' counts, then EM with the observed labels clamped
@@ -182,7 +184,7 @@ def dcrf(method, data, train, test, y_tr, cfg):
     Kt, Kb = len(data.top_names), len(data.bottom_names)
     c2, max_iterations = cfg["c2"], cfg["max_iterations"]
     if method.startswith("AdaBoost"):
-        # the pool: seed 002's Figure 4 trees (top chain + verticals, bottom chain + verticals)
+        # the pool: the trees of Tran et al. (2014), Figure 4 (top chain + verticals, bottom chain + verticals)
         model = AdaBoostMRF(n_labels=Kt + Kb, trees=two_level_chain_trees(), n_rounds=cfg["n_rounds"],
                             cg_iterations=cfg["cg_iterations"], c2=c2, parallel=method == "AdaBoost par.",
                             max_iterations=max_iterations, predict_method="ensemble",

@@ -10,8 +10,8 @@ from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from structlearn import AdaBoostMRF, GraphCRF
 from structlearn.estimators.adaboost_mrf import (ParallelHolderBound, _is_forest, _spanning_forest,
                                                  bottom_chain_tree, top_chain_tree, two_level_chain_trees)
-from structlearn.estimators.graph_crf import grid_graph, two_level_chain
-from structlearn.learning.graph_objective import GraphCLL, check_graph_labels, check_graphs
+from structlearn.learning.graph_objective import GraphCLL
+from structlearn.structures.graphs import check_graph_labels, check_graphs, grid_graph, two_level_chain
 
 
 def dcrf(rng, B, T=8, K=3, noise=1.2, p_hidden=0.5):

@@ -10,7 +10,7 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 
 from structlearn import GraphCRF
-from structlearn.estimators.graph_crf import grid_graph, two_level_chain
+from structlearn.structures.graphs import grid_graph, two_level_chain
 from structlearn.learning.graph_objective import GraphCLL
 from tests.oracles.graph_crf import graph_crf_nll, graph_map
 

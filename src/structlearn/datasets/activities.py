@@ -1,8 +1,10 @@
 """Two-level activity data for dynamic CRFs: an indoor x/y track simulator and the PlaceLab (MIT) events.
 
 Both sources give, per time step, a *complex* (top-level) activity and a *primitive* (bottom-level)
-activity, cut into windows of ``window`` steps. One window is one 2-level DCRF graph (seed 002, section
-"Activity recognition"): the top chain, the bottom chain, and one parent–child edge per time step.
+activity, cut into windows of ``window`` steps. One window is one 2-level DCRF graph (Tran, Phung &
+Venkatesh, "Learning Structured Outputs from Partial Labels using Forest Ensemble", arXiv:1407.6432
+(2014), section "Activity recognition"; cited below as Tran et al. (2014)): the top chain, the bottom
+chain, and one parent–child edge per time step.
 
 Layout of a :class:`~sklearn.utils.Bunch` returned by :func:`simulate_indoor_tracks` and
 :func:`placelab_two_level` (W windows, window w has T_w steps):
@@ -19,17 +21,19 @@ Layout of a :class:`~sklearn.utils.Bunch` returned by :func:`simulate_indoor_tra
 :func:`to_graphs` turns windows into ``GraphCRF`` samples: nodes ``0..T-1`` are the top level,
 ``T..2T-1`` the bottom level, one label space of ``K_top + K_bottom`` labels (top labels first), node
 features in two blocks (a top node's features fill the first ``D_top`` columns, a bottom node's the
-last ``D_bottom``), edges ordered top chain, bottom chain, parent–child, with a one-hot edge type as edge
-features.
+last ``D_bottom``), edges ordered top chain, bottom chain, parent–child
+(:func:`~structlearn.structures.graphs.two_level_edges`), with a one-hot edge type as edge features.
 """
 import numpy as np
 from sklearn.utils import Bunch, check_random_state
 
-__all__ = ["simulate_indoor_tracks", "placelab_two_level", "to_graphs", "two_level_edges",
-           "two_level_trees", "hide_labels", "HOUSE_ROOMS", "PRIMITIVES", "COMPLEX_ACTIVITIES"]
+from ..structures.graphs import two_level_edges
+
+__all__ = ["simulate_indoor_tracks", "placelab_two_level", "to_graphs", "hide_labels", "HOUSE_ROOMS",
+           "PRIMITIVES", "COMPLEX_ACTIVITIES"]
 
 #: Rooms of the simulated 6 m × 4 m flat: name -> (x0, x1, y0, y1) in metres. The floor is quantised
-#: into 24 squares of 1 m² (seed 002: "we quantize them into 24 squares").
+#: into 24 squares of 1 m² (Tran et al. (2014): "we quantize them into 24 squares").
 HOUSE_ROOMS = {"kitchen": (0, 2, 0, 2), "dining": (2, 4, 0, 2), "living": (4, 6, 0, 2),
                "office": (0, 2, 2, 4), "hall": (2, 4, 2, 4), "bathroom": (4, 6, 2, 4)}
 _W, _H = 6, 4
@@ -91,8 +95,8 @@ def _track_features(obs):
 
     Returns (feat_top (T, 5·24+1), feat_bottom (T, 5·(24+3)+4+1), symbols (T,)).
     Bottom: one-hot square and speed class at offsets −2..2 and the heading quadrant at t; top: one-hot
-    square at offsets −20, −10, 0, 10, 20 (seed 002 uses a wide window with a step of 5); both end with
-    a constant 1. Symbols (for HMMs): square × speed class (72 values).
+    square at offsets −20, −10, 0, 10, 20 (Tran et al. (2014) use a wide window with a step of 5); both
+    end with a constant 1. Symbols (for HMMs): square × speed class (72 values).
     """
     T = len(obs)
     vel = np.zeros_like(obs)
@@ -175,7 +179,7 @@ def simulate_indoor_tracks(n_days=20, n_complex=8, window=60, noise=0.2, random_
     hygiene); each expands into a script of primitive activities (:data:`PRIMITIVES`, 12 of them:
     walking to a place at ≈0.5 m per step, or staying at a spot for 6 + Geometric(1/12) steps). The
     observation is the position plus Gaussian noise (``noise`` metres), from which the features of
-    seed 002 are extracted: quantised position, speed class and heading around each step.
+    Tran et al. (2014) are extracted: quantised position, speed class and heading around each step.
 
     Parameters
     ----------
@@ -309,35 +313,6 @@ def placelab_two_level(days, taxonomy, vocab, top="category", bottom="activity",
     return out
 
 
-def two_level_edges(T):
-    """Edges of a 2-level DCRF over T steps: top chain, bottom chain, parent–child (in that order).
-
-    Nodes ``0..T-1`` are the top level, ``T..2T-1`` the bottom level.
-
-    Returns
-    -------
-    edges : ndarray of int64, shape (3T − 2, 2)
-    edge_type : ndarray of int64, shape (3T − 2,)
-        0 top transition, 1 bottom transition, 2 parent–child.
-    """
-    t = np.arange(T, dtype=np.int64)
-    top = np.stack([t[:-1], t[1:]], axis=1)
-    bot = top + T
-    cross = np.stack([t, t + T], axis=1)
-    edges = np.concatenate([top, bot, cross]).reshape(-1, 2)
-    etype = np.repeat(np.arange(3, dtype=np.int64), [max(T - 1, 0), max(T - 1, 0), T])
-    return edges, etype
-
-
-def two_level_trees(T):
-    """The two spanning trees of seed 002's Figure 4 as edge indices into :func:`two_level_edges`:
-    (top chain + parent–child edges, bottom chain + parent–child edges)."""
-    m = max(T - 1, 0)
-    cross = np.arange(2 * m, 2 * m + T, dtype=np.int64)
-    return [np.concatenate([np.arange(m, dtype=np.int64), cross]),
-            np.concatenate([np.arange(m, 2 * m, dtype=np.int64), cross])]
-
-
 def to_graphs(data, index=None):
     """``GraphCRF`` samples of windows ``index`` (default all) of a two-level Bunch.
 
@@ -366,8 +341,8 @@ def to_graphs(data, index=None):
 def hide_labels(y, fraction, random_state=None):
     """Copies of label arrays with a ``fraction`` of the entries of each replaced by −1 (hidden).
 
-    Each array hides ``round(fraction · n)`` entries chosen uniformly at random (per node, seed 002's
-    partial-label setting). ``fraction`` 0 returns plain copies.
+    Each array hides ``round(fraction · n)`` entries chosen uniformly at random (per node, the
+    partial-label setting of Tran et al. (2014)). ``fraction`` 0 returns plain copies.
     """
     if not 0.0 <= fraction <= 1.0:
         raise ValueError(f"`fraction` must be in [0, 1]; got {fraction!r}")

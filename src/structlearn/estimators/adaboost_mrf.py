@@ -1,6 +1,7 @@
 """``AdaBoostMRF``: boosted spanning-tree CRFs (Markov random forests) for loopy graphs, partial labels.
 
-Seed 002 ("Learning structured outputs from partial labels using forest ensemble", §4 and Figure 8).
+Tran, Phung & Venkatesh, "Learning Structured Outputs from Partial Labels using Forest Ensemble",
+arXiv:1407.6432 (2014), §4 and Figure 8 (cited below as Tran et al. (2014)).
 """
 import time
 import warnings
@@ -9,43 +10,42 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 from scipy.special import logsumexp
 from sklearn.base import BaseEstimator
-from sklearn.exceptions import ConvergenceWarning, NotFittedError
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
-from ..learning.graph_objective import (GraphCLL, check_graph_labels, check_graphs, graph_potentials,
-                                        resolve_options)
-from ..structures import FactorGraph
-from .graph_crf import GraphCRF, minimize_cg
+from ..learning.graph_objective import GraphCLL, graph_potentials
+from ..learning.optimizers import minimize_cg
+from ..structures.factor_graph import BPOptions
+from ..structures.graphs import check_graph_labels, check_graphs, two_level_trees
+from .graph_crf import GraphCRF, GraphEstimatorMixin, check_choice, check_int, check_number
 
 __all__ = ["AdaBoostMRF", "ParallelHolderBound", "two_level_chain_trees", "top_chain_tree", "bottom_chain_tree"]
 
 
 def top_chain_tree(x):
-    """Edge indices of the top chain + vertical edges of a :func:`two_level_chain` sample (a spanning tree).
+    """Edge indices of the top chain + vertical edges of a 2-level DCRF sample (a spanning tree).
 
     ``x = (node_features (2T, D), edges (3T − 2, 2)[, ...])`` with edges in the order of
-    :func:`~structlearn.estimators.graph_crf.two_level_chain`; T = n_nodes // 2.
+    :func:`~structlearn.structures.graphs.two_level_edges`; T = n_nodes // 2. The first tree of
+    :func:`~structlearn.structures.graphs.two_level_trees`.
     """
-    T = np.asarray(x[0]).shape[0] // 2
-    return np.concatenate([np.arange(T - 1), np.arange(2 * T - 2, 3 * T - 2)]).astype(np.int64)
+    return two_level_trees(np.asarray(x[0]).shape[0] // 2)[0]
 
 
 def bottom_chain_tree(x):
-    """Edge indices of the bottom chain + vertical edges of a :func:`two_level_chain` sample."""
-    T = np.asarray(x[0]).shape[0] // 2
-    return np.arange(T - 1, 3 * T - 2).astype(np.int64)
+    """Edge indices of the bottom chain + vertical edges of a 2-level DCRF sample (see :func:`top_chain_tree`)."""
+    return two_level_trees(np.asarray(x[0]).shape[0] // 2)[1]
 
 
 def two_level_chain_trees():
-    """The two spanning trees of seed 002, Figure 4, for 2-level DCRFs: ``[top_chain_tree, bottom_chain_tree]``."""
+    """The two spanning trees of Tran et al. (2014), Figure 4, for 2-level DCRFs, as ``trees`` of
+    :class:`AdaBoostMRF`: ``[top_chain_tree, bottom_chain_tree]``."""
     return [top_chain_tree, bottom_chain_tree]
 
 
 def _edge_lookup(batch):
     """Global node ends, and a function mapping global (u, v) pairs to packed edge ids."""
-    egid = batch.edge_graph()
-    gu = batch.edges[:, 0] + batch.offsets[:-1][egid]
-    gv = batch.edges[:, 1] + batch.offsets[:-1][egid]
+    gu, gv = batch.global_edges()
     N = int(batch.offsets[-1])
     key = np.minimum(gu, gv) * N + np.maximum(gu, gv)
     order = np.argsort(key, kind="stable")
@@ -81,30 +81,24 @@ def _spanning_forest(batch, weights):
 
 
 def _is_forest(batch, mask):
-    from scipy.sparse import coo_matrix
-    from scipy.sparse.csgraph import connected_components
-
-    gu, gv, N, _ = _edge_lookup(batch)
-    A = coo_matrix((np.ones(int(mask.sum())), (gu[mask], gv[mask])), shape=(N, N))
-    n_comp = connected_components(A, directed=False)[0]
-    key = np.minimum(gu[mask], gv[mask]) * N + np.maximum(gu[mask], gv[mask])
-    return int(mask.sum()) == N - n_comp and np.unique(key).size == key.size
+    """Whether the edges ``mask`` (E,) of every graph of the batch form a forest (no cycle, no parallel edges)."""
+    return bool(batch.with_edges(mask).is_forest().all())
 
 
-class AdaBoostMRF(BaseEstimator):
-    r"""AdaBoost.MRF: boosting spanning-tree CRFs under a Hölder bound, combined as a LogOP (seed 002).
+class AdaBoostMRF(GraphEstimatorMixin, BaseEstimator):
+    r"""AdaBoost.MRF: boosting spanning-tree CRFs under a Hölder bound, combined as a LogOP (Tran et al. (2014)).
 
     Weak learners are tree-structured CRFs :math:`h_l = \log P_{\tau_l}(v | o; w_l)` on spanning trees
     (forests) :math:`\tau_l` of the graph, with exact and always-convergent inference. The strong learner
     :math:`H = \sum_l \alpha_l h_l` (:math:`\sum_l \alpha_l = 1`) minimises the Hölder upper bound of the
-    incomplete exponential loss (seed 002, eqs. (17)–(23))
+    incomplete exponential loss (Tran et al. (2014), eqs. (17)–(23))
 
     .. math:: L_H = \sum_i \prod_l P_{\tau_l}(v_i | o_i; w_l)^{-\beta \alpha_l}
               = \sum_i \exp\big(-\beta \sum_l \alpha_l \log P_{\tau_l}(v_i | o_i; w_l)\big).
 
     Round l: data weights :math:`D_i \propto \exp(-\beta H_{l-1}(v_i, o_i))`; every candidate tree is fitted
     to the D-reweighted incomplete likelihood (+ c2‖w‖²) by ``cg_iterations`` conjugate-gradient steps,
-    starting from the current LogOP weights w (seed 002 §7: "initialise the parameters for each weak
+    starting from the current LogOP weights w (Tran et al. (2014), §7: "initialise the parameters for each weak
     learner to the previously learned values"; only the parameters the tree depends on move, the others
     are carried). The tree and :math:`\alpha_l \in [0, 1]` are those minimising the regularised bound
 
@@ -116,10 +110,10 @@ class AdaBoostMRF(BaseEstimator):
     whole cycle of the candidates — or after ``n_rounds``.
 
     The strong model is the logarithmic opinion pool :math:`P(x | o) \propto \prod_l P_{\tau_l}(x |
-    o; w_l)^{\alpha_l}` on the whole graph (seed 002 eqs. (24)–(27)): unary potentials
+    o; w_l)^{\alpha_l}` on the whole graph (Tran et al. (2014), eqs. (24)–(27)): unary potentials
     :math:`\sum_l \alpha_l \theta_n(w_l)`, pairwise :math:`\sum_{l: e \in \tau_l} \alpha_l
     \theta_e(w_l)`. ``coef_`` = :math:`\sum_l \alpha_l w_l|_{\tau_l}` (each w_l restricted to the
-    parameters its tree uses, seed 002: "the parts of w_l which correspond to cliques outside the trees
+    parameters its tree uses, Tran et al. (2014): "the parts of w_l which correspond to cliques outside the trees
     [are] zero") gives exactly that model when a tree's edges are told apart by their edge features
     (e.g. one-hot edge types of a 2-level DCRF); with edge features shared by tree and non-tree edges
     (grids) ``to_graph_crf()`` is its shared-parameter approximation, and ``predict`` uses the exact
@@ -150,26 +144,26 @@ class AdaBoostMRF(BaseEstimator):
     n_rounds : int
         Largest number of boosting rounds.
     cg_iterations : int
-        Conjugate-gradient iterations per candidate per round (seed 002 used two).
+        Conjugate-gradient iterations per candidate per round (Tran et al. (2014) used two).
     c2 : float
         L2 coefficient of every weak learner's reweighted likelihood.
     beta : float, optional
-        β ∈ (0, 1] of the loss (seed 002 eq. (17)); default 1 / (mean number of observed nodes per
+        β ∈ (0, 1] of the loss (Tran et al. (2014), eq. (17)); default 1 / (mean number of observed nodes per
         graph), which keeps the data weights from collapsing onto one graph.
     tol : float
         Stop when J improves by less than ``tol`` relative to its value.
     selection : {"greedy", "cyclic"}
-        ``"greedy"`` (seed 002, Figure 8): every round fits every candidate and keeps the best.
+        ``"greedy"`` (Tran et al. (2014), Figure 8): every round fits every candidate and keeps the best.
         ``"cyclic"``: round l fits only candidate l mod L (L times cheaper per round); a candidate that
         does not reduce J is skipped.
     feature_subsets : None, int or list of int arrays
-        Feature-subset weak learners (seed 002 §7, last paragraph): the candidates are every (tree,
+        Feature-subset weak learners (Tran et al. (2014), §7, last paragraph): the candidates are every (tree,
         subset) pair, and a learner moves only the node weights of its subset's node-feature columns (and
         its tree's edge weights), the rest carried from the ensemble, so each round also selects
         features. None (default): one subset, all features. An int n: n random subsets of ⌈D/2⌉ columns
         (``random_state``). Sequential algorithm only.
     parallel : bool
-        The parallel variant (seed 002 §7, eqs. (33)–(34)): every candidate tree with fixed α_l = 1/L and
+        The parallel variant (Tran et al. (2014), §7, eqs. (33)–(34)): every candidate tree with fixed α_l = 1/L and
         *shared* parameters w, fitted by minimising J(w) = (B/β)·log((1/B)·L_H(w)) + c2‖w‖² with
         ``max_iterations`` CG steps; no tree selection. Inside tree τ_l an edge's potential is θ_e(w)/ρ_e,
         ρ_e = Σ_{l: e ∈ τ_l} α_l (the reparametrisation of tree-reweighted BP), so that the LogOP
@@ -203,7 +197,7 @@ class AdaBoostMRF(BaseEstimator):
     learner_trees_ : ndarray of int64, shape (L,)
         Candidate index of every selected weak learner.
     bound_ : list of float
-        log L_H after every accepted round (seed 002 eq. (22)); for ``parallel=True`` the objective J(w)
+        log L_H after every accepted round (Tran et al. (2014), eq. (22)); for ``parallel=True`` the objective J(w)
         of :class:`ParallelHolderBound` after every CG iteration.
     objective_ : list of float
         J after every accepted round (non-increasing); for ``parallel=True`` equal to ``bound_``.
@@ -228,51 +222,22 @@ class AdaBoostMRF(BaseEstimator):
     """
 
     def __init__(self, n_labels=None, trees=None, n_trees=4, n_rounds=20, cg_iterations=5, c2=1.0,
-                 beta=None, tol=1e-4, selection="greedy", feature_subsets=None, parallel=False, max_iterations=50, predict_method="logop_map",
-                 inference="bp", inference_options=None, random_state=None, verbose=False):
-        self.n_labels = n_labels
-        self.trees = trees
-        self.n_trees = n_trees
-        self.n_rounds = n_rounds
-        self.cg_iterations = cg_iterations
-        self.c2 = c2
-        self.beta = beta
-        self.tol = tol
-        self.selection = selection
-        self.feature_subsets = feature_subsets
-        self.parallel = parallel
-        self.max_iterations = max_iterations
-        self.predict_method = predict_method
-        self.inference = inference
-        self.inference_options = inference_options
-        self.random_state = random_state
-        self.verbose = verbose
+                 beta=None, tol=1e-4, selection="greedy", feature_subsets=None, parallel=False, max_iterations=50,
+                 predict_method="logop_map", inference="bp", inference_options=None, random_state=None,
+                 verbose=False):
+        self._store_params(locals())
 
     # ------------------------------------------------------------------------------------------------
     def _check_params(self):
         for name in ("n_trees", "n_rounds", "cg_iterations", "max_iterations"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not (isinstance(v, (int, np.integer)) and v >= 1):
-                raise ValueError(f"`{name}` must be a positive integer; got {v!r}")
-        for name, lo, hi, none_ok in (("c2", 0.0, np.inf, False), ("tol", 0.0, np.inf, False),
-                                      ("beta", 0.0, 1.0, True)):
-            v = getattr(self, name)
-            if v is None and none_ok:
-                continue
-            ok = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) \
-                and np.isfinite(v) and lo <= v <= hi and not (name == "beta" and v == 0)
-            if not ok:
-                what = "None or a number in (0, 1]" if name == "beta" else "a non-negative number"
-                raise ValueError(f"`{name}` must be {what}; got {v!r}")
-        if self.selection not in ("greedy", "cyclic"):
-            raise ValueError(f"`selection` must be 'greedy' or 'cyclic'; got {self.selection!r}")
-        if self.predict_method not in ("logop_map", "ensemble"):
-            raise ValueError(f"`predict_method` must be 'logop_map' or 'ensemble'; got {self.predict_method!r}")
-        if self.inference not in ("bp", "trw", "exact"):
-            raise ValueError(f"`inference` must be 'bp', 'trw' or 'exact'; got {self.inference!r}")
-        if self.n_labels is not None and (isinstance(self.n_labels, bool) or not (
-                isinstance(self.n_labels, (int, np.integer)) and self.n_labels >= 1)):
-            raise ValueError(f"`n_labels` must be None or a positive integer; got {self.n_labels!r}")
+            check_int(name, getattr(self, name))
+        check_number("c2", self.c2)
+        check_number("tol", self.tol)
+        check_number("beta", self.beta, upper=1.0, none_ok=True)
+        check_choice("selection", self.selection, ("greedy", "cyclic"))
+        check_choice("predict_method", self.predict_method, ("logop_map", "ensemble"))
+        check_choice("inference", self.inference, ("bp", "trw", "exact"))
+        check_int("n_labels", self.n_labels, none_ok=True)
         trees = "random" if self.trees is None else self.trees
         if isinstance(trees, str):
             if trees not in ("random", "max_weight"):
@@ -281,7 +246,7 @@ class AdaBoostMRF(BaseEstimator):
         elif not isinstance(trees, (list, tuple)) or len(trees) == 0:
             raise ValueError(f"`trees` must be None, 'random', 'max_weight' or a non-empty list; got "
                              f"{type(trees).__name__}")
-        resolve_options(self.inference, self.inference_options, "inference_options")
+        BPOptions.resolve(self.inference, self.inference_options, "inference_options")
         return trees
 
     def _tree_masks(self, X, batch, trees, seed):
@@ -349,7 +314,7 @@ class AdaBoostMRF(BaseEstimator):
         rs = check_random_state(self.random_state)
         self._tree_seed = int(rs.randint(2**31 - 1))
         batch = check_graphs(X)
-        K = int(self.n_labels) if self.n_labels is not None else GraphCRF._infer_n_labels(y)
+        K = int(self.n_labels) if self.n_labels is not None else self._infer_n_labels(y)
         yy = check_graph_labels(y, batch, K)
         masks = self._tree_masks(X, batch, trees, self._tree_seed)
         scale = self._edge_scale(masks, np.arange(len(masks)), np.full(len(masks), 1.0 / len(masks)))
@@ -388,7 +353,7 @@ class AdaBoostMRF(BaseEstimator):
             w = np.zeros(n_params)
             for a, c, w_l in zip(self.alphas_, self.learner_trees_, self.learner_coefs_):
                 w[frees[c]] += a * w_l[frees[c]]
-        GraphCRF._set_coef(self, w, batch.n_node_features, batch.n_edge_features, K)
+        self._set_coef(w, batch.n_node_features, batch.n_edge_features, K)
         self.n_rounds_ = len(self.bound_)
         self.training_seconds_ = time.perf_counter() - t0
         if not self.converged_:
@@ -492,10 +457,6 @@ class AdaBoostMRF(BaseEstimator):
         return w, bool(converged)
 
     # ------------------------------------------------------------------------------------------------
-    def _check_fitted(self):
-        if not hasattr(self, "coef_"):
-            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call `fit` first")
-
     def to_graph_crf(self):
         """A fitted :class:`GraphCRF` with the LogOP's weights ``coef_`` (see the class notes)."""
         self._check_fitted()
@@ -512,8 +473,7 @@ class AdaBoostMRF(BaseEstimator):
         """The packed batch of ``X`` and, per kept learner, (α_l, tree edge mask (E,), unary (N, K),
         pairwise (E, K, K)) of w_l, the pairwise ones as inside tree τ_l (× 1/ρ_e for the parallel
         variant, see :meth:`_edge_scale`)."""
-        batch = check_graphs(X, n_node_features=self.n_node_features_in_,
-                             n_edge_features=self.n_edge_features_in_)
+        batch = self._check_batch(X)
         trees = "random" if self.trees is None else self.trees
         masks = self._tree_masks(X, batch, trees, self._tree_seed)
         scale = self._edge_scale(masks, self.learner_trees_, self.alphas_)
@@ -537,7 +497,7 @@ class AdaBoostMRF(BaseEstimator):
 
     def _logop_graph(self, X):
         """FactorGraph of the LogOP Π_l P_τl^α_l on the whole graphs: unary Σ_l α_l θ_n(w_l), pairwise
-        Σ_{l: e ∈ τ_l} α_l θ_e(w_l) (seed 002, eqs. (24)–(27))."""
+        Σ_{l: e ∈ τ_l} α_l θ_e(w_l) (Tran et al. (2014), eqs. (24)–(27))."""
         batch, learners = self._learner_potentials(X)
         K = len(self.classes_)
         unary = np.zeros((batch.node_features.shape[0], K))
@@ -545,9 +505,7 @@ class AdaBoostMRF(BaseEstimator):
         for a, mask, u, p in learners:
             unary += a * u
             pairwise[mask] += a * p[mask]
-        graph = FactorGraph(unary, batch.edges, pairwise, lengths=batch.lengths,
-                            edge_lengths=batch.edge_lengths)
-        return batch, graph
+        return batch, batch.factor_graph(unary, pairwise)
 
     def _ensemble_marginals(self, X):
         """Σ_l α_l × exact node marginals of tree CRF l, shape (N, K)."""
@@ -555,8 +513,7 @@ class AdaBoostMRF(BaseEstimator):
         out = np.zeros((batch.node_features.shape[0], len(self.classes_)))
         for a, mask, u, p in learners:
             tree = batch.with_edges(mask)
-            graph = FactorGraph(u, tree.edges, p[mask], lengths=tree.lengths, edge_lengths=tree.edge_lengths)
-            out += a * graph.infer("exact", semiring="log").unary
+            out += a * tree.factor_graph(u, p[mask]).infer("exact", semiring="log").unary
         return batch, out
 
     def predict(self, X):
@@ -582,14 +539,6 @@ class AdaBoostMRF(BaseEstimator):
             return batch.split(m)
         batch, graph = self._logop_graph(X)
         return batch.split(self.to_graph_crf()._infer(graph, "log").unary)
-
-    def score(self, X, y):
-        """Accuracy of :meth:`predict` over the observed nodes (label ≥ 0) of ``y``."""
-        pred = np.concatenate(self.predict(X))
-        batch = check_graphs(X)
-        yy = check_graph_labels(y, batch, len(self.classes_))
-        obs = yy >= 0
-        return float(np.mean(pred[obs] == yy[obs])) if obs.any() else 1.0
 
 
 def _tree_batch(batch, mask, scale):
@@ -630,7 +579,7 @@ class ParallelHolderBound:
     .. math:: J(w) = \frac{B}{\beta} \log\Big(\frac{1}{B} \sum_i \exp\big(-\beta \sum_l \alpha_l
               \log P_{\tau_l}(v_i | o_i; w)\big)\Big) + c_2 \|w\|^2
 
-    a monotone transform of log L_H (seed 002 §7, eqs. (33)–(34)) scaled so that as β → 0 it becomes the
+    a monotone transform of log L_H (Tran et al. (2014), §7, eqs. (33)–(34)) scaled so that as β → 0 it becomes the
     sum over graphs of the α-averaged tree negative log-likelihoods (the scale of :class:`GraphCLL`).
     Gradient: B·Σ_i softmax_i(−β H) ∇(−H_i) + 2 c2 w. Cost per call: one clamped and one free upward–
     downward pass per tree, plus a (D·K + F·K²) product per graph.

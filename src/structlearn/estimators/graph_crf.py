@@ -1,6 +1,8 @@
 """``GraphCRF``: a scikit-learn estimator for CRFs on general graphs, learnt from partial labels.
 
-Also the graph builders :func:`grid_graph` and :func:`two_level_chain`.
+Also :class:`GraphEstimatorMixin`, what ``GraphCRF`` and ``AdaBoostMRF`` share (labels, fitted weights,
+scoring, parameter checks). Graph builders (``grid_graph``, ``two_level_chain``) are in
+:mod:`structlearn.structures.graphs`.
 """
 import dataclasses
 import time
@@ -11,116 +13,101 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 
 from ..io.modelfile import ModelFileError
-from ..learning.graph_objective import (GraphCLL, check_graph_labels, check_graphs, graph_potentials,
-                                        resolve_options)
-from ..learning.optimizers import lbfgs
-from ..structures.factor_graph import FactorGraph
+from ..learning.graph_objective import GraphCLL, graph_potentials
+from ..learning.optimizers import lbfgs_restarts, minimize_cg
+from ..structures.factor_graph import BPOptions
+from ..structures.graphs import check_graph_labels, check_graphs
 from ._modelfile import ModelFileMixin
 
-__all__ = ["GraphCRF", "grid_graph", "two_level_chain"]
+__all__ = ["GraphCRF", "GraphEstimatorMixin"]
 
 
-def grid_graph(height, width):
-    """Edges of a ``height × width`` 4-connected grid, shape (E, 2) int64, E = h(w−1) + (h−1)w.
+def check_choice(name, value, choices):
+    """ValueError unless ``value`` is one of ``choices``."""
+    if not isinstance(value, str) or value not in choices:
+        names = ", ".join(repr(c) for c in choices[:-1]) + f" or {choices[-1]!r}"
+        raise ValueError(f"`{name}` must be {names}; got {value!r}")
 
-    Node ``r * width + c`` is row r, column c (row-major). Horizontal edges ``(r, c)–(r, c+1)`` come
-    first (row by row), then vertical edges ``(r, c)–(r+1, c)``.
+
+def check_int(name, value, *, none_ok=False):
+    """ValueError unless ``value`` is a positive integer (not a bool), or None when ``none_ok``."""
+    if value is None and none_ok:
+        return
+    if isinstance(value, bool) or not (isinstance(value, (int, np.integer)) and value >= 1):
+        raise ValueError(f"`{name}` must be {'None or ' if none_ok else ''}a positive integer; got {value!r}")
+
+
+def check_number(name, value, *, upper=None, none_ok=False):
+    """ValueError unless ``value`` is a finite number in [0, ∞), or in (0, upper] when ``upper`` is
+    given, or None when ``none_ok``."""
+    if value is None and none_ok:
+        return
+    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) \
+        and bool(np.isfinite(value)) and (value >= 0 if upper is None else 0 < value <= upper)
+    if not ok:
+        what = "a non-negative number" if upper is None else f"a number in (0, {upper:g}]"
+        raise ValueError(f"`{name}` must be {'None or ' if none_ok else ''}{what}; got {value!r}")
+
+
+class GraphEstimatorMixin:
+    """Shared by the graph CRF estimators: parameter storage, label count, fitted weights, fitted check
+    and accuracy.
+
+    The weights are ``coef_ = concat(coef_node_ (D, K).ravel(), coef_edge_ (F, K, K).ravel())``, the
+    layout of :func:`~structlearn.learning.graph_objective.graph_potentials`.
     """
-    for name, v in (("height", height), ("width", width)):
-        if not isinstance(v, (int, np.integer)) or v < 1:
-            raise ValueError(f"`{name}` must be a positive integer; got {v!r}")
-    idx = np.arange(height * width).reshape(height, width)
-    h = np.stack([idx[:, :-1].ravel(), idx[:, 1:].ravel()], axis=1)
-    v = np.stack([idx[:-1].ravel(), idx[1:].ravel()], axis=1)
-    return np.concatenate([h, v]).astype(np.int64).reshape(-1, 2)
 
+    def _store_params(self, values):
+        """The body of ``__init__``: store every argument (``locals()``) under its own name, as
+        scikit-learn's ``get_params`` / ``clone`` expect."""
+        for name in self._get_param_names():
+            setattr(self, name, values[name])
 
-def two_level_chain(T):
-    """Edges of a 2-level dynamic CRF over T time slices, shape (3T − 2, 2) int64.
+    def _check_fitted(self):
+        if not hasattr(self, "coef_"):
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call `fit` first")
 
-    Nodes: ``0..T−1`` the top level (e.g. complex activities) at times 0..T−1, ``T..2T−1`` the bottom
-    level (primitive activities). Edges in this order: the top chain ``(t, t+1)`` (T − 1 edges, indices
-    0..T−2), the bottom chain ``(T+t, T+t+1)`` (T − 1 edges, indices T−1..2T−3), the vertical
-    (parent–child) edges ``(t, T+t)`` (T edges, indices 2T−2..3T−3). Seed 002, Figure 4.
-    """
-    if not isinstance(T, (int, np.integer)) or T < 1:
-        raise ValueError(f"`T` must be a positive integer (time slices); got {T!r}")
-    t = np.arange(T)
-    top = np.stack([t[:-1], t[1:]], axis=1)
-    bottom = top + T
-    vert = np.stack([t, t + T], axis=1)
-    return np.concatenate([top, bottom, vert]).astype(np.int64).reshape(-1, 2)
+    @staticmethod
+    def _infer_n_labels(y):
+        if y is None or isinstance(y, (str, bytes)) or not hasattr(y, "__iter__"):
+            raise ValueError(f"`y` must be a list of int label arrays (-1 = hidden); got {type(y).__name__}")
+        top = -1
+        for yi in y:
+            a = np.asarray(yi)
+            if a.size and np.issubdtype(a.dtype, np.number):
+                top = max(top, int(np.max(a)))
+        if top < 0:
+            raise ValueError("`y` holds no observed label (all -1); pass `n_labels`")
+        return top + 1
 
+    def _set_coef(self, w, D, F, K):
+        self.coef_ = w
+        self.coef_node_ = w[:D * K].reshape(D, K).copy()
+        self.coef_edge_ = w[D * K:].reshape(F, K, K).copy()
+        self.classes_ = np.arange(K, dtype=np.int64)
+        self.n_node_features_in_ = D
+        self.n_edge_features_in_ = F
 
-def minimize_cg(objective, w0, max_iterations):
-    """Minimise ``objective.value_and_grad`` by nonlinear conjugate gradient (scipy, Polak–Ribière).
+    def _check_batch(self, X):
+        """The packed batch of ``X``, checked against the fitted feature counts."""
+        self._check_fitted()
+        return check_graphs(X, n_node_features=self.n_node_features_in_,
+                            n_edge_features=self.n_edge_features_in_)
 
-    Returns ``(w, n_iter, converged, log)`` as :func:`~structlearn.learning.optimizers.lbfgs`.
-    """
-    from scipy.optimize import minimize
-
-    log = []
-    t0 = [time.perf_counter()]
-    last = {}
-
-    def fun(w):
-        v, g = objective.value_and_grad(w)
-        last["v"], last["g"] = v, g
-        return v, g
-
-    def callback(xk):
-        now = time.perf_counter()
-        log.append({"iteration": len(log) + 1, "loss": float(last.get("v", np.nan)),
-                    "gradient_norm": float(np.linalg.norm(last.get("g", np.zeros(1)))),
-                    "seconds": now - t0[0]})
-        t0[0] = now
-
-    res = minimize(fun, np.array(w0, dtype=np.float64), jac=True, method="CG", callback=callback,
-                   options={"maxiter": int(max_iterations), "gtol": 1e-5})
-    converged = bool(res.success)
-    if log:
-        log[-1]["stop_reason"] = str(res.message)
-    if res.nit == 0 and not res.success:
-        warnings.warn(f"conjugate gradient made no progress from its starting point ({res.message}, gradient "
-                      f"norm {np.linalg.norm(last.get('g', np.zeros(1))):.3g}); the objective is probably badly "
-                      f"scaled: standardise the features", ConvergenceWarning)
-    return np.asarray(res.x), int(res.nit), converged, log
-
-
-def _lbfgs_restarts(objective, w0, max_iterations, callback, max_restarts=5):
-    """L-BFGS, restarted (memory cleared) after a failed line search while iterations remain.
-
-    Loopy BP / TRW objectives are only piecewise smooth (message passing may jump between fixed points,
-    warm-started messages make the value depend on the path), which stops libLBFGS's line search early;
-    a restart from the best point so far usually keeps making progress. Returns (w, n_iter, converged).
-    """
-    w, total, restarts = np.asarray(w0, dtype=np.float64), 0, 0
-    best = None
-    while True:
-        w_new, n_iter, converged, log = lbfgs(objective, w, max_iterations=max_iterations - total,
-                                              callback=callback)
-        total += n_iter
-        loss = log[-1]["loss"] if log else None
-        if n_iter:
-            w = w_new
-        reason = log[-1].get("stop_reason", "") if log else ""
-        line_search_failed = "line-search" in reason or "line search" in reason.lower()
-        improved = loss is not None and (best is None or loss < best - 1e-8 * max(1.0, abs(best)))
-        if loss is not None and (best is None or loss < best):
-            best = loss
-        if converged or not line_search_failed or not improved or total >= max_iterations \
-                or restarts >= max_restarts:
-            if line_search_failed and not improved:
-                converged = True   # no progress from a fresh start either: a (local) optimum
-            return w, total, converged and total < max_iterations
-        restarts += 1
+    def score(self, X, y):
+        """Accuracy of :meth:`predict` over the observed nodes (label ≥ 0) of ``y``."""
+        pred = np.concatenate(self.predict(X))
+        batch = check_graphs(X)
+        yy = check_graph_labels(y, batch, len(self.classes_))
+        obs = yy >= 0
+        return float(np.mean(pred[obs] == yy[obs])) if obs.any() else 1.0
 
 
 _FORMAT = "graph-crf"
 _VERSION = 1
 
 
-class GraphCRF(ModelFileMixin, BaseEstimator):
+class GraphCRF(GraphEstimatorMixin, ModelFileMixin, BaseEstimator):
     r"""Conditional random field on general graphs with node and edge features, learnt from partial labels.
 
     A sample is a graph ``x = (node_features (n, D), edges (m, 2)[, edge_features (m, F)])``; without edge
@@ -142,7 +129,9 @@ class GraphCRF(ModelFileMixin, BaseEstimator):
         (with the same message-passing options) for ``"bp"``/``"trw"``.
     optimizer : {"lbfgs", "cg"}
         L-BFGS (libLBFGS, CRFsuite stopping rules) or nonlinear conjugate gradient
-        (``scipy.optimize.minimize(method="CG")``, which seed 002 §5 found better for BP and exact).
+        (:func:`~structlearn.learning.optimizers.minimize_cg`, which Tran, Phung & Venkatesh, "Learning
+        Structured Outputs from Partial Labels using Forest Ensemble", arXiv:1407.6432 (2014), §5 found
+        better for BP and exact).
     c2 : float
         L2 coefficient, c2‖w‖² (CRFsuite scaling).
     max_iterations : int
@@ -180,7 +169,7 @@ class GraphCRF(ModelFileMixin, BaseEstimator):
 
     Notes
     -----
-    Partial labels (seed 002, eq. (4)): nodes labelled -1 are hidden and the objective is
+    Partial labels (Tran et al. (2014), eq. (4)): nodes labelled -1 are hidden and the objective is
     :math:`\sum_i \log Z(o_i) - \log Z(v_i, o_i) + c_2\|w\|^2`
     (:class:`~structlearn.learning.graph_objective.GraphCLL`). Cost per objective evaluation: two
     inference runs on the packed training batch (clamped and free), plus O(N·D·K + E·F·K²).
@@ -188,7 +177,8 @@ class GraphCRF(ModelFileMixin, BaseEstimator):
     Examples
     --------
     >>> import numpy as np
-    >>> from structlearn.estimators.graph_crf import GraphCRF, grid_graph
+    >>> from structlearn.estimators.graph_crf import GraphCRF
+    >>> from structlearn.structures.graphs import grid_graph
     >>> rng = np.random.default_rng(0)
     >>> y = [np.repeat([0, 1], 8)]
     >>> X = [(np.eye(2)[y[0]] + rng.normal(scale=0.5, size=(16, 2)), grid_graph(4, 4))]
@@ -199,49 +189,16 @@ class GraphCRF(ModelFileMixin, BaseEstimator):
 
     def __init__(self, n_labels=None, inference="exact", optimizer="lbfgs", c2=1.0, max_iterations=100,
                  inference_options=None, verbose=False):
-        self.n_labels = n_labels
-        self.inference = inference
-        self.optimizer = optimizer
-        self.c2 = c2
-        self.max_iterations = max_iterations
-        self.inference_options = inference_options
-        self.verbose = verbose
+        self._store_params(locals())
 
     # ------------------------------------------------------------------------------------------------
     def _check_params(self):
-        if self.inference not in ("exact", "bp", "trw"):
-            raise ValueError(f"`inference` must be 'exact', 'bp' or 'trw'; got {self.inference!r}")
-        if self.optimizer not in ("lbfgs", "cg"):
-            raise ValueError(f"`optimizer` must be 'lbfgs' or 'cg'; got {self.optimizer!r}")
-        if not (isinstance(self.max_iterations, (int, np.integer)) and self.max_iterations >= 1):
-            raise ValueError(f"`max_iterations` must be a positive integer; got {self.max_iterations!r}")
-        if self.n_labels is not None and not (isinstance(self.n_labels, (int, np.integer))
-                                              and self.n_labels >= 1):
-            raise ValueError(f"`n_labels` must be None or a positive integer; got {self.n_labels!r}")
-        try:
-            c2 = float(self.c2)
-        except (TypeError, ValueError):
-            c2 = np.nan
-        if not (np.isfinite(c2) and c2 >= 0):
-            raise ValueError(f"`c2` must be a non-negative number; got {self.c2!r}")
-        return resolve_options(self.inference, self.inference_options, "inference_options")
-
-    def _check_fitted(self):
-        if not hasattr(self, "coef_"):
-            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call `fit` first")
-
-    @staticmethod
-    def _infer_n_labels(y):
-        if y is None or isinstance(y, (str, bytes)) or not hasattr(y, "__iter__"):
-            raise ValueError(f"`y` must be a list of int label arrays (-1 = hidden); got {type(y).__name__}")
-        top = -1
-        for yi in y:
-            a = np.asarray(yi)
-            if a.size and np.issubdtype(a.dtype, np.number):
-                top = max(top, int(np.max(a)))
-        if top < 0:
-            raise ValueError("`y` holds no observed label (all -1); pass `n_labels`")
-        return top + 1
+        check_choice("inference", self.inference, ("exact", "bp", "trw"))
+        check_choice("optimizer", self.optimizer, ("lbfgs", "cg"))
+        check_int("max_iterations", self.max_iterations)
+        check_int("n_labels", self.n_labels, none_ok=True)
+        check_number("c2", self.c2)
+        return BPOptions.resolve(self.inference, self.inference_options, "inference_options")
 
     def fit(self, X, y, sample_weight=None):
         """Fit by maximum incomplete likelihood.
@@ -276,7 +233,7 @@ class GraphCRF(ModelFileMixin, BaseEstimator):
             return False
 
         if self.optimizer == "lbfgs":
-            w, n_iter, converged = _lbfgs_restarts(objective, w0, self.max_iterations, on_iteration)
+            w, n_iter, converged, _ = lbfgs_restarts(objective, w0, self.max_iterations, callback=on_iteration)
         else:
             w, n_iter, converged, log = minimize_cg(objective, w0, self.max_iterations)
             for entry in log:
@@ -296,14 +253,6 @@ class GraphCRF(ModelFileMixin, BaseEstimator):
                           f"approximate there (raise inference_options max_iter, add damping)",
                           ConvergenceWarning)
         return self
-
-    def _set_coef(self, w, D, F, K):
-        self.coef_ = w
-        self.coef_node_ = w[:D * K].reshape(D, K).copy()
-        self.coef_edge_ = w[D * K:].reshape(F, K, K).copy()
-        self.classes_ = np.arange(K, dtype=np.int64)
-        self.n_node_features_in_ = D
-        self.n_edge_features_in_ = F
 
     # ------------------------------------------------------------------------------------------------
     # model files (save / load from ModelFileMixin)
@@ -335,21 +284,11 @@ class GraphCRF(ModelFileMixin, BaseEstimator):
 
     # ------------------------------------------------------------------------------------------------
     def _graph(self, X):
-        self._check_fitted()
-        batch = check_graphs(X, n_node_features=self.n_node_features_in_,
-                             n_edge_features=self.n_edge_features_in_)
-        return self._graph_batch(batch)
-
-    def _graph_batch(self, batch):
-        unary, pairwise = self._potentials(batch)
-        return batch, FactorGraph(unary, batch.edges, pairwise, lengths=batch.lengths,
-                                  edge_lengths=batch.edge_lengths)
-
-    def _potentials(self, batch):
-        return graph_potentials(self.coef_, batch, len(self.classes_))
+        batch = self._check_batch(X)
+        return batch, batch.factor_graph(*graph_potentials(self.coef_, batch, len(self.classes_)))
 
     def _infer(self, graph, semiring):
-        options = resolve_options(self.inference, self.inference_options, "inference_options")
+        options = BPOptions.resolve(self.inference, self.inference_options, "inference_options")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             if self.inference == "exact":
@@ -377,12 +316,3 @@ class GraphCRF(ModelFileMixin, BaseEstimator):
         """Node (pseudo-)marginals of every graph: list of B float64 arrays (n, K), rows sum to 1."""
         batch, graph = self._graph(X)
         return batch.split(self._infer(graph, "log").unary)
-
-    def score(self, X, y):
-        """Accuracy of :meth:`predict` over the observed nodes (label ≥ 0) of ``y``."""
-        pred = self.predict(X)
-        batch = check_graphs(X)
-        yy = check_graph_labels(y, batch, len(self.classes_))
-        p = np.concatenate(pred)
-        obs = yy >= 0
-        return float(np.mean(p[obs] == yy[obs])) if obs.any() else 1.0

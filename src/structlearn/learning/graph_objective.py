@@ -6,7 +6,8 @@ A graph sample is ``x = (node_features, edges, edge_features)`` and the CRF has 
     unary[n]       = node_features[n] @ W_node                      (K,)
     pairwise[e]    = Σ_f edge_features[e, f] · W_edge[f]             (K, K)
 
-With the visible labels v and hidden labels h of graph i (seed 002, eqs. (4)–(6))::
+With the visible labels v and hidden labels h of graph i (Tran, Phung & Venkatesh, "Learning
+Structured Outputs from Partial Labels using Forest Ensemble", arXiv:1407.6432 (2014), eqs. (4)–(6))::
 
     L(w)  = Σ_i weight_i · (log Z(o_i) − log Z(v_i, o_i)) + c2 ‖w‖²
     ∇L(w) = Σ_i weight_i · (E_{p(x|o_i)}[F] − E_{p(h|v_i,o_i)}[F]) + 2 c2 w
@@ -15,7 +16,8 @@ where ``Z(v, o)`` sums over the hidden labels only (the graph with observed node
 expectations are node and edge (pseudo-)marginals of :class:`~structlearn.structures.FactorGraph`
 (``"exact"``: junction tree / tree engine; ``"bp"``: loopy BP, Bethe log Z; ``"trw"``: tree-reweighted
 BP, upper bound on log Z). For ``"bp"``/``"trw"`` the gradient is that of the approximate objective at a
-message fixed point (the marginals are the derivatives of the Bethe / TRW free energy).
+message fixed point (the marginals are the derivatives of the Bethe / TRW free energy). The graphs are
+validated and packed by :func:`~structlearn.structures.graphs.check_graphs`.
 """
 import dataclasses
 import warnings
@@ -23,207 +25,11 @@ import warnings
 import numpy as np
 
 from ..structures.factor_graph import BPOptions, FactorGraph
+from ..structures.graphs import GraphBatch, check_graph_labels, check_graphs
 
-__all__ = ["GraphBatch", "GraphCLL", "check_graphs", "check_graph_labels", "graph_potentials"]
+__all__ = ["GraphCLL", "graph_potentials"]
 
 METHODS = ("exact", "bp", "trw")
-
-
-class GraphBatch:
-    """A validated, packed batch of B graphs (N nodes, E edges in all).
-
-    Attributes
-    ----------
-    node_features : ndarray of float64, shape (N, D)
-    edges : ndarray of int64, shape (E, 2)
-        Edge ends local to their graph.
-    edge_features : ndarray of float64, shape (E, F)
-    lengths, edge_lengths : ndarray of int64, shape (B,)
-        Nodes and edges per graph.
-    offsets, edge_offsets : ndarray of int64, shape (B + 1,)
-    """
-
-    def __init__(self, node_features, edges, edge_features, lengths, edge_lengths):
-        self.node_features = node_features
-        self.edges = edges
-        self.edge_features = edge_features
-        self.lengths = lengths
-        self.edge_lengths = edge_lengths
-        self.offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-        self.edge_offsets = np.concatenate([[0], np.cumsum(edge_lengths)]).astype(np.int64)
-
-    @property
-    def n_graphs(self):
-        return int(self.lengths.shape[0])
-
-    @property
-    def n_node_features(self):
-        return int(self.node_features.shape[1])
-
-    @property
-    def n_edge_features(self):
-        return int(self.edge_features.shape[1])
-
-    def node_graph(self):
-        """Graph index of every node, shape (N,)."""
-        return np.repeat(np.arange(self.n_graphs), self.lengths)
-
-    def edge_graph(self):
-        """Graph index of every edge, shape (E,)."""
-        return np.repeat(np.arange(self.n_graphs), self.edge_lengths)
-
-    def subset(self, graphs):
-        """The batch of the graphs ``graphs`` (int array, in that order)."""
-        graphs = np.asarray(graphs, dtype=np.int64)
-        nodes = _ranges(self.offsets, graphs)
-        edges = _ranges(self.edge_offsets, graphs)
-        return GraphBatch(self.node_features[nodes], self.edges[edges], self.edge_features[edges],
-                          self.lengths[graphs], self.edge_lengths[graphs])
-
-    def with_edges(self, keep):
-        """The same graphs with only the edges where the boolean mask ``keep`` (E,) is True."""
-        keep = np.asarray(keep, dtype=bool)
-        el = np.bincount(self.edge_graph()[keep], minlength=self.n_graphs).astype(np.int64)
-        return GraphBatch(self.node_features, self.edges[keep], self.edge_features[keep], self.lengths, el)
-
-    def split(self, flat, edges=False):
-        """Split a packed per-node (or per-edge) array into a list of per-graph arrays."""
-        off = self.edge_offsets if edges else self.offsets
-        return [flat[off[b]:off[b + 1]] for b in range(self.n_graphs)]
-
-
-def _ranges(offsets, graphs):
-    if graphs.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    starts, stops = offsets[graphs], offsets[graphs + 1]
-    lens = stops - starts
-    idx = np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens)
-    return idx + np.repeat(starts, lens)
-
-
-def check_graphs(X, *, n_node_features=None, n_edge_features=None, name="X"):
-    """Validate a list of graph samples and pack them.
-
-    Parameters
-    ----------
-    X : list of tuple
-        Every sample is ``(node_features, edges)`` or ``(node_features, edges, edge_features)`` with
-        node_features (n, D) float, edges (m, 2) int (node indices 0..n-1, no self loops) and
-        edge_features (m, F) float. Without edge features every edge has the single constant feature 1.
-    n_node_features, n_edge_features : int, optional
-        Required D and F (those seen in training).
-
-    Returns
-    -------
-    GraphBatch
-
-    Raises
-    ------
-    ValueError
-        An empty list, a sample that is not a 2- or 3-tuple, wrong array dimensions, D or F that differ
-        between samples (or from training), NaN/inf features, non-integer edges, edge ends out of range,
-        self loops.
-    """
-    if isinstance(X, tuple) and len(X) in (2, 3) and np.ndim(X[0]) == 2:
-        raise ValueError(f"`{name}` must be a list of graph samples; got a single sample (wrap it in a list)")
-    try:
-        B = len(X)
-    except TypeError:
-        raise ValueError(f"`{name}` must be a list of (node_features, edges[, edge_features]) tuples; got "
-                         f"{type(X).__name__}") from None
-    if B == 0:
-        raise ValueError(f"`{name}` is empty; expected at least one graph")
-    nfs, eds, efs = [], [], []
-    lengths = np.zeros(B, dtype=np.int64)
-    elens = np.zeros(B, dtype=np.int64)
-    D, F = n_node_features, n_edge_features
-    for i, x in enumerate(X):
-        if not isinstance(x, (tuple, list)) or len(x) not in (2, 3):
-            raise ValueError(f"`{name}`[{i}] must be a tuple (node_features, edges[, edge_features]); got "
-                             f"{type(x).__name__}" + (f" of length {len(x)}" if hasattr(x, "__len__") else ""))
-        nf = np.asarray(x[0], dtype=np.float64)
-        if nf.ndim != 2:
-            raise ValueError(f"`{name}`[{i}] node_features must be 2-d (n_nodes, n_features); got shape "
-                             f"{nf.shape}")
-        if not np.all(np.isfinite(nf)):
-            raise ValueError(f"`{name}`[{i}] node_features contain NaN or inf (first at row "
-                             f"{int(np.argwhere(~np.isfinite(nf))[0, 0])})")
-        if D is None:
-            D = nf.shape[1]
-        elif nf.shape[1] != D:
-            raise ValueError(f"`{name}`[{i}] node_features have {nf.shape[1]} columns; expected {D}")
-        n = nf.shape[0]
-        ed = np.asarray(x[1])
-        if ed.size == 0:
-            ed = np.zeros((0, 2), dtype=np.int64)
-        if ed.ndim != 2 or ed.shape[1] != 2:
-            raise ValueError(f"`{name}`[{i}] edges must have shape (n_edges, 2); got {ed.shape}")
-        if not np.issubdtype(ed.dtype, np.integer):
-            raise ValueError(f"`{name}`[{i}] edges must hold integer node indices; got dtype {ed.dtype}")
-        ed = ed.astype(np.int64)
-        m = ed.shape[0]
-        if m:
-            bad = np.flatnonzero((ed < 0).any(1) | (ed >= n).any(1))
-            if bad.size:
-                e = int(bad[0])
-                raise ValueError(f"`{name}`[{i}] edges[{e}] = {ed[e].tolist()} is out of range: the graph "
-                                 f"has {n} nodes (indices 0..{n - 1})")
-            bad = np.flatnonzero(ed[:, 0] == ed[:, 1])
-            if bad.size:
-                raise ValueError(f"`{name}`[{i}] edges[{int(bad[0])}] is a self loop ({int(ed[bad[0], 0])}, "
-                                 f"{int(ed[bad[0], 0])})")
-        if len(x) == 3 and x[2] is not None:
-            ef = np.asarray(x[2], dtype=np.float64)
-            if ef.ndim == 1 and m == 0 and ef.size == 0:
-                ef = ef.reshape(0, F if F is not None else 1)
-            if ef.ndim != 2 or ef.shape[0] != m:
-                raise ValueError(f"`{name}`[{i}] edge_features must have shape (n_edges, F) = ({m}, F); got "
-                                 f"{ef.shape}")
-            if not np.all(np.isfinite(ef)):
-                raise ValueError(f"`{name}`[{i}] edge_features contain NaN or inf")
-        else:
-            ef = np.ones((m, 1))
-        if F is None:
-            F = ef.shape[1]
-        elif ef.shape[1] != F:
-            raise ValueError(f"`{name}`[{i}] has {ef.shape[1]} edge features; expected {F} (samples without "
-                             f"edge_features have the single constant feature 1)")
-        nfs.append(nf)
-        eds.append(ed)
-        efs.append(ef)
-        lengths[i], elens[i] = n, m
-    return GraphBatch(np.ascontiguousarray(np.concatenate(nfs)), np.concatenate(eds),
-                      np.ascontiguousarray(np.concatenate(efs)), lengths, elens)
-
-
-def check_graph_labels(y, batch, n_labels, *, name="y"):
-    """Validate per-graph labels (-1 = hidden) against a batch; packed int64 array (N,).
-
-    Raises ValueError for a wrong number of graphs, a graph whose label count differs from its node
-    count, non-integer labels or labels outside -1..n_labels-1.
-    """
-    try:
-        B = len(y)
-    except TypeError:
-        raise ValueError(f"`{name}` must be a list with one label array per graph") from None
-    if B != batch.n_graphs:
-        raise ValueError(f"`{name}` has {B} label arrays but X has {batch.n_graphs} graphs")
-    out = []
-    for i, yi in enumerate(y):
-        a = np.asarray(yi)
-        if a.ndim != 1 or a.shape[0] != batch.lengths[i]:
-            raise ValueError(f"`{name}`[{i}] must have shape ({int(batch.lengths[i])},) (one label per node); "
-                             f"got {a.shape}")
-        if a.size and not np.issubdtype(a.dtype, np.integer):
-            if not (np.issubdtype(a.dtype, np.floating) and np.all(a == np.round(a))):
-                raise ValueError(f"`{name}`[{i}] must hold integer labels (-1 = hidden); got dtype {a.dtype}")
-        a = a.astype(np.int64)
-        bad = np.flatnonzero((a < -1) | (a >= n_labels))
-        if bad.size:
-            raise ValueError(f"`{name}`[{i}][{int(bad[0])}] = {int(a[bad[0]])} is out of range: labels must "
-                             f"lie in 0..{n_labels - 1} (or -1 for a hidden node)")
-        out.append(a)
-    return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 
 
 def graph_potentials(w, batch, n_labels):
@@ -238,29 +44,6 @@ def graph_potentials(w, batch, n_labels):
     unary = batch.node_features @ wn
     pairwise = (batch.edge_features @ we).reshape(-1, K, K)
     return unary, pairwise
-
-
-def resolve_options(method, options, name="options"):
-    """BPOptions for ``method`` from None / a preset name / a dict of fields / a BPOptions.
-
-    ``name`` is the argument named in error messages (``inference_options`` for the estimators).
-    """
-    if options is not None and not isinstance(options, (str, dict, BPOptions)):
-        raise ValueError(f"`{name}` must be None, a preset name, a dict of BPOptions fields or a "
-                         f"BPOptions; got {type(options).__name__}")
-    if method == "exact":
-        return None
-    if options is None:
-        return BPOptions.preset(method, tol=1e-5, max_iter=200, warn=False)
-    if isinstance(options, str):
-        return BPOptions.preset(options, warn=False)
-    if isinstance(options, dict):
-        fields = [f.name for f in dataclasses.fields(BPOptions)]
-        unknown = sorted(str(k) for k in options if k not in fields)
-        if unknown:
-            raise ValueError(f"`{name}` has unknown BPOptions field(s) {unknown}; known: {fields}")
-        return BPOptions.preset(method, **{"warn": False, **options})
-    return options
 
 
 def _edge_appearance(graph):
@@ -311,7 +94,7 @@ class GraphCLL:
 
     Notes
     -----
-    Objective (seed 002, eqs. (4)–(6)), per graph i with visible labels v_i:
+    Objective (Tran et al. (2014), eqs. (4)–(6)), per graph i with visible labels v_i:
     :math:`L(w) = \sum_i \omega_i (\log Z(o_i) - \log Z(v_i, o_i)) + c_2 \|w\|^2`; all labels observed gives
     the supervised CLL, none observed contributes exactly 0 (such graphs are left out of the batch).
     Graphs are packed into one :class:`FactorGraph` per evaluation (plus its clamped copy). Cost per
@@ -340,7 +123,7 @@ class GraphCLL:
         self.y = np.asarray(y, dtype=np.int64) if isinstance(X, GraphBatch) else \
             check_graph_labels(y, self.batch, K)
         self.method = method
-        self.options = resolve_options(method, options)
+        self.options = BPOptions.resolve(method, options)
         if self.options is not None:
             self.options._checked()
         self.c2 = float(c2)
@@ -355,7 +138,7 @@ class GraphCLL:
         self.n_observed = n_obs
         sub = b.subset(self.active)
         self._sub = sub
-        ysub = self.y[_ranges(b.offsets, self.active)]
+        ysub = self.y[b.node_index(self.active)]
         self._ysub = ysub
         self._prepare_conditioning(sub, ysub)
         self._msgs = [None, None]
@@ -374,10 +157,8 @@ class GraphCLL:
         """
         obs = ysub >= 0
         self._obs = obs
-        gid = np.repeat(np.arange(sub.n_graphs), sub.lengths)
-        egid = np.repeat(np.arange(sub.n_graphs), sub.edge_lengths)
-        gu = sub.edges[:, 0] + sub.offsets[:-1][egid]
-        gv = sub.edges[:, 1] + sub.offsets[:-1][egid]
+        gid, egid = sub.node_graph(), sub.edge_graph()
+        gu, gv = sub.global_edges()
         self._gu, self._gv = gu, gv
         hid = np.flatnonzero(~obs)
         self._hid = hid
@@ -484,7 +265,7 @@ class GraphCLL:
             self.inference_converged.append(True)
             return 0.0, grad, per
         unary, pairwise = graph_potentials(w, sub, K)
-        g = FactorGraph(unary, sub.edges, pairwise, lengths=sub.lengths, edge_lengths=sub.edge_lengths)
+        g = sub.factor_graph(unary, pairwise)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             full = self._infer(g, 0)
@@ -503,8 +284,7 @@ class GraphCLL:
                              f"(raise c2)")
         if need_grad:
             D = sub.n_node_features
-            wn = wt[np.repeat(np.arange(sub.n_graphs), sub.lengths)]
-            we = wt[np.repeat(np.arange(sub.n_graphs), sub.edge_lengths)]
+            wn, we = wt[self._gid], wt[self._egid]
             dmu = (full.unary - c_unary) * wn[:, None]
             dpair = (full.edge - c_edge).reshape(-1, K * K) * we[:, None]
             grad[:D * K] = (sub.node_features.T @ dmu).ravel()

@@ -1,14 +1,18 @@
 """Optimisers for CRF training: L-BFGS / OWL-QN (libLBFGS through pylbfgs), SGD with L2, and the online
 large-margin family (averaged perceptron, passive–aggressive, AROW) — the set CRFsuite offers.
 
-Every optimiser takes an objective ``f(w, g) -> value`` (gradient written into g) or, for online
-methods, a per-sequence decoder, and returns ``(w, n_iter, converged, log)``; ``log`` is a list of dicts
-(iteration, loss, gradient norm, active features, seconds).
+Every optimiser takes an objective ``f(w, g) -> value`` (gradient written into g; :func:`minimize_cg`:
+an object with ``value_and_grad(w) -> (value, gradient)``) or, for online methods, a per-sequence
+decoder, and returns ``(w, n_iter, converged, log)``; ``log`` is a list of dicts (iteration, loss,
+gradient norm, active features, seconds). For the piecewise-smooth objectives of loopy inference
+(:class:`~structlearn.learning.graph_objective.GraphCLL` with BP / TRW): :func:`lbfgs_restarts` and
+:func:`minimize_cg`.
 """
 import time
 import warnings
 
 import numpy as np
+from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 
 
@@ -86,3 +90,95 @@ def lbfgs(objective, x0, *, c1=0.0, m=6, epsilon=1e-5, period=10, delta=1e-5, ma
     if log:
         log[-1]["stop_reason"] = reason
     return np.asarray(x), len(log), converged, log
+
+
+def lbfgs_restarts(objective, w0, max_iterations, *, callback=None, max_restarts=5):
+    """:func:`lbfgs`, restarted (memory cleared) after a failed line search while iterations remain.
+
+    Loopy BP / TRW objectives are only piecewise smooth (message passing may jump between fixed points,
+    warm-started messages make the value depend on the path), which stops libLBFGS's line search early;
+    a restart from the last point usually keeps making progress. Stops when a run converges, ends for
+    another reason than its line search, or makes no progress from a fresh start (then a (local)
+    optimum: converged), after ``max_restarts`` restarts, or at ``max_iterations`` in all.
+
+    Parameters
+    ----------
+    objective : callable ``f(w, g) -> value``
+    w0 : array-like of float64
+    max_iterations : int
+        Iterations over all runs together.
+    callback : callable ``callback(entry) -> bool``, optional
+        As :func:`lbfgs`; ``entry["iteration"]`` counts from 1 in every run.
+    max_restarts : int
+
+    Returns
+    -------
+    (w, n_iter, converged, log)
+        As :func:`lbfgs`; ``log`` holds the entries of every run, ``converged`` is False when
+        ``max_iterations`` was reached.
+    """
+    w, total, restarts = np.asarray(w0, dtype=np.float64), 0, 0
+    best = None
+    history = []
+    while True:
+        w_new, n_iter, converged, log = lbfgs(objective, w, max_iterations=max_iterations - total,
+                                              callback=callback)
+        history += log
+        total += n_iter
+        loss = log[-1]["loss"] if log else None
+        if n_iter:
+            w = w_new
+        reason = log[-1].get("stop_reason", "") if log else ""
+        line_search_failed = "line-search" in reason or "line search" in reason.lower()
+        improved = loss is not None and (best is None or loss < best - 1e-8 * max(1.0, abs(best)))
+        if loss is not None and (best is None or loss < best):
+            best = loss
+        if converged or not line_search_failed or not improved or total >= max_iterations \
+                or restarts >= max_restarts:
+            if line_search_failed and not improved:
+                converged = True   # no progress from a fresh start either: a (local) optimum
+            return w, total, converged and total < max_iterations, history
+        restarts += 1
+
+
+def minimize_cg(objective, w0, max_iterations, *, gtol=1e-5):
+    """Minimise ``objective.value_and_grad`` by nonlinear conjugate gradient (scipy, Polak–Ribière).
+
+    ``scipy.optimize.minimize(method="CG")``, stopping when the gradient's largest entry is below
+    ``gtol`` or after ``max_iterations``; Tran et al. (2014, §5) found it better than L-BFGS for loopy
+    BP and exact learning of 2-level DCRFs. Warns ``ConvergenceWarning`` when it makes no step from
+    ``w0`` (a badly scaled objective).
+
+    Returns
+    -------
+    (w, n_iter, converged, log)
+        As :func:`lbfgs`; log entries hold ``iteration``, ``loss``, ``gradient_norm``, ``seconds``.
+    """
+    from scipy.optimize import minimize
+
+    log = []
+    t0 = [time.perf_counter()]
+    last = {}
+
+    def fun(w):
+        v, g = objective.value_and_grad(w)
+        last["v"], last["g"] = v, g
+        return v, g
+
+    def callback(xk):
+        now = time.perf_counter()
+        log.append({"iteration": len(log) + 1, "loss": float(last.get("v", np.nan)),
+                    "gradient_norm": float(np.linalg.norm(last.get("g", np.zeros(1)))),
+                    "seconds": now - t0[0]})
+        t0[0] = now
+
+    res = minimize(fun, np.array(w0, dtype=np.float64), jac=True, method="CG", callback=callback,
+                   options={"maxiter": int(max_iterations), "gtol": gtol})
+    converged = bool(res.success)
+    if log:
+        log[-1]["stop_reason"] = str(res.message)
+    if res.nit == 0 and not res.success:
+        warnings.warn(f"conjugate gradient made no progress from its starting point ({res.message}, gradient "
+                      f"norm {np.linalg.norm(last.get('g', np.zeros(1))):.3g}); the objective is probably badly "
+                      f"scaled: standardise the features", ConvergenceWarning)
+    return np.asarray(res.x), int(res.nit), converged, log

@@ -20,6 +20,7 @@ except ImportError:  # pragma: no cover
     pass
 try:
     from .factor_graph import BPOptions, FactorGraph, GraphInference  # noqa: F401
-    __all__ += ["FactorGraph", "BPOptions", "GraphInference"]
+    from .graphs import GraphBatch  # noqa: F401
+    __all__ += ["FactorGraph", "BPOptions", "GraphInference", "GraphBatch"]
 except ImportError:  # pragma: no cover
     pass

@@ -8,7 +8,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from ..kernels import messages as _k
 from ..semirings import LOG, MAX, semiring_code
-from ..utils.validation import check_allowed_mask, check_lengths, check_log_potentials
+from ..utils.validation import check_lengths, check_log_potentials
 from ._base import Marginals, StructureBase
 
 METHODS = ("bp", "trw", "exact")
@@ -56,6 +56,33 @@ class BPOptions:
         if name not in PRESETS:
             raise ValueError(f"unknown BPOptions preset {name!r}; expected one of {sorted(PRESETS)}")
         return dataclasses.replace(PRESETS[name], **changes)
+
+    @classmethod
+    def resolve(cls, method, options, name="options"):
+        """The options learning uses for ``method`` from None / a preset name / a dict of fields / a
+        BPOptions; None for ``"exact"``.
+
+        None gives ``preset(method, tol=1e-5, max_iter=200, warn=False)``; a name or a dict of fields
+        gives that preset (the dict: ``method``'s preset with the fields replaced) with ``warn=False``
+        unless the dict sets it. ``name`` is the argument named in error messages (``inference_options``
+        for the estimators).
+        """
+        if options is not None and not isinstance(options, (str, dict, BPOptions)):
+            raise ValueError(f"`{name}` must be None, a preset name, a dict of BPOptions fields or a "
+                             f"BPOptions; got {type(options).__name__}")
+        if method == "exact":
+            return None
+        if options is None:
+            return cls.preset(method, tol=1e-5, max_iter=200, warn=False)
+        if isinstance(options, str):
+            return cls.preset(options, warn=False)
+        if isinstance(options, dict):
+            fields = [f.name for f in dataclasses.fields(BPOptions)]
+            unknown = sorted(str(k) for k in options if k not in fields)
+            if unknown:
+                raise ValueError(f"`{name}` has unknown BPOptions field(s) {unknown}; known: {fields}")
+            return cls.preset(method, **{"warn": False, **options})
+        return options
 
     def _checked(self):
         if not isinstance(self.max_iter, (int, np.integer)) or self.max_iter < 1:
@@ -127,7 +154,9 @@ class FactorGraph(StructureBase):
 
     .. math:: s(x) = \sum_{n \in V} unary[n, x_n] + \sum_{e = (u, v) \in E} pairwise[e, x_u, x_v]
 
-    and :math:`p(x) = \exp(s(x) - \log Z)` (a conditional MRF / CRF on a general graph; seed 002 §2).
+    and :math:`p(x) = \exp(s(x) - \log Z)` (a conditional MRF / CRF on a general graph; Tran, Phung &
+    Venkatesh, "Learning Structured Outputs from Partial Labels using Forest Ensemble", arXiv:1407.6432
+    (2014), §2).
 
     Parameters
     ----------
@@ -194,19 +223,8 @@ class FactorGraph(StructureBase):
             edge_lengths = [E] * self.batch_size
         self.edge_lengths, self.edge_offsets = check_lengths(edge_lengths, E, name="edge_lengths",
                                                              rows_name="`edges`")
-        gid = np.repeat(np.arange(self.batch_size), self.edge_lengths)
-        size = self.lengths[gid]
-        for name, end in (("first", eu), ("second", ev)):
-            bad = np.flatnonzero((end < 0) | (end >= size))
-            if bad.size:
-                e = int(bad[0])
-                raise ValueError(f"`edges`[{e}] has {name} end {int(end[e])}, out of range: graph "
-                                 f"{int(gid[e])} has {int(size[e])} nodes (local indices 0..{int(size[e]) - 1})")
-        bad = np.flatnonzero(eu == ev)
-        if bad.size:
-            e = int(bad[0])
-            raise ValueError(f"`edges`[{e}] = ({int(eu[e])}, {int(ev[e])}) is a self loop; put a node's "
-                             f"own potential in `unary`")
+        self._edge_graph = gid = np.repeat(np.arange(self.batch_size), self.edge_lengths)
+        check_edge_ends(eu, ev, self.lengths[gid], graph=gid, hint="; put a node's own potential in `unary`")
         self.edges = np.stack([eu, ev], axis=1) if E else np.zeros((0, 2), dtype=np.int64)
         self._eu = np.ascontiguousarray(eu + self.offsets[:-1][gid])
         self._ev = np.ascontiguousarray(ev + self.offsets[:-1][gid])
@@ -424,8 +442,7 @@ class FactorGraph(StructureBase):
         np.add.at(out, self._graph_of_node(), self.unary[np.arange(self.n_rows), labels])
         if self.n_edges:
             pe = np.zeros(self.n_edges, dtype=np.int64) if self.shared_pairwise else np.arange(self.n_edges)
-            gid = np.repeat(np.arange(self.batch_size), self.edge_lengths)
-            np.add.at(out, gid, self._pair[pe, labels[self._eu], labels[self._ev]])
+            np.add.at(out, self._edge_graph, self._pair[pe, labels[self._eu], labels[self._ev]])
         return out
 
     def constrain(self, allowed):
@@ -475,7 +492,7 @@ class FactorGraph(StructureBase):
         dead = log_z == -np.inf
         if dead.any():
             unary[dead[self._graph_of_node()]] = 0.0
-            edge[dead[np.repeat(np.arange(self.batch_size), self.edge_lengths)]] = 0.0
+            edge[dead[self._edge_graph]] = 0.0
 
     def _exact_forest(self, forest, sr, log_z, unary, edge, labels):
         """Forests through the Tree engine: one Tree per connected component, rooted at its first node."""
@@ -489,8 +506,7 @@ class FactorGraph(StructureBase):
         sel_nodes = np.flatnonzero(forest[gnode])
         if sel_nodes.size == 0:
             return
-        gedge = np.repeat(np.arange(self.batch_size), self.edge_lengths)
-        sel_edges = np.flatnonzero(forest[gedge])
+        sel_edges = np.flatnonzero(forest[self._edge_graph])
         _, comp = self._components()
         # root each component at its first node: BFS from a virtual super-root joined to every root
         first = np.unique(comp[sel_nodes], return_index=True)[1]
@@ -536,6 +552,35 @@ class FactorGraph(StructureBase):
         unary[perm] = m.unary
         em = m.edge[pos[child]]
         edge[ce] = np.where(flip[:, None, None], em.transpose(0, 2, 1), em)
+
+
+def check_edge_ends(eu, ev, size, *, name="`edges`", graph=None, hint=""):
+    """Raise ValueError for the first edge with an end outside ``0..size−1``, then the first self loop.
+
+    Parameters
+    ----------
+    eu, ev : ndarray of int64, shape (E,)
+        Edge ends, local to their graph.
+    size : int or ndarray of int64, shape (E,)
+        Node count of the graph of every edge.
+    name : str
+        How the edges are named in the message (``name[e] = (u, v) ...``).
+    graph : ndarray of int64, shape (E,), optional
+        Graph index of every edge, named in the message.
+    hint : str
+        Appended to the self-loop message.
+    """
+    bad = np.flatnonzero((eu < 0) | (eu >= size) | (ev < 0) | (ev >= size))
+    if bad.size:
+        e = int(bad[0])
+        n = int(np.broadcast_to(size, eu.shape)[e])
+        where = "the graph" if graph is None else f"graph {int(graph[e])}"
+        raise ValueError(f"{name}[{e}] = ({int(eu[e])}, {int(ev[e])}) is out of range: {where} has {n} "
+                         f"nodes (local indices 0..{n - 1})")
+    bad = np.flatnonzero(eu == ev)
+    if bad.size:
+        e = int(bad[0])
+        raise ValueError(f"{name}[{e}] = ({int(eu[e])}, {int(ev[e])}) is a self loop{hint}")
 
 
 def _pack_unary(unary, n_labels):
