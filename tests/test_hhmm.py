@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from structlearn import HierarchicalHMM
-from structlearn.emissions import Categorical, Gaussian
+from structlearn.models.emissions import Categorical, Gaussian
 from structlearn.models.hhmm import Hierarchy
 from tests.oracles import hhmm as oracle
 

@@ -50,7 +50,7 @@ from sklearn.utils import check_random_state
 
 from numba import get_num_threads
 
-from .. import emissions as _emi
+from . import emissions as _emi
 from ..kernels import chain_sparse as _ks
 from ..semirings import LOG
 from ..structures._base import Marginals
@@ -827,7 +827,7 @@ class HierarchicalHMM(BaseEstimator):
     def _require_emission(self):
         e = self.emission_
         P = len(self.hierarchy_.production_names)
-        if not (hasattr(e, "_is_set") and e._is_set()) and getattr(e, "n_states", None) is None:
+        if getattr(e, "n_states", None) is None:
             raise ValueError("emission parameters are not set: pass an emission object with parameters "
                              "or call fit()")
         if getattr(e, "n_states", P) not in (None, P):
@@ -836,7 +836,7 @@ class HierarchicalHMM(BaseEstimator):
 
     def _data(self, X, lengths):
         self._build()
-        X = self.emission_._check_X(X) if hasattr(self.emission_, "_check_X") else _emi._as_2d(X)
+        X = _emi.check_observations(self.emission_, X)
         lengths, offsets = check_lengths(lengths, X.shape[0], rows_name="`X`")
         return X, lengths, offsets
 
@@ -1250,10 +1250,10 @@ class HierarchicalHMM(BaseEstimator):
             h.set_theta(np.where(keep, new, theta))
         if "e" in self.init_params:
             P = len(h.production_names)
-            if not hasattr(self.emission_, "_initialize"):
-                raise ValueError("the emission object has no `_initialize`; set its parameters and drop "
+            if not hasattr(self.emission_, "initialize"):
+                raise ValueError("the emission object has no `initialize`; set its parameters and drop "
                                  "'e' from `init_params`")
-            self.emission_._initialize(X, P, rng.randint(P, size=X.shape[0]), rng)
+            self.emission_.initialize(X, P, rng.randint(P, size=X.shape[0]), rng)
 
     def fit_supervised(self, X, states, lengths=None, finished=None):
         """Maximum-likelihood estimation from fully labelled nested segments; returns self.
@@ -1313,8 +1313,8 @@ class HierarchicalHMM(BaseEstimator):
         P = len(h.production_names)
         w = np.zeros((X.shape[0], P))
         w[np.arange(X.shape[0]), h._cfg_prod[cfg]] = 1.0
-        if getattr(self.emission_, "n_states", None) is None and hasattr(self.emission_, "_initialize"):
-            self.emission_._initialize(X, P, h._cfg_prod[cfg], check_random_state(self.random_state))
+        if getattr(self.emission_, "n_states", None) is None and hasattr(self.emission_, "initialize"):
+            self.emission_.initialize(X, P, h._cfg_prod[cfg], check_random_state(self.random_state))
         self.emission_.fit(X, w)
         return self
 
@@ -1380,7 +1380,7 @@ class HierarchicalHMM(BaseEstimator):
         ename = type(e).__name__
         if getattr(_emi, ename, None) is not type(e):
             raise ValueError(f"cannot save a custom emission of type {type(e).__qualname__}")
-        earr, ecfg = e._get_state()
+        earr, ecfg = e.get_state()
         h = self.hierarchy_
         arrays = {"theta": h.theta()}
         arrays.update({f"emission.{k}": v for k, v in earr.items()})
@@ -1413,7 +1413,7 @@ class HierarchicalHMM(BaseEstimator):
                        .reshape(K, K), "end": theta[b + K + K * K:b + 2 * K + K * K]}
             b += 2 * K + K * K
         emission = ecls(**meta.get("emission_config", {}))
-        emission._set_state({k[len("emission."):]: v for k, v in arrays.items()
+        emission.set_state({k[len("emission."):]: v for k, v in arrays.items()
                              if k.startswith("emission.")})
         model = cls(spec, emission, root=names[0], **header["params"])
         model._build()

@@ -33,8 +33,9 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from .. import durations as _dur
-from .. import emissions as _emi
+from . import durations as _dur
+from . import emissions as _emi
+from .censoring import log_tail_sum
 from ..structures.chain import LinearChain
 from ..structures.semimarkov import SemiMarkov
 from ..utils.validation import check_lengths
@@ -222,7 +223,7 @@ class HiddenSemiMarkovModel(BaseEstimator):
 
     def _validate_data(self, X, lengths, emission=None):
         emission = emission if emission is not None else self._emission_for_check()
-        X = emission._check_X(X) if hasattr(emission, "_check_X") else _emi._as_2d(X)
+        X = _emi.check_observations(emission, X)
         lengths, offsets = check_lengths(lengths, X.shape[0], rows_name="the observations `X`")
         return X, lengths, offsets
 
@@ -393,10 +394,10 @@ class HiddenSemiMarkovModel(BaseEstimator):
             emission = _emi.make_emission(self.emission)
             if "e" in ip:
                 labels = self._initial_labels(X, lengths, rng, restart)
-                if not hasattr(emission, "_initialize"):
-                    raise ValueError("the emission object has no `_initialize`; set its parameters "
+                if not hasattr(emission, "initialize"):
+                    raise ValueError("the emission object has no `initialize`; set its parameters "
                                      "and leave 'e' out of `init_params`")
-                emission._initialize(X, K, labels, rng)
+                emission.initialize(X, K, labels, rng)
             elif getattr(emission, "n_states", None) != K:
                 raise ValueError(f"'e' is not in `init_params` but the emission object has no "
                                  f"parameters for {K} states: {emission!r}")
@@ -413,10 +414,10 @@ class HiddenSemiMarkovModel(BaseEstimator):
                 if restart or self.init == "random":
                     means = means * np.exp(rng.uniform(-0.7, 0.7, K))
                 means = np.clip(means, 1.05, max(1.05, 0.75 * D))
-                if not hasattr(duration, "_initialize"):
-                    raise ValueError("the duration object has no `_initialize`; set its parameters "
+                if not hasattr(duration, "initialize"):
+                    raise ValueError("the duration object has no `initialize`; set its parameters "
                                      "and leave 'd' out of `init_params`")
-                duration._initialize(K, D, means, rng)
+                duration.initialize(K, D, means, rng)
             elif getattr(duration, "n_states", None) != K:
                 raise ValueError(f"'d' is not in `init_params` but the duration object has no "
                                  f"parameters for {K} states: {duration!r}")
@@ -731,7 +732,7 @@ class HiddenSemiMarkovModel(BaseEstimator):
         ls_next = np.vstack([ls[1:], np.full((1, K), -np.inf)])  # log P(duration >= d + 1)
         if self.censoring == "both":
             lm = _dur.log_mean(lp)
-            lr = _dur._rev_logcumsumexp(ls)
+            lr = log_tail_sum(ls)
             lr_next = np.vstack([lr[1:], np.full((1, K), -np.inf)])
             first = {"closed": ls - lm, "open": lr - lm, "cont": lr_next - lm}
         else:
@@ -1055,8 +1056,9 @@ class HiddenSemiMarkovModel(BaseEstimator):
 
     def bic(self, X, lengths=None):
         """Bayesian information criterion -2 log L + p log N, N = number of rows of X."""
-        n = _emi._as_2d(X).shape[0]
-        return -2.0 * self.score(X, lengths) + self.n_parameters() * math.log(n)
+        log_likelihood = self.score(X, lengths)
+        n = _emi.check_observations(self.emission_, X).shape[0]
+        return -2.0 * log_likelihood + self.n_parameters() * math.log(n)
 
     # ================================================================================================
     # model files
@@ -1084,8 +1086,8 @@ class HiddenSemiMarkovModel(BaseEstimator):
         check_is_fitted(self, "startprob_")
         dname = self._family_name(self.duration_, (_dur,), "duration")
         ename = self._family_name(self.emission_, (_emi,), "emission")
-        darr, dcfg = self.duration_._get_state()
-        earr, ecfg = self.emission_._get_state()
+        darr, dcfg = self.duration_.get_state()
+        earr, ecfg = self.emission_.get_state()
         arrays = {"startprob_": self.startprob_, "transmat_": self.transmat_}
         arrays.update({f"duration.{k}": v for k, v in darr.items()})
         arrays.update({f"emission.{k}": v for k, v in earr.items()})
@@ -1123,10 +1125,10 @@ class HiddenSemiMarkovModel(BaseEstimator):
             raise ModelFileError(f"{path!r}: the header names no structlearn duration/emission family")
         model = cls(**header["params"])
         duration = dcls(**meta.get("duration_config", {}))
-        duration._set_state({k[len("duration."):]: v for k, v in arrays.items()
+        duration.set_state({k[len("duration."):]: v for k, v in arrays.items()
                              if k.startswith("duration.")})
         emission = ecls(**meta.get("emission_config", {}))
-        emission._set_state({k[len("emission."):]: v for k, v in arrays.items()
+        emission.set_state({k[len("emission."):]: v for k, v in arrays.items()
                              if k.startswith("emission.")})
         model.duration_, model.emission_ = duration, emission
         model.startprob_ = np.asarray(arrays["startprob_"], dtype=np.float64)

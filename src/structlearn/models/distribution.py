@@ -1,0 +1,58 @@
+"""The parameter bookkeeping shared by the emission and duration families.
+
+A family names its parameter arrays in ``_param_names`` (the first one has one row per state) and its
+other constructor settings in ``_config()``; this base gives it ``n_states``, a ``repr`` and the
+model-file protocol ``get_state()`` / ``set_state(arrays)``.
+"""
+import numpy as np
+
+__all__ = ["Distribution"]
+
+
+class Distribution:
+    """Base of :class:`~structlearn.models.emissions.EmissionDistribution` and
+    :class:`~structlearn.models.durations.DurationDistribution`."""
+
+    _param_names = ()
+
+    @property
+    def n_states(self):
+        """Number of states K, or ``None`` before the parameters are set."""
+        v = getattr(self, self._param_names[0])
+        return None if v is None else int(np.shape(v)[0])
+
+    def _is_set(self):
+        return all(getattr(self, n) is not None for n in self._param_names)
+
+    def _require(self):
+        if not self._is_set():
+            raise ValueError(f"{type(self).__name__} parameters are not set; pass them to the "
+                             f"constructor or fit a model first")
+
+    def __repr__(self):
+        parts = [f"{k}={v!r}" for k, v in self._config().items()]
+        for n in self._param_names:
+            v = getattr(self, n)
+            if v is not None:
+                parts.append(f"{n}={np.array2string(np.asarray(v), precision=4, threshold=12)}")
+        return f"{type(self).__name__}({', '.join(parts)})"
+
+    def _config(self):
+        """JSON-able constructor settings other than the parameter arrays."""
+        return {}
+
+    def get_state(self):
+        """(arrays, config) for model files: the parameter arrays by name and :meth:`_config`."""
+        self._require()
+        return ({n: np.asarray(getattr(self, n), dtype=np.float64) for n in self._param_names},
+                self._config())
+
+    def set_state(self, arrays):
+        """Set the parameter arrays from a model file (validated); returns self."""
+        for n in self._param_names:
+            setattr(self, n, np.asarray(arrays[n], dtype=np.float64).copy())
+        self._validate()
+        return self
+
+    def _validate(self):  # pragma: no cover - overridden
+        pass
