@@ -8,7 +8,7 @@ _LAZY = {
     "TreeCRF": "structlearn.estimators.tree_crf",
     "GraphCRF": "structlearn.estimators.graph_crf",
     "AdaBoostMRF": "structlearn.estimators.adaboost_mrf",
-    "HiddenSemiMarkovModel": "structlearn.models.hsmm",
+    "HiddenSemiMarkovModel": "structlearn.estimators.hsmm",
     "HierarchicalHMM": "structlearn.models.hhmm",
 }
 

@@ -56,3 +56,29 @@ class Distribution:
 
     def _validate(self):  # pragma: no cover - overridden
         pass
+
+
+def family_to_file(obj, module, what):
+    """(family name, arrays prefixed ``"<what>."``, config) of a family object for a model file.
+
+    Raises ``ValueError`` for an object whose class is not one of ``module``'s families (model files
+    only name structlearn's families, so loading never executes code).
+    """
+    name = type(obj).__name__
+    if getattr(module, name, None) is not type(obj):
+        raise ValueError(f"cannot save a model with a custom {what} object of type "
+                         f"{type(obj).__qualname__}: model files only name structlearn's families "
+                         f"(loading never executes code)")
+    arrays, config = obj.get_state()
+    return name, {f"{what}.{k}": v for k, v in arrays.items()}, config
+
+
+def family_from_file(module, base, name, config, arrays, what):
+    """The family object written by :func:`family_to_file`, or ``None`` when ``name`` is not a
+    subclass of ``base`` in ``module``."""
+    cls = getattr(module, str(name), None)
+    if not (isinstance(cls, type) and issubclass(cls, base)):
+        return None
+    prefix = f"{what}."
+    return cls(**(config or {})).set_state({k[len(prefix):]: v for k, v in arrays.items()
+                                            if k.startswith(prefix)})
