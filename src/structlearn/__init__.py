@@ -9,7 +9,7 @@ _LAZY = {
     "GraphCRF": "structlearn.estimators.graph_crf",
     "AdaBoostMRF": "structlearn.estimators.adaboost_mrf",
     "HiddenSemiMarkovModel": "structlearn.estimators.hsmm",
-    "HierarchicalHMM": "structlearn.models.hhmm",
+    "HierarchicalHMM": "structlearn.estimators.hhmm",
 }
 
 
