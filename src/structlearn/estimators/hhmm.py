@@ -15,7 +15,7 @@ from sklearn.utils import check_random_state
 
 from ..learning.em import ConvergenceMonitor, run_em
 from ..models import emissions as _emi
-from ..models.distribution import family_from_file, family_to_file
+from ..models.distribution import families_from_file, family_to_file
 from ..models.hhmm import FlatHMM, Hierarchy, log_sum_exp
 from ..models.hhmm_dbn import HHMMDBN
 from ..structures._base import Marginals
@@ -738,8 +738,7 @@ class HierarchicalHMM(BaseEstimator):
 
         header, arrays = load_model(path, expected_format=_FORMAT, supported_version=_FORMAT_VERSION)
         meta = header["metadata"]
-        emission = family_from_file(_emi, _emi.EmissionDistribution, meta.get("emission_family"),
-                                    meta.get("emission_config"), arrays, "emission")
+        emission = families_from_file(meta, arrays, {"emission": (_emi, _emi.EmissionDistribution)})["emission"]
         if emission is None:
             raise ModelFileError(f"{path!r}: unknown emission family {meta.get('emission_family')!r}")
         names, kids = meta["submodels"], meta["children"]

@@ -23,7 +23,7 @@ from ..models import durations as _dur
 from ..models import emissions as _emi
 from ..models import hsmm as _model
 from ..models.censoring import CENSORING
-from ..models.distribution import family_from_file, family_to_file
+from ..models.distribution import families_from_file, family_to_file
 from ..structures.chain import LinearChain
 from ..utils.validation import check_lengths
 
@@ -761,15 +761,13 @@ class HiddenSemiMarkovModel(BaseEstimator):
 
         header, arrays = load_model(path, expected_format=_FORMAT, supported_version=_FORMAT_VERSION)
         meta = header["metadata"]
-        duration = family_from_file(_dur, _dur.DurationDistribution, meta.get("duration_family"),
-                                    meta.get("duration_config"), arrays, "duration")
-        emission = family_from_file(_emi, _emi.EmissionDistribution, meta.get("emission_family"),
-                                    meta.get("emission_config"), arrays, "emission")
-        if duration is None or emission is None:
+        fam = families_from_file(meta, arrays, {"duration": (_dur, _dur.DurationDistribution),
+                                                "emission": (_emi, _emi.EmissionDistribution)})
+        if None in fam.values():
             raise ModelFileError(f"{path!r}: the header names no structlearn duration/emission family "
                                  f"({meta.get('duration_family')!r}, {meta.get('emission_family')!r})")
         model = cls(**header["params"])
-        model.duration_, model.emission_ = duration, emission
+        model.duration_, model.emission_ = fam["duration"], fam["emission"]
         model.startprob_ = np.asarray(arrays["startprob_"], dtype=np.float64)
         model.transmat_ = np.asarray(arrays["transmat_"], dtype=np.float64)
         model.max_duration_ = int(meta["max_duration_"])

@@ -6,7 +6,17 @@ model-file protocol ``get_state()`` / ``set_state(arrays)``.
 """
 import numpy as np
 
-__all__ = ["Distribution"]
+__all__ = ["Distribution", "check_stochastic_rows", "family_to_file", "families_from_file"]
+
+
+def check_stochastic_rows(p, name, what=""):
+    """``ValueError`` unless the 2-d array ``p`` is finite, non-negative, with rows summing to one."""
+    if not np.all(np.isfinite(p)) or np.any(p < 0):
+        raise ValueError(f"`{name}` must be finite and non-negative{what}")
+    s = p.sum(axis=1)
+    if not np.allclose(s, 1.0, atol=1e-8):
+        j = int(np.argmax(np.abs(s - 1)))
+        raise ValueError(f"`{name}` rows must sum to 1; row {j} sums to {s[j]:.6g}")
 
 
 class Distribution:
@@ -73,12 +83,20 @@ def family_to_file(obj, module, what):
     return name, {f"{what}.{k}": v for k, v in arrays.items()}, config
 
 
-def family_from_file(module, base, name, config, arrays, what):
-    """The family object written by :func:`family_to_file`, or ``None`` when ``name`` is not a
-    subclass of ``base`` in ``module``."""
-    cls = getattr(module, str(name), None)
-    if not (isinstance(cls, type) and issubclass(cls, base)):
-        return None
-    prefix = f"{what}."
-    return cls(**(config or {})).set_state({k[len(prefix):]: v for k, v in arrays.items()
-                                            if k.startswith(prefix)})
+def families_from_file(meta, arrays, families):
+    """The family objects written by :func:`family_to_file`, by role.
+
+    ``families`` maps a role (``"duration"``, ``"emission"``) to ``(module, base class)``; ``meta``
+    holds ``"<role>_family"`` and ``"<role>_config"``, ``arrays`` the arrays prefixed ``"<role>."``.
+    A role whose family is not a subclass of its base in its module maps to ``None``.
+    """
+    out = {}
+    for what, (module, base) in families.items():
+        cls = getattr(module, str(meta.get(f"{what}_family")), None)
+        if not (isinstance(cls, type) and issubclass(cls, base)):
+            out[what] = None
+            continue
+        prefix = f"{what}."
+        out[what] = cls(**(meta.get(f"{what}_config") or {})).set_state(
+            {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)})
+    return out

@@ -55,7 +55,7 @@ from scipy import optimize, special, stats
 from sklearn.utils import check_random_state
 
 from .censoring import CENSORING, complete_counts, duration_tables, log_mean, log_survivor
-from .distribution import Distribution
+from .distribution import Distribution, check_stochastic_rows
 
 __all__ = [
     "CENSORING", "NonParametric", "Poisson", "NegativeBinomial", "Geometric", "Gamma", "LogNormal",
@@ -176,12 +176,7 @@ class NonParametric(DurationDistribution):
         if p.ndim != 2 or p.shape[1] < 1:
             raise ValueError(f"`probs` must have shape (K, D) (one row of duration probabilities per "
                              f"state); got {p.shape}")
-        if not np.all(np.isfinite(p)) or np.any(p < 0):
-            raise ValueError("`probs` must be finite and non-negative (duration probabilities)")
-        s = p.sum(axis=1)
-        if not np.allclose(s, 1.0, atol=1e-8):
-            j = int(np.argmax(np.abs(s - 1)))
-            raise ValueError(f"`probs` rows must sum to 1; row {j} sums to {s[j]:.6g}")
+        check_stochastic_rows(p, "probs", " (duration probabilities)")
 
     def log_pmf(self, max_duration):
         """Truncated, renormalised log p_j(d), shape (D, K), float64 (-inf for zero probability)."""

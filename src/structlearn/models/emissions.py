@@ -47,7 +47,7 @@ import numpy as np
 from scipy import special
 from sklearn.utils import check_random_state
 
-from .distribution import Distribution
+from .distribution import Distribution, check_stochastic_rows
 
 __all__ = ["Categorical", "Poisson", "Gaussian", "MultivariateGaussian", "GaussianMixture",
            "EMISSION_FAMILIES", "make_emission", "check_observations"]
@@ -55,7 +55,7 @@ __all__ = ["Categorical", "Poisson", "Gaussian", "MultivariateGaussian", "Gaussi
 _LOG_2PI = np.log(2 * np.pi)
 
 
-def _as_2d(X, name="X"):
+def _as_2d(X, name="X", n_features=None):
     try:
         arr = np.asarray(X, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -66,6 +66,8 @@ def _as_2d(X, name="X"):
         raise ValueError(f"`{name}` must be 2-d (n_samples, n_features); got shape {arr.shape}")
     if np.any(np.isinf(arr)):
         raise ValueError(f"`{name}` contains infinite values; use NaN for missing observations")
+    if n_features is not None and arr.shape[1] != n_features:
+        raise ValueError(f"X has {arr.shape[1]} features but the means have {n_features}")
     return arr
 
 
@@ -123,12 +125,7 @@ class Categorical(EmissionDistribution):
         p = self.probs
         if p.ndim != 2:
             raise ValueError(f"`probs` must have shape (K, V); got {p.shape}")
-        if not np.all(np.isfinite(p)) or np.any(p < 0):
-            raise ValueError("`probs` must be finite and non-negative")
-        s = p.sum(axis=1)
-        if not np.allclose(s, 1.0, atol=1e-8):
-            j = int(np.argmax(np.abs(s - 1)))
-            raise ValueError(f"`probs` rows must sum to 1; row {j} sums to {s[j]:.6g}")
+        check_stochastic_rows(p, "probs")
         if self.n_features is None:
             self.n_features = p.shape[1]
         elif p.shape[1] != self.n_features:
@@ -471,10 +468,7 @@ class MultivariateGaussian(EmissionDistribution):
                     raise ValueError(f"`covars[{k}]` must be symmetric positive definite")
 
     def check_X(self, X):
-        X = _as_2d(X)
-        if self.means is not None and X.shape[1] != self.means.shape[1]:
-            raise ValueError(f"X has {X.shape[1]} features but the means have {self.means.shape[1]}")
-        return X
+        return _as_2d(X, n_features=None if self.means is None else self.means.shape[1])
 
     def log_density(self, X):
         """log N(x_t; μ_j, Σ_j), shape (N, K); 0 for missing rows."""
@@ -599,10 +593,7 @@ class GaussianMixture(EmissionDistribution):
         self.n_mix = M
 
     def check_X(self, X):
-        X = _as_2d(X)
-        if self.means is not None and X.shape[1] != self.means.shape[2]:
-            raise ValueError(f"X has {X.shape[1]} features but the means have {self.means.shape[2]}")
-        return X
+        return _as_2d(X, n_features=None if self.means is None else self.means.shape[2])
 
     def _component_logpdf(self, X):
         """(N, K, M) log c_jm + log N(x; μ_jm, Σ_jm)."""
