@@ -295,41 +295,11 @@ class HierarchicalHMM(BaseEstimator):
         cut_post = atom_post @ onehot  # P(d*_t = d), d = 0..D
         lasts = offsets[1:][lengths > 0] - 1
         if lasts.size:
-            inst_fin[lasts], cut_post[lasts] = self._final_finish(gamma[lasts])
+            inst_fin[lasts], cut_post[lasts] = h.final_finish(gamma[lasts], self.finish)
         inst_act = np.asarray(h._anc.T.dot(gamma.T).T) if N else np.zeros((0, U))
-        state = self._levels(inst_act)
+        state = h.levels(inst_act)
         finished = np.cumsum(cut_post, axis=1)[:, :D].T.copy()
         return HHMMPosteriors(log_z, gamma, state, finished, inst_act, inst_fin)
-
-    def _final_finish(self, gamma_last):
-        """P(instance finishes at the last observation) (rows: last tokens)."""
-        h = self.hierarchy_
-        U, D, S = len(h.instance_paths), h.depth, h.n_configs
-        cut = np.zeros((gamma_last.shape[0], D + 1))
-        if self.finish == "all":
-            cut[:, 0] = gamma_last.sum(axis=1)
-            return np.asarray(h._anc.T.dot(gamma_last.T).T), cut
-        # free end: levels below l all end with Π e, level l moves with 1 - e (d* = l), or the root ends
-        W = np.zeros((S, U))
-        C = np.zeros((S, D + 1))
-        for s, ch in enumerate(h._cfg_chain):
-            acc = 1.0
-            for lev in range(len(ch), 0, -1):
-                u = ch[lev - 1]
-                e = h.end[h._inst_sub[u]][h._inst_pos[u]]
-                W[s, u] = acc          # P(d* <= lev): every level below lev ends
-                C[s, lev] = acc * (1.0 - e)
-                acc *= e
-            C[s, 0] = acc
-        return gamma_last @ W, gamma_last @ C
-
-    def _levels(self, inst_act):
-        h = self.hierarchy_
-        D, N, V = h.depth, inst_act.shape[0], len(h.node_names)
-        state = np.zeros((D, N, V))
-        for u in range(len(h.instance_paths)):
-            state[h._inst_level[u] - 1, :, h._inst_node[u]] += inst_act[:, u]
-        return state
 
     def expected_counts(self, X, lengths=None):
         """E-step: expected parameter counts (flat, :meth:`Hierarchy.theta` layout), emission weights
@@ -390,45 +360,9 @@ class HierarchicalHMM(BaseEstimator):
                 cut[o:o + T - 1] = h._a_level[best_atom[pair]]
             if T > 0:
                 cut[o + T - 1] = 0 if self.finish == "all" else -1
-        states, finished = self._stack_arrays(cfg, cut)
-        segments = [self._segments(states[o:o + T], cut[o:o + T]) for o, T in zip(offsets[:-1], lengths)]
+        states, finished = h.stack_arrays(cfg, cut)
+        segments = [h.segments(states[o:o + T], cut[o:o + T]) for o, T in zip(offsets[:-1], lengths)]
         return HHMMDecoded(best, states, finished, segments)
-
-    def _stack_arrays(self, cfg, cut):
-        """(N, D) node ids and finished flags from configurations and cut levels (-1: unknown at end)."""
-        h = self.hierarchy_
-        N, D = cfg.shape[0], h.depth
-        states = np.full((N, D), -1, dtype=np.int64)
-        for s in range(h.n_configs):
-            rows = np.flatnonzero(cfg == s)
-            for l, u in enumerate(h._cfg_chain[s]):
-                states[rows, l] = h._inst_node[u]
-        lev = np.arange(1, D + 1)[None, :]
-        depth = h._cfg_depth[cfg][:, None] if N else np.zeros((0, 1), dtype=np.int64)
-        finished = (lev > cut[:, None]) & (cut[:, None] >= 0) | (lev > depth)
-        return states, finished
-
-    def _segments(self, states, cut):
-        h = self.hierarchy_
-        T, D = states.shape
-        out = []
-        for l in range(D):
-            segs = []
-            begin = None
-            for t in range(T):
-                if states[t, l] < 0:
-                    if begin is not None:
-                        segs.append((begin, t, h.node_names[states[begin, l]]))
-                        begin = None
-                    continue
-                if begin is None:
-                    begin = t
-                boundary = t == T - 1 or cut[t] <= l + 1 or states[t + 1, l] < 0
-                if boundary:
-                    segs.append((begin, t + 1, h.node_names[states[t, l]]))
-                    begin = None
-            out.append(segs)
-        return out
 
     def filter(self, X, lengths=None):
         """Online filtering P(Q^d_t | o_1:t); see :data:`HHMMFiltered`. Time O(N·S²)."""
@@ -441,7 +375,7 @@ class HierarchicalHMM(BaseEstimator):
             post = np.exp(alpha - ll[:, None])
         post[~np.isfinite(ll)] = 0.0
         act = np.asarray(h._anc.T.dot(post.T).T) if post.shape[0] else np.zeros((0, len(h.instance_paths)))
-        state = self._levels(act)
+        state = h.levels(act)
         return HHMMFiltered(post, state, ll)
 
     def sample(self, n_sequences=1, max_length=10_000, random_state=None):
@@ -464,7 +398,7 @@ class HierarchicalHMM(BaseEstimator):
         rng = check_random_state(random_state)
         cfgs, cuts, lengths = [], [], []
         for _ in range(int(n_sequences)):
-            path = self._descend(-1, 0, rng)
+            path = h.descend(-1, 0, rng)
             seq_c, seq_cut = [], []
             while True:
                 s = h._cfg_index[path]
@@ -474,7 +408,7 @@ class HierarchicalHMM(BaseEstimator):
                                   ConvergenceWarning)
                     seq_cut.append(-1)
                     break
-                path, d = self._step(s, rng)
+                path, d = h.step(s, rng)
                 seq_cut.append(d)
                 if path is None:
                     break
@@ -486,39 +420,8 @@ class HierarchicalHMM(BaseEstimator):
         cfg = np.array(cfgs, dtype=np.int64)
         cut = np.array(cuts, dtype=np.int64)
         X = self.emission_.sample(h._cfg_prod[cfg], rng) if cfg.size else np.zeros((0, 1))
-        states, finished = self._stack_arrays(cfg, cut)
+        states, finished = h.stack_arrays(cfg, cut)
         return HHMMSample(np.asarray(X), np.array(lengths, dtype=np.int64), states, finished)
-
-    def _descend(self, parent, m, rng):
-        h = self.hierarchy_
-        path = h.instance_paths[parent] if parent >= 0 else ()
-        while True:
-            i = rng.choice(len(h.children[m]), p=h.start[m] / h.start[m].sum())
-            c = h.children[m][i]
-            path = path + (c,)
-            if c not in h._sub_index:
-                return path
-            m = h._sub_index[c]
-
-    def _step(self, s, rng):
-        """One move after emitting at configuration s: (new path or None when the root ends, level d*)."""
-        h = self.hierarchy_
-        ch = h._cfg_chain[s]
-        for d in range(len(ch), 0, -1):
-            u = ch[d - 1]
-            m, i = h._inst_sub[u], h._inst_pos[u]
-            K = len(h.children[m])
-            p = np.append(h.trans[m][i], h.end[m][i])
-            j = rng.choice(K + 1, p=p / p.sum())
-            if j < K:
-                c = h.children[m][j]
-                parent = int(h._inst_parent[u])
-                prefix = h.instance_paths[parent] if parent >= 0 else ()
-                if c in h._sub_index:
-                    w = h._kids_of[parent][c]
-                    return self._descend(w, h._sub_index[c], rng), d
-                return prefix + (c,), d
-        return None, 0
 
     # -- learning ----------------------------------------------------------------------------------
     def fit(self, X, lengths=None):

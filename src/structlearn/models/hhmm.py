@@ -504,6 +504,102 @@ class Hierarchy:
         log_end = _sparse_log_dot(self._m_end, lt) if finish == "all" else np.zeros(self.n_configs)
         return log_start, (self._pair_indptr, self._pair_to, lv), log_end, la
 
+    # -- paths, stacks and draws ------------------------------------------------------------------
+    def final_finish(self, gamma_last, finish):
+        """P(instance finishes at the last observation) and P(cut level d*) (D + 1,), rows: the posteriors
+        (., S) of the last tokens."""
+        U, D, S = len(self.instance_paths), self.depth, self.n_configs
+        cut = np.zeros((gamma_last.shape[0], D + 1))
+        if finish == "all":
+            cut[:, 0] = gamma_last.sum(axis=1)
+            return np.asarray(self._anc.T.dot(gamma_last.T).T), cut
+        # free end: levels below l all end with Π e, level l moves with 1 - e (d* = l), or the root ends
+        W = np.zeros((S, U))
+        C = np.zeros((S, D + 1))
+        for s, ch in enumerate(self._cfg_chain):
+            acc = 1.0
+            for lev in range(len(ch), 0, -1):
+                u = ch[lev - 1]
+                e = self.end[self._inst_sub[u]][self._inst_pos[u]]
+                W[s, u] = acc          # P(d* <= lev): every level below lev ends
+                C[s, lev] = acc * (1.0 - e)
+                acc *= e
+            C[s, 0] = acc
+        return gamma_last @ W, gamma_last @ C
+
+    def levels(self, inst_act):
+        """(D, N, V) per-level node probabilities from per-instance ones (N, U)."""
+        D, N, V = self.depth, inst_act.shape[0], len(self.node_names)
+        state = np.zeros((D, N, V))
+        for u in range(len(self.instance_paths)):
+            state[self._inst_level[u] - 1, :, self._inst_node[u]] += inst_act[:, u]
+        return state
+
+    def stack_arrays(self, cfg, cut):
+        """(N, D) node ids and finished flags from configurations and cut levels (-1: unknown at end)."""
+        N, D = cfg.shape[0], self.depth
+        states = np.full((N, D), -1, dtype=np.int64)
+        for s in range(self.n_configs):
+            rows = np.flatnonzero(cfg == s)
+            for l, u in enumerate(self._cfg_chain[s]):
+                states[rows, l] = self._inst_node[u]
+        lev = np.arange(1, D + 1)[None, :]
+        depth = self._cfg_depth[cfg][:, None] if N else np.zeros((0, 1), dtype=np.int64)
+        finished = (lev > cut[:, None]) & (cut[:, None] >= 0) | (lev > depth)
+        return states, finished
+
+    def segments(self, states, cut):
+        """Per level, the (start, stop, node name) segments of one sequence's (T, D) node ids."""
+        T, D = states.shape
+        out = []
+        for l in range(D):
+            segs = []
+            begin = None
+            for t in range(T):
+                if states[t, l] < 0:
+                    if begin is not None:
+                        segs.append((begin, t, self.node_names[states[begin, l]]))
+                        begin = None
+                    continue
+                if begin is None:
+                    begin = t
+                boundary = t == T - 1 or cut[t] <= l + 1 or states[t + 1, l] < 0
+                if boundary:
+                    segs.append((begin, t + 1, self.node_names[states[t, l]]))
+                    begin = None
+            out.append(segs)
+        return out
+
+    def descend(self, parent, m, rng):
+        """A random vertical entry from sub-model m under instance ``parent`` (-1: the root): a path."""
+        path = self.instance_paths[parent] if parent >= 0 else ()
+        while True:
+            i = rng.choice(len(self.children[m]), p=self.start[m] / self.start[m].sum())
+            c = self.children[m][i]
+            path = path + (c,)
+            if c not in self._sub_index:
+                return path
+            m = self._sub_index[c]
+
+    def step(self, s, rng):
+        """One move after emitting at configuration s: (new path or None when the root ends, level d*)."""
+        ch = self._cfg_chain[s]
+        for d in range(len(ch), 0, -1):
+            u = ch[d - 1]
+            m, i = self._inst_sub[u], self._inst_pos[u]
+            K = len(self.children[m])
+            p = np.append(self.trans[m][i], self.end[m][i])
+            j = rng.choice(K + 1, p=p / p.sum())
+            if j < K:
+                c = self.children[m][j]
+                parent = int(self._inst_parent[u])
+                prefix = self.instance_paths[parent] if parent >= 0 else ()
+                if c in self._sub_index:
+                    w = self._kids_of[parent][c]
+                    return self.descend(w, self._sub_index[c], rng), d
+                return prefix + (c,), d
+        return None, 0
+
     def describe(self, node_label=None):
         """Multi-line text drawing of the automaton (shared sub-models are expanded once)."""
         lines = []
