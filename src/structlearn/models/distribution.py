@@ -4,9 +4,12 @@ A family names its parameter arrays in ``_param_names`` (the first one has one r
 other constructor settings in ``_config()``; this base gives it ``n_states``, a ``repr`` and the
 model-file protocol ``get_state()`` / ``set_state(arrays)``.
 """
+import copy
+
 import numpy as np
 
-__all__ = ["Distribution", "check_stochastic_rows", "family_to_file", "families_from_file"]
+__all__ = ["Distribution", "check_stochastic_rows", "family_to_file", "families_from_file",
+           "make_family"]
 
 
 def check_stochastic_rows(p, name, what=""):
@@ -100,3 +103,23 @@ def families_from_file(meta, arrays, families):
         out[what] = cls(**(meta.get(f"{what}_config") or {})).set_state(
             {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)})
     return out
+
+
+def make_family(spec, families, what, methods):
+    """A fresh object from a family name of ``families`` (case-insensitive), or a deep copy of an object
+    that has the protocol ``methods`` of :mod:`structlearn.models.<what>s`.
+
+    Raises ``ValueError`` for an unknown name or an object lacking a method.
+    """
+    if isinstance(spec, str):
+        try:
+            return families[spec.lower()]()
+        except KeyError:
+            article = "an" if what[0] in "aeiou" else "a"
+            raise ValueError(f"`{what}` must be one of {sorted(families)} or {article} {what} "
+                             f"object; got {spec!r}") from None
+    for attr in methods:
+        if not hasattr(spec, attr):
+            raise ValueError(f"`{what}` object {spec!r} lacks the method `{attr}` of the {what} "
+                             f"protocol (see structlearn.models.{what}s)")
+    return copy.deepcopy(spec)

@@ -55,7 +55,7 @@ from scipy import optimize, special, stats
 from sklearn.utils import check_random_state
 
 from .censoring import CENSORING, complete_counts, duration_tables, log_mean, log_survivor
-from .distribution import Distribution, check_stochastic_rows
+from .distribution import Distribution, check_stochastic_rows, make_family
 
 __all__ = [
     "CENSORING", "NonParametric", "Poisson", "NegativeBinomial", "Geometric", "Gamma", "LogNormal",
@@ -745,16 +745,4 @@ def make_duration(spec):
     ValueError
         Unknown family name, or an object lacking ``log_pmf`` / ``fit``.
     """
-    import copy
-
-    if isinstance(spec, str):
-        try:
-            return DURATION_FAMILIES[spec.lower()]()
-        except KeyError:
-            raise ValueError(f"`duration` must be one of {sorted(DURATION_FAMILIES)} or a duration "
-                             f"object; got {spec!r}") from None
-    for attr in ("log_pmf", "fit", "n_parameters"):
-        if not hasattr(spec, attr):
-            raise ValueError(f"`duration` object {spec!r} lacks the method `{attr}` of the duration "
-                             f"protocol (see structlearn.models.durations)")
-    return copy.deepcopy(spec)
+    return make_family(spec, DURATION_FAMILIES, "duration", ("log_pmf", "fit", "n_parameters"))

@@ -41,13 +41,11 @@ Every ``fit`` is an exact (constrained) maximiser of the weighted log-likelihood
 stays monotone. Variances are kept >= ``min_covar`` (covariance eigenvalues clipped from below, which
 is the constrained maximiser).
 """
-import copy
-
 import numpy as np
 from scipy import special
 from sklearn.utils import check_random_state
 
-from .distribution import Distribution, check_stochastic_rows
+from .distribution import Distribution, check_stochastic_rows, make_family
 
 __all__ = ["Categorical", "Poisson", "Gaussian", "MultivariateGaussian", "GaussianMixture",
            "EMISSION_FAMILIES", "make_emission", "check_observations"]
@@ -708,14 +706,4 @@ def make_emission(spec):
     ValueError
         Unknown family name, or an object lacking the protocol methods.
     """
-    if isinstance(spec, str):
-        try:
-            return EMISSION_FAMILIES[spec.lower()]()
-        except KeyError:
-            raise ValueError(f"`emission` must be one of {sorted(EMISSION_FAMILIES)} or an emission "
-                             f"object; got {spec!r}") from None
-    for attr in ("log_density", "fit", "sample", "n_parameters"):
-        if not hasattr(spec, attr):
-            raise ValueError(f"`emission` object {spec!r} lacks the method `{attr}` of the emission "
-                             f"protocol (see structlearn.models.emissions)")
-    return copy.deepcopy(spec)
+    return make_family(spec, EMISSION_FAMILIES, "emission", ("log_density", "fit", "sample", "n_parameters"))
