@@ -45,7 +45,7 @@ import numba
 import numpy as np
 
 from structlearn import HierarchicalHMM
-from structlearn.emissions import Categorical
+from structlearn.models.emissions import Categorical
 from structlearn.models.hhmm import Hierarchy
 
 

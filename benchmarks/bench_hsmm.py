@@ -71,8 +71,8 @@ def structlearn_model(kind, censoring="none"):
     import numpy as np
 
     from structlearn import HiddenSemiMarkovModel
-    from structlearn import durations as du
-    from structlearn import emissions as em
+    from structlearn.models import durations as du
+    from structlearn.models import emissions as em
     start, trans, means, variances, dur_means = make_params()
     D_model = D
     if kind.startswith("geometric"):

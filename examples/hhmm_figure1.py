@@ -13,7 +13,7 @@ import time
 import numpy as np
 
 from structlearn import HierarchicalHMM
-from structlearn.emissions import Categorical
+from structlearn.models.emissions import Categorical
 
 SYMBOLS = "abcdxy"
 FIG1 = {

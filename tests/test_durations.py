@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from structlearn import durations as du
+from structlearn.models import durations as du
 
 D = 25
 
@@ -193,7 +193,7 @@ def test_completion_step_increases_the_observed_likelihood(censoring, name, seed
         dist = du.NonParametric(rng.dirichlet(np.ones(Dm), size=2))
     else:
         cls = FAMILIES[name][0]
-        dist = cls()._initialize(2, Dm, rng.uniform(1.5, 6, 2))
+        dist = cls().initialize(2, Dm, rng.uniform(1.5, 6, 2))
     before = observed_loglik(dist, tc, censoring, Dm)
     for _ in range(3):
         counts, left = du.complete_counts(tc, dist.log_pmf(Dm), censoring)

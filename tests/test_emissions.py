@@ -4,7 +4,7 @@ import pytest
 from scipy import stats
 from scipy.special import logsumexp
 
-from structlearn import emissions as em
+from structlearn.models import emissions as em
 
 
 def weighted_loglik(dist, X, w):
@@ -16,7 +16,7 @@ def test_categorical_log_density_and_missing():
     p = np.array([[0.2, 0.3, 0.5], [0.6, 0.4, 0.0]])
     dist = em.Categorical(p)
     X = np.array([[0], [2], [np.nan], [1]])
-    X = dist._check_X(X)
+    X = dist.check_X(X)
     ld = dist.log_density(X)
     with np.errstate(divide="ignore"):
         np.testing.assert_allclose(ld[[0, 1, 3]], np.log(p[:, [0, 2, 1]].T))
@@ -28,7 +28,7 @@ def test_poisson_log_density_marginalises_missing_features():
     lam = np.array([[2.0, 5.0], [0.5, 9.0]])
     dist = em.Poisson(lam)
     X = np.array([[1, 4], [np.nan, 7], [np.nan, np.nan], [0, 0]], dtype=float)
-    ld = dist.log_density(dist._check_X(X))
+    ld = dist.log_density(dist.check_X(X))
     for n in range(4):
         for k in range(2):
             want = sum(stats.poisson.logpmf(X[n, f], lam[k, f]) for f in range(2)
@@ -44,7 +44,7 @@ def test_gaussian_log_densities():
     g = em.Gaussian(means=[0.0, 2.0], variances=[1.0, 0.25])
     x = rng.normal(size=(6, 1))
     x[2] = np.nan
-    ld = g.log_density(g._check_X(x))
+    ld = g.log_density(g.check_X(x))
     for k, (m, v) in enumerate([(0, 1), (2, 0.25)]):
         ok = ~np.isnan(x[:, 0])
         np.testing.assert_allclose(ld[ok, k], stats.norm.logpdf(x[ok, 0], m, np.sqrt(v)), rtol=1e-12)
@@ -55,7 +55,7 @@ def test_gaussian_log_densities():
     full = em.MultivariateGaussian("full", means, cov)
     X = rng.normal(size=(5, 3))
     X[4] = np.nan
-    ld = full.log_density(full._check_X(X))
+    ld = full.log_density(full.check_X(X))
     for k in range(2):
         np.testing.assert_allclose(ld[:4, k], stats.multivariate_normal.logpdf(X[:4], means[k], cov[k]),
                                    rtol=1e-10)
@@ -177,11 +177,11 @@ def test_initialize_from_labels():
     rng = np.random.default_rng(4)
     X = np.r_[rng.normal(0, 1, (50, 1)), rng.normal(10, 1, (50, 1))]
     labels = np.r_[np.zeros(50, int), np.ones(50, int)]
-    g = em.Gaussian()._initialize(X, 2, labels, 0)
+    g = em.Gaussian().initialize(X, 2, labels, 0)
     np.testing.assert_allclose(g.means, [X[:50].mean(), X[50:].mean()])
-    gm = em.GaussianMixture(3)._initialize(X, 2, labels, 0)
+    gm = em.GaussianMixture(3).initialize(X, 2, labels, 0)
     assert gm.means.shape == (2, 3, 1)
-    cat = em.Categorical()._initialize(np.array([[0.0], [4.0]]), 2, np.array([0, 1]), 0)
+    cat = em.Categorical().initialize(np.array([[0.0], [4.0]]), 2, np.array([0, 1]), 0)
     assert cat.n_features == 5 and cat.probs.shape == (2, 5)
 
 
@@ -189,30 +189,30 @@ def test_initialize_from_labels():
 def test_bad_inputs_raise():
     cat = em.Categorical([[0.5, 0.5]])
     with pytest.raises(ValueError, match="alphabet"):
-        cat._check_X(np.array([[2.0]]))
+        cat.check_X(np.array([[2.0]]))
     with pytest.raises(ValueError, match="whole numbers"):
-        cat._check_X(np.array([[0.5]]))
+        cat.check_X(np.array([[0.5]]))
     with pytest.raises(ValueError, match="sum to 1"):
         em.Categorical([[0.5, 0.2]])
     with pytest.raises(ValueError, match="n_features"):
         em.Categorical([[0.5, 0.5]], n_features=3)
-    assert em.Categorical(n_features=5)._check_X(np.array([[4.0]])).shape == (1, 1)
+    assert em.Categorical(n_features=5).check_X(np.array([[4.0]])).shape == (1, 1)
     with pytest.raises(ValueError, match="non-negative"):
         em.Poisson([[-1.0]])
     with pytest.raises(ValueError, match="whole numbers"):
-        em.Poisson()._check_X(np.array([[1.5]]))
+        em.Poisson().check_X(np.array([[1.5]]))
     with pytest.raises(ValueError, match="positive"):
         em.Gaussian([0.0], [0.0])
     with pytest.raises(ValueError, match="univariate"):
-        em.Gaussian()._check_X(np.zeros((3, 2)))
+        em.Gaussian().check_X(np.zeros((3, 2)))
     with pytest.raises(ValueError, match="positive definite"):
         em.MultivariateGaussian("full", [[0.0, 0.0]], [[[1.0, 2.0], [2.0, 1.0]]])
     with pytest.raises(ValueError, match="covariance_type"):
         em.MultivariateGaussian("spherical")
     with pytest.raises(ValueError, match="infinite"):
-        em.Gaussian()._check_X(np.array([[np.inf]]))
+        em.Gaussian().check_X(np.array([[np.inf]]))
     with pytest.raises(ValueError, match="2-d"):
-        em.Gaussian()._check_X(np.zeros((2, 2, 2)))
+        em.Gaussian().check_X(np.zeros((2, 2, 2)))
     with pytest.raises(ValueError, match="emission"):
         em.make_emission("laplace")
     with pytest.raises(ValueError, match="protocol"):

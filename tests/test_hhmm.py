@@ -1,14 +1,16 @@
 """Hierarchical HMM: oracle agreement (brute force over parses), inside–outside (O(T³)) vs linear-time,
 DBN vs flattened HMM, validation, EM, supervised estimation, save/load."""
 import math
+import warnings
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sklearn.exceptions import ConvergenceWarning
 
 from structlearn import HierarchicalHMM
-from structlearn.emissions import Categorical, Gaussian
+from structlearn.models.emissions import Categorical, Gaussian
 from structlearn.models.hhmm import Hierarchy
 from tests.oracles import hhmm as oracle
 
@@ -374,3 +376,38 @@ def test_figure1_experiment_heldout_within_one_percent():
     mod = script_module("examples/hhmm_figure1.py")
     ll_true, ll_fit, rel = mod.main(n_train=500, n_test=300, n_restarts=2)
     assert rel < 0.01
+
+
+def test_refit_rebuilds_from_the_parameters():
+    """Contract: ``fit`` starts from the parameters, never from a previous fit. Fitting twice equals
+    fitting once from scratch, and ``set_params(hierarchy=...)`` then ``fit`` uses the new hierarchy."""
+    smp = fig1_model().sample(30, random_state=1)
+    X = smp.X.astype(int)
+
+    def fresh(spec=FIG1):
+        return HierarchicalHMM(spec, "categorical", init_params="ste", n_iter=4, random_state=0)
+
+    def fit(model):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            return model.fit(X, smp.lengths)
+
+    once = fit(fresh())
+    twice = fit(fit(fresh()))
+    np.testing.assert_array_equal(twice.hierarchy_.theta(), once.hierarchy_.theta())
+    np.testing.assert_array_equal(twice.emission_.probs, once.emission_.probs)
+    assert twice.monitor_history_ == once.monitor_history_
+    # a new hierarchy (S0 may also go from a straight to b) is used by the next fit
+    spec = {k: dict(v) for k, v in FIG1.items()}
+    spec["S0"] = dict(FIG1["S0"], trans=[[0, 0.5, 0.5], [0, 0, 1], [0, 0, 0]])
+    fit(twice.set_params(hierarchy=spec))
+    new = fit(fresh(spec))
+    np.testing.assert_array_equal(twice.hierarchy_.theta(), new.hierarchy_.theta())
+    assert twice.monitor_history_ == new.monitor_history_
+    assert len(twice.hierarchy_._a_from) == len(new.hierarchy_._a_from) > len(once.hierarchy_._a_from)
+    # changing the structure drops the built model for inference without fit too
+    m = fig1_model()
+    m._build()
+    m.set_params(hierarchy=spec)
+    assert m.flatten().transitions.nnz == fresh(spec).flatten().transitions.nnz > \
+        fig1_model().flatten().transitions.nnz

@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from structlearn import HiddenSemiMarkovModel
-from structlearn.durations import NonParametric
-from structlearn.emissions import Categorical
+from structlearn.models.durations import NonParametric
+from structlearn.models.emissions import Categorical
 from tests.oracles import hsmm as oracle
 
 MODES = ["none", "right", "both"]
@@ -270,8 +270,8 @@ def test_infeasible_sequence_under_censoring_none():
 
 def test_hmm_special_case_geometric_durations():
     """Geometric durations + right censoring = an HMM with A_ii = 1 - p_i (scaled forward)."""
-    from structlearn.durations import Geometric
-    from structlearn.emissions import Poisson
+    from structlearn.models.durations import Geometric
+    from structlearn.models.emissions import Poisson
     rng = np.random.default_rng(0)
     K, T = 3, 40
     p = np.array([0.2, 0.1, 0.4])
@@ -303,8 +303,8 @@ def test_hmm_special_case_geometric_durations():
 def test_geometric_chain_fast_path_equals_the_semi_markov_path(mode):
     """Geometric durations with negligible truncation run on the equivalent first-order chain;
     every routed output must equal the semi-Markov computation."""
-    from structlearn.durations import Geometric
-    from structlearn.emissions import Poisson
+    from structlearn.models.durations import Geometric
+    from structlearn.models.emissions import Poisson
     rng = np.random.default_rng(4)
     K, D = 3, 400
     m = HiddenSemiMarkovModel(K, duration="geometric", emission="poisson", max_duration=D,

@@ -7,8 +7,8 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 
 from structlearn import HiddenSemiMarkovModel
-from structlearn import durations as du
-from structlearn import emissions as em
+from structlearn.models import durations as du
+from structlearn.models import emissions as em
 
 
 def true_model(duration=None, emission=None, censoring="right", D=60):

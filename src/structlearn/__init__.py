@@ -8,8 +8,8 @@ _LAZY = {
     "TreeCRF": "structlearn.estimators.tree_crf",
     "GraphCRF": "structlearn.estimators.graph_crf",
     "AdaBoostMRF": "structlearn.estimators.adaboost_mrf",
-    "HiddenSemiMarkovModel": "structlearn.models.hsmm",
-    "HierarchicalHMM": "structlearn.models.hhmm",
+    "HiddenSemiMarkovModel": "structlearn.estimators.hsmm",
+    "HierarchicalHMM": "structlearn.estimators.hhmm",
 }
 
 

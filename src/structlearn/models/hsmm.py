@@ -1,4 +1,4 @@
-r"""Explicit-duration hidden semi-Markov model (HSMM): an adapter over :class:`~structlearn.structures.SemiMarkov`.
+r"""Explicit-duration hidden semi-Markov model (HSMM): its parameters as semi-Markov potentials.
 
 Model (Yu 2010, "Hidden semi-Markov models", Artificial Intelligence 174, §2.1 and §3.1 — the
 explicit-duration HMM of Ferguson 1980): states j = 1..K with initial probabilities π_j, transitions
@@ -9,83 +9,28 @@ probability is
 .. math:: π_{j_1} \prod_m p_{j_m}(d_m) \prod_{t \in m} b_{j_m}(o_t) \prod_{m<n} a_{j_m j_{m+1}}
 
 with the first / last segment's duration term replaced according to the boundary conditions
-(``censoring``, seed §2.2.1; see :mod:`structlearn.durations`).
+(``censoring``, seed §2.2.1; see :mod:`structlearn.models.censoring`).
 
-**Architecture.** This module has no forward–backward recursion of its own. It turns
+**Architecture.** There is no forward–backward recursion here. :class:`HSMMPotentials` turns
 (π, A, durations, emission log-densities) into semi-Markov log-potentials — ``unary`` = log b_j(o_t),
 ``duration`` = log p_j(d), ``first/last/single_duration`` = the censored tables, ``transition`` =
-log a_ij (diagonal -inf), ``start`` = log π — and reads every inference output from the
+log a_ij (diagonal -inf), ``start`` = log π — and every inference output is read from the
 :class:`~structlearn.structures.SemiMarkov` structure: log Z is the log-likelihood (eq. (4) summed),
 token marginals are γ_t(j) (eq. (8)), transition marginals ξ_t(i, j) (eq. (7)), segment marginals
 η_t(j, d) (eq. (6)), duration marginals the M-step statistics (§2.3.1), the max semiring the Viterbi
-path (eq. (11)). Filtering and prediction (§2.2.2) use the structure's normalised forward messages.
+path (eq. (11)). Filtering and prediction (§2.2.2) use the structure's normalised forward messages
+(:meth:`HSMMPotentials.filter_terms`). The estimator is
+:class:`structlearn.estimators.hsmm.HiddenSemiMarkovModel`.
 """
-import copy
-import math
-import sys
-import warnings
-from collections import namedtuple
-
 import numpy as np
-from scipy import special
-from sklearn.base import BaseEstimator
-from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_is_fitted
 
-from .. import durations as _dur
-from .. import emissions as _emi
 from ..structures.chain import LinearChain
 from ..structures.semimarkov import SemiMarkov
-from ..utils.validation import check_lengths
+from .censoring import duration_tables, log_mean, log_survivor, log_tail_sum
+from .durations import Geometric
+from .emissions import Categorical
 
-__all__ = ["HiddenSemiMarkovModel", "ConvergenceMonitor", "Filtered", "Prediction", "SegmentEnds"]
-
-#: Filtering result (seed §2.2.2), all float64: ``state`` (N, K) P(S_t = j | o_1:t); ``end`` (N, K)
-#: P(S_t] = j | o_1:t) (a j-segment ends at t); ``log_likelihood`` (N,) log P(o_1:t).
-Filtered = namedtuple("Filtered", ["state", "end", "log_likelihood"])
-
-#: One-step prediction (seed §2.2.2), float64 (N, K): ``start`` P(S_[t+1 = j | o_1:t) (a j-segment
-#: starts at t+1; rows sum to P(a segment ends at t | o_1:t)); ``state`` P(S_{t+1} = j | o_1:t).
-Prediction = namedtuple("Prediction", ["start", "state"])
-
-#: Joint MAP of the state ending at t and its duration (seed eq. (10)): ``states`` (N,) int64,
-#: ``durations`` (N,) int64, ``probs`` (N,) float64 = max_{j,d} η_t(j, d) (posterior, not normalised
-#: by P(a segment ends at t)).
-SegmentEnds = namedtuple("SegmentEnds", ["states", "durations", "probs"])
-
-_FORMAT = "hidden-semi-markov-model"
-_FORMAT_VERSION = 1
-_LETTERS = "stde"
-
-
-class ConvergenceMonitor:
-    """Tracks the EM log-likelihood and decides convergence (as hmmlearn's monitor).
-
-    Converged when the gain of the last iteration is below ``tol`` (absolute, in nats summed over
-    sequences). ``history`` holds every reported log-likelihood; ``iter`` their number.
-    """
-
-    def __init__(self, tol, n_iter, verbose=False):
-        self.tol = float(tol)
-        self.n_iter = int(n_iter)
-        self.verbose = bool(verbose)
-        self.history = []
-        self.iter = 0
-
-    def __repr__(self):
-        return (f"ConvergenceMonitor(tol={self.tol}, n_iter={self.n_iter}, iter={self.iter}, "
-                f"converged={self.converged})")
-
-    def report(self, log_prob):
-        """Record one log-likelihood (of the parameters before the M-step of this iteration)."""
-        self.history.append(float(log_prob))
-        self.iter += 1
-
-    @property
-    def converged(self):
-        """True when the last gain is below ``tol``."""
-        return len(self.history) >= 2 and self.history[-1] - self.history[-2] < self.tol
+__all__ = ["HSMMPotentials", "check_probabilities", "expected_counts", "transition_marginals"]
 
 
 def _log(x):
@@ -93,187 +38,88 @@ def _log(x):
         return np.log(np.asarray(x, dtype=np.float64))
 
 
-class HiddenSemiMarkovModel(BaseEstimator):
-    r"""Explicit-duration hidden semi-Markov model with exact inference and EM (Yu 2010, §2–§3.1).
+def check_probabilities(startprob, transmat, K):
+    """π (K,) and A (K, K) as float64 arrays, validated: stochastic, A with a zero diagonal (K >= 2).
+
+    Raises ``ValueError`` naming the attribute (``startprob_``, ``transmat_``).
+    """
+    sp = np.asarray(startprob, dtype=np.float64)
+    if sp.shape != (K,):
+        raise ValueError(f"`startprob_` must have shape ({K},); got {sp.shape}")
+    if np.any(sp < 0) or not np.isclose(sp.sum(), 1.0, atol=1e-8):
+        raise ValueError(f"`startprob_` must be non-negative and sum to 1 (got sum {sp.sum():.6g})")
+    tm = np.asarray(transmat, dtype=np.float64)
+    if tm.shape != (K, K):
+        raise ValueError(f"`transmat_` must have shape ({K}, {K}); got {tm.shape}")
+    if np.any(tm < 0):
+        raise ValueError("`transmat_` must be non-negative")
+    if K >= 2:
+        if np.any(np.diag(tm) != 0):
+            raise ValueError("`transmat_` must have a zero diagonal (an explicit-duration HSMM has "
+                             "no self-transitions, seed §3.1; durations model the stay)")
+        s = tm.sum(axis=1)
+        if not np.allclose(s, 1.0, atol=1e-8):
+            i = int(np.argmax(np.abs(s - 1)))
+            raise ValueError(f"`transmat_` rows must sum to 1 (row {i} sums to {s[i]:.6g})")
+    return sp, tm
+
+
+class HSMMPotentials:
+    """The potentials of explicit-duration HSMM parameters on a packed batch.
 
     Parameters
     ----------
-    n_states : int, default 2
-        Number of hidden states K.
-    duration : str or duration object, default "nonparametric"
-        Duration family: ``"nonparametric"``, ``"poisson"``, ``"negative_binomial"``,
-        ``"geometric"``, ``"gamma"``, ``"lognormal"`` (see :mod:`structlearn.durations`) or an
-        object implementing the duration protocol (copied, never modified; its parameters are used
-        when ``"d"`` is not in ``init_params``).
-    emission : str or emission object, default "gaussian"
-        Emission family: ``"gaussian"`` (univariate), ``"multivariate_gaussian"`` (full),
-        ``"diag_gaussian"``, ``"poisson"``, ``"categorical"``, ``"gmm"`` (see
-        :mod:`structlearn.emissions`) or an object implementing the emission protocol (e.g.
-        ``Categorical(n_features=V)``, ``MultivariateGaussian("diag")``, ``GaussianMixture(3)``).
-    max_duration : int, optional
-        Longest duration D (>= 1). Default: the longest sequence seen by ``fit``. Cost grows as D.
-    censoring : {"none", "right", "both"}, default "right"
-        Boundary conditions (seed §2.2.1): ``"none"`` — the first segment starts at the first and
-        the last ends at the last observation; ``"right"`` — the last segment may go on after the
-        last observation (survivor function; Guédon 2003, R mhsmm/hsmm); ``"both"`` — additionally
-        the first segment may have begun before the first observation, its observed part following
-        the residual-life law S_j(d)/μ_j of a stationary process (see :mod:`structlearn.durations`).
-    n_iter : int, default 100
-        Maximum EM iterations per restart.
-    tol : float, default 1e-4
-        Convergence threshold on the log-likelihood gain (summed over sequences).
-    n_init : int, default 1
-        EM restarts; the fit with the highest log-likelihood is kept.
-    init : {"kmeans", "quantile", "random"}, default "kmeans"
-        Initial state labels from which emission and duration parameters are initialised: k-means
-        on the observations, quantiles of the first feature, or uniform random labels. Restarts
-        after the first use other k-means seeds / random quantile levels.
-    params, init_params : str, default "stde"
-        Letters of the parameters to update in EM / to initialise in ``fit``: ``s`` start
-        probabilities, ``t`` transitions, ``d`` durations, ``e`` emissions. A parameter left out of
-        ``init_params`` must be set beforehand (``startprob_``, ``transmat_`` attributes; duration /
-        emission objects with their parameters).
-    random_state : None, int or numpy.random.RandomState
-    verbose : bool, default False
-        Show a progress bar (tqdm, stderr) with the log-likelihood per iteration.
-
-    Attributes
-    ----------
-    startprob_ : ndarray, shape (K,)
-        π_j.
-    transmat_ : ndarray, shape (K, K)
-        a_ij, zero diagonal, rows sum to one (K >= 2).
-    duration_, emission_ : objects
-        Fitted duration and emission distributions.
-    max_duration_ : int
-        D in use.
-    n_features_in_ : int
-    monitor_ : ConvergenceMonitor
-        History of the kept restart.
-    converged_ : bool
-    log_likelihood_ : float
-        Final log-likelihood of the training data.
-
-    Notes
-    -----
-    Inference costs time O(N·(D·K + K²)) and memory O(N·K) (two-stage semi-Markov forward–backward
-    of :mod:`structlearn.kernels.semimarkov`); outputs indexed by duration (``posterior_durations``,
-    ``map_segment_ends``, ``confidence``) need O(N·D·K) memory. EM (seed §2.3.1) never decreases the
-    likelihood: every M-step is exact or an improving (generalised) step, and censored durations are
-    completed in the E-step (:func:`structlearn.durations.complete_counts`). A state with no
-    posterior mass keeps its previous parameters.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from structlearn import HiddenSemiMarkovModel
-    >>> X = np.r_[np.zeros(20), np.ones(30), np.zeros(25)][:, None] + 0.1
-    >>> model = HiddenSemiMarkovModel(2, duration="poisson", max_duration=40, random_state=0).fit(X)
-    >>> model.decode(X, return_segments=True)[2][0].tolist()  # (start, end, state) rows
-    [[0, 19, 0], [20, 49, 1], [50, 74, 0]]
+    startprob : ndarray (K,), transmat : ndarray (K, K)
+        π and a_ij (zero diagonal), validated by the caller.
+    duration, emission : duration and emission objects (:mod:`structlearn.models.durations`,
+        :mod:`structlearn.models.emissions`) with their parameters set.
+    max_duration : int
+        D.
+    censoring : {"none", "right", "both"}
+    allow_chain : bool, default True
+        Whether :meth:`structure` may return the first-order chain equal to the model
+        (:meth:`hmm_equivalent`).
     """
 
-    def __init__(self, n_states=2, duration="nonparametric", emission="gaussian", max_duration=None,
-                 censoring="right", n_iter=100, tol=1e-4, n_init=1, init="kmeans", params="stde",
-                 init_params="stde", random_state=None, verbose=False):
-        self.n_states = n_states
+    def __init__(self, startprob, transmat, duration, emission, max_duration, censoring, allow_chain=True):
+        self.startprob = startprob
+        self.transmat = transmat
         self.duration = duration
         self.emission = emission
-        self.max_duration = max_duration
+        self.max_duration = int(max_duration)
         self.censoring = censoring
-        self.n_iter = n_iter
-        self.tol = tol
-        self.n_init = n_init
-        self.init = init
-        self.params = params
-        self.init_params = init_params
-        self.random_state = random_state
-        self.verbose = verbose
+        self.allow_chain = allow_chain
 
-    # ================================================================================================
-    # validation
-    # ================================================================================================
-    def _validate_hyper(self):
-        K = self.n_states
-        if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or K < 1:
-            raise ValueError(f"`n_states` must be a positive integer; got {K!r}")
-        if self.censoring not in _dur.CENSORING:
-            raise ValueError(f"`censoring` must be one of {_dur.CENSORING}; got {self.censoring!r}")
-        D = self.max_duration
-        if D is not None and (isinstance(D, bool) or not isinstance(D, (int, np.integer)) or D < 1):
-            raise ValueError(f"`max_duration` must be an integer >= 1 or None; got {D!r}")
-        for name in ("n_iter", "n_init"):
-            v = getattr(self, name)
-            lo = 0 if name == "n_iter" else 1
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
-                raise ValueError(f"`{name}` must be an integer >= {lo}; got {v!r}")
-        if not (isinstance(self.tol, (int, float, np.floating)) and self.tol >= 0):
-            raise ValueError(f"`tol` must be a non-negative number; got {self.tol!r}")
-        if self.init not in ("kmeans", "quantile", "random"):
-            raise ValueError(f"`init` must be 'kmeans', 'quantile' or 'random'; got {self.init!r}")
-        for name in ("params", "init_params"):
-            v = getattr(self, name)
-            if not isinstance(v, str) or set(v) - set(_LETTERS):
-                raise ValueError(f"`{name}` must be a string of letters from {_LETTERS!r} (s start, t "
-                                 f"transitions, d durations, e emissions); got {v!r}")
+    @property
+    def n_states(self):
+        return self.startprob.shape[0]
 
-    def _emission_for_check(self):
-        return getattr(self, "emission_", None) or _emi.make_emission(self.emission)
+    def log_pmf(self):
+        """The duration log-pmf (D, K) (raises ``ValueError`` on a wrong shape)."""
+        D, K = self.max_duration, self.n_states
+        lp = self.duration.log_pmf(D)
+        if lp.shape != (D, K):
+            raise ValueError(f"duration log_pmf must have shape ({D}, {K}); got {lp.shape}")
+        return lp
 
-    def _validate_data(self, X, lengths, emission=None):
-        emission = emission if emission is not None else self._emission_for_check()
-        X = emission._check_X(X) if hasattr(emission, "_check_X") else _emi._as_2d(X)
-        lengths, offsets = check_lengths(lengths, X.shape[0], rows_name="the observations `X`")
-        return X, lengths, offsets
-
-    def _check_params(self):
-        """Validate user-settable probabilities (raises ValueError naming the attribute)."""
-        K = self.n_states
-        sp = np.asarray(self.startprob_, dtype=np.float64)
-        if sp.shape != (K,):
-            raise ValueError(f"`startprob_` must have shape ({K},); got {sp.shape}")
-        if np.any(sp < 0) or not np.isclose(sp.sum(), 1.0, atol=1e-8):
-            raise ValueError(f"`startprob_` must be non-negative and sum to 1 (got sum {sp.sum():.6g})")
-        tm = np.asarray(self.transmat_, dtype=np.float64)
-        if tm.shape != (K, K):
-            raise ValueError(f"`transmat_` must have shape ({K}, {K}); got {tm.shape}")
-        if np.any(tm < 0):
-            raise ValueError("`transmat_` must be non-negative")
-        if K >= 2:
-            if np.any(np.diag(tm) != 0):
-                raise ValueError("`transmat_` must have a zero diagonal (an explicit-duration HSMM has "
-                                 "no self-transitions, seed §3.1; durations model the stay)")
-            s = tm.sum(axis=1)
-            if not np.allclose(s, 1.0, atol=1e-8):
-                i = int(np.argmax(np.abs(s - 1)))
-                raise ValueError(f"`transmat_` rows must sum to 1 (row {i} sums to {s[i]:.6g})")
-        self.startprob_, self.transmat_ = sp, tm
-
-    # ================================================================================================
-    # the adapter: parameters -> semi-Markov potentials
-    # ================================================================================================
-    def _tables(self):
-        D = self.max_duration_
-        lp = self.duration_.log_pmf(D)
-        if lp.shape != (D, self.n_states):
-            raise ValueError(f"duration log_pmf must have shape ({D}, {self.n_states}); got {lp.shape}")
-        return lp, _dur.duration_tables(lp, self.censoring)
-
-    def _structure(self, X, lengths, unary=None):
-        """SemiMarkov over the packed batch (X validated); tables cut to the longest sequence."""
-        K = self.n_states
-        if unary is None:
-            unary = self.emission_.log_density(X)
-        _, tab = self._tables()
-        Dc = max(1, min(self.max_duration_, int(lengths.max()) if lengths.size else 1))
-        trans = _log(self.transmat_)
+    def log_transitions(self):
+        """log a_ij with the diagonal at -inf (no self-transitions), (K, K)."""
+        trans = _log(self.transmat)
         np.fill_diagonal(trans, -np.inf)
-        return SemiMarkov(unary, tab["middle"][:Dc], trans, lengths=lengths,
-                          start=_log(self.startprob_), end=np.zeros(K), allow_same_label=False,
+        return trans
+
+    def semi_markov(self, X, lengths, unary=None):
+        """SemiMarkov over the packed batch (X validated); tables cut to the longest sequence."""
+        if unary is None:
+            unary = self.emission.log_density(X)
+        tab = duration_tables(self.log_pmf(), self.censoring)
+        Dc = max(1, min(self.max_duration, int(lengths.max()) if lengths.size else 1))
+        return SemiMarkov(unary, tab["middle"][:Dc], self.log_transitions(), lengths=lengths,
+                          start=_log(self.startprob), end=np.zeros(self.n_states), allow_same_label=False,
                           first_duration=tab["first"][:Dc], last_duration=tab["last"][:Dc],
                           single_duration=tab["single"][:Dc])
 
-    def _hmm_equivalent(self):
+    def hmm_equivalent(self):
         """(log H, log start, log end) of the first-order chain equal to this HSMM, or None.
 
         With geometric durations p_j(d) = p_j (1 - p_j)^(d-1) the HSMM is the HMM with
@@ -283,469 +129,78 @@ class HiddenSemiMarkovModel(BaseEstimator):
         to float64 precision. ``end`` is log p_j under ``censoring="none"`` (the last segment ends
         at the last observation), else 0. The chain costs O(N·K²) instead of O(N·(D·K + K²)).
         """
-        if not isinstance(self.duration_, _dur.Geometric) or getattr(self, "_no_chain", False):
+        if not isinstance(self.duration, Geometric) or not self.allow_chain:
             return None
-        p = np.asarray(self.duration_.p, dtype=np.float64)
+        p = np.asarray(self.duration.p, dtype=np.float64)
         with np.errstate(divide="ignore"):
-            if np.any(self.max_duration_ * np.log1p(-p) > -46.0):
+            if np.any(self.max_duration * np.log1p(-p) > -46.0):
                 return None
-            H = np.diag(1.0 - p) + p[:, None] * self.transmat_
-            return _log(H), _log(self.startprob_), (np.log(p) if self.censoring == "none"
-                                                    else np.zeros_like(p))
+            H = np.diag(1.0 - p) + p[:, None] * self.transmat
+            return _log(H), _log(self.startprob), (np.log(p) if self.censoring == "none"
+                                                   else np.zeros_like(p))
 
-    def _any_structure(self, X, lengths):
-        """The chain equivalent when it exists (see :meth:`_hmm_equivalent`), else the SemiMarkov."""
-        eq = self._hmm_equivalent()
+    def structure(self, X, lengths, allow_chain=False):
+        """The SemiMarkov structure, or with ``allow_chain`` the chain equivalent when it exists."""
+        eq = self.hmm_equivalent() if allow_chain else None
         if eq is None:
-            return self._structure(X, lengths)
+            return self.semi_markov(X, lengths)
         log_h, start, end = eq
-        return LinearChain(self.emission_.log_density(X), log_h, lengths=lengths, start=start,
-                           end=end)
+        return LinearChain(self.emission.log_density(X), log_h, lengths=lengths, start=start, end=end)
 
-    def to_structure(self, X, lengths=None):
-        """The semi-Markov structure (potentials) this model defines on ``X``.
-
-        Returns
-        -------
-        SemiMarkov
-            ``log_partition()`` is the log-likelihood of each sequence; every other inference of
-            the structure (marginals, k-best, sampling, constraints) applies to the HSMM posterior.
-        """
-        check_is_fitted(self, "startprob_")
-        X, lengths, _ = self._validate_data(X, lengths)
-        return self._structure(X, lengths)
-
-    def _prepare(self, X, lengths, allow_chain=False):
-        check_is_fitted(self, "startprob_")
-        self._check_params()
-        X, lengths, offsets = self._validate_data(X, lengths)
-        sm = self._any_structure(X, lengths) if allow_chain else self._structure(X, lengths)
-        return X, lengths, offsets, sm
-
-    @staticmethod
-    def _transition_marginals(sm):
-        """γ (N, K) and ξ (N, K, K) with a zero diagonal (a chain's diagonal = staying in a segment)."""
-        gamma, xi = sm.marginals()
-        if isinstance(sm, LinearChain):
-            K = xi.shape[1]
-            xi[:, np.arange(K), np.arange(K)] = 0.0
-        return gamma, xi
-
-    # ================================================================================================
-    # EM
-    # ================================================================================================
-    def _initial_labels(self, X, lengths, rng, restart):
+    def sample(self, n_samples, rng):
+        """One sequence of ``n_samples`` observations of the generative process: (X, states, segments);
+        see :meth:`structlearn.estimators.hsmm.HiddenSemiMarkovModel.sample`."""
+        D = self.max_duration
+        lp = self.log_pmf()
         K = self.n_states
-        N = X.shape[0]
-        labels = np.full(N, -1, dtype=np.int64)
-        complete = ~np.isnan(X).any(axis=1)
-        Xc = X[complete]
-        method = self.init
-        if method == "kmeans" and np.unique(Xc, axis=0).shape[0] < K:
-            method = "random"
-        if method == "kmeans":
-            from sklearn.cluster import KMeans
-            km = KMeans(n_clusters=K, n_init=1 if restart else 3,
-                        random_state=int(rng.randint(2**31 - 1)))
-            lab = km.fit_predict(Xc)
-            # order clusters by their first-feature mean, for reproducible state order
-            order = np.argsort(km.cluster_centers_[:, 0])
-            rank = np.empty(K, dtype=np.int64)
-            rank[order] = np.arange(K)
-            labels[complete] = rank[lab]
-        elif method == "quantile":
-            x = X[:, 0]
-            obs = ~np.isnan(x)
-            if restart == 0:
-                levels = (np.arange(1, K)) / K
-            else:
-                levels = np.sort(rng.uniform(0.05, 0.95, K - 1))
-            cuts = np.quantile(x[obs], levels) if obs.any() else np.zeros(K - 1)
-            labels[obs] = np.searchsorted(cuts, x[obs], side="right")
+        segs = []
+        t = 0
+        k = int(rng.choice(K, p=self.startprob))
+        if self.censoring == "both":
+            lfirst = log_survivor(lp) - log_mean(lp)
+            pf = np.exp(lfirst[:, k])
+            d = int(rng.choice(D, p=pf / pf.sum())) + 1
         else:
-            labels[complete] = rng.randint(K, size=int(complete.sum()))
-        return labels
-
-    @staticmethod
-    def _run_means(labels, lengths, K):
-        tot = np.zeros(K)
-        cnt = np.zeros(K)
-        o = 0
-        for T in lengths:
-            lab = labels[o:o + T]
-            o += T
-            if T == 0:
-                continue
-            st = np.flatnonzero(np.r_[True, lab[1:] != lab[:-1]])
-            en = np.r_[st[1:], T]
-            for s, e in zip(st, en):
-                if lab[s] >= 0:
-                    tot[lab[s]] += e - s
-                    cnt[lab[s]] += 1
-        return np.where(cnt > 0, tot / np.maximum(cnt, 1), np.nan)
-
-    def _init_params(self, X, lengths, rng, restart):
-        K = self.n_states
-        D = self.max_duration_
-        ip = self.init_params
-        labels = None
-        if "e" in ip or not hasattr(self, "emission_"):
-            emission = _emi.make_emission(self.emission)
-            if "e" in ip:
-                labels = self._initial_labels(X, lengths, rng, restart)
-                if not hasattr(emission, "_initialize"):
-                    raise ValueError("the emission object has no `_initialize`; set its parameters "
-                                     "and leave 'e' out of `init_params`")
-                emission._initialize(X, K, labels, rng)
-            elif getattr(emission, "n_states", None) != K:
-                raise ValueError(f"'e' is not in `init_params` but the emission object has no "
-                                 f"parameters for {K} states: {emission!r}")
-            self.emission_ = emission
-        if "d" in ip or not hasattr(self, "duration_"):
-            duration = _dur.make_duration(self.duration)
-            if "d" in ip:
-                if labels is None:
-                    labels = np.argmax(self.emission_.log_density(X), axis=1)
-                    labels[np.isnan(X).all(axis=1)] = -1
-                means = self._run_means(labels, lengths, K)
-                fallback = max(1.0, float(np.mean(lengths)) / (2.0 * K))
-                means = np.where(np.isnan(means), fallback, means)
-                if restart or self.init == "random":
-                    means = means * np.exp(rng.uniform(-0.7, 0.7, K))
-                means = np.clip(means, 1.05, max(1.05, 0.75 * D))
-                if not hasattr(duration, "_initialize"):
-                    raise ValueError("the duration object has no `_initialize`; set its parameters "
-                                     "and leave 'd' out of `init_params`")
-                duration._initialize(K, D, means, rng)
-            elif getattr(duration, "n_states", None) != K:
-                raise ValueError(f"'d' is not in `init_params` but the duration object has no "
-                                 f"parameters for {K} states: {duration!r}")
-            self.duration_ = duration
-        if "s" in ip:
-            self.startprob_ = np.full(K, 1.0 / K)
-        elif not hasattr(self, "startprob_"):
-            raise ValueError("'s' is not in `init_params`: set `startprob_` before fit")
-        if "t" in ip:
+            d = int(self.duration.sample(np.array([k]), D, rng)[0])
+        while True:
+            segs.append((t, min(t + d, n_samples) - 1, k))
+            t += d
+            if t >= n_samples:
+                break
             if K == 1:
-                tm = np.zeros((1, 1))
-            elif restart or self.init == "random":
-                tm = rng.dirichlet(np.ones(K - 1) * 5.0, size=K)
-                tm = np.array([np.insert(tm[i], i, 0.0) for i in range(K)])
-            else:
-                tm = (np.ones((K, K)) - np.eye(K)) / (K - 1)
-            self.transmat_ = tm
-        elif not hasattr(self, "transmat_"):
-            raise ValueError("'t' is not in `init_params`: set `transmat_` before fit")
-        self._check_params()
+                raise ValueError("a 1-state HSMM has no transitions: its samples are limited to one "
+                                 "segment; ask for at most max_duration observations")
+            k = int(rng.choice(K, p=self.transmat[k]))
+            d = int(self.duration.sample(np.array([k]), D, rng)[0])
+        segments = np.array(segs, dtype=np.int64)
+        states = np.repeat(segments[:, 2], segments[:, 1] - segments[:, 0] + 1)
+        X = self.emission.sample(states, rng)
+        return X, states, segments
 
-    def _e_step(self, X, lengths, offsets):
-        sm = self._any_structure(X, lengths)
-        log_z = sm.log_partition()
-        bad = np.flatnonzero(log_z == -np.inf)
-        if bad.size:
-            b = int(bad[0])
-            raise ValueError(f"sequence {b} (rows {offsets[b]}:{offsets[b + 1]}, length {lengths[b]}) "
-                             f"has zero likelihood under the current parameters (no segmentation into "
-                             f"durations <= {self.max_duration_} with non-zero probability"
-                             + (", e.g. with censoring='none' its length cannot be reached"
-                                if self.censoring == "none" else "") + ")")
-        return sm, float(log_z.sum())
-
-    def _m_step(self, X, lengths, offsets, sm):
-        K = self.n_states
-        p = self.params
-        need_marg = any(c in p for c in "ste")
-        chain = isinstance(sm, LinearChain)
-        if need_marg or chain:
-            gamma, edge = sm.marginals()
-            xi = edge.copy()
-            if chain:
-                xi[:, np.arange(K), np.arange(K)] = 0.0
-        if "s" in p:
-            first = offsets[:-1][lengths > 0]
-            g0 = gamma[first].sum(axis=0)
-            if g0.sum() > 0:
-                self.startprob_ = g0 / g0.sum()
-        if "t" in p and K >= 2:
-            c = xi.sum(axis=0)
-            np.fill_diagonal(c, 0.0)
-            tot = c.sum(axis=1)
-            tm = self.transmat_.copy()
-            ok = tot > 0
-            tm[ok] = c[ok] / tot[ok, None]
-            self.transmat_ = tm
-        if "d" in p and chain:
-            # Baum–Welch update of the equivalent HMM's self-transitions: p = leaves / (stays + leaves)
-            stays = np.einsum("nkk->k", edge)
-            leaves = xi.sum(axis=(0, 2))
-            if self.censoring == "none":
-                last = offsets[1:][lengths > 0] - 1
-                leaves = leaves + gamma[last].sum(axis=0)
-            tot = stays + leaves
-            pn = np.asarray(self.duration_.p, dtype=np.float64).copy()
-            ok = (tot > 0) & (leaves > 0)
-            pn[ok] = leaves[ok] / tot[ok]
-            self.duration_.p = pn
-        elif "d" in p:
-            dm = sm.duration_marginals()
-            D = self.max_duration_
-            tables = {}
-            for name in ("middle", "first", "last", "single"):
-                a = getattr(dm, name).sum(axis=0)
-                if a.shape[0] < D:
-                    a = np.concatenate([a, np.zeros((D - a.shape[0], K))])
-                tables[name] = a
-            counts, left = _dur.complete_counts(tables, self.duration_.log_pmf(D), self.censoring)
-            self.duration_.fit(counts, left)
-        if "e" in p:
-            self.emission_.fit(X, gamma)
-
-    def fit(self, X, lengths=None):
-        """Estimate the parameters by EM (seed §2.3.1) with ``n_init`` restarts.
-
-        Parameters
-        ----------
-        X : array-like of float64, shape (N, F)
-            Packed observations of all sequences (a 1-d array is one feature). NaN = missing.
-        lengths : array-like of int, shape (B,), optional
-            Sequence lengths summing to N; default one sequence.
-
-        Returns
-        -------
-        self
-
-        Raises
-        ------
-        ValueError
-            Bad hyper-parameters, X or lengths; fewer observations than states; a sequence with zero
-            likelihood (e.g. ``censoring="none"`` and a length no segmentation reaches).
-
-        Warns
-        -----
-        ConvergenceWarning
-            When the kept restart did not converge within ``n_iter`` iterations.
-        """
-        self._validate_hyper()
-        K = self.n_states
-        emission = _emi.make_emission(self.emission)
-        X, lengths, offsets = self._validate_data(X, lengths, emission)
-        n_obs = int((~np.isnan(X).all(axis=1)).sum())
-        if n_obs < K:
-            raise ValueError(f"fewer observed rows ({n_obs}) than states (n_states={K}); the model "
-                             f"cannot be estimated")
-        self.max_duration_ = int(self.max_duration if self.max_duration is not None
-                                 else max(1, int(lengths.max())))
-        self.n_features_in_ = X.shape[1]
-        rng = check_random_state(self.random_state)
-        best = None
-        # parameters not initialised by fit (left out of init_params) start every restart from
-        # their values at the call of fit, not from the previous restart's estimate
-        fixed = {a: copy.deepcopy(getattr(self, a)) for a, c in
-                 (("startprob_", "s"), ("transmat_", "t"), ("duration_", "d"), ("emission_", "e"))
-                 if c not in self.init_params and hasattr(self, a)}
-        for restart in range(self.n_init):
-            seed = rng.randint(2**31 - 1)
-            for attr in ("emission_", "duration_"):
-                if attr not in fixed and hasattr(self, attr):
-                    delattr(self, attr)
-            for a, v in fixed.items():
-                setattr(self, a, copy.deepcopy(v))
-            self._init_params(X, lengths, np.random.RandomState(seed), restart)
-            monitor = ConvergenceMonitor(self.tol, self.n_iter, self.verbose)
-            ll = self._em(X, lengths, offsets, monitor, restart)
-            if best is None or ll > best[0]:
-                best = (ll, self._snapshot(), monitor)
-        ll, snap, monitor = best
-        self._restore(snap)
-        self.monitor_ = monitor
-        self.converged_ = bool(monitor.converged)
-        self.log_likelihood_ = ll
-        if not self.converged_ and self.n_iter > 0:
-            warnings.warn(f"EM did not converge in n_iter={self.n_iter} iterations (last gain "
-                          f"{monitor.history[-1] - monitor.history[-2] if len(monitor.history) > 1 else float('nan'):.3g}"
-                          f" >= tol={self.tol}); increase `n_iter` or `tol`", ConvergenceWarning)
-        return self
-
-    def _em(self, X, lengths, offsets, monitor, restart):
-        bar = None
-        if self.verbose:
-            from tqdm import tqdm
-            bar = tqdm(total=self.n_iter, desc=f"HSMM EM (restart {restart + 1}/{self.n_init})",
-                       file=sys.stderr, leave=False)
-        try:
-            ll = None
-            for _ in range(self.n_iter):
-                sm, ll = self._e_step(X, lengths, offsets)
-                monitor.report(ll)
-                if bar is not None:
-                    bar.update(1)
-                    bar.set_postfix(loglik=f"{ll:.6g}")
-                if monitor.converged:
-                    return ll
-                self._m_step(X, lengths, offsets, sm)
-            _, ll = self._e_step(X, lengths, offsets)
-            monitor.report(ll)
-            return ll
-        finally:
-            if bar is not None:
-                bar.close()
-
-    def _snapshot(self):
-        return {"startprob_": self.startprob_.copy(), "transmat_": self.transmat_.copy(),
-                "duration_": copy.deepcopy(self.duration_), "emission_": copy.deepcopy(self.emission_)}
-
-    def _restore(self, snap):
-        for k, v in snap.items():
-            setattr(self, k, v)
-
-    # ================================================================================================
-    # likelihood and smoothing
-    # ================================================================================================
-    def score(self, X, lengths=None):
-        """Log-likelihood log P(o | λ) summed over sequences (seed §2.2.1, eq. (4) summed).
-
-        Returns float (-inf if a sequence is impossible). Time O(N·(D·K + K²)), memory O(N·K).
-        """
-        return float(self.score_per_sequence(X, lengths).sum())
-
-    def score_per_sequence(self, X, lengths=None):
-        """Log-likelihood of every sequence, float64 array (B,)."""
-        return self._prepare(X, lengths, allow_chain=True)[3].log_partition()
-
-    def score_samples(self, X, lengths=None):
-        """Log-likelihood and smoothed state posteriors γ_t(j) = P(S_t = j | o) (seed eq. (8)).
-
-        Returns
-        -------
-        log_prob : float
-        posteriors : ndarray of float64, shape (N, K)
-        """
-        sm = self._prepare(X, lengths, allow_chain=True)[3]
-        return float(sm.log_partition().sum()), sm.marginals().unary
-
-    def predict_proba(self, X, lengths=None):
-        """Smoothed posteriors γ_t(j) = P(S_t = j | o_1:T), shape (N, K) (seed eq. (8))."""
-        return self.score_samples(X, lengths)[1]
-
-    def posterior_transitions(self, X, lengths=None):
-        """ξ_t(i, j) = P(S_t] = i, S_[t+1 = j | o) (seed eq. (7)), shape (N, K, K).
-
-        Row t: a segment of state i ends at t and one of state j starts at t+1; the last row of
-        every sequence is 0.
-        """
-        return self._transition_marginals(self._prepare(X, lengths, allow_chain=True)[3])[1]
-
-    def posterior_durations(self, X, lengths=None):
-        """η_t(j, d) = P(S_[t-d+1:t] = j | o) (seed eq. (6)): a j-segment of duration d ends at t.
-
-        Returns
-        -------
-        ndarray of float64, shape (N, D, K)
-            Index [t, d-1, j]. Memory O(N·D·K); raises ``ValueError`` beyond 2·10⁷ entries.
-        """
-        sm = self._prepare(X, lengths)[3]
-        eta = sm.segment_marginals()
-        D = self.max_duration_
-        if eta.shape[1] < D:
-            eta = np.concatenate([eta, np.zeros((eta.shape[0], D - eta.shape[1], eta.shape[2]))], 1)
-        return eta
-
-    def expected_counts(self, X, lengths=None):
-        r"""The expectations (a)–(g) of seed §2.2.2, per sequence.
-
-        Returns
-        -------
-        dict
-            ``"ends_before"`` (N, K): (a) expected number of times state i ended before t (within
-            the sequence, transitions out only); ``"starts_by"`` (N, K): (a) expected number of
-            times i started at t or before (the first segment counts at t = 0);
-            ``"occupancy"`` (B, K): (b) Σ_t γ_t(i); ``"symbol_counts"`` (B, K, V): (c)
-            Σ_t γ_t(i) I(o_t = v) — categorical emissions only; ``"mean_observation"`` (B, K, F): (d)
-            Σ_t γ_t(i) o_t / Σ_t γ_t(i) over observed entries (NaN where a state has no mass);
-            ``"first_state"`` (B, K): (e) γ_1(i); ``"n_starts"``, ``"n_ends"`` (B, K): (f) expected
-            number of segments of i that begin / end in the window (the first segment begins at
-            t = 1 and the last ends at T, so both equal the expected number of i-segments);
-            ``"mean_duration"`` (B, K): (g) Σ_t Σ_d d η_t(i, d) / Σ_t Σ_d η_t(i, d) (observed
-            segment lengths; NaN without mass). All float64.
-        """
-        X, lengths, offsets, sm = self._prepare(X, lengths)
-        gamma, xi = sm.marginals()
-        B = lengths.shape[0]
-        K = self.n_states
-        out_from = xi.sum(axis=2)  # i ends at t (followed by a transition)
-        into = xi.sum(axis=1)  # j starts at t+1
-        ends_before = np.zeros_like(gamma)
-        starts_by = np.zeros_like(gamma)
-        occ = np.zeros((B, K))
-        first = np.zeros((B, K))
-        n_seg = np.zeros((B, K))
-        F = X.shape[1]
-        mean_obs = np.full((B, K, F), np.nan)
-        obs = ~np.isnan(X)
-        x0 = np.where(obs, X, 0.0)
-        for b in range(B):
-            o, T = int(offsets[b]), int(lengths[b])
-            if T == 0:
-                continue
-            g = gamma[o:o + T]
-            ends_before[o:o + T] = np.cumsum(np.r_[np.zeros((1, K)), out_from[o:o + T - 1]], axis=0)
-            st = np.r_[g[:1], into[o:o + T - 1]]
-            starts_by[o:o + T] = np.cumsum(st, axis=0)
-            occ[b] = g.sum(0)
-            first[b] = g[0]
-            n_seg[b] = st.sum(0)
-            num = g.T @ x0[o:o + T]
-            den = g.T @ obs[o:o + T].astype(np.float64)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                mean_obs[b] = np.where(den > 0, num / den, np.nan)
-        dm = sm.duration_marginals()
-        tot = dm.middle + dm.first + dm.last + dm.single  # (B, D, K)
-        d = np.arange(1, tot.shape[1] + 1, dtype=np.float64)
-        cnt = tot.sum(axis=1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            mean_dur = np.where(cnt > 0, np.einsum("bdk,d->bk", tot, d) / cnt, np.nan)
-        out = {"ends_before": ends_before, "starts_by": starts_by, "occupancy": occ,
-               "mean_observation": mean_obs, "first_state": first, "n_starts": n_seg,
-               "n_ends": n_seg.copy(), "mean_duration": mean_dur}
-        if isinstance(self.emission_, _emi.Categorical):
-            V = self.emission_.probs.shape[1]
-            sc = np.zeros((B, K, V))
-            for b in range(B):
-                o, T = int(offsets[b]), int(lengths[b])
-                x = X[o:o + T, 0]
-                ok = ~np.isnan(x)
-                for v in range(V):
-                    sc[b, :, v] = gamma[o:o + T][ok & (x == v)].sum(0)
-            out["symbol_counts"] = sc
-        return out
-
-    # ================================================================================================
-    # filtering and prediction (forward messages only)
-    # ================================================================================================
-    def _forward_tables(self):
+    # -- filtering and prediction (forward messages only) ----------------------------------------
+    def forward_tables(self):
         """(D, K) log tables for a segment that started at 0 / later, closed (ends at t), open
         (still running at t) and continuing (still running at t + 1), right-censored semantics."""
-        lp, _ = self._tables()
-        ls = _dur.log_survivor(lp)
+        lp = self.log_pmf()
+        ls = log_survivor(lp)
         D, K = lp.shape
         ls_next = np.vstack([ls[1:], np.full((1, K), -np.inf)])  # log P(duration >= d + 1)
-        if self.censoring == "both":
-            lm = _dur.log_mean(lp)
-            lr = _dur._rev_logcumsumexp(ls)
-            lr_next = np.vstack([lr[1:], np.full((1, K), -np.inf)])
-            first = {"closed": ls - lm, "open": lr - lm, "cont": lr_next - lm}
-        else:
-            first = {"closed": lp, "open": ls, "cont": ls_next}
         middle = {"closed": lp, "open": ls, "cont": ls_next}
-        return first, middle
+        if self.censoring == "both":
+            lm = log_mean(lp)
+            lr = log_tail_sum(ls)
+            lr_next = np.vstack([lr[1:], np.full((1, K), -np.inf)])
+            return {"closed": ls - lm, "open": lr - lm, "cont": lr_next - lm}, middle
+        return middle, middle
 
-    def _filter_terms(self, X, lengths, offsets, sm):
-        """Log (relative to c_t) of the closed / open / continuing sums at every t, (N, K) each."""
+    def filter_terms(self, sm, lengths, offsets):
+        """Log (relative to c_t) of the closed / open / continuing sums at every t, (N, K) each, and
+        the forward messages of ``sm`` (the SemiMarkov structure of this model)."""
         unary = sm.unary
         fm = sm.forward()
         N, K = unary.shape
-        first, middle = self._forward_tables()
-        D = min(self.max_duration_, int(lengths.max()) if lengths.size else 1)
+        first, middle = self.forward_tables()
+        D = min(self.max_duration, int(lengths.max()) if lengths.size else 1)
         local = np.arange(N) - np.repeat(offsets[:-1], lengths)
         u = unary - fm.log_scale[:, None]
         acc = np.zeros((N, K))
@@ -764,382 +219,66 @@ class HiddenSemiMarkovModel(BaseEstimator):
                 out[key][idx] = np.logaddexp(out[key][idx], base + tab)
         return out, fm
 
-    def filter(self, X, lengths=None):
-        """Filtered probabilities given the observations so far (seed §2.2.2).
 
-        ``state[t, j]`` = P(S_t = j | o_1:t), ``end[t, j]`` = P(S_t] = j | o_1:t) (a j-segment ends
-        exactly at t), ``log_likelihood[t]`` = log P(o_1:t). The prefix likelihood follows the
-        generative (right-censored) process: the segment running at t scores its survivor
-        function, whatever ``censoring`` (with ``"both"`` the first segment follows the
-        residual-life law).
+def transition_marginals(sm):
+    """γ (N, K) and ξ (N, K, K) with a zero diagonal (a chain's diagonal = staying in a segment)."""
+    gamma, xi = sm.marginals()
+    if isinstance(sm, LinearChain):
+        K = xi.shape[1]
+        xi[:, np.arange(K), np.arange(K)] = 0.0
+    return gamma, xi
 
-        Returns
-        -------
-        Filtered
-            ``state`` (N, K), ``end`` (N, K), ``log_likelihood`` (N,), float64.
 
-        Notes
-        -----
-        Uses only forward messages (:meth:`SemiMarkov.forward`) plus one pass over d: time
-        O(N·(D·K + K²)), memory O(N·K).
-        """
-        X, lengths, offsets, sm = self._prepare(X, lengths)
-        terms, fm = self._filter_terms(X, lengths, offsets, sm)
-        norm = special.logsumexp(terms["open"], axis=1)
-        with np.errstate(invalid="ignore"):
-            state = np.exp(terms["open"] - norm[:, None])
-            end = np.exp(terms["closed"] - norm[:, None])
-        bad = norm == -np.inf
-        state[bad] = 0.0
-        end[bad] = 0.0
-        c = self._cum_scale(fm.log_scale, lengths, offsets)
-        return Filtered(state, end, c + norm)
-
-    @staticmethod
-    def _cum_scale(log_scale, lengths, offsets):
-        c = np.cumsum(log_scale)
-        starts = offsets[:-1][lengths > 0]
-        prev = np.r_[0.0, c][starts]
-        return c - np.repeat(prev, lengths[lengths > 0])
-
-    def predict_next(self, X, lengths=None):
-        """One-step prediction given o_1:t (seed §2.2.2).
-
-        Returns
-        -------
-        Prediction
-            ``start[t, j]`` = P(S_[t+1 = j | o_1:t) = Σ_{i≠j} P(S_t] = i | o_1:t) a_ij (a j-segment
-            starts at t+1) and ``state[t, j]`` = P(S_{t+1} = j | o_1:t) (the running segment
-            continues, or a new one starts), both (N, K) float64.
-        """
-        X, lengths, offsets, sm = self._prepare(X, lengths)
-        terms, _ = self._filter_terms(X, lengths, offsets, sm)
-        norm = special.logsumexp(terms["open"], axis=1)
-        trans = _log(self.transmat_)
-        np.fill_diagonal(trans, -np.inf)
-        log_start = special.logsumexp(terms["closed"][:, :, None] + trans[None], axis=1)
-        log_state = np.logaddexp(log_start, terms["cont"])
-        with np.errstate(invalid="ignore"):
-            start = np.exp(log_start - norm[:, None])
-            state = np.exp(log_state - norm[:, None])
-        bad = norm == -np.inf
-        start[bad] = 0.0
-        state[bad] = 0.0
-        return Prediction(start, state)
-
-    # ================================================================================================
-    # decoding
-    # ================================================================================================
-    def decode(self, X, lengths=None, algorithm="viterbi", return_segments=False):
-        """Most likely states.
-
-        Parameters
-        ----------
-        algorithm : {"viterbi", "map"}
-            ``"viterbi"``: the maximum-likelihood segmentation (seed eq. (11)); ``log_prob`` is
-            log max_s P(o, s). ``"map"``: per-time argmax of γ_t (seed §2.2.3); ``log_prob`` is
-            Σ_t log max_j γ_t(j) (hmmlearn's convention).
-        return_segments : bool, default False
-            Also return per-sequence (n_seg, 3) int64 arrays of (start, end, state) rows (local,
-            end inclusive); for ``"map"`` the runs of equal states.
-
-        Returns
-        -------
-        log_prob : float
-        states : ndarray of int64, shape (N,)
-        segments : list of B ndarrays (only if ``return_segments``)
-
-        Raises
-        ------
-        ValueError
-            Unknown algorithm, or a sequence with zero likelihood (message names it).
-        """
-        if algorithm not in ("viterbi", "map"):
-            raise ValueError(f"`algorithm` must be 'viterbi' or 'map'; got {algorithm!r}")
-        X, lengths, offsets, sm = self._prepare(X, lengths, allow_chain=True)
-        if algorithm == "viterbi":
-            states = sm.argmax()
-            log_prob = float(sm.max().sum())
-            if return_segments:  # a chain path is a segmentation: its runs (a_ii = 0)
-                segs = (self._runs(states, lengths, offsets) if isinstance(sm, LinearChain)
-                        else sm.argmax_segments())
-        else:
-            sm._raise_if_infeasible(sm.log_partition(), "the MAP states")
-            gamma = sm.marginals().unary
-            states = np.argmax(gamma, axis=1).astype(np.int64)
-            with np.errstate(divide="ignore"):
-                log_prob = float(np.log(gamma.max(axis=1)).sum())
-            segs = self._runs(states, lengths, offsets) if return_segments else None
-        if return_segments:
-            return log_prob, states, segs
-        return log_prob, states
-
-    @staticmethod
-    def _runs(states, lengths, offsets):
-        out = []
-        for b in range(lengths.shape[0]):
+def expected_counts(sm, X, lengths, offsets, emission):
+    r"""The expectations (a)–(g) of seed §2.2.2, per sequence, from the SemiMarkov structure ``sm`` of
+    the observations ``X`` (see :meth:`HiddenSemiMarkovModel.expected_counts
+    <structlearn.estimators.hsmm.HiddenSemiMarkovModel.expected_counts>` for the keys)."""
+    gamma, xi = sm.marginals()
+    B = lengths.shape[0]
+    K = gamma.shape[1]
+    out_from = xi.sum(axis=2)  # i ends at t (followed by a transition)
+    into = xi.sum(axis=1)  # j starts at t+1
+    ends_before = np.zeros_like(gamma)
+    starts_by = np.zeros_like(gamma)
+    occ = np.zeros((B, K))
+    first = np.zeros((B, K))
+    n_seg = np.zeros((B, K))
+    F = X.shape[1]
+    mean_obs = np.full((B, K, F), np.nan)
+    obs = ~np.isnan(X)
+    x0 = np.where(obs, X, 0.0)
+    for b in range(B):
+        o, T = int(offsets[b]), int(lengths[b])
+        if T == 0:
+            continue
+        g = gamma[o:o + T]
+        ends_before[o:o + T] = np.cumsum(np.r_[np.zeros((1, K)), out_from[o:o + T - 1]], axis=0)
+        st = np.r_[g[:1], into[o:o + T - 1]]
+        starts_by[o:o + T] = np.cumsum(st, axis=0)
+        occ[b] = g.sum(0)
+        first[b] = g[0]
+        n_seg[b] = st.sum(0)
+        num = g.T @ x0[o:o + T]
+        den = g.T @ obs[o:o + T].astype(np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean_obs[b] = np.where(den > 0, num / den, np.nan)
+    dm = sm.duration_marginals()
+    tot = dm.middle + dm.first + dm.last + dm.single  # (B, D, K)
+    d = np.arange(1, tot.shape[1] + 1, dtype=np.float64)
+    cnt = tot.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_dur = np.where(cnt > 0, np.einsum("bdk,d->bk", tot, d) / cnt, np.nan)
+    out = {"ends_before": ends_before, "starts_by": starts_by, "occupancy": occ,
+           "mean_observation": mean_obs, "first_state": first, "n_starts": n_seg,
+           "n_ends": n_seg.copy(), "mean_duration": mean_dur}
+    if isinstance(emission, Categorical):
+        V = emission.probs.shape[1]
+        sc = np.zeros((B, K, V))
+        for b in range(B):
             o, T = int(offsets[b]), int(lengths[b])
-            lab = states[o:o + T]
-            if T == 0:
-                out.append(np.zeros((0, 3), dtype=np.int64))
-                continue
-            st = np.flatnonzero(np.r_[True, lab[1:] != lab[:-1]])
-            en = np.r_[st[1:] - 1, T - 1]
-            out.append(np.stack([st, en, lab[st]], axis=1).astype(np.int64))
-        return out
-
-    def predict(self, X, lengths=None):
-        """Viterbi states (seed eq. (11)), int64 array (N,)."""
-        return self.decode(X, lengths)[1]
-
-    def map_segment_ends(self, X, lengths=None):
-        """Joint MAP of the state ending at t and its duration, (ŝ_t, d̂_t) = argmax η_t(i, d)
-        (seed eq. (10)).
-
-        Returns
-        -------
-        SegmentEnds
-            ``states`` (N,), ``durations`` (N,) int64 and ``probs`` (N,) float64 = η_t(ŝ_t, d̂_t).
-            Memory O(N·D·K).
-        """
-        eta = self.posterior_durations(X, lengths)
-        N, D, K = eta.shape
-        flat = eta.reshape(N, D * K)
-        arg = np.argmax(flat, axis=1)
-        return SegmentEnds((arg % K).astype(np.int64), (arg // K + 1).astype(np.int64),
-                           flat[np.arange(N), arg])
-
-    def confidence(self, X, lengths=None):
-        """Confidence of the eq. (10) estimate (seed §2.2.4):
-        max_{j,d} η_t(j, d) / Σ_{j,d} η_t(j, d), shape (N,) float64 in [0, 1].
-
-        Low values show where state estimation errors are likely; 0 where no segment can end at t.
-        """
-        eta = self.posterior_durations(X, lengths)
-        tot = eta.sum(axis=(1, 2))
-        mx = eta.max(axis=(1, 2))
-        return np.divide(mx, tot, out=np.zeros_like(tot), where=tot > 0)
-
-    def segment_posterior(self, X, segments, lengths=None, sequence=0, exact_start=True,
-                          exact_end=True):
-        """Posterior probability of a subpath P[s_{t+1:t+k} | o] (seed §2.2.4).
-
-        Parameters
-        ----------
-        X, lengths
-            Observations as in :meth:`fit`.
-        segments : array-like of int, shape (S, 3)
-            Consecutive (start, end, state) rows (local to ``sequence``, end inclusive) covering
-            [t+1, t+k]; consecutive states must differ.
-        sequence : int, default 0
-            Which sequence of the batch.
-        exact_start, exact_end : bool, default True
-            Require the first segment to start exactly at its start (the state differs just before)
-            and the last to end exactly at its end. With False, the first (last) segment may extend
-            earlier (later), i.e. only the labels of the covered tokens are constrained.
-
-        Returns
-        -------
-        float
-            L' / L where L' sums the paths through the constrained lattice (seed §2.2.4, the
-            constrained forward–backward of Culotta & McCallum 2004). Time O(T·(D·K + K²)).
-
-        Raises
-        ------
-        ValueError
-            Malformed segments (not consecutive, outside the sequence, bad state) or a sequence
-            with zero likelihood.
-        """
-        X, lengths, offsets, _ = self._prepare(X, lengths)
-        B = lengths.shape[0]
-        if isinstance(sequence, bool) or not isinstance(sequence, (int, np.integer)) or not 0 <= sequence < B:
-            raise ValueError(f"`sequence` must be an integer in [0, {B}); got {sequence!r}")
-        o, T = int(offsets[sequence]), int(lengths[sequence])
-        seg = np.asarray(segments)
-        if seg.ndim != 2 or seg.shape[1] != 3 or seg.shape[0] < 1 or not np.issubdtype(seg.dtype, np.integer):
-            raise ValueError(f"`segments` must be an int array of shape (S, 3) with S >= 1 (start, end, "
-                             f"state); got shape {seg.shape}, dtype {seg.dtype}")
-        s, e, k = seg[:, 0], seg[:, 1], seg[:, 2]
-        if (s[0] < 0 or e[-1] >= T or np.any(e < s) or np.any(s[1:] != e[:-1] + 1)
-                or k.min() < 0 or k.max() >= self.n_states):
-            raise ValueError(f"`segments` must be consecutive (start, end, state) rows inside [0, {T}) "
-                             f"with states in [0, {self.n_states}); got {seg.tolist()}")
-        if np.any(k[1:] == k[:-1]):
-            return 0.0
-        Xb = X[o:o + T]
-        lb = np.array([T])
-        sm = self._structure(Xb, lb)
-        log_z = float(sm.log_partition()[0])
-        if log_z == -np.inf:
-            raise ValueError(f"sequence {sequence} has zero likelihood; its subpath posterior is "
-                             f"undefined")
-        allowed = np.ones((T, self.n_states), dtype=bool)
-        for si, ei, ki in seg:
-            allowed[si:ei + 1] = False
-            allowed[si:ei + 1, ki] = True
-        if exact_start and s[0] > 0:
-            allowed[s[0] - 1, k[0]] = False
-        if exact_end and e[-1] < T - 1:
-            allowed[e[-1] + 1, k[-1]] = False
-        log_zc = float(sm.constrain(allowed).log_partition()[0])
-        return math.exp(log_zc - log_z) if log_zc > -np.inf else 0.0
-
-    # ================================================================================================
-    # sampling, model selection
-    # ================================================================================================
-    def sample(self, n_samples=1, random_state=None):
-        """Draw one sequence of ``n_samples`` observations from the generative process.
-
-        The first state is drawn from π and its duration from p_j (``"none"`` / ``"right"``) or from
-        the residual-life law S_j(d)/μ_j (``"both"``); later states from a_ij and p_j. The last
-        segment is cut at ``n_samples`` (right-censored), so with ``censoring="none"`` this is the
-        process without conditioning on a segment ending exactly at the last observation.
-
-        Returns
-        -------
-        X : ndarray of float64, shape (n_samples, F)
-        states : ndarray of int64, shape (n_samples,)
-        segments : ndarray of int64, shape (S, 3)
-            (start, end, state) rows, end inclusive (the last one cut at n_samples - 1).
-        """
-        check_is_fitted(self, "startprob_")
-        self._check_params()
-        if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
-            raise ValueError(f"`n_samples` must be a positive integer; got {n_samples!r}")
-        rng = check_random_state(random_state)
-        D = self.max_duration_
-        lp, _ = self._tables()
-        K = self.n_states
-        segs = []
-        t = 0
-        k = int(rng.choice(K, p=self.startprob_))
-        if self.censoring == "both":
-            lfirst = _dur.log_survivor(lp) - _dur.log_mean(lp)
-            pf = np.exp(lfirst[:, k])
-            d = int(rng.choice(D, p=pf / pf.sum())) + 1
-        else:
-            d = int(self.duration_.sample(np.array([k]), D, rng)[0])
-        while True:
-            segs.append((t, min(t + d, n_samples) - 1, k))
-            t += d
-            if t >= n_samples:
-                break
-            if K == 1:
-                raise ValueError("a 1-state HSMM has no transitions: its samples are limited to one "
-                                 "segment; ask for at most max_duration observations")
-            k = int(rng.choice(K, p=self.transmat_[k]))
-            d = int(self.duration_.sample(np.array([k]), D, rng)[0])
-        segments = np.array(segs, dtype=np.int64)
-        states = np.repeat(segments[:, 2], segments[:, 1] - segments[:, 0] + 1)
-        X = self.emission_.sample(states, rng)
-        return X, states, segments
-
-    def n_parameters(self):
-        """Number of free parameters that EM estimates (letters of ``params``)."""
-        check_is_fitted(self, "startprob_")
-        K = self.n_states
-        n = 0
-        if "s" in self.params:
-            n += K - 1
-        if "t" in self.params and K > 2:
-            n += K * (K - 2)
-        if "d" in self.params:
-            n += int(self.duration_.n_parameters(self.max_duration_))
-        if "e" in self.params:
-            n += int(self.emission_.n_parameters())
-        return n
-
-    def aic(self, X, lengths=None):
-        """Akaike information criterion -2 log L + 2 p (lower is better)."""
-        return -2.0 * self.score(X, lengths) + 2.0 * self.n_parameters()
-
-    def bic(self, X, lengths=None):
-        """Bayesian information criterion -2 log L + p log N, N = number of rows of X."""
-        n = _emi._as_2d(X).shape[0]
-        return -2.0 * self.score(X, lengths) + self.n_parameters() * math.log(n)
-
-    # ================================================================================================
-    # model files
-    # ================================================================================================
-    @staticmethod
-    def _family_name(obj, registry, what):
-        for mod in registry:
-            cls = getattr(mod, type(obj).__name__, None)
-            if cls is type(obj):
-                return type(obj).__name__
-        raise ValueError(f"cannot save a model with a custom {what} object of type "
-                         f"{type(obj).__qualname__}: model files only name structlearn's families "
-                         f"(loading never executes code)")
-
-    def save(self, path):
-        """Write the fitted model to ``path`` (versioned ``.npz`` + JSON header; no pickle).
-
-        Raises
-        ------
-        ValueError
-            A custom (non-structlearn) duration or emission object.
-        """
-        from ..io.modelfile import save_model
-
-        check_is_fitted(self, "startprob_")
-        dname = self._family_name(self.duration_, (_dur,), "duration")
-        ename = self._family_name(self.emission_, (_emi,), "emission")
-        darr, dcfg = self.duration_._get_state()
-        earr, ecfg = self.emission_._get_state()
-        arrays = {"startprob_": self.startprob_, "transmat_": self.transmat_}
-        arrays.update({f"duration.{k}": v for k, v in darr.items()})
-        arrays.update({f"emission.{k}": v for k, v in earr.items()})
-        params = {k: v for k, v in self.get_params().items() if k not in ("duration", "emission",
-                                                                           "random_state")}
-        params["duration"] = self.duration if isinstance(self.duration, str) else dname
-        params["emission"] = self.emission if isinstance(self.emission, str) else ename
-        rs = self.random_state
-        params["random_state"] = int(rs) if isinstance(rs, (int, np.integer)) else None
-        meta = {"duration_family": dname, "duration_config": dcfg, "emission_family": ename,
-                "emission_config": ecfg, "max_duration_": int(self.max_duration_),
-                "n_features_in_": int(self.n_features_in_),
-                "converged_": bool(getattr(self, "converged_", False)),
-                "log_likelihood_": (float(self.log_likelihood_)
-                                    if np.isfinite(getattr(self, "log_likelihood_", np.nan)) else None),
-                "history": [float(h) for h in getattr(getattr(self, "monitor_", None), "history", [])]}
-        save_model(path, format_name=_FORMAT, version=_FORMAT_VERSION,
-                   estimator="structlearn.HiddenSemiMarkovModel", params=params, metadata=meta,
-                   arrays=arrays)
-
-    @classmethod
-    def load(cls, path):
-        """Read a model written by :meth:`save`; runs no code from the file."""
-        from ..io.modelfile import ModelFileError, load_model
-
-        header, arrays = load_model(path, expected_format=_FORMAT, supported_version=_FORMAT_VERSION)
-        meta = header["metadata"]
-        try:
-            dcls = getattr(_dur, meta["duration_family"])
-            ecls = getattr(_emi, meta["emission_family"])
-        except (AttributeError, KeyError, TypeError) as exc:
-            raise ModelFileError(f"{path!r}: unknown duration/emission family ({exc})") from None
-        if not (isinstance(dcls, type) and issubclass(dcls, _dur.DurationDistribution)
-                and isinstance(ecls, type) and issubclass(ecls, _emi.EmissionDistribution)):
-            raise ModelFileError(f"{path!r}: the header names no structlearn duration/emission family")
-        model = cls(**header["params"])
-        duration = dcls(**meta.get("duration_config", {}))
-        duration._set_state({k[len("duration."):]: v for k, v in arrays.items()
-                             if k.startswith("duration.")})
-        emission = ecls(**meta.get("emission_config", {}))
-        emission._set_state({k[len("emission."):]: v for k, v in arrays.items()
-                             if k.startswith("emission.")})
-        model.duration_, model.emission_ = duration, emission
-        model.startprob_ = np.asarray(arrays["startprob_"], dtype=np.float64)
-        model.transmat_ = np.asarray(arrays["transmat_"], dtype=np.float64)
-        model.max_duration_ = int(meta["max_duration_"])
-        model.n_features_in_ = int(meta["n_features_in_"])
-        model.converged_ = bool(meta.get("converged_", False))
-        ll = meta.get("log_likelihood_")
-        model.log_likelihood_ = float("nan") if ll is None else float(ll)
-        mon = ConvergenceMonitor(model.tol, model.n_iter)
-        mon.history = list(meta.get("history", []))
-        mon.iter = len(mon.history)
-        model.monitor_ = mon
-        model._check_params()
-        return model
-
+            x = X[o:o + T, 0]
+            ok = ~np.isnan(x)
+            for v in range(V):
+                sc[b, :, v] = gamma[o:o + T][ok & (x == v)].sum(0)
+        out["symbol_counts"] = sc
+    return out

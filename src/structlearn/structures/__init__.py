@@ -6,8 +6,9 @@ offers ``log_partition``, ``marginals``, ``argmax``, ``max``, ``kbest``, ``sampl
 """
 from ._base import KBest, Marginals
 from .chain import LinearChain
+from .sparse_chain import SparseChain
 
-__all__ = ["LinearChain", "KBest", "Marginals"]
+__all__ = ["LinearChain", "SparseChain", "KBest", "Marginals"]
 try:  # filled in by their own modules as they land
     from .semimarkov import SemiMarkov  # noqa: F401
     __all__.append("SemiMarkov")

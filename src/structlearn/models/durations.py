@@ -17,25 +17,24 @@ Gamma               F(d) - F(d - 1), F the Gamma(shape, scale) cdf         ``sha
 LogNormal           F(d) - F(d - 1), F the LogNormal(μ, σ) cdf             ``mu``, ``sigma``
 ==================  ====================================================  ============================
 
-Censoring (seed §2.2.1) is handled here, generically for every family, by the functions
-:func:`duration_tables` (log-potentials of the first / middle / last / only segment of a sequence) and
-:func:`complete_counts` (the E-step completion of censored segments used by the M-step):
+Censoring (seed §2.2.1) is generic over the families: :func:`duration_tables` (log-potentials of the
+first / middle / last / only segment of a sequence) and :func:`complete_counts` (the E-step completion
+of censored segments used by the M-step) live in :mod:`structlearn.models.censoring` and are part of
+this module's public names.
 
-* ``"none"`` — the simplifying assumption: the first segment starts at the first observation and the
-  last one ends at the last; every segment scores log p_j(d).
-* ``"right"`` — the last segment may continue after the last observation (Guédon 2003; R packages
-  mhsmm / hsmm): it scores the survivor function log S_j(d) = log P(duration >= d).
-* ``"both"`` — the general assumption: the process is a stationary renewal process observed through a
-  window. The first segment started at or before the first observation; its observed part is the
-  *forward recurrence time* (residual life) r_j(d) = S_j(d) / μ_j, μ_j = Σ_d d p_j(d) (the standard
-  equilibrium residual-life law of renewal theory, which is Yu's π_{j,d} "equilibrium distribution"
-  of §2.2.1). A first segment that also reaches past the last observation scores
-  R_j(d) = P(residual >= d) = Σ_{d'>=d} S_j(d') / μ_j. The last segment is right-censored as above.
+**Protocol.** Every family implements the small protocol an HSMM needs; to add a family, subclass
+:class:`DurationDistribution` (or pass any object with the same methods):
 
-Every family implements the small protocol an HSMM needs (users may pass their own object with the same
-methods): ``n_states``, ``log_pmf(D)``, ``fit(counts, left_weight=None)``, ``sample(states, D, random_state)``,
-``mean(D)``, ``var(D)``, ``n_parameters(D)``, ``_initialize(n_states, D, means, random_state)``, and
-``_get_state()`` / ``_set_state(arrays)`` for model files.
+- ``n_states`` — K, or ``None`` before the parameters are set;
+- ``log_pmf(D)`` → (D, K) float64, the truncated, renormalised log p_j(d);
+- ``fit(counts, left_weight=None)`` — the M-step below, from expected counts (D, K) and left-censored
+  weights (K,); a state whose counts sum to zero keeps its parameters;
+- ``sample(states, D, random_state)`` → int64 durations in 1..D (generic in the base class);
+- ``mean(D)``, ``var(D)`` (generic) and ``n_parameters(D)``, the number of free parameters;
+- ``initialize(n_states, D, means, random_state)`` — initial parameters with the given mean durations
+  (K,), used by ``fit`` when ``"d"`` is in ``init_params``;
+- ``get_state()`` → (arrays, config) and ``set_state(arrays)`` — model files (generic in the base
+  class: the arrays named in ``_param_names``; ``config`` the constructor settings of ``_config()``).
 
 The M-step (``fit``) maximises the expected complete-data log-likelihood of the durations,
 
@@ -55,161 +54,17 @@ import numpy as np
 from scipy import optimize, special, stats
 from sklearn.utils import check_random_state
 
+from .censoring import CENSORING, complete_counts, duration_tables, log_mean, log_survivor
+from .distribution import Distribution, check_stochastic_rows, make_family
+
 __all__ = [
     "CENSORING", "NonParametric", "Poisson", "NegativeBinomial", "Geometric", "Gamma", "LogNormal",
     "DURATION_FAMILIES", "make_duration", "duration_tables", "complete_counts", "log_survivor",
     "log_mean",
 ]
 
-#: Boundary conditions of seed §2.2.1.
-CENSORING = ("none", "right", "both")
-
 _NEG_INF = -np.inf
 _TAIL_EPS = 1e-13  # untruncated mass beyond D below which truncation is ignored by closed forms
-
-
-# ------------------------------------------------------------------------------------------------------
-# censoring: generic transforms of a (D, K) log-pmf
-# ------------------------------------------------------------------------------------------------------
-def _rev_logcumsumexp(a):
-    """log Σ_{d' >= d} exp(a[d']) along axis 0 (exact at -inf)."""
-    with np.errstate(invalid="ignore"):
-        return np.logaddexp.accumulate(a[::-1], axis=0)[::-1]
-
-
-def log_survivor(log_pmf):
-    """Log survivor function log S_j(d) = log P(duration >= d), shape (D, K), from a (D, K) log-pmf."""
-    return _rev_logcumsumexp(np.asarray(log_pmf, dtype=np.float64))
-
-
-def log_mean(log_pmf):
-    """Log of the mean duration log μ_j = log Σ_d d p_j(d), shape (K,)."""
-    log_pmf = np.asarray(log_pmf, dtype=np.float64)
-    d = np.arange(1, log_pmf.shape[0] + 1, dtype=np.float64)
-    return special.logsumexp(log_pmf + np.log(d)[:, None], axis=0)
-
-
-def duration_tables(log_pmf, censoring):
-    r"""Duration log-potentials of the first, middle, last and only segment of a sequence.
-
-    Parameters
-    ----------
-    log_pmf : array-like of float64, shape (D, K)
-        ``log_pmf[d - 1, j] = log p_j(d)`` (rows sum to one in linear space over d).
-    censoring : {"none", "right", "both"}
-        Boundary conditions (module docstring; seed §2.2.1).
-
-    Returns
-    -------
-    dict of str -> ndarray of float64, shape (D, K)
-        Keys ``"first"`` (segment starts at the first observation and ends before the last),
-        ``"middle"``, ``"last"`` (starts after the first observation and ends at the last) and
-        ``"single"`` (covers the whole sequence). Log space; -inf where impossible.
-
-        ========  ===========  ==========  ===================
-        key       "none"       "right"     "both"
-        ========  ===========  ==========  ===================
-        first     log p        log p       log S - log μ
-        middle    log p        log p       log p
-        last      log p        log S       log S
-        single    log p        log S       log Σ_{d'>=d} S(d') - log μ
-        ========  ===========  ==========  ===================
-
-    Cost: time and memory O(D·K).
-    """
-    lp = np.asarray(log_pmf, dtype=np.float64)
-    if censoring == "none":
-        return {"first": lp, "middle": lp, "last": lp, "single": lp}
-    ls = log_survivor(lp)
-    if censoring == "right":
-        return {"first": lp, "middle": lp, "last": ls, "single": ls}
-    if censoring == "both":
-        lm = log_mean(lp)
-        return {"first": ls - lm, "middle": lp, "last": ls, "single": _rev_logcumsumexp(ls) - lm}
-    raise ValueError(f"`censoring` must be one of {CENSORING}; got {censoring!r}")
-
-
-def complete_counts(table_counts, log_pmf, censoring):
-    r"""E-step completion of censored segments: expected complete-duration counts for the M-step.
-
-    Parameters
-    ----------
-    table_counts : dict of str -> array-like of float64, shape (D, K)
-        Expected number of segments of *observed* length d in state j, split by the duration table
-        that scored them (keys ``"first"``, ``"middle"``, ``"last"``, ``"single"`` as in
-        :func:`duration_tables`; missing keys count as zero).
-    log_pmf : array-like of float64, shape (D, K)
-        Current duration log-pmf (the parameters of the E-step).
-    censoring : {"none", "right", "both"}
-
-    Returns
-    -------
-    counts : ndarray of float64, shape (D, K)
-        Expected number of segments of complete duration d: uncensored counts as they are; a
-        right-censored segment of observed length d is spread over d' >= d with weights
-        p(d') / S(d); a left-censored first segment of residual d over d' >= d with p(d') / S(d); a
-        doubly-censored segment of observed length d over d' >= d with (d' - d + 1) p(d') / (μ R(d)).
-    left_weight : ndarray of float64, shape (K,)
-        Expected number of left-censored segments F (each adds -log μ to the complete-data
-        log-likelihood); zeros unless ``censoring == "both"``.
-
-    Notes
-    -----
-    The completion is the E-step of EM over an augmented model whose latent variables include the
-    unobserved total duration of censored segments (Guédon 2003, "Estimating hidden semi-Markov
-    chains from discrete sequences", J. Comput. Graph. Stat. 12(3), §3), so an exact or improving
-    M-step on (counts, left_weight) never decreases the observed-data likelihood.
-    Cost: time and memory O(D·K).
-    """
-    lp = np.asarray(log_pmf, dtype=np.float64)
-    D, K = lp.shape
-
-    def get(key):
-        v = table_counts.get(key)
-        return np.zeros((D, K)) if v is None else np.asarray(v, dtype=np.float64)
-
-    first, middle, last, single = get("first"), get("middle"), get("last"), get("single")
-    left = np.zeros(K)
-    if censoring == "none":
-        return first + middle + last + single, left
-    if censoring not in CENSORING:
-        raise ValueError(f"`censoring` must be one of {CENSORING}; got {censoring!r}")
-    p = np.exp(lp)
-    ls = log_survivor(lp)
-    counts = middle.copy()
-    right = last + (single if censoring == "right" else 0.0)
-    if censoring == "right":
-        counts += first
-    else:
-        right = right + first  # left-censored residual d: total d' >= d with weight p(d') / S(d)
-        left = first.sum(axis=0) + single.sum(axis=0)
-    counts += _times(p, np.cumsum(_safe_ratio(right, ls), axis=0))
-    if censoring == "both" and np.any(single > 0):
-        lm = log_mean(lp)
-        lr = _rev_logcumsumexp(ls) - lm  # log R(d)
-        c = _safe_ratio(single, lr + lm)  # c_d / (μ R(d))
-        d = np.arange(1, D + 1, dtype=np.float64)[:, None]
-        a = np.cumsum(c, axis=0)
-        b = np.cumsum(c * d, axis=0)
-        counts += _times(p, np.maximum((d + 1.0) * a - b, 0.0))
-    return counts, left
-
-
-def _safe_ratio(weights, log_den):
-    """weights / exp(log_den), with 0 where weights == 0 (even when the denominator is 0)."""
-    out = np.zeros_like(weights)
-    # a positive weight on an impossible event (denominator 0) is a rounding remnant: dropped
-    nz = (weights > 0) & (log_den > _NEG_INF)
-    with np.errstate(over="ignore"):
-        out[nz] = np.exp(np.log(weights[nz]) - log_den[nz])
-    out[~np.isfinite(out)] = 0.0
-    return out
-
-
-def _times(p, x):
-    """p · x with 0 · inf = 0 (p = 0 where a duration is impossible)."""
-    with np.errstate(invalid="ignore"):
-        return np.where(p > 0, p * x, 0.0)
 
 
 def _q_value(log_p, counts, left):
@@ -242,50 +97,11 @@ def _check_positive_int(value, name, minimum=1):
 # ------------------------------------------------------------------------------------------------------
 # protocol base
 # ------------------------------------------------------------------------------------------------------
-class DurationDistribution:
+class DurationDistribution(Distribution):
     """Base class of the duration families (see the module docstring for the protocol).
 
     Subclasses define ``_param_names`` and ``log_pmf``; ``sample``, ``mean``, ``var`` are generic.
     """
-
-    _param_names = ()
-
-    # -- parameters ------------------------------------------------------------------------------
-    @property
-    def n_states(self):
-        """Number of states K, or ``None`` before the parameters are set."""
-        v = getattr(self, self._param_names[0])
-        return None if v is None else int(np.shape(v)[0])
-
-    def _is_set(self):
-        return all(getattr(self, n) is not None for n in self._param_names)
-
-    def _require(self):
-        if not self._is_set():
-            raise ValueError(f"{type(self).__name__} parameters are not set; pass them to the "
-                             f"constructor or fit a model first")
-
-    def __repr__(self):
-        parts = []
-        for n in self._param_names:
-            v = getattr(self, n)
-            if v is not None:
-                parts.append(f"{n}={np.array2string(np.asarray(v), precision=4, threshold=12)}")
-        return f"{type(self).__name__}({', '.join(parts)})"
-
-    def _get_state(self):
-        """(arrays, config) for model files: arrays are the parameter arrays."""
-        self._require()
-        return {n: np.asarray(getattr(self, n), dtype=np.float64) for n in self._param_names}, {}
-
-    def _set_state(self, arrays):
-        for n in self._param_names:
-            setattr(self, n, np.asarray(arrays[n], dtype=np.float64).copy())
-        self._validate()
-        return self
-
-    def _validate(self):  # pragma: no cover - overridden
-        pass
 
     # -- derived quantities (generic) ------------------------------------------------------------
     def log_pmf(self, max_duration):  # pragma: no cover - abstract
@@ -360,12 +176,7 @@ class NonParametric(DurationDistribution):
         if p.ndim != 2 or p.shape[1] < 1:
             raise ValueError(f"`probs` must have shape (K, D) (one row of duration probabilities per "
                              f"state); got {p.shape}")
-        if not np.all(np.isfinite(p)) or np.any(p < 0):
-            raise ValueError("`probs` must be finite and non-negative (duration probabilities)")
-        s = p.sum(axis=1)
-        if not np.allclose(s, 1.0, atol=1e-8):
-            j = int(np.argmax(np.abs(s - 1)))
-            raise ValueError(f"`probs` rows must sum to 1; row {j} sums to {s[j]:.6g}")
+        check_stochastic_rows(p, "probs", " (duration probabilities)")
 
     def log_pmf(self, max_duration):
         """Truncated, renormalised log p_j(d), shape (D, K), float64 (-inf for zero probability)."""
@@ -430,7 +241,7 @@ class NonParametric(DurationDistribution):
         self.probs = new
         return self
 
-    def _initialize(self, n_states, max_duration, means, random_state=None):
+    def initialize(self, n_states, max_duration, means, random_state=None):
         """Broad initial pmfs with the given means: ½ shifted Poisson + ½ geometric, truncated."""
         D = max_duration
         d = np.arange(1, D + 1, dtype=np.float64)[:, None]
@@ -505,6 +316,10 @@ class _Parametric(DurationDistribution):
         d = np.arange(1, D + 1, dtype=np.float64)[:, None]
         return _normalise_log(self._log_f(values, d))[:, 0]
 
+    def n_parameters(self, max_duration):
+        """Free parameters: one per parameter name and state (K or 2K)."""
+        return len(self._param_names) * self.n_states
+
     def _tail(self, values, D):
         """Untruncated mass beyond D (for one state)."""
         d = np.arange(1, D + 1, dtype=np.float64)[:, None]
@@ -565,7 +380,7 @@ class _Parametric(DurationDistribution):
             return cand
         return cands[best]
 
-    def _initialize(self, n_states, max_duration, means, random_state=None):  # pragma: no cover
+    def initialize(self, n_states, max_duration, means, random_state=None):  # pragma: no cover
         raise NotImplementedError
 
 
@@ -675,13 +490,9 @@ class Poisson(_Parametric):
     def _from_theta(theta):
         return (np.array([math.exp(min(theta[0], 25.0))]),)
 
-    def _initialize(self, n_states, max_duration, means, random_state=None):
+    def initialize(self, n_states, max_duration, means, random_state=None):
         self.lam = np.maximum(np.asarray(means, dtype=np.float64) - 1.0, 1e-3)
         return self
-
-    def n_parameters(self, max_duration):
-        """K free parameters."""
-        return self.n_states
 
 
 class Geometric(_Parametric):
@@ -729,13 +540,9 @@ class Geometric(_Parametric):
     def _from_theta(theta):
         return (np.array([special.expit(theta[0])]),)
 
-    def _initialize(self, n_states, max_duration, means, random_state=None):
+    def initialize(self, n_states, max_duration, means, random_state=None):
         self.p = 1.0 / np.maximum(np.asarray(means, dtype=np.float64), 1.0 + 1e-3)
         return self
-
-    def n_parameters(self, max_duration):
-        """K free parameters."""
-        return self.n_states
 
 
 class NegativeBinomial(_Parametric):
@@ -786,15 +593,11 @@ class NegativeBinomial(_Parametric):
     def _from_theta(theta):
         return (np.array([math.exp(np.clip(theta[0], -30, 30))]), np.array([special.expit(theta[1])]))
 
-    def _initialize(self, n_states, max_duration, means, random_state=None):
+    def initialize(self, n_states, max_duration, means, random_state=None):
         m = np.maximum(np.asarray(means, dtype=np.float64) - 1.0, 1e-3)
         self.n = np.full(m.shape, 2.0)
         self.p = self.n / (self.n + m)
         return self
-
-    def n_parameters(self, max_duration):
-        """2K free parameters."""
-        return 2 * self.n_states
 
 
 def _log_diff(lo_hi, lo_lo, up_hi, up_lo):
@@ -858,15 +661,11 @@ class Gamma(_Parametric):
         t = np.clip(theta, -30, 30)
         return (np.array([math.exp(t[0])]), np.array([math.exp(t[1])]))
 
-    def _initialize(self, n_states, max_duration, means, random_state=None):
+    def initialize(self, n_states, max_duration, means, random_state=None):
         m = np.maximum(np.asarray(means, dtype=np.float64) - 0.5, 0.5)
         self.shape = np.full(m.shape, 2.0)
         self.scale = m / 2.0
         return self
-
-    def n_parameters(self, max_duration):
-        """2K free parameters."""
-        return 2 * self.n_states
 
 
 class LogNormal(_Parametric):
@@ -919,15 +718,11 @@ class LogNormal(_Parametric):
         return (np.array([float(np.clip(theta[0], -30.0, 30.0))]),
                 np.array([math.exp(np.clip(theta[1], -7.0, 3.5))]))
 
-    def _initialize(self, n_states, max_duration, means, random_state=None):
+    def initialize(self, n_states, max_duration, means, random_state=None):
         m = np.maximum(np.asarray(means, dtype=np.float64) - 0.5, 0.5)
         self.sigma = np.full(m.shape, 0.5)
         self.mu = np.log(m) - 0.125
         return self
-
-    def n_parameters(self, max_duration):
-        """2K free parameters."""
-        return 2 * self.n_states
 
 
 #: Families selectable by name in :class:`structlearn.HiddenSemiMarkovModel` (``duration=...``).
@@ -950,16 +745,4 @@ def make_duration(spec):
     ValueError
         Unknown family name, or an object lacking ``log_pmf`` / ``fit``.
     """
-    import copy
-
-    if isinstance(spec, str):
-        try:
-            return DURATION_FAMILIES[spec.lower()]()
-        except KeyError:
-            raise ValueError(f"`duration` must be one of {sorted(DURATION_FAMILIES)} or a duration "
-                             f"object; got {spec!r}") from None
-    for attr in ("log_pmf", "fit", "n_parameters"):
-        if not hasattr(spec, attr):
-            raise ValueError(f"`duration` object {spec!r} lacks the method `{attr}` of the duration "
-                             f"protocol (see structlearn.durations)")
-    return copy.deepcopy(spec)
+    return make_family(spec, DURATION_FAMILIES, "duration", ("log_pmf", "fit", "n_parameters"))

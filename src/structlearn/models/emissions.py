@@ -20,31 +20,40 @@ every state, and a partly missing row is marginalised over its missing features 
 factorises over features (Poisson, diagonal Gaussians). Full-covariance families refuse partly
 missing rows (``ValueError``). Missing rows carry no weight in ``fit``.
 
-**Protocol** (users may pass their own object with these methods): ``n_states``, ``n_parameters()``,
-``log_density(X)`` → (N, K), ``fit(X, weights)`` (weighted maximum likelihood with weights (N, K),
-e.g. the posteriors γ_t(j) of seed §2.3.1 iii; a state whose weights sum to zero keeps its
-parameters), ``sample(states, random_state)`` → (n, F), ``_check_X(X)`` → validated float array,
-``_initialize(X, n_states, labels, random_state)`` (initial parameters from initial hard labels), and
-``_get_state()`` / ``_set_state(arrays)`` for model files.
+**Protocol.** To add a family, subclass :class:`EmissionDistribution` (or pass any object with the same
+methods):
+
+- ``n_states`` — K, or ``None`` before the parameters are set;
+- ``log_density(X)`` → (N, K) float64, log b_j(x_t);
+- ``fit(X, weights)`` — weighted maximum likelihood with weights (N, K), e.g. the posteriors γ_t(j)
+  of seed §2.3.1 iii; a state whose weights sum to zero keeps its parameters;
+- ``sample(states, random_state)`` → (n, F) float64;
+- ``n_parameters()`` — the number of free parameters;
+- ``check_X(X)`` → the validated 2-d float array (optional: :func:`check_observations` falls back to
+  a numeric 2-d check);
+- ``initialize(X, n_states, labels, random_state)`` — initial parameters from initial hard labels
+  (N,) (-1 = unlabelled), used by ``fit`` when ``"e"`` is in ``init_params``;
+- ``get_state()`` → (arrays, config) and ``set_state(arrays)`` — model files (generic in the base
+  class: the arrays named in ``_param_names``; ``config`` the constructor settings of ``_config()``).
 
 Every ``fit`` is an exact (constrained) maximiser of the weighted log-likelihood, except
 ``GaussianMixture`` which takes one EM step of the mixture; both never decrease it, so the HSMM's EM
 stays monotone. Variances are kept >= ``min_covar`` (covariance eigenvalues clipped from below, which
 is the constrained maximiser).
 """
-import copy
-
 import numpy as np
 from scipy import special
 from sklearn.utils import check_random_state
 
+from .distribution import Distribution, check_stochastic_rows, make_family
+
 __all__ = ["Categorical", "Poisson", "Gaussian", "MultivariateGaussian", "GaussianMixture",
-           "EMISSION_FAMILIES", "make_emission"]
+           "EMISSION_FAMILIES", "make_emission", "check_observations"]
 
 _LOG_2PI = np.log(2 * np.pi)
 
 
-def _as_2d(X, name="X"):
+def _as_2d(X, name="X", n_features=None):
     try:
         arr = np.asarray(X, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -55,60 +64,35 @@ def _as_2d(X, name="X"):
         raise ValueError(f"`{name}` must be 2-d (n_samples, n_features); got shape {arr.shape}")
     if np.any(np.isinf(arr)):
         raise ValueError(f"`{name}` contains infinite values; use NaN for missing observations")
+    if n_features is not None and arr.shape[1] != n_features:
+        raise ValueError(f"X has {arr.shape[1]} features but the means have {n_features}")
     return arr
 
 
-class EmissionDistribution:
+def check_observations(emission, X):
+    """``X`` validated by ``emission.check_X`` when the object has it, else as a numeric 2-d array."""
+    return emission.check_X(X) if hasattr(emission, "check_X") else _as_2d(X)
+
+
+def _check_covariance_type(covariance_type):
+    if covariance_type not in ("full", "diag"):
+        raise ValueError(f"`covariance_type` must be 'full' or 'diag'; got {covariance_type!r}")
+    return covariance_type
+
+
+class EmissionDistribution(Distribution):
     """Base class (see the module docstring for the protocol)."""
 
-    _param_names = ()
+    def _set_params(self, **values):
+        """Set the named parameter arrays (float64 copies, ``None`` kept) and validate once all are set."""
+        for name, v in values.items():
+            setattr(self, name, None if v is None else np.array(v, dtype=np.float64))
+        if self._is_set():
+            self._validate()
 
-    @property
-    def n_states(self):
-        """Number of states K, or ``None`` before the parameters are set."""
-        v = getattr(self, self._param_names[0])
-        return None if v is None else int(np.shape(v)[0])
-
-    def _is_set(self):
-        return all(getattr(self, n) is not None for n in self._param_names)
-
-    def _require(self):
-        if not self._is_set():
-            raise ValueError(f"{type(self).__name__} parameters are not set; pass them to the "
-                             f"constructor or fit a model first")
-
-    def __repr__(self):
-        parts = [f"{k}={v!r}" for k, v in self._config().items()]
-        for n in self._param_names:
-            v = getattr(self, n)
-            if v is not None:
-                parts.append(f"{n}={np.array2string(np.asarray(v), precision=4, threshold=12)}")
-        return f"{type(self).__name__}({', '.join(parts)})"
-
-    def _config(self):
-        return {}
-
-    def _get_state(self):
-        """(arrays, config) for model files."""
-        self._require()
-        return ({n: np.asarray(getattr(self, n), dtype=np.float64) for n in self._param_names},
-                self._config())
-
-    def _set_state(self, arrays):
-        for n in self._param_names:
-            setattr(self, n, np.asarray(arrays[n], dtype=np.float64).copy())
-        self._validate()
-        return self
-
-    def _validate(self):  # pragma: no cover - overridden
-        pass
-
-    def _check_X(self, X):
+    def check_X(self, X):
+        """The observations as a 2-d float64 array (NaN = missing; infinite values refused)."""
         return _as_2d(X)
-
-    def _keep(self, weights):
-        """Boolean (K,) mask of states with positive total weight."""
-        return np.asarray(weights).sum(axis=0) > 0
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -129,10 +113,8 @@ class Categorical(EmissionDistribution):
     _param_names = ("probs",)
 
     def __init__(self, probs=None, n_features=None):
-        self.probs = None if probs is None else np.array(probs, dtype=np.float64)
         self.n_features = n_features
-        if self.probs is not None:
-            self._validate()
+        self._set_params(probs=probs)
 
     def _config(self):
         return {"n_features": None if self.n_features is None else int(self.n_features)}
@@ -141,18 +123,13 @@ class Categorical(EmissionDistribution):
         p = self.probs
         if p.ndim != 2:
             raise ValueError(f"`probs` must have shape (K, V); got {p.shape}")
-        if not np.all(np.isfinite(p)) or np.any(p < 0):
-            raise ValueError("`probs` must be finite and non-negative")
-        s = p.sum(axis=1)
-        if not np.allclose(s, 1.0, atol=1e-8):
-            j = int(np.argmax(np.abs(s - 1)))
-            raise ValueError(f"`probs` rows must sum to 1; row {j} sums to {s[j]:.6g}")
+        check_stochastic_rows(p, "probs")
         if self.n_features is None:
             self.n_features = p.shape[1]
         elif p.shape[1] != self.n_features:
             raise ValueError(f"`probs` has {p.shape[1]} symbols but n_features={self.n_features}")
 
-    def _check_X(self, X):
+    def check_X(self, X):
         X = _as_2d(X)
         if X.shape[1] != 1:
             raise ValueError(f"categorical emissions take one column of symbols; got X of shape "
@@ -204,7 +181,7 @@ class Categorical(EmissionDistribution):
                        dtype=np.float64)
         return np.minimum(out, self.probs.shape[1] - 1)[:, None]
 
-    def _initialize(self, X, n_states, labels, random_state=None):
+    def initialize(self, X, n_states, labels, random_state=None):
         x = X[:, 0]
         obs = ~np.isnan(x)
         if self.n_features is None:
@@ -237,9 +214,7 @@ class Poisson(EmissionDistribution):
     _param_names = ("lam",)
 
     def __init__(self, lam=None):
-        self.lam = None if lam is None else np.array(lam, dtype=np.float64)
-        if self.lam is not None:
-            self._validate()
+        self._set_params(lam=lam)
 
     def _validate(self):
         if self.lam.ndim == 1:
@@ -249,7 +224,7 @@ class Poisson(EmissionDistribution):
         if not np.all(np.isfinite(self.lam)) or np.any(self.lam < 0):
             raise ValueError("Poisson rates `lam` must be finite and non-negative")
 
-    def _check_X(self, X):
+    def check_X(self, X):
         X = _as_2d(X)
         obs = ~np.isnan(X)
         if np.any(X[obs] < 0) or np.any(X[obs] != np.round(X[obs])):
@@ -288,7 +263,7 @@ class Poisson(EmissionDistribution):
         rng = check_random_state(random_state)
         return rng.poisson(self.lam[np.asarray(states)]).astype(np.float64)
 
-    def _initialize(self, X, n_states, labels, random_state=None):
+    def initialize(self, X, n_states, labels, random_state=None):
         obs = ~np.isnan(X)
         glob = np.nanmean(X, axis=0) if obs.any() else np.ones(X.shape[1])
         self.lam = np.tile(np.nan_to_num(glob, nan=1.0), (n_states, 1))
@@ -395,7 +370,7 @@ class Gaussian(EmissionDistribution):
         if not np.all(np.isfinite(self.variances)) or np.any(self.variances <= 0):
             raise ValueError("`variances` must be finite and positive")
 
-    def _check_X(self, X):
+    def check_X(self, X):
         X = _as_2d(X)
         if X.shape[1] != 1:
             raise ValueError(f"Gaussian emissions are univariate (one column); got X of shape "
@@ -428,7 +403,7 @@ class Gaussian(EmissionDistribution):
         s = np.asarray(states)
         return (self.means[s] + np.sqrt(self.variances[s]) * rng.standard_normal(s.shape))[:, None]
 
-    def _initialize(self, X, n_states, labels, random_state=None):
+    def initialize(self, X, n_states, labels, random_state=None):
         x = X[:, 0]
         obs = ~np.isnan(x)
         v = max(float(np.var(x[obs])) if obs.sum() > 1 else 1.0, self.min_covar)
@@ -464,14 +439,9 @@ class MultivariateGaussian(EmissionDistribution):
     _param_names = ("means", "covars")
 
     def __init__(self, covariance_type="full", means=None, covars=None, min_covar=1e-3):
-        if covariance_type not in ("full", "diag"):
-            raise ValueError(f"`covariance_type` must be 'full' or 'diag'; got {covariance_type!r}")
-        self.covariance_type = covariance_type
-        self.means = None if means is None else np.array(means, dtype=np.float64)
-        self.covars = None if covars is None else np.array(covars, dtype=np.float64)
+        self.covariance_type = _check_covariance_type(covariance_type)
         self.min_covar = float(min_covar)
-        if self._is_set():
-            self._validate()
+        self._set_params(means=means, covars=covars)
 
     def _config(self):
         return {"covariance_type": self.covariance_type, "min_covar": self.min_covar}
@@ -495,11 +465,8 @@ class MultivariateGaussian(EmissionDistribution):
                 if not np.allclose(c[k], c[k].T) or np.linalg.eigvalsh(c[k]).min() <= 0:
                     raise ValueError(f"`covars[{k}]` must be symmetric positive definite")
 
-    def _check_X(self, X):
-        X = _as_2d(X)
-        if self.means is not None and X.shape[1] != self.means.shape[1]:
-            raise ValueError(f"X has {X.shape[1]} features but the means have {self.means.shape[1]}")
-        return X
+    def check_X(self, X):
+        return _as_2d(X, n_features=None if self.means is None else self.means.shape[1])
 
     def log_density(self, X):
         """log N(x_t; μ_j, Σ_j), shape (N, K); 0 for missing rows."""
@@ -546,7 +513,7 @@ class MultivariateGaussian(EmissionDistribution):
         L = np.linalg.cholesky(self.covars)
         return self.means[s] + np.einsum("nij,nj->ni", L[s], z)
 
-    def _initialize(self, X, n_states, labels, random_state=None):
+    def initialize(self, X, n_states, labels, random_state=None):
         F = X.shape[1]
         complete = ~np.isnan(X).any(axis=1)
         Xc = X[complete] if complete.any() else np.nan_to_num(X)
@@ -595,18 +562,13 @@ class GaussianMixture(EmissionDistribution):
 
     def __init__(self, n_mix=2, covariance_type="diag", weights=None, means=None, covars=None,
                  min_covar=1e-3):
-        if covariance_type not in ("full", "diag"):
-            raise ValueError(f"`covariance_type` must be 'full' or 'diag'; got {covariance_type!r}")
+        _check_covariance_type(covariance_type)
         if isinstance(n_mix, bool) or not isinstance(n_mix, (int, np.integer)) or n_mix < 1:
             raise ValueError(f"`n_mix` must be a positive integer; got {n_mix!r}")
         self.n_mix = int(n_mix)
         self.covariance_type = covariance_type
-        self.weights = None if weights is None else np.array(weights, dtype=np.float64)
-        self.means = None if means is None else np.array(means, dtype=np.float64)
-        self.covars = None if covars is None else np.array(covars, dtype=np.float64)
         self.min_covar = float(min_covar)
-        if self._is_set():
-            self._validate()
+        self._set_params(weights=weights, means=means, covars=covars)
 
     def _config(self):
         return {"n_mix": self.n_mix, "covariance_type": self.covariance_type,
@@ -628,11 +590,8 @@ class GaussianMixture(EmissionDistribution):
             raise ValueError("diagonal `covars` must be positive")
         self.n_mix = M
 
-    def _check_X(self, X):
-        X = _as_2d(X)
-        if self.means is not None and X.shape[1] != self.means.shape[2]:
-            raise ValueError(f"X has {X.shape[1]} features but the means have {self.means.shape[2]}")
-        return X
+    def check_X(self, X):
+        return _as_2d(X, n_features=None if self.means is None else self.means.shape[2])
 
     def _component_logpdf(self, X):
         """(N, K, M) log c_jm + log N(x; μ_jm, Σ_jm)."""
@@ -704,10 +663,10 @@ class GaussianMixture(EmissionDistribution):
                 out[i] = self.means[k, m] + np.linalg.cholesky(self.covars[k, m]) @ z
         return out
 
-    def _initialize(self, X, n_states, labels, random_state=None):
+    def initialize(self, X, n_states, labels, random_state=None):
         rng = check_random_state(random_state)
         base = MultivariateGaussian(self.covariance_type, min_covar=self.min_covar)
-        base._initialize(X, n_states, labels, rng)
+        base.initialize(X, n_states, labels, rng)
         K, M = n_states, self.n_mix
         F = X.shape[1]
         self.weights = np.full((K, M), 1.0 / M)
@@ -747,14 +706,4 @@ def make_emission(spec):
     ValueError
         Unknown family name, or an object lacking the protocol methods.
     """
-    if isinstance(spec, str):
-        try:
-            return EMISSION_FAMILIES[spec.lower()]()
-        except KeyError:
-            raise ValueError(f"`emission` must be one of {sorted(EMISSION_FAMILIES)} or an emission "
-                             f"object; got {spec!r}") from None
-    for attr in ("log_density", "fit", "sample", "n_parameters"):
-        if not hasattr(spec, attr):
-            raise ValueError(f"`emission` object {spec!r} lacks the method `{attr}` of the emission "
-                             f"protocol (see structlearn.emissions)")
-    return copy.deepcopy(spec)
+    return make_family(spec, EMISSION_FAMILIES, "emission", ("log_density", "fit", "sample", "n_parameters"))

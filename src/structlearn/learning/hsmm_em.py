@@ -1,0 +1,153 @@
+"""EM for the explicit-duration hidden semi-Markov model (Yu 2010, §2.3.1): initial labels, E-step and M-step.
+
+The estimator (:class:`structlearn.estimators.hsmm.HiddenSemiMarkovModel`) runs them through
+:func:`structlearn.learning.em.run_em`. The E-step is the exact forward–backward of the model's
+structure (:class:`structlearn.models.hsmm.HSMMPotentials`); the M-step is exact for π and A, and
+exact or improving for the duration and emission families, so the likelihood never decreases.
+"""
+import numpy as np
+
+from ..models.censoring import complete_counts
+from ..structures.chain import LinearChain
+
+__all__ = ["initial_labels", "mean_run_lengths", "initial_mean_durations", "e_step", "m_step"]
+
+
+def initial_labels(X, n_states, method, rng, restart):
+    """Initial hard state labels (N,) (-1 = unlabelled row): k-means, quantiles of the first feature, or
+    random. Falls back to random labels when there are fewer distinct complete rows than states."""
+    K = n_states
+    N = X.shape[0]
+    labels = np.full(N, -1, dtype=np.int64)
+    complete = ~np.isnan(X).any(axis=1)
+    Xc = X[complete]
+    if method == "kmeans" and np.unique(Xc, axis=0).shape[0] < K:
+        method = "random"
+    if method == "kmeans":
+        from sklearn.cluster import KMeans
+        km = KMeans(n_clusters=K, n_init=1 if restart else 3,
+                    random_state=int(rng.randint(2**31 - 1)))
+        lab = km.fit_predict(Xc)
+        # order clusters by their first-feature mean, for reproducible state order
+        order = np.argsort(km.cluster_centers_[:, 0])
+        rank = np.empty(K, dtype=np.int64)
+        rank[order] = np.arange(K)
+        labels[complete] = rank[lab]
+    elif method == "quantile":
+        x = X[:, 0]
+        obs = ~np.isnan(x)
+        if restart == 0:
+            levels = (np.arange(1, K)) / K
+        else:
+            levels = np.sort(rng.uniform(0.05, 0.95, K - 1))
+        cuts = np.quantile(x[obs], levels) if obs.any() else np.zeros(K - 1)
+        labels[obs] = np.searchsorted(cuts, x[obs], side="right")
+    else:
+        labels[complete] = rng.randint(K, size=int(complete.sum()))
+    return labels
+
+
+def mean_run_lengths(labels, lengths, K):
+    """Mean length of the runs of every label (K,) over the sequences; NaN for a label with no run."""
+    tot = np.zeros(K)
+    cnt = np.zeros(K)
+    o = 0
+    for T in lengths:
+        lab = labels[o:o + T]
+        o += T
+        if T == 0:
+            continue
+        st = np.flatnonzero(np.r_[True, lab[1:] != lab[:-1]])
+        en = np.r_[st[1:], T]
+        for s, e in zip(st, en):
+            if lab[s] >= 0:
+                tot[lab[s]] += e - s
+                cnt[lab[s]] += 1
+    return np.where(cnt > 0, tot / np.maximum(cnt, 1), np.nan)
+
+
+def initial_mean_durations(labels, lengths, K, D, rng, jitter):
+    """Initial mean durations (K,): the mean run lengths of the initial labels (a label without runs
+    gets mean(lengths) / 2K), randomly scaled by up to e^±0.7 with ``jitter``, clipped to
+    [1.05, max(1.05, 0.75 D)]."""
+    means = mean_run_lengths(labels, lengths, K)
+    fallback = max(1.0, float(np.mean(lengths)) / (2.0 * K))
+    means = np.where(np.isnan(means), fallback, means)
+    if jitter:
+        means = means * np.exp(rng.uniform(-0.7, 0.7, K))
+    return np.clip(means, 1.05, max(1.05, 0.75 * D))
+
+
+def e_step(potentials, X, lengths, offsets):
+    """(structure, total log-likelihood) of the current parameters; ``ValueError`` naming the first
+    sequence with zero likelihood."""
+    sm = potentials.structure(X, lengths, allow_chain=True)
+    log_z = sm.log_partition()
+    bad = np.flatnonzero(log_z == -np.inf)
+    if bad.size:
+        b = int(bad[0])
+        raise ValueError(f"sequence {b} (rows {offsets[b]}:{offsets[b + 1]}, length {lengths[b]}) "
+                         f"has zero likelihood under the current parameters (no segmentation into "
+                         f"durations <= {potentials.max_duration} with non-zero probability"
+                         + (", e.g. with censoring='none' its length cannot be reached"
+                            if potentials.censoring == "none" else "") + ")")
+    return sm, float(log_z.sum())
+
+
+def m_step(potentials, X, lengths, offsets, sm, params):
+    """Re-estimate the parameters named by the letters of ``params`` (``s`` start, ``t`` transitions,
+    ``d`` durations, ``e`` emissions) from the posterior of ``sm``.
+
+    Returns the new (startprob, transmat); the duration and emission objects of ``potentials`` are
+    refitted in place. A state without posterior mass keeps its parameters.
+    """
+    K = potentials.n_states
+    p = params
+    startprob, transmat = potentials.startprob, potentials.transmat
+    duration = potentials.duration
+    need_marg = any(c in p for c in "ste")
+    chain = isinstance(sm, LinearChain)
+    if need_marg or chain:
+        gamma, edge = sm.marginals()
+        xi = edge.copy()
+        if chain:
+            xi[:, np.arange(K), np.arange(K)] = 0.0
+    if "s" in p:
+        first = offsets[:-1][lengths > 0]
+        g0 = gamma[first].sum(axis=0)
+        if g0.sum() > 0:
+            startprob = g0 / g0.sum()
+    if "t" in p and K >= 2:
+        c = xi.sum(axis=0)
+        np.fill_diagonal(c, 0.0)
+        tot = c.sum(axis=1)
+        tm = transmat.copy()
+        ok = tot > 0
+        tm[ok] = c[ok] / tot[ok, None]
+        transmat = tm
+    if "d" in p and chain:
+        # Baum–Welch update of the equivalent HMM's self-transitions: p = leaves / (stays + leaves)
+        stays = np.einsum("nkk->k", edge)
+        leaves = xi.sum(axis=(0, 2))
+        if potentials.censoring == "none":
+            last = offsets[1:][lengths > 0] - 1
+            leaves = leaves + gamma[last].sum(axis=0)
+        tot = stays + leaves
+        pn = np.asarray(duration.p, dtype=np.float64).copy()
+        ok = (tot > 0) & (leaves > 0)
+        pn[ok] = leaves[ok] / tot[ok]
+        duration.p = pn
+    elif "d" in p:
+        dm = sm.duration_marginals()
+        D = potentials.max_duration
+        tables = {}
+        for name in ("middle", "first", "last", "single"):
+            a = getattr(dm, name).sum(axis=0)
+            if a.shape[0] < D:
+                a = np.concatenate([a, np.zeros((D - a.shape[0], K))])
+            tables[name] = a
+        counts, left = complete_counts(tables, duration.log_pmf(D), potentials.censoring)
+        duration.fit(counts, left)
+    if "e" in p:
+        potentials.emission.fit(X, gamma)
+    return startprob, transmat
