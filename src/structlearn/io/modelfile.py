@@ -33,8 +33,8 @@ MODEL_FORMATS = {
     "semi-markov-crf": "structlearn.estimators.semicrf:SemiMarkovCRF",
     "tree-crf": "structlearn.estimators.tree_crf:TreeCRF",
     "graph-crf": "structlearn.estimators.graph_crf:GraphCRF",
-    "hidden-semi-markov-model": "structlearn.models.hsmm:HiddenSemiMarkovModel",
-    "hierarchical-hmm": "structlearn.models.hhmm:HierarchicalHMM",
+    "hidden-semi-markov-model": "structlearn.estimators.hsmm:HiddenSemiMarkovModel",
+    "hierarchical-hmm": "structlearn.estimators.hhmm:HierarchicalHMM",
 }
 
 
