@@ -312,7 +312,8 @@ class CRFBase(ModelFileMixin, BaseEstimator):
         self._vocab = AttributeVocabulary(self.attributes_)
 
     def _file_consistent(self):
-        return self.coef_.shape == (self.model_.n_params,) and len(self._vocab) == len(self.model_.attr_ptr) - 1
+        m = self.model_
+        return self.coef_.shape == (m.n_params,) and len(self._vocab) == len(m.attr_ptr) - 1
 
 
 class ChainCRFBase(CRFBase):
@@ -426,3 +427,10 @@ class ChainCRFBase(CRFBase):
     def score(self, X, y):
         """Token accuracy of ``predict(X)`` against ``y``."""
         return self._token_accuracy(self.predict(X), y)
+
+    def _with_boundaries(self, out, start, end):
+        """``out`` with the start and end weights as ``("<start>", y)`` and ``(y, "<end>")`` entries."""
+        for k, c in enumerate(self.classes_):
+            out[("<start>", c)] = float(start[k])
+            out[(c, "<end>")] = float(end[k])
+        return out

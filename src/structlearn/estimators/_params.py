@@ -40,8 +40,8 @@ from typing import NamedTuple
 import numpy as np
 
 __all__ = ["Param", "check_param", "describe_constraint", "accepts", "ALGORITHMS", "ALGORITHM",
-           "LBFGS_PARAMS", "ONLINE_PARAMS", "MIN_FREQ", "ALL_POSSIBLE_STATES", "ALL_POSSIBLE_TRANSITIONS", "RANDOM_STATE",
-           "VERBOSE"]
+           "LBFGS_PARAMS", "ONLINE_PARAMS", "MIN_FREQ", "ALL_POSSIBLE_STATES", "ALL_POSSIBLE_TRANSITIONS",
+           "RANDOM_STATE", "VERBOSE"]
 
 
 class Param(NamedTuple):

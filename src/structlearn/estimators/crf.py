@@ -247,10 +247,7 @@ class LinearChainCRF(ChainCRFBase):
             for j, b in enumerate(cls):
                 if self.model_.trans_features[i, j] or self.model_.forbidden[i, j]:
                     out[(a, b)] = float(tr[i, j])
-        for k, c in enumerate(cls):
-            out[("<start>", c)] = float(st[k])
-            out[(c, "<end>")] = float(en[k])
-        return out
+        return self._with_boundaries(out, st, en)
 
     # ------------------------------------------------------------------------------------------------
     # model files

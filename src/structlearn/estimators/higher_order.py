@@ -27,7 +27,8 @@ class HigherOrderCRF(ChainCRFBase):
     "verbs starting with *mis* preceded by a source" example), the (attribute, n-gram) pairs seen in
     training. Order 1 is :class:`~structlearn.LinearChainCRF` (same features and objective).
     Training maximises the L2/L1-regularised conditional log-likelihood by L-BFGS / OWL-QN (the seed's
-    C implementation offers L-BFGS only, and so does this estimator).
+    C implementation offers L-BFGS only, and so does this estimator: it takes the L-BFGS parameters and
+    none of the online trainers', and has no ``algorithm``).
 
     Parameters
     ----------
@@ -84,11 +85,14 @@ class HigherOrderCRF(ChainCRFBase):
         Param("order", 2, "int>=1", "Markov order d: each label depends on the d previous ones"),
         Param("segments", False, "bool", "higher order over segment labels (runs of equal labels)"),
         Param("patterns", None, "{sparse,dense}|None",
-              "inference: sparse (pattern prefixes) or dense (K**d tuples); None: sparse, dense for segments"),
+              "inference: sparse (pattern prefixes) or dense (K**d tuples); None: sparse (dense for "
+              "segments)"),
         Param("state_order", None, "int>=1|None",
-              "longest label n-gram state features condition on (1..order); None: min(order, 2), 1 for segments"),
+              "longest label n-gram that state features condition on (1..order); None: min(order, 2), "
+              "1 for segments"),
         *LBFGS_PARAMS, MIN_FREQ, ALL_POSSIBLE_STATES,
-        ALL_POSSIBLE_TRANSITIONS._replace(help="all K**n label n-grams (n = 2..order+1) are transition features"),
+        ALL_POSSIBLE_TRANSITIONS._replace(
+            help="all K**n label n-grams (n = 2..order+1) are transition features, not only those seen"),
         VERBOSE)
 
     def __init__(self, order=2, segments=False, patterns=None, state_order=None, c1=0.0, c2=1.0,
@@ -221,11 +225,8 @@ class HigherOrderCRF(ChainCRFBase):
         self._check_fitted()
         parts = self.model_.split(self.coef_)
         wp, st, en = parts[1], parts[-2], parts[-1]
-        out = {z: float(v) for z, v in zip(self.patterns_, wp) if len(z) >= 2}
-        for k, c in enumerate(self.classes_):
-            out[("<start>", c)] = float(st[k])
-            out[(c, "<end>")] = float(en[k])
-        return out
+        ngrams = {z: float(v) for z, v in zip(self.patterns_, wp) if len(z) >= 2}
+        return self._with_boundaries(ngrams, st, en)
 
     # ------------------------------------------------------------------------------------------------
     # model files

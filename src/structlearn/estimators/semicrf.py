@@ -98,7 +98,8 @@ class SemiMarkovCRF(CRFBase):
     """
 
     _parameters = (
-        Param("algorithm", "lbfgs", "{lbfgs}", "trainer: lbfgs only (the online trainers do not handle segments)"),
+        Param("algorithm", "lbfgs", "{lbfgs}",
+              "trainer: lbfgs only (the online trainers do not handle segments)"),
         *LBFGS_PARAMS, MIN_FREQ, ALL_POSSIBLE_STATES, ALL_POSSIBLE_TRANSITIONS,
         Param("max_segment_length", None, "int>=1|dict|None",
               "longest segment (or a dict label -> length); None: per label, the longest in training"),

@@ -125,8 +125,9 @@ def check_parents(parents, lengths, *, allow_forest=False, name="parents"):
     lengths = np.asarray(lengths, dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     N = int(offsets[-1])
-    local, gpar = validate_parents(np.concatenate(rows) if rows else np.zeros(0, np.int64), lengths, offsets,
-                                   name=name, per_tree=True, allow_forest=allow_forest,
+    packed = np.concatenate(rows) if rows else np.zeros(0, np.int64)
+    local, gpar = validate_parents(packed, lengths, offsets, name=name, per_tree=True,
+                                   allow_forest=allow_forest,
                                    forest_hint=". Pass allow_forest=True to label each root's tree "
                                                "independently")
     seq = np.repeat(np.arange(B), lengths)
@@ -279,7 +280,8 @@ class TreeCRF(CRFBase):
         Param("all_possible_edges", False, "bool",
               "every (child label, parent label) pair is an edge feature, not only those seen"),
         Param("forbidden_edges", None, "pairs|None",
-              "(child_label, parent_label) pairs with potential -inf; (label, '<root>') forbids a root label"),
+              "(child_label, parent_label) pairs with potential -inf; (label, '<root>') forbids the label "
+              "at the root"),
         Param("allow_forest", False, "bool", "several roots per tree: label each root's tree independently"),
         RANDOM_STATE, VERBOSE)
 
