@@ -1,21 +1,19 @@
 """``HigherOrderCRF``: a linear-chain CRF whose features look at label n-grams up to order d."""
 import time
-import warnings
 
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
 
-from ..learning.optimizers import lbfgs
-from ..models.features import AttributeVocabulary, build_state_features
+from ..models.features import build_state_features
 from ..models.higher_order import (HigherOrderCLL, HigherOrderFeatureModel, LabelPatterns, SegmentCLL,
                                    SegmentPatternModel, build_pattern_state_features, runs)
-from .crf import LinearChainCRF, _progress
+from ._crf_base import ChainCRFBase
+from ._params import ALL_POSSIBLE_STATES, ALL_POSSIBLE_TRANSITIONS, LBFGS_PARAMS, MIN_FREQ, VERBOSE, Param
 
 _FORMAT = "higher-order-crf"
 _VERSION = 1
 
 
-class HigherOrderCRF(LinearChainCRF):
+class HigherOrderCRF(ChainCRFBase):
     """Higher-order linear-chain CRF with label-pattern features (seed 000 §"Higher-order CRFs").
 
     The score of labels y of a sequence x is
@@ -29,7 +27,8 @@ class HigherOrderCRF(LinearChainCRF):
     "verbs starting with *mis* preceded by a source" example), the (attribute, n-gram) pairs seen in
     training. Order 1 is :class:`~structlearn.LinearChainCRF` (same features and objective).
     Training maximises the L2/L1-regularised conditional log-likelihood by L-BFGS / OWL-QN (the seed's
-    C implementation offers L-BFGS only, and so does this estimator).
+    C implementation offers L-BFGS only, and so does this estimator: it takes the L-BFGS parameters and
+    none of the online trainers', and has no ``algorithm``).
 
     Parameters
     ----------
@@ -82,53 +81,34 @@ class HigherOrderCRF(LinearChainCRF):
     ``kbest`` runs on the dense expansion (small K**d only) and is not available with ``segments=True``.
     """
 
+    _parameters = (
+        Param("order", 2, "int>=1", "Markov order d: each label depends on the d previous ones"),
+        Param("segments", False, "bool", "higher order over segment labels (runs of equal labels)"),
+        Param("patterns", None, "{sparse,dense}|None",
+              "inference: sparse (pattern prefixes) or dense (K**d tuples); None: sparse (dense for "
+              "segments)"),
+        Param("state_order", None, "int>=1|None",
+              "longest label n-gram that state features condition on (1..order); None: min(order, 2), "
+              "1 for segments"),
+        *LBFGS_PARAMS, MIN_FREQ, ALL_POSSIBLE_STATES,
+        ALL_POSSIBLE_TRANSITIONS._replace(
+            help="all K**n label n-grams (n = 2..order+1) are transition features, not only those seen"),
+        VERBOSE)
+
     def __init__(self, order=2, segments=False, patterns=None, state_order=None, c1=0.0, c2=1.0,
                  max_iterations=None, num_memories=6, epsilon=1e-5, period=10, delta=1e-5,
                  linesearch="MoreThuente", max_linesearch=20, min_freq=0.0, all_possible_states=False,
                  all_possible_transitions=False, verbose=False):
-        self.order = order
-        self.segments = segments
-        self.patterns = patterns
-        self.state_order = state_order
-        self.c1 = c1
-        self.c2 = c2
-        self.max_iterations = max_iterations
-        self.num_memories = num_memories
-        self.epsilon = epsilon
-        self.period = period
-        self.delta = delta
-        self.linesearch = linesearch
-        self.max_linesearch = max_linesearch
-        self.min_freq = min_freq
-        self.all_possible_states = all_possible_states
-        self.all_possible_transitions = all_possible_transitions
-        self.verbose = verbose
+        self._store_params(locals())
 
-    # the parent's online-training settings do not apply
-    algorithm = "lbfgs"
-
-    def _check_params(self):
-        d = self.order
-        if not isinstance(d, (int, np.integer)) or isinstance(d, bool) or d < 1:
-            raise ValueError(f"`order` must be an integer >= 1; got {d!r}")
-        if self.patterns not in (None, "sparse", "dense"):
-            raise ValueError(f"`patterns` must be 'sparse', 'dense' or None; got {self.patterns!r}")
+    def _check_param_combinations(self):
         if self.segments and self.patterns == "sparse":
             raise NotImplementedError("HigherOrderCRF(segments=True) has only the dense expansion; use "
                                       "patterns='dense' or None")
-        s = self._state_order()
-        hi = 1 if self.segments else d
-        if not isinstance(s, (int, np.integer)) or isinstance(s, bool) or not 1 <= s <= hi:
-            raise ValueError(f"`state_order` must be an integer in 1..{hi} or None (order={d}, "
+        hi = 1 if self.segments else self.order
+        if not 1 <= self._state_order() <= hi:
+            raise ValueError(f"`state_order` must be an integer in 1..{hi} or None (order={self.order}, "
                              f"segments={self.segments}); got {self.state_order!r}")
-        for name in ("c1", "c2", "min_freq", "epsilon", "delta"):
-            v = getattr(self, name)
-            if not isinstance(v, (int, float, np.number)) or isinstance(v, bool) or not np.isfinite(v) \
-                    or v < 0:
-                raise ValueError(f"`{name}` must be a non-negative finite number; got {v!r}")
-        mi = self.max_iterations
-        if mi is not None and (not isinstance(mi, (int, np.integer)) or isinstance(mi, bool) or mi < 1):
-            raise ValueError(f"`max_iterations` must be a positive integer or None; got {mi!r}")
 
     def _state_order(self):
         if self.state_order is not None:
@@ -177,14 +157,7 @@ class HigherOrderCRF(LinearChainCRF):
         """
         self._check_params()
         t0 = time.perf_counter()
-        vocab = AttributeVocabulary()
-        packed = vocab.encode(X, lengths, grow=True)
-        if packed.n_items == 0:
-            raise ValueError("the training set is empty (no items in X); give at least one "
-                             "non-empty sequence")
-        self.classes_ = []
-        self._label_index = {}
-        yy = self._encode_labels(y, packed)
+        vocab, packed, yy = self._fit_sequences(X, y, lengths)
         K = len(self.classes_)
         if self.segments:
             if allowed is not None:
@@ -203,53 +176,13 @@ class HigherOrderCRF(LinearChainCRF):
         self.model_ = model
         self.featurize_seconds_ = time.perf_counter() - t0
 
-        dev = None
-        if X_dev is not None:
-            dev_packed = vocab.encode(X_dev, None)
-            dev = (dev_packed, self._encode_labels(y_dev, dev_packed, "y_dev", grow=False))
-        if allowed is not None:
-            allowed = np.asarray(allowed, bool)
-            if allowed.shape != (packed.n_items, K):
-                raise ValueError(f"`allowed` must have shape (N, K) = ({packed.n_items}, {K}); got "
-                                 f"{allowed.shape}")
+        dev = self._dev_set(vocab, X_dev, y_dev)
+        allowed = self._allowed_mask(allowed, packed.n_items, K)
         if self.segments:
             objective = SegmentCLL(model, packed, yy, c2=self.c2)
         else:
             objective = HigherOrderCLL(model, packed, yy, c2=self.c2, allowed=allowed)
-        mask = model.free_mask()
-        w0 = np.zeros(model.n_params)
-        self.training_log_ = []
-        bar = _progress(self.verbose, "lbfgs")
-        current = [w0]
-
-        def progress(entry):
-            if dev is not None:
-                entry["dev_accuracy"] = float(np.mean(model.structure(current[0], dev[0]).argmax()
-                                                      == dev[1])) if dev[0].n_items else 1.0
-            self.training_log_.append(entry)
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(loss=f"{entry['loss']:.4g}", active=entry.get("active_features"))
-            return bool(callback(entry)) if callback is not None else False
-
-        def f(w, g):
-            current[0] = w
-            return objective(w, g)
-
-        w, n_iter, converged, _ = lbfgs(
-            f, w0, c1=self.c1, m=self.num_memories, epsilon=self.epsilon, period=self.period,
-            delta=self.delta, max_iterations=self.max_iterations, linesearch=self.linesearch,
-            max_linesearch=self.max_linesearch, callback=progress, mask=mask)
-        if bar is not None:
-            bar.close()
-        self.coef_ = np.asarray(w, dtype=np.float64)
-        self.n_iter_ = int(n_iter)
-        self.converged_ = bool(converged)
-        self.training_seconds_ = time.perf_counter() - t0
-        if not self.converged_:
-            warnings.warn(f"L-BFGS stopped after {self.n_iter_} iterations without meeting the stopping "
-                          f"criteria (epsilon={self.epsilon}, delta={self.delta}); increase "
-                          f"`max_iterations`", ConvergenceWarning)
+        self._train(model, objective, t0, dev=dev, callback=callback)
         return self
 
     def kbest(self, X, k=5):
@@ -280,12 +213,7 @@ class HigherOrderCRF(LinearChainCRF):
     def state_features_(self):
         """dict (attribute, tuple of labels) -> weight of the state features."""
         self._check_fitted()
-        m = self.model_
-        ws = m.split(self.coef_)[0]
-        attrs = np.repeat(np.arange(len(m.attr_ptr) - 1), np.diff(m.attr_ptr))
-        pats = self.patterns_
-        names = self.attributes_
-        return {(names[a], pats[z]): float(v) for a, z, v in zip(attrs, self._feat(), ws)}
+        return self._state_weights(self._feat(), self.patterns_)
 
     def _feat(self):
         m = self.model_
@@ -297,19 +225,13 @@ class HigherOrderCRF(LinearChainCRF):
         self._check_fitted()
         parts = self.model_.split(self.coef_)
         wp, st, en = parts[1], parts[-2], parts[-1]
-        out = {z: float(v) for z, v in zip(self.patterns_, wp) if len(z) >= 2}
-        for k, c in enumerate(self.classes_):
-            out[("<start>", c)] = float(st[k])
-            out[(c, "<end>")] = float(en[k])
-        return out
+        ngrams = {z: float(v) for z, v in zip(self.patterns_, wp) if len(z) >= 2}
+        return self._with_boundaries(ngrams, st, en)
 
     # ------------------------------------------------------------------------------------------------
     # model files
     # ------------------------------------------------------------------------------------------------
     _model_format = (_FORMAT, _VERSION, "structlearn.HigherOrderCRF")
-
-    def _file_metadata(self):
-        return {"attributes": list(self.attributes_)}
 
     def _file_arrays(self):
         m = self.model_
@@ -317,16 +239,10 @@ class HigherOrderCRF(LinearChainCRF):
                 **({"max_lengths": m.max_lengths} if self.segments else {})}
 
     def _restore(self, meta, arrays):
-        self.classes_ = list(meta["classes"])
-        self._label_index = {c: i for i, c in enumerate(self.classes_)}
-        self.attributes_ = list(meta["attributes"])
-        self._vocab = AttributeVocabulary(self.attributes_)
+        self._restore_labels(meta)
         pats = LabelPatterns.from_array(arrays["patterns"], len(self.classes_), int(self.order),
                                         int(self._state_order()))
         if self.segments:
             self.model_ = SegmentPatternModel(pats, arrays["attr_ptr"], arrays["feat_pat"], arrays["max_lengths"])
         else:
             self.model_ = HigherOrderFeatureModel(pats, arrays["attr_ptr"], arrays["feat_pat"], self._mode())
-
-    def _file_consistent(self):
-        return self.coef_.shape == (self.model_.n_params,) and len(self._vocab) == len(self.model_.attr_ptr) - 1

@@ -1,18 +1,15 @@
 """``SemiMarkovCRF``: a scikit-learn estimator that labels whole segments (semi-Markov CRF)."""
 import re
 import time
-import warnings
 
 import numpy as np
-from sklearn.base import BaseEstimator
-from sklearn.exceptions import ConvergenceWarning, NotFittedError
 
-from ..learning.optimizers import lbfgs
 from ..metrics.sequence import labels_from_segments, segments_from_labels
 from ..models.features import AttributeVocabulary, build_state_features
 from ..models.semicrf import (SEGMENT_FEATURES, SegmentBatch, SemiMarkovCLL, SemiMarkovFeatureModel,
                               span_all_caps, span_hashes)
-from ._modelfile import ModelFileMixin
+from ._crf_base import CRFBase
+from ._params import ALL_POSSIBLE_STATES, ALL_POSSIBLE_TRANSITIONS, LBFGS_PARAMS, MIN_FREQ, VERBOSE, Param
 
 _FORMAT = "semi-markov-crf"
 _VERSION = 1
@@ -20,7 +17,7 @@ _BIO = re.compile(r"^[BIES]-.+")
 LABEL_FORMATS = ("auto", "bio", "runs", "segments")
 
 
-class SemiMarkovCRF(ModelFileMixin, BaseEstimator):
+class SemiMarkovCRF(CRFBase):
     """Semi-Markov conditional random field (Sarawagi & Cohen 2004; seed 000 §"Semi-Markov CRFs").
 
     Labels whole segments: a segmentation of a sequence into labelled segments (s, e, k) scores
@@ -100,59 +97,31 @@ class SemiMarkovCRF(ModelFileMixin, BaseEstimator):
     segment features O(N·D·K) in chunks of at most 4·10⁶ entries.
     """
 
+    _parameters = (
+        Param("algorithm", "lbfgs", "{lbfgs}",
+              "trainer: lbfgs only (the online trainers do not handle segments)"),
+        *LBFGS_PARAMS, MIN_FREQ, ALL_POSSIBLE_STATES, ALL_POSSIBLE_TRANSITIONS,
+        Param("max_segment_length", None, "int>=1|dict|None",
+              "longest segment (or a dict label -> length); None: per label, the longest in training"),
+        Param("allow_same_label", False, "bool", "consecutive segments may share a label"),
+        Param("segment_features", ("first", "last"), "list{" + ",".join(SEGMENT_FEATURES) + "}",
+              "segment features among " + ", ".join(SEGMENT_FEATURES) + " (duration features always on)"),
+        Param("token_attribute", "w[0]", "str", "item attribute holding the token string (span, caps)"),
+        Param("label_format", "auto", "{" + ",".join(LABEL_FORMATS) + "}",
+              "how y gives the segments: bio tags, runs of equal labels, (start, end, label) lists"),
+        Param("outside", "O", "str", "the outside label of the bio / segments formats"),
+        VERBOSE)
+
     def __init__(self, algorithm="lbfgs", c1=0.0, c2=1.0, max_iterations=None, num_memories=6,
                  epsilon=1e-5, period=10, delta=1e-5, linesearch="MoreThuente", max_linesearch=20,
                  min_freq=0.0, all_possible_states=False, all_possible_transitions=False,
                  max_segment_length=None, allow_same_label=False, segment_features=("first", "last"),
                  token_attribute="w[0]", label_format="auto", outside="O", verbose=False):
-        self.algorithm = algorithm
-        self.c1 = c1
-        self.c2 = c2
-        self.max_iterations = max_iterations
-        self.num_memories = num_memories
-        self.epsilon = epsilon
-        self.period = period
-        self.delta = delta
-        self.linesearch = linesearch
-        self.max_linesearch = max_linesearch
-        self.min_freq = min_freq
-        self.all_possible_states = all_possible_states
-        self.all_possible_transitions = all_possible_transitions
-        self.max_segment_length = max_segment_length
-        self.allow_same_label = allow_same_label
-        self.segment_features = segment_features
-        self.token_attribute = token_attribute
-        self.label_format = label_format
-        self.outside = outside
-        self.verbose = verbose
+        self._store_params(locals())
 
     # ------------------------------------------------------------------------------------------------
-    # validation and label conversion
+    # label conversion
     # ------------------------------------------------------------------------------------------------
-    def _check_params(self):
-        if self.algorithm != "lbfgs":
-            raise ValueError(f"`algorithm` must be 'lbfgs' (the only trainer for semi-Markov CRFs); got "
-                             f"{self.algorithm!r}")
-        for name in ("c1", "c2", "min_freq", "epsilon", "delta"):
-            v = getattr(self, name)
-            if not isinstance(v, (int, float, np.number)) or isinstance(v, bool) or not np.isfinite(v) \
-                    or v < 0:
-                raise ValueError(f"`{name}` must be a non-negative finite number; got {v!r}")
-        mi = self.max_iterations
-        if mi is not None and (not isinstance(mi, (int, np.integer)) or isinstance(mi, bool) or mi < 1):
-            raise ValueError(f"`max_iterations` must be a positive integer or None; got {mi!r}")
-        if self.label_format not in LABEL_FORMATS:
-            raise ValueError(f"`label_format` must be one of {LABEL_FORMATS}; got {self.label_format!r}")
-        sf = self.segment_features
-        if isinstance(sf, str) or any(f not in SEGMENT_FEATURES for f in sf):
-            raise ValueError(f"`segment_features` must be a list of names from {SEGMENT_FEATURES}; got "
-                             f"{sf!r}")
-        msl = self.max_segment_length
-        if msl is not None and not isinstance(msl, dict) and (
-                not isinstance(msl, (int, np.integer)) or isinstance(msl, bool) or msl < 1):
-            raise ValueError(f"`max_segment_length` must be None, a positive integer or a dict label -> "
-                             f"positive integer; got {msl!r}")
-
     def _resolve_format(self, y):
         fmt = self.label_format
         if fmt != "auto":
@@ -335,9 +304,7 @@ class SemiMarkovCRF(ModelFileMixin, BaseEstimator):
         vocab = AttributeVocabulary()
         self._vocab = vocab
         packed = vocab.encode(X, lengths, grow=True)
-        if packed.n_items == 0:
-            raise ValueError("the training set is empty (no items in X); give at least one non-empty "
-                             "sequence")
+        self._check_nonempty(packed)
         fmt = self._resolve_format(y)
         self.label_format_ = fmt
         self.classes_ = []
@@ -404,81 +371,20 @@ class SemiMarkovCRF(ModelFileMixin, BaseEstimator):
         self.featurize_seconds_ = time.perf_counter() - t0
 
         objective = SemiMarkovCLL(model, batch, segs, c2=self.c2)
-        self.training_log_ = []
-        bar = None
-        if self.verbose:
-            from tqdm.auto import tqdm
-            bar = tqdm(desc="train semi-Markov CRF (lbfgs)", unit="it")
-
-        def on_iteration(entry):
-            self.training_log_.append(entry)
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(loss=f"{entry['loss']:.4g}")
-            return bool(callback(entry)) if callback is not None else False
-
-        w, n_iter, converged, _ = lbfgs(
-            objective, np.zeros(model.n_params), c1=self.c1, m=self.num_memories, epsilon=self.epsilon,
-            period=self.period, delta=self.delta, max_iterations=self.max_iterations,
-            linesearch=self.linesearch, max_linesearch=self.max_linesearch, callback=on_iteration,
-            mask=model.free_mask())
-        if bar is not None:
-            bar.close()
+        self._train(model, objective, t0, callback=callback, desc="train semi-Markov CRF (lbfgs)")
         self.model_ = model
-        self.coef_ = np.asarray(w, dtype=np.float64)
-        self.n_iter_ = int(n_iter)
-        self.converged_ = bool(converged)
-        self.training_seconds_ = time.perf_counter() - t0
-        if not self.converged_:
-            warnings.warn(f"L-BFGS stopped after {self.n_iter_} iterations without meeting the stopping "
-                          f"criteria (epsilon={self.epsilon}, delta={self.delta}); increase "
-                          f"`max_iterations`", ConvergenceWarning)
         return self
 
     # ------------------------------------------------------------------------------------------------
     # prediction
     # ------------------------------------------------------------------------------------------------
-    def _check_fitted(self):
-        if not hasattr(self, "coef_"):
-            raise NotFittedError(f"This {type(self).__name__} instance is not fitted yet; call `fit` (or "
-                                 f"`load`) before using it")
-
     def _structure(self, X, lengths=None, tokens=None, constraints=None):
         self._check_fitted()
         batch = self._batch(X, lengths, tokens)
         self._map_spans(batch)
-        allowed = None if constraints is None else self._constraint_mask(constraints, batch.packed)
+        allowed = (None if constraints is None
+                   else self._constraint_mask(constraints, batch.packed, what="segment label"))
         return batch, self.model_.structure(self.coef_, batch, allowed)
-
-    def _constraint_mask(self, constraints, packed):
-        K = len(self.classes_)
-        if isinstance(constraints, np.ndarray) and constraints.dtype == bool:
-            if constraints.shape != (packed.n_items, K):
-                raise ValueError(f"`constraints` as a mask must have shape (N, K) = ({packed.n_items}, "
-                                 f"{K}); got {constraints.shape}")
-            return constraints
-        if len(constraints) != len(packed.lengths):
-            raise ValueError(f"`constraints` must give one entry (dict position -> segment label(s), or "
-                             f"None) per sequence: {len(packed.lengths)} sequences, got "
-                             f"{len(constraints)}")
-        allowed = np.ones((packed.n_items, K), bool)
-        for s, cons in enumerate(constraints):
-            if not cons:
-                continue
-            n = int(packed.lengths[s])
-            for pos, labs in dict(cons).items():
-                if not isinstance(pos, (int, np.integer)) or not -n <= pos < n:
-                    raise ValueError(f"`constraints[{s}]`: position {pos!r} is outside the sequence "
-                                     f"(length {n})")
-                labs = [labs] if isinstance(labs, str) else list(labs)
-                row = np.zeros(K, bool)
-                for lab in labs:
-                    if lab not in self._label_index:
-                        raise ValueError(f"`constraints[{s}]`: unknown segment label {lab!r} at "
-                                         f"position {pos}; known labels: {self.classes_[:10]}")
-                    row[self._label_index[lab]] = True
-                allowed[packed.offsets[s] + (pos % n)] = row
-        return allowed
 
     def _public_segments(self, arr):
         """(n_seg, 3) local inclusive -> list of (start, end exclusive, label), outside dropped."""
@@ -629,21 +535,11 @@ class SemiMarkovCRF(ModelFileMixin, BaseEstimator):
     # ------------------------------------------------------------------------------------------------
     _model_format = (_FORMAT, _VERSION, "structlearn.SemiMarkovCRF")
 
-    def _file_params(self):
-        params = super()._file_params()
-        params["segment_features"] = list(params["segment_features"])
-        return params
-
-    @classmethod
-    def _params_from_file(cls, params):
-        params["segment_features"] = tuple(params.get("segment_features", ()))
-        return params
-
     def _file_metadata(self):
         tok = [None] * len(getattr(self, "_tok_index", {}))
         for s, i in getattr(self, "_tok_index", {}).items():
             tok[i] = s
-        return {"attributes": list(self.attributes_), "label_format": self.label_format_, "tokens": tok}
+        return {**super()._file_metadata(), "label_format": self.label_format_, "tokens": tok}
 
     def _file_arrays(self):
         m = self.model_
@@ -652,11 +548,8 @@ class SemiMarkovCRF(ModelFileMixin, BaseEstimator):
                 "span_features": m.span_features, "span_hash": self._span_hash}
 
     def _restore(self, meta, arrays):
-        self.classes_ = list(meta["classes"])
-        self._label_index = {c: i for i, c in enumerate(self.classes_)}
-        self.attributes_ = list(meta["attributes"])
+        self._restore_labels(meta)
         self.label_format_ = meta["label_format"]
-        self._vocab = AttributeVocabulary(self.attributes_)
         self._tok_index = {s: i for i, s in enumerate(meta.get("tokens", []))}
         self._span_hash = np.asarray(arrays["span_hash"], dtype=np.int64)
         self.model_ = SemiMarkovFeatureModel(
@@ -665,6 +558,3 @@ class SemiMarkovCRF(ModelFileMixin, BaseEstimator):
             arrays["span_features"], arrays["forbidden"])
         self._max_duration = self.model_.max_duration
         self.max_lengths_ = {c: int(v) for c, v in zip(self.classes_, self.model_.max_lengths)}
-
-    def _file_consistent(self):
-        return self.coef_.shape == (self.model_.n_params,)

@@ -1,18 +1,16 @@
 """``TreeCRF``: a scikit-learn estimator that labels every node of a tree (tree-structured CRF)."""
 import time
-import warnings
 
 import numpy as np
-from sklearn.base import BaseEstimator
-from sklearn.exceptions import ConvergenceWarning
 
 from ..learning import tree_online
 from ..learning.objectives import TreeCLL
-from ..learning.optimizers import lbfgs
 from ..models.features import AttributeVocabulary, Packed, build_state_features
 from ..models.tree_crf import TreeBatch, TreeFeatureModel
-from ._modelfile import ModelFileMixin
-from .crf import LinearChainCRF, _progress
+from ..structures.tree import validate_parents
+from ._crf_base import CRFBase
+from ._params import (ALGORITHM, ALL_POSSIBLE_STATES, LBFGS_PARAMS, MIN_FREQ, ONLINE_PARAMS, RANDOM_STATE,
+                      VERBOSE, Param)
 
 __all__ = ["TreeCRF", "check_parents", "parents_from_ids"]
 
@@ -127,34 +125,13 @@ def check_parents(parents, lengths, *, allow_forest=False, name="parents"):
     lengths = np.asarray(lengths, dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     N = int(offsets[-1])
-    local = np.concatenate(rows) if rows else np.zeros(0, np.int64)
+    packed = np.concatenate(rows) if rows else np.zeros(0, np.int64)
+    local, gpar = validate_parents(packed, lengths, offsets, name=name, per_tree=True,
+                                   allow_forest=allow_forest,
+                                   forest_hint=". Pass allow_forest=True to label each root's tree "
+                                               "independently")
     seq = np.repeat(np.arange(B), lengths)
-    pos = np.arange(N, dtype=np.int64) - offsets[:-1][seq]
-    size = lengths[seq]
-    bad = np.flatnonzero((local < -1) | (local >= size))
-    if bad.size:
-        n = int(bad[0])
-        raise ValueError(f"`{name}[{seq[n]}][{pos[n]}]` is {local[n]}, out of range: expected -1 (the "
-                         f"root) or a node index in [0, {size[n]}) of the same tree")
-    bad = np.flatnonzero(local == pos)
-    if bad.size:
-        n = int(bad[0])
-        raise ValueError(f"`{name}[{seq[n]}][{pos[n]}]` is the node itself; a node's parent must be "
-                         f"another node of its tree (or -1 for the root)")
-    n_roots = np.bincount(seq[local == -1], minlength=B)
-    bad = np.flatnonzero((n_roots == 0) & (lengths > 0))
-    if bad.size:
-        s = int(bad[0])
-        raise ValueError(f"`{name}[{s}]` has no root (every node has a parent, so the parent pointers "
-                         f"contain a cycle); exactly one node must have parent -1")
-    bad = np.flatnonzero(n_roots > 1)
-    if bad.size and not allow_forest:
-        s = int(bad[0])
-        r = pos[(seq == s) & (local == -1)]
-        raise ValueError(f"`{name}[{s}]` has {int(n_roots[s])} roots (nodes "
-                         f"{', '.join(map(str, r[:5].tolist()))}): a tree has exactly one node with "
-                         f"parent -1. Pass allow_forest=True to label each root's tree independently")
-    glob = np.where(local >= 0, local + offsets[:-1][seq], np.arange(N))
+    glob = np.where(gpar >= 0, gpar, np.arange(N))
     top = glob.copy()
     depth = int(lengths.max()) if B else 1
     for _ in range(int(np.ceil(np.log2(max(depth, 2)))) + 1):  # top = 2^j-th ancestor, roots absorb
@@ -225,7 +202,7 @@ def _take_rows(packed, rows, lengths):
 # ---------------------------------------------------------------------------------------------------
 # estimator
 # ---------------------------------------------------------------------------------------------------
-class TreeCRF(ModelFileMixin, BaseEstimator):
+class TreeCRF(CRFBase):
     """Tree-structured conditional random field: one label per node of a rooted tree.
 
     Scores (seed 000 §"Tree-structured CRFs"; belief propagation, Pearl 1982)::
@@ -298,6 +275,16 @@ class TreeCRF(ModelFileMixin, BaseEstimator):
     and pair marginals are per edge, O(N·K²) memory.
     """
 
+    _parameters = (
+        ALGORITHM, *LBFGS_PARAMS, *ONLINE_PARAMS, MIN_FREQ, ALL_POSSIBLE_STATES,
+        Param("all_possible_edges", False, "bool",
+              "every (child label, parent label) pair is an edge feature, not only those seen"),
+        Param("forbidden_edges", None, "pairs|None",
+              "(child_label, parent_label) pairs with potential -inf; (label, '<root>') forbids the label "
+              "at the root"),
+        Param("allow_forest", False, "bool", "several roots per tree: label each root's tree independently"),
+        RANDOM_STATE, VERBOSE)
+
     def __init__(self, algorithm="lbfgs", c1=0.0, c2=1.0, max_iterations=None, num_memories=6,
                  epsilon=1e-5, period=10, delta=1e-5, linesearch="MoreThuente", max_linesearch=20,
                  calibration_eta=0.1, calibration_rate=2.0, calibration_samples=1000,
@@ -305,41 +292,7 @@ class TreeCRF(ModelFileMixin, BaseEstimator):
                  error_sensitive=True, averaging=True, variance=1.0, gamma=1.0, min_freq=0.0,
                  all_possible_states=False, all_possible_edges=False, forbidden_edges=None,
                  allow_forest=False, random_state=None, verbose=False):
-        self.algorithm = algorithm
-        self.c1 = c1
-        self.c2 = c2
-        self.max_iterations = max_iterations
-        self.num_memories = num_memories
-        self.epsilon = epsilon
-        self.period = period
-        self.delta = delta
-        self.linesearch = linesearch
-        self.max_linesearch = max_linesearch
-        self.calibration_eta = calibration_eta
-        self.calibration_rate = calibration_rate
-        self.calibration_samples = calibration_samples
-        self.calibration_candidates = calibration_candidates
-        self.calibration_max_trials = calibration_max_trials
-        self.pa_type = pa_type
-        self.c = c
-        self.error_sensitive = error_sensitive
-        self.averaging = averaging
-        self.variance = variance
-        self.gamma = gamma
-        self.min_freq = min_freq
-        self.all_possible_states = all_possible_states
-        self.all_possible_edges = all_possible_edges
-        self.forbidden_edges = forbidden_edges
-        self.allow_forest = allow_forest
-        self.random_state = random_state
-        self.verbose = verbose
-
-    # shared with LinearChainCRF (same parameters, label encoding and constraint format)
-    _check_params = LinearChainCRF._check_params
-    _encode_labels = LinearChainCRF._encode_labels
-    _check_fitted = LinearChainCRF._check_fitted
-    _constraint_mask = LinearChainCRF._constraint_mask
-    state_features_ = LinearChainCRF.state_features_
+        self._store_params(locals())
 
     # ------------------------------------------------------------------------------------------------
     # encoding
@@ -412,23 +365,10 @@ class TreeCRF(ModelFileMixin, BaseEstimator):
         spec = self.forbidden_edges
         if spec is None:
             return forb, froot
-        if isinstance(spec, (str, bytes)):
-            raise ValueError(f"`forbidden_edges` must be None or a list of (child_label, parent_label) "
-                             f"pairs; got {spec!r}")
-        for pair in spec:
-            try:
-                a, b = pair
-            except (TypeError, ValueError):
-                raise ValueError(f"`forbidden_edges` entries must be (child_label, parent_label) pairs; "
-                                 f"got {pair!r}") from None
-            a, b = str(a), str(b)
-            for lab in (a, b):
-                if lab not in self._label_index and lab != ROOT:
-                    raise ValueError(f"`forbidden_edges` names label {lab!r}, which is not in the "
-                                     f"training labels {self.classes_[:10]}")
+        for a, b in self._label_pairs(spec, "forbidden_edges", (ROOT,)):
             if a == ROOT:
                 raise ValueError(f"`forbidden_edges`: {ROOT!r} can only be the parent of a pair "
-                                 f"(label, {ROOT!r}), which forbids the label at the root; got {pair!r}")
+                                 f"(label, {ROOT!r}), which forbids the label at the root; got {(a, b)!r}")
             if b == ROOT:
                 froot[self._label_index[a]] = True
             else:
@@ -491,11 +431,8 @@ class TreeCRF(ModelFileMixin, BaseEstimator):
         evocab = AttributeVocabulary()
         nodes, local, edges, layout, batch = self._encode(X, parents, edge_attributes, True, vocab,
                                                           evocab)
-        if nodes.n_items == 0:
-            raise ValueError("the training set is empty (no nodes in X); give at least one non-empty tree")
-        self.classes_ = []
-        self._label_index = {}
-        yy = self._encode_labels(y, nodes)
+        self._check_nonempty(nodes, "nodes", "tree")
+        yy = self._fit_labels(y, nodes)
         K = len(self.classes_)
         attr_ptr, feat_label = build_state_features(nodes, yy, len(vocab), K, self.min_freq,
                                                     self.all_possible_states)
@@ -531,70 +468,16 @@ class TreeCRF(ModelFileMixin, BaseEstimator):
                                                          "parents_dev")
             dev = (dbatch, dlayout.rows_to_internal(self._encode_labels(y_dev, dnodes, "y_dev",
                                                                         grow=False)))
-        w0 = np.zeros(model.n_params)
-        self.training_log_ = []
-        bar = _progress(self.verbose, self.algorithm)
-
-        def on_iteration(entry):
-            self.training_log_.append(entry)
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(loss=f"{entry['loss']:.4g}", active=entry.get("active_features"))
-            return False
-
+        objective = None
         if self.algorithm == "lbfgs":
-            if allowed is not None:
-                allowed = np.asarray(allowed, bool)
-                if allowed.shape != (nodes.n_items, K):
-                    raise ValueError(f"`allowed` must have shape (N, K) = ({nodes.n_items}, {K}); got "
-                                     f"{allowed.shape}")
-                allowed = layout.rows_to_internal(allowed)
-            objective = TreeCLL(model, batch, y_int, c2=self.c2, allowed=allowed)
-            current = [w0]
-
-            def f(w, g):
-                current[0] = w
-                return objective(w, g)
-
-            def callback(entry):
-                if dev is not None:
-                    entry["dev_accuracy"] = float(np.mean(model.structure(current[0], dev[0]).argmax()
-                                                          == dev[1])) if dev[0].n_items else 1.0
-                return on_iteration(entry)
-
-            w, n_iter, converged, _ = lbfgs(
-                f, w0, c1=self.c1, m=self.num_memories, epsilon=self.epsilon, period=self.period,
-                delta=self.delta, max_iterations=self.max_iterations, linesearch=self.linesearch,
-                max_linesearch=self.max_linesearch, callback=callback, mask=model.free_mask())
+            allowed = self._allowed_mask(allowed, nodes.n_items, K)
+            objective = TreeCLL(model, batch, y_int, c2=self.c2,
+                                allowed=None if allowed is None else layout.rows_to_internal(allowed))
         elif allowed is not None:
             raise ValueError(f"`allowed` (partial labels) needs algorithm='lbfgs'; got "
                              f"{self.algorithm!r}")
-        elif self.algorithm == "l2sgd":
-            w, n_iter, converged = tree_online.l2sgd(
-                model, batch, y_int, c2=self.c2,
-                max_iterations=1000 if self.max_iterations is None else self.max_iterations,
-                period=self.period, delta=self.delta, eta=self.calibration_eta,
-                rate=self.calibration_rate, samples=self.calibration_samples,
-                candidates=self.calibration_candidates, max_trials=self.calibration_max_trials,
-                random_state=self.random_state, callback=on_iteration)
-        else:
-            w, n_iter, converged = tree_online.large_margin(
-                self.algorithm, model, batch, y_int,
-                max_iterations=100 if self.max_iterations is None else self.max_iterations,
-                epsilon=self.epsilon, pa_type=self.pa_type, c=self.c,
-                error_sensitive=self.error_sensitive, averaging=self.averaging,
-                variance=self.variance, gamma=self.gamma, random_state=self.random_state,
-                callback=on_iteration)
-        if bar is not None:
-            bar.close()
-        self.coef_ = np.asarray(w, dtype=np.float64)
-        self.n_iter_ = int(n_iter)
-        self.converged_ = bool(converged)
-        self.training_seconds_ = time.perf_counter() - t0
-        if not self.converged_ and self.algorithm == "lbfgs":
-            warnings.warn(f"L-BFGS stopped after {self.n_iter_} iterations without meeting the stopping "
-                          f"criteria (epsilon={self.epsilon}, delta={self.delta}); increase "
-                          f"`max_iterations`", ConvergenceWarning)
+        self._train(model, objective, t0, algorithm=self.algorithm, online=tree_online, data=(batch, y_int),
+                    dev=dev)
         return self
 
     # ------------------------------------------------------------------------------------------------
@@ -726,24 +609,18 @@ class TreeCRF(ModelFileMixin, BaseEstimator):
 
     def score(self, X, y, *, parents=None, edge_attributes=None):
         """Node accuracy of ``predict(X)`` against ``y``."""
-        pred = self.predict(X, parents=parents, edge_attributes=edge_attributes)
-        if len(pred) != len(y):
-            raise ValueError(f"`y` has {len(y)} trees but X has {len(pred)}")
-        tot = cor = 0
-        for s, (p, g) in enumerate(zip(pred, y)):
-            if len(p) != len(g):
-                raise ValueError(f"tree {s}: {len(p)} nodes but {len(g)} labels")
-            for t, lab in enumerate(g):
-                if str(lab) not in self._label_index:
-                    raise ValueError(f"`y[{s}][{t}]`: label {lab!r} was not seen in training (known "
-                                     f"labels: {self.classes_[:10]}); a CRF cannot predict it")
-            tot += len(g)
-            cor += sum(a == str(b) for a, b in zip(p, g))
-        return cor / tot if tot else 1.0
+        return self._token_accuracy(self.predict(X, parents=parents, edge_attributes=edge_attributes), y,
+                                    "tree", "nodes")
 
     # ------------------------------------------------------------------------------------------------
     # inspection
     # ------------------------------------------------------------------------------------------------
+    @property
+    def state_features_(self):
+        """dict (attribute, label) -> weight of the state features."""
+        self._check_fitted()
+        return self._state_weights(self.model_.feat_label, self.classes_)
+
     @property
     def edge_features_(self):
         """dict (child_label, parent_label) -> weight; forbidden pairs appear with -inf."""
@@ -774,31 +651,13 @@ class TreeCRF(ModelFileMixin, BaseEstimator):
         r = self.model_.root_potentials(self.coef_)
         return {c: float(r[k]) for k, c in enumerate(self.classes_)}
 
-    @property
-    def size_(self):
-        """Number of parameters that are features."""
-        self._check_fitted()
-        return int(self.model_.free_mask().sum())
-
     # ------------------------------------------------------------------------------------------------
     # model files
     # ------------------------------------------------------------------------------------------------
     _model_format = (_FORMAT, _VERSION, "structlearn.TreeCRF")
 
-    def _file_params(self):
-        params = super()._file_params()
-        if params.get("forbidden_edges") is not None:
-            params["forbidden_edges"] = [list(map(str, p)) for p in params["forbidden_edges"]]
-        return params
-
-    @classmethod
-    def _params_from_file(cls, params):
-        if params.get("forbidden_edges") is not None:
-            params["forbidden_edges"] = [tuple(p) for p in params["forbidden_edges"]]
-        return params
-
     def _file_metadata(self):
-        return {"attributes": list(self.attributes_), "edge_attributes": list(self.edge_attributes_)}
+        return {**super()._file_metadata(), "edge_attributes": list(self.edge_attributes_)}
 
     def _file_arrays(self):
         m = self.model_
@@ -807,17 +666,12 @@ class TreeCRF(ModelFileMixin, BaseEstimator):
                 "forbidden": m.forbidden, "forbidden_root": m.forbidden_root}
 
     def _restore(self, meta, arrays):
-        self.classes_ = list(meta["classes"])
-        self._label_index = {c: i for i, c in enumerate(self.classes_)}
-        self.attributes_ = list(meta["attributes"])
+        self._restore_labels(meta)
         self.edge_attributes_ = list(meta["edge_attributes"])
-        self._vocab = AttributeVocabulary(self.attributes_)
         self._evocab = AttributeVocabulary(self.edge_attributes_)
         self.model_ = TreeFeatureModel(arrays["attr_ptr"], arrays["feat_label"], len(self.classes_),
                                        arrays["edge_features"], arrays["edge_attr_ptr"],
                                        arrays["edge_feat_pair"], arrays["forbidden"], arrays["forbidden_root"])
 
     def _file_consistent(self):
-        m = self.model_
-        return (self.coef_.shape == (m.n_params,) and len(self._vocab) == len(m.attr_ptr) - 1
-                and len(self._evocab) == len(m.edge_attr_ptr) - 1)
+        return super()._file_consistent() and len(self._evocab) == len(self.model_.edge_attr_ptr) - 1

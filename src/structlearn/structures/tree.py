@@ -84,7 +84,7 @@ class Tree(StructureBase):
         self._edge = np.ascontiguousarray(edge)
         self.root_score = (np.zeros(K) if root_score is None
                            else check_log_potentials(root_score, "root_score", (K,)))
-        self.parent, self._gpar = _check_parent(parent, self.lengths, self.offsets)
+        self.parent, self._gpar = validate_parents(parent, self.lengths, self.offsets)
         pre, cptr, cidx, reached = _k.tree_topology(self._gpar, self.offsets)
         cyc = np.flatnonzero(reached < self.lengths)
         if cyc.size:
@@ -259,47 +259,81 @@ class Tree(StructureBase):
         return out
 
 
-def _check_parent(parent, lengths, offsets):
-    """Validate local parent indices; return them (int64) and the global parent indices."""
+def validate_parents(parent, lengths, offsets, *, name="parent", per_tree=False, allow_forest=False,
+                     forest_hint=""):
+    """Validate the local parent indices of a packed batch of trees (cycles are not looked for).
+
+    Parameters
+    ----------
+    parent : array-like of int, shape (N,)
+        Index of each node's parent within its own tree, -1 for a root.
+    lengths, offsets : ndarray of int64, shapes (B,) and (B + 1,)
+        Nodes per tree and where each tree's rows start.
+    name : str
+        Argument name in messages.
+    per_tree : bool
+        Messages name node t of tree b as ``name[b][t]`` (the indices came as one list per tree), not
+        as ``name`` of sequence b, node t (row n).
+    allow_forest : bool
+        Accept several roots per tree.
+    forest_hint : str
+        Appended to the message about several roots.
+
+    Returns
+    -------
+    local : ndarray of int64, shape (N,)
+    gpar : ndarray of int64, shape (N,)
+        Global row of every node's parent, -1 for a root.
+
+    Raises
+    ------
+    ValueError
+        Wrong shape, non-integer entries, an index out of range, a node that is its own parent, a tree
+        without a root, or several roots (unless ``allow_forest``).
+    """
     arr = np.asarray(parent)
     N = int(offsets[-1])
     if arr.shape != (N,):
-        raise ValueError(f"`parent` must have shape ({N},) (one parent index per node); got {arr.shape}")
+        raise ValueError(f"`{name}` must have shape ({N},) (one parent index per node); got {arr.shape}")
     if arr.size and not np.issubdtype(arr.dtype, np.integer):
-        raise ValueError(f"`parent` must hold integer node indices (-1 for the root); got dtype "
+        raise ValueError(f"`{name}` must hold integer node indices (-1 for the root); got dtype "
                          f"{arr.dtype}")
     local = arr.astype(np.int64)
     seq = np.repeat(np.arange(lengths.shape[0]), lengths)
     pos = np.arange(N, dtype=np.int64) - offsets[:-1][seq]
     size = lengths[seq]
 
-    def where(n):
-        b = int(seq[n])
-        return f"sequence {b}, node {int(pos[n])} (row {n})"
+    def node(n):
+        b, t = int(seq[n]), int(pos[n])
+        return f"`{name}[{b}][{t}]`" if per_tree else f"`{name}` of sequence {b}, node {t} (row {n})"
+
+    def tree(b):
+        return f"`{name}[{b}]`" if per_tree else f"`{name}` of sequence {b}"
 
     bad = np.flatnonzero((local < -1) | (local >= size))
     if bad.size:
         n = int(bad[0])
-        raise ValueError(f"`parent` of {where(n)} is {int(local[n])}, out of range: expected -1 (the root) "
-                         f"or a node index in [0, {int(size[n])}) of the same sequence")
+        raise ValueError(f"{node(n)} is {int(local[n])}, out of range: expected -1 (the root) or a node "
+                         f"index in [0, {int(size[n])}) of the same tree")
     bad = np.flatnonzero(local == pos)
     if bad.size:
         n = int(bad[0])
-        raise ValueError(f"`parent` of {where(n)} is the node itself; a node's parent must be another "
-                         f"node of its tree (or -1 for the root)")
+        raise ValueError(f"{node(n)} is the node itself; a node's parent must be another node of its tree "
+                         f"(or -1 for the root)")
     n_roots = np.bincount(seq[local == -1], minlength=lengths.shape[0])
     bad = np.flatnonzero((n_roots == 0) & (lengths > 0))
     if bad.size:
         b = int(bad[0])
-        raise ValueError(f"`parent` of sequence {b} (rows {offsets[b]}:{offsets[b + 1]}) has no root: "
-                         f"exactly one node must have parent -1")
+        rows = "" if per_tree else f" (rows {offsets[b]}:{offsets[b + 1]})"
+        raise ValueError(f"{tree(b)}{rows} has no root (every node has a parent, so the parent pointers "
+                         f"contain a cycle); exactly one node must have parent -1")
     bad = np.flatnonzero(n_roots > 1)
-    if bad.size:
+    if bad.size and not allow_forest:
         b = int(bad[0])
         r = np.flatnonzero((seq == b) & (local == -1))
-        raise ValueError(f"`parent` of sequence {b} has {int(n_roots[b])} roots (nodes "
-                         f"{', '.join(str(int(pos[x])) for x in r[:5])}); exactly one node must have "
-                         f"parent -1")
+        raise ValueError(f"{tree(b)} has {int(n_roots[b])} roots (nodes "
+                         f"{', '.join(str(int(pos[x])) for x in r[:5])}): a tree has exactly one node with "
+                         f"parent -1{forest_hint}")
     gpar = np.where(local >= 0, local + offsets[:-1][seq], -1).astype(np.int64)
     return local, np.ascontiguousarray(gpar)
 

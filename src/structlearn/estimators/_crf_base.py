@@ -1,0 +1,436 @@
+"""What the CRF estimators share: parameters, validation, labels, constraints, training, model files.
+
+:class:`CRFBase` is the base of :class:`~structlearn.LinearChainCRF`, :class:`~structlearn.SemiMarkovCRF`,
+:class:`~structlearn.HigherOrderCRF` and :class:`~structlearn.TreeCRF`. A subclass
+
+- lists its ``__init__`` parameters, in signature order, as ``_parameters`` (:class:`._params.Param`,
+  with default, constraint and help) and keeps an explicit ``__init__`` whose body is
+  ``self._store_params(locals())`` (scikit-learn reads the signature);
+- gets ``_check_params`` (every constraint, then :meth:`CRFBase._check_param_combinations`), label
+  encoding, constraint masks, the fitted check, the training loop of every algorithm with its
+  convergence warning (:meth:`CRFBase._train`) and the model-file plumbing.
+
+:class:`ChainCRFBase` adds the prediction methods of CRFs over label sequences whose feature model
+returns a chain-like structure (``LinearChainCRF``, ``HigherOrderCRF``).
+"""
+import time
+import warnings
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
+
+from ..learning.optimizers import lbfgs
+from ..models.features import AttributeVocabulary
+from ._modelfile import ModelFileMixin
+from ._params import accepts, check_param
+
+__all__ = ["CRFBase", "ChainCRFBase"]
+
+
+def _progress(verbose, desc):
+    if not verbose:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(desc=desc, unit="it")
+
+
+class CRFBase(ModelFileMixin, BaseEstimator):
+    """Base of the CRF estimators (see the module docstring)."""
+
+    _parameters = ()
+
+    def _store_params(self, values):
+        """The body of ``__init__``: store every argument under its own name (scikit-learn's rule)."""
+        for p in self._parameters:
+            setattr(self, p.name, values[p.name])
+
+    # ------------------------------------------------------------------------------------------------
+    # validation
+    # ------------------------------------------------------------------------------------------------
+    def _check_params(self):
+        for p in self._parameters:
+            check_param(p, getattr(self, p.name))
+        self._check_param_combinations()
+
+    def _check_param_combinations(self):
+        """Checks that involve several parameters (after every parameter's own constraint)."""
+        algorithm = self.get_params(deep=False).get("algorithm", "lbfgs")
+        if self.c1 > 0 and algorithm != "lbfgs":
+            raise ValueError(f"`c1` (L1) is only supported with algorithm='lbfgs' (OWL-QN); got "
+                             f"algorithm={algorithm!r}")
+
+    def _check_fitted(self):
+        if not hasattr(self, "coef_"):
+            raise NotFittedError(f"This {type(self).__name__} instance is not fitted yet; call `fit` (or "
+                                 f"`load`) before using it")
+
+    @staticmethod
+    def _check_nonempty(packed, items="items", sequence="sequence"):
+        if packed.n_items == 0:
+            raise ValueError(f"the training set is empty (no {items} in X); give at least one "
+                             f"non-empty {sequence}")
+
+    @staticmethod
+    def _allowed_mask(allowed, n_items, K):
+        """Partial labels of training: a bool (N, K) mask, or None."""
+        if allowed is None:
+            return None
+        allowed = np.asarray(allowed, bool)
+        if allowed.shape != (n_items, K):
+            raise ValueError(f"`allowed` must have shape (N, K) = ({n_items}, {K}); got {allowed.shape}")
+        return allowed
+
+    # ------------------------------------------------------------------------------------------------
+    # labels and constraints
+    # ------------------------------------------------------------------------------------------------
+    def _fit_labels(self, y, packed):
+        """Start ``classes_`` afresh and encode the training labels (first appearance order)."""
+        self.classes_ = []
+        self._label_index = {}
+        return self._encode_labels(y, packed)
+
+    def _encode_labels(self, y, packed, name="y", grow=True):
+        if y is None or isinstance(y, (str, bytes)) or not hasattr(y, "__len__"):
+            raise ValueError(f"`{name}` must be a list of label sequences; got {type(y).__name__}")
+        if len(y) != len(packed.lengths):
+            raise ValueError(f"`{name}` has {len(y)} sequences but X has {len(packed.lengths)}")
+        out = np.empty(packed.n_items, dtype=np.int64)
+        idx = self._label_index
+        for s, (seq, n) in enumerate(zip(y, packed.lengths)):
+            if isinstance(seq, (str, bytes)) or not hasattr(seq, "__len__"):
+                raise ValueError(f"`{name}[{s}]` must be a list of labels; got {type(seq).__name__}")
+            if len(seq) != n:
+                raise ValueError(f"sequence {s}: {n} items but {len(seq)} labels in `{name}[{s}]`; "
+                                 f"every item needs exactly one label")
+            o = packed.offsets[s]
+            for t, lab in enumerate(seq):
+                lab = str(lab)
+                k = idx.get(lab)
+                if k is None:
+                    if not grow:
+                        raise ValueError(f"`{name}[{s}][{t}]`: label {lab!r} was not seen in training "
+                                         f"(known labels: {self.classes_[:10]}…)")
+                    if "\t" in lab or "\n" in lab:
+                        raise ValueError(f"`{name}[{s}][{t}]`: label {lab!r} contains a tab or newline, "
+                                         f"which CRFsuite-format files cannot hold")
+                    k = idx[lab] = len(self.classes_)
+                    self.classes_.append(lab)
+                out[o + t] = k
+        return out
+
+    def _label_pairs(self, spec, name, special):
+        """The pairs of a ``pairs`` parameter as (str, str); each label is a training label or in
+        ``special``."""
+        out = []
+        for a, b in spec:
+            a, b = str(a), str(b)
+            for lab in (a, b):
+                if lab not in self._label_index and lab not in special:
+                    raise ValueError(f"`{name}` names label {lab!r}, which is not in the training labels "
+                                     f"{self.classes_[:10]}")
+            out.append((a, b))
+        return out
+
+    def _constraint_mask(self, constraints, packed, what="label"):
+        K = len(self.classes_)
+        if isinstance(constraints, np.ndarray) and constraints.dtype == bool:
+            if constraints.shape != (packed.n_items, K):
+                raise ValueError(f"`constraints` as a mask must have shape (N, K) = "
+                                 f"({packed.n_items}, {K}); got {constraints.shape}")
+            return constraints
+        if len(constraints) != len(packed.lengths):
+            raise ValueError(f"`constraints` must give one entry (dict position -> {what}(s), or None) per "
+                             f"sequence: {len(packed.lengths)} sequences, got {len(constraints)}")
+        allowed = np.ones((packed.n_items, K), bool)
+        for s, cons in enumerate(constraints):
+            if not cons:
+                continue
+            n = int(packed.lengths[s])
+            for pos, labs in dict(cons).items():
+                if not isinstance(pos, (int, np.integer)) or not -n <= pos < n:
+                    raise ValueError(f"`constraints[{s}]`: position {pos!r} is outside the sequence "
+                                     f"(length {n})")
+                labs = [labs] if isinstance(labs, str) else list(labs)
+                row = np.zeros(K, bool)
+                for lab in labs:
+                    if lab not in self._label_index:
+                        raise ValueError(f"`constraints[{s}]`: unknown {what} {lab!r} at position "
+                                         f"{pos}; known labels: {self.classes_[:10]}")
+                    row[self._label_index[lab]] = True
+                allowed[packed.offsets[s] + (pos % n)] = row
+        return allowed
+
+    def _token_accuracy(self, pred, y, sequences="sequence", items="items"):
+        """Share of the labels of ``y`` that ``pred`` matches (labels not seen in training: an error)."""
+        if len(pred) != len(y):
+            raise ValueError(f"`y` has {len(y)} {sequences}s but X has {len(pred)}")
+        tot = cor = 0
+        for s, (p, g) in enumerate(zip(pred, y)):
+            if len(p) != len(g):
+                raise ValueError(f"{sequences} {s}: {len(p)} {items} but {len(g)} labels")
+            for t, lab in enumerate(g):
+                if str(lab) not in self._label_index:
+                    raise ValueError(f"`y[{s}][{t}]`: label {lab!r} was not seen in training (known "
+                                     f"labels: {self.classes_[:10]}); a CRF cannot predict it")
+            tot += len(g)
+            cor += sum(a == str(b) for a, b in zip(p, g))
+        return cor / tot if tot else 1.0
+
+    # ------------------------------------------------------------------------------------------------
+    # training
+    # ------------------------------------------------------------------------------------------------
+    def _train(self, model, objective, t0, *, algorithm="lbfgs", online=None, data=(), l2sgd_args=(),
+               dev=None, callback=None, desc=None):
+        """Fit the weights of ``model``; set ``coef_``, ``n_iter_``, ``converged_``, ``training_log_``
+        and ``training_seconds_`` (since ``t0``); warn (ConvergenceWarning) when L-BFGS stopped early.
+
+        Parameters
+        ----------
+        objective : callable (w, g) -> loss
+            The objective of ``algorithm="lbfgs"`` (minimised with the L-BFGS parameters).
+        algorithm : str
+            ``"lbfgs"`` or an online trainer of ``online`` (``"l2sgd"``, ``"ap"``, ``"pa"``, ``"arow"``).
+        online : module with ``l2sgd`` and ``large_margin`` (:mod:`structlearn.learning.online`, ...)
+        data : tuple
+            The training data after ``model`` in the online trainers' arguments (batch, labels).
+        l2sgd_args : tuple
+            Further positional arguments of ``online.l2sgd``.
+        dev : (batch, labels) or None
+            Held-out data whose accuracy is logged every L-BFGS iteration (``"dev_accuracy"``).
+        callback : callable or None
+            Called with every log entry; returning True stops L-BFGS.
+        desc : str, optional
+            Label of the progress bar (``verbose``).
+        """
+        w0 = np.zeros(model.n_params)
+        self.training_log_ = []
+        bar = _progress(self.verbose, desc or f"train ({algorithm})")
+
+        def on_iteration(entry):
+            self.training_log_.append(entry)
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{entry['loss']:.4g}", active=entry.get("active_features"))
+            return bool(callback(entry)) if callback is not None else False
+
+        if algorithm == "lbfgs":
+            current = [w0]
+
+            def f(w, g):
+                current[0] = w
+                return objective(w, g)
+
+            def progress(entry):
+                if dev is not None:
+                    entry["dev_accuracy"] = float(np.mean(model.structure(current[0], dev[0]).argmax()
+                                                          == dev[1])) if dev[0].n_items else 1.0
+                return on_iteration(entry)
+
+            w, n_iter, converged, _ = lbfgs(
+                f, w0, c1=self.c1, m=self.num_memories, epsilon=self.epsilon, period=self.period,
+                delta=self.delta, max_iterations=self.max_iterations, linesearch=self.linesearch,
+                max_linesearch=self.max_linesearch, callback=progress, mask=model.free_mask())
+        elif algorithm == "l2sgd":
+            w, n_iter, converged = online.l2sgd(
+                model, *data, *l2sgd_args, c2=self.c2,
+                max_iterations=1000 if self.max_iterations is None else self.max_iterations,
+                period=self.period, delta=self.delta, eta=self.calibration_eta,
+                rate=self.calibration_rate, samples=self.calibration_samples,
+                candidates=self.calibration_candidates, max_trials=self.calibration_max_trials,
+                random_state=self.random_state, callback=on_iteration)
+        else:
+            w, n_iter, converged = online.large_margin(
+                algorithm, model, *data,
+                max_iterations=100 if self.max_iterations is None else self.max_iterations,
+                epsilon=self.epsilon, pa_type=self.pa_type, c=self.c,
+                error_sensitive=self.error_sensitive, averaging=self.averaging,
+                variance=self.variance, gamma=self.gamma, random_state=self.random_state,
+                callback=on_iteration)
+        if bar is not None:
+            bar.close()
+        self.coef_ = np.asarray(w, dtype=np.float64)
+        self.n_iter_ = int(n_iter)
+        self.converged_ = bool(converged)
+        self.training_seconds_ = time.perf_counter() - t0
+        if not self.converged_ and algorithm == "lbfgs":
+            warnings.warn(f"L-BFGS stopped after {self.n_iter_} iterations without meeting the stopping "
+                          f"criteria (epsilon={self.epsilon}, delta={self.delta}); increase "
+                          f"`max_iterations`", ConvergenceWarning)
+
+    # ------------------------------------------------------------------------------------------------
+    # inspection
+    # ------------------------------------------------------------------------------------------------
+    def _state_weights(self, feat, labels):
+        """dict (attribute name, labels[feat]) -> weight of the state features."""
+        m = self.model_
+        ws = m.split(self.coef_)[0]
+        attrs = np.repeat(np.arange(len(m.attr_ptr) - 1), np.diff(m.attr_ptr))
+        names = self.attributes_
+        return {(names[a], labels[k]): float(v) for a, k, v in zip(attrs, feat, ws)}
+
+    @property
+    def size_(self):
+        """Number of parameters that are features."""
+        self._check_fitted()
+        return int(self.model_.free_mask().sum())
+
+    # ------------------------------------------------------------------------------------------------
+    # model files: pair lists as JSON lists, tuples back on loading
+    # ------------------------------------------------------------------------------------------------
+    def _file_params(self):
+        params = super()._file_params()
+        for p in self._parameters:
+            v = params.get(p.name)
+            if isinstance(v, (list, tuple)):
+                if accepts(p, "pairs"):
+                    params[p.name] = [list(map(str, q)) for q in v]
+                elif accepts(p, "list"):
+                    params[p.name] = list(v)
+        return params
+
+    @classmethod
+    def _params_from_file(cls, params):
+        for p in cls._parameters:
+            v = params.get(p.name)
+            if isinstance(v, list):
+                if accepts(p, "pairs"):
+                    params[p.name] = [tuple(q) for q in v]
+                elif accepts(p, "list"):
+                    params[p.name] = tuple(v)
+        return params
+
+    def _file_metadata(self):
+        return {"attributes": list(self.attributes_)}
+
+    def _restore_labels(self, meta):
+        """Restore ``classes_`` and the attribute vocabulary of a model file."""
+        self.classes_ = list(meta["classes"])
+        self._label_index = {c: i for i, c in enumerate(self.classes_)}
+        self.attributes_ = list(meta["attributes"])
+        self._vocab = AttributeVocabulary(self.attributes_)
+
+    def _file_consistent(self):
+        m = self.model_
+        return self.coef_.shape == (m.n_params,) and len(self._vocab) == len(m.attr_ptr) - 1
+
+
+class ChainCRFBase(CRFBase):
+    """Prediction of CRFs over label sequences of packed items whose feature model's ``structure``
+    is chain-like (``argmax``, ``marginals``, ``max``, ``log_partition``, ``score``, ``kbest``)."""
+
+    def _fit_sequences(self, X, y, lengths):
+        """(vocabulary, packed training items, encoded labels) of ``fit``."""
+        vocab = AttributeVocabulary()
+        packed = vocab.encode(X, lengths, grow=True)
+        self._check_nonempty(packed)
+        return vocab, packed, self._fit_labels(y, packed)
+
+    def _dev_set(self, vocab, X_dev, y_dev):
+        if X_dev is None:
+            return None
+        dev_packed = vocab.encode(X_dev, None)
+        return dev_packed, self._encode_labels(y_dev, dev_packed, "y_dev", grow=False)
+
+    def _structure(self, X, lengths=None, constraints=None):
+        self._check_fitted()
+        packed = self._vocab.encode(X, lengths)
+        allowed = None if constraints is None else self._constraint_mask(constraints, packed)
+        return packed, self.model_.structure(self.coef_, packed, allowed)
+
+    def _split(self, flat, packed):
+        return [flat[packed.offsets[b]:packed.offsets[b + 1]] for b in range(len(packed.lengths))]
+
+    def predict(self, X, constraints=None, *, lengths=None):
+        """Most likely label sequence of every sequence (Viterbi).
+
+        Parameters
+        ----------
+        X : list of sequences of items (or sparse matrix with ``lengths``)
+        constraints : list (one per sequence) of dict position -> label or list of labels, or a
+            boolean (N, K) mask — fixes or restricts labels at given positions (constrained Viterbi).
+
+        Returns
+        -------
+        list of lists of str
+
+        Raises
+        ------
+        ValueError
+            If the constraints (with forbidden transitions) leave a sequence no possible labeling.
+        """
+        packed, chain = self._structure(X, lengths, constraints)
+        labels = np.asarray(self.classes_, dtype=object)[chain.argmax()] if packed.n_items else \
+            np.zeros(0, object)
+        return [list(s) for s in self._split(labels, packed)]
+
+    def predict_single(self, xseq):
+        """Labels of one sequence (list of items)."""
+        return self.predict([xseq])[0]
+
+    def predict_marginals(self, X, *, output="dict", lengths=None, constraints=None):
+        """Posterior marginals P(y_t = label | x).
+
+        Parameters
+        ----------
+        output : {"dict", "array"}
+            ``"dict"``: list of sequences of {label: probability} (sklearn-crfsuite's format);
+            ``"array"``: list of (T, K) float64 arrays, columns in ``classes_`` order.
+        """
+        if output not in ("dict", "array"):
+            raise ValueError(f"`output` must be 'dict' or 'array'; got {output!r}")
+        packed, chain = self._structure(X, lengths, constraints)
+        um = chain.marginals(edge="none").unary
+        seqs = self._split(um, packed)
+        if output == "array":
+            return seqs
+        cls = self.classes_
+        return [[dict(zip(cls, row.tolist())) for row in s] for s in seqs]
+
+    def predict_marginals_single(self, xseq):
+        return self.predict_marginals([xseq])[0]
+
+    def predict_proba_sequence(self, X, *, lengths=None):
+        """Probability of the Viterbi labeling of each sequence, shape (B,)."""
+        _, chain = self._structure(X, lengths)
+        return np.exp(chain.max() - chain.log_partition())
+
+    def sequence_probability(self, X, y):
+        """Probability p(y | x) of given label sequences, shape (B,)."""
+        packed, chain = self._structure(X)
+        yy = self._encode_labels(y, packed, grow=False)
+        return np.exp(chain.score(yy) - chain.log_partition())
+
+    def kbest(self, X, k=5):
+        """The k most likely label sequences of every sequence with their probabilities.
+
+        Returns
+        -------
+        list (per sequence) of lists of (labels (list of str), probability), best first.
+        """
+        packed, chain = self._structure(X)
+        kb = chain.kbest(k)
+        log_z = chain.log_partition()
+        cls = np.asarray(self.classes_, dtype=object)
+        out = []
+        for b in range(len(packed.lengths)):
+            o0, o1 = packed.offsets[b], packed.offsets[b + 1]
+            res = []
+            for r in range(k):
+                if kb.scores[b, r] == -np.inf:
+                    break
+                res.append((list(cls[kb.labels[r, o0:o1]]), float(np.exp(kb.scores[b, r] - log_z[b]))))
+            out.append(res)
+        return out
+
+    def score(self, X, y):
+        """Token accuracy of ``predict(X)`` against ``y``."""
+        return self._token_accuracy(self.predict(X), y)
+
+    def _with_boundaries(self, out, start, end):
+        """``out`` with the start and end weights as ``("<start>", y)`` and ``(y, "<end>")`` entries."""
+        for k, c in enumerate(self.classes_):
+            out[("<start>", c)] = float(start[k])
+            out[(c, "<end>")] = float(end[k])
+        return out
