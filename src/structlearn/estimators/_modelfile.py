@@ -13,7 +13,7 @@ estimator)`` and says what is specific to it:
 """
 import numpy as np
 
-from ..io.modelfile import ModelFileError, load_model, save_model
+from ..utils.modelfile import ModelFileError, load_model, save_model
 
 __all__ = ["ModelFileMixin"]
 
@@ -34,7 +34,7 @@ def _jsonable_log(log):
 
 
 class ModelFileMixin:
-    """``save(path, metadata=None)`` and ``load(path)`` through :mod:`structlearn.io.modelfile`."""
+    """``save(path, metadata=None)`` and ``load(path)`` through :mod:`structlearn.utils.modelfile`."""
 
     _model_format = None  # (format name, version, qualified estimator name)
 

@@ -12,7 +12,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 
-from ..io.modelfile import ModelFileError
+from ..utils.modelfile import ModelFileError
 from ..learning.graph_objective import GraphCLL, graph_potentials
 from ..learning.optimizers import lbfgs_restarts, minimize_cg
 from ..structures.factor_graph import BPOptions

@@ -617,7 +617,7 @@ class HierarchicalHMM(BaseEstimator):
     # -- persistence -------------------------------------------------------------------------------
     def save(self, path):
         """Write the model to ``path`` (versioned ``.npz`` + JSON header; no pickle)."""
-        from ..io.modelfile import save_model
+        from ..utils.modelfile import save_model
 
         self._build()
         self._require_emission()
@@ -637,7 +637,7 @@ class HierarchicalHMM(BaseEstimator):
     @classmethod
     def load(cls, path):
         """Read a model written by :meth:`save`; runs no code from the file."""
-        from ..io.modelfile import ModelFileError, load_model
+        from ..utils.modelfile import ModelFileError, load_model
 
         header, arrays = load_model(path, expected_format=_FORMAT, supported_version=_FORMAT_VERSION)
         meta = header["metadata"]

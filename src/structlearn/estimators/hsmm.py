@@ -731,7 +731,7 @@ class HiddenSemiMarkovModel(BaseEstimator):
         ValueError
             A custom (non-structlearn) duration or emission object.
         """
-        from ..io.modelfile import save_model
+        from ..utils.modelfile import save_model
 
         check_is_fitted(self, "startprob_")
         dname, darr, dcfg = family_to_file(self.duration_, _dur, "duration")
@@ -757,7 +757,7 @@ class HiddenSemiMarkovModel(BaseEstimator):
     @classmethod
     def load(cls, path):
         """Read a model written by :meth:`save`; runs no code from the file."""
-        from ..io.modelfile import ModelFileError, load_model
+        from ..utils.modelfile import ModelFileError, load_model
 
         header, arrays = load_model(path, expected_format=_FORMAT, supported_version=_FORMAT_VERSION)
         meta = header["metadata"]

@@ -1,30 +1,15 @@
-"""Versioned model files: one ``.npz`` holding numeric arrays and a JSON header; loading runs no code.
+"""Open any structlearn model file: :func:`load_estimator` resolves the header's ``format`` to the estimator
+class that wrote it (the registry :data:`MODEL_FORMATS`), imported only when a file of that format is loaded.
 
-Layout: a NumPy ``.npz`` (zip) archive whose member ``__header__`` is a uint8 array of UTF-8 JSON::
-
-    {"magic": "structlearn-model", "format": "linear-chain-crf", "version": 1,
-     "estimator": "structlearn.LinearChainCRF", "structlearn_version": "0.1.0",
-     "params": {...}, "metadata": {...}, "arrays": ["state_weights", ...]}
-
-and one member per array. Arrays are loaded with ``allow_pickle=False``; object arrays are refused when
-saving and cannot be loaded, so a model file never executes code.
-
-:func:`load_estimator` opens any model file: the header's ``format`` names the estimator class (the
-registry :data:`MODEL_FORMATS`), imported only when a file of that format is loaded.
+The file container itself (``.npz`` arrays + JSON header, never pickle) is :mod:`structlearn.utils.modelfile`.
 """
 import importlib
-import json
 import os
-import zipfile
-import zlib
 
-import numpy as np
+from ..utils.modelfile import HEADER_KEY, MAGIC, ModelFileError, load_model, read_header, save_model
 
-__all__ = ["save_model", "load_model", "read_header", "load_estimator", "MODEL_FORMATS", "ModelFileError",
+__all__ = ["load_estimator", "MODEL_FORMATS", "read_header", "load_model", "save_model", "ModelFileError",
            "HEADER_KEY", "MAGIC"]
-
-HEADER_KEY = "__header__"
-MAGIC = "structlearn-model"
 
 # format name -> "module:Class" of the estimator that writes and reads it (``Class.load(path)``)
 MODEL_FORMATS = {
@@ -36,123 +21,6 @@ MODEL_FORMATS = {
     "hidden-semi-markov-model": "structlearn.estimators.hsmm:HiddenSemiMarkovModel",
     "hierarchical-hmm": "structlearn.estimators.hhmm:HierarchicalHMM",
 }
-
-
-class ModelFileError(ValueError):
-    """A model file that cannot be read: truncated, corrupt, of another format or of a newer version."""
-
-
-def _package_version():
-    try:
-        from .. import __version__
-        return __version__
-    except ImportError:  # pragma: no cover
-        return "unknown"
-
-
-def save_model(path, *, format_name, version, estimator, params=None, metadata=None, arrays=None):
-    """Write a model file.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        Destination; ``.npz`` is NOT appended (the name is used as given). Written atomically (a temporary
-        file in the same folder, then renamed), so a crash never leaves a half-written model under ``path``.
-    format_name : str
-        Format identifier, e.g. ``"linear-chain-crf"``; checked by :func:`load_model`.
-    version : int
-        Version of that format (>= 1); readers refuse files newer than they support.
-    estimator : str
-        Qualified name of the class that wrote the file (informative).
-    params : dict, optional
-        JSON-able hyper-parameters.
-    metadata : dict, optional
-        JSON-able data such as labels and attribute names.
-    arrays : dict str -> ndarray, optional
-        Numeric (bool/int/uint/float/complex) or fixed-width string arrays. Names must not start with
-        ``__``.
-
-    Raises
-    ------
-    ValueError
-        Non-JSON-able params/metadata, an object-dtype array, a bad array name or version.
-    """
-    if not isinstance(format_name, str) or not format_name:
-        raise ValueError(f"`format_name` must be a non-empty str; got {format_name!r}")
-    if isinstance(version, bool) or not isinstance(version, (int, np.integer)) or version < 1:
-        raise ValueError(f"`version` must be an int >= 1; got {version!r}")
-    arrays = dict(arrays or {})
-    stored = {}
-    for name, arr in arrays.items():
-        if not isinstance(name, str) or not name or name.startswith("__") or "/" in name:
-            raise ValueError(f"array name {name!r} is not allowed (non-empty str, no '/', not starting "
-                             "with '__')")
-        a = np.asarray(arr)
-        if a.dtype.hasobject:
-            raise ValueError(f"array {name!r} has dtype object, which a model file cannot hold (it would "
-                             "need pickle); convert it to a numeric or fixed-width string array")
-        stored[name] = a
-    header = {"magic": MAGIC, "format": format_name, "version": int(version), "estimator": str(estimator),
-              "structlearn_version": _package_version(), "params": params or {}, "metadata": metadata or {},
-              "arrays": sorted(stored)}
-    try:
-        text = json.dumps(header, ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"`params` and `metadata` must be JSON-able (str, int, finite float, bool, None, "
-                         f"lists and dicts with str keys): {exc}") from None
-    stored[HEADER_KEY] = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise FileNotFoundError(f"cannot write model file {path!r}: folder {folder!r} does not exist")
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "wb") as fh:
-            np.savez_compressed(fh, **stored)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-
-
-def load_model(path, expected_format=None, supported_version=None):
-    """Read a model file written by :func:`save_model`, without executing any code.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-    expected_format : str, optional
-        Refuse a file whose format differs.
-    supported_version : int, optional
-        Highest format version this reader understands; refuse newer files.
-
-    Returns
-    -------
-    header : dict
-        ``format``, ``version``, ``estimator``, ``structlearn_version``, ``params``, ``metadata``, ``arrays``.
-    arrays : dict str -> ndarray
-        Every array named in the header, fully loaded.
-
-    Raises
-    ------
-    FileNotFoundError
-        No file at ``path``.
-    ModelFileError (a ValueError)
-        Truncated or corrupt file, not a structlearn model (no header), a different format, a newer
-        version than ``supported_version``, a header that names missing arrays, or an object array.
-    """
-    return _read(path, expected_format, supported_version, with_arrays=True)
-
-
-def read_header(path):
-    """The header (dict) of a model file, checked as by :func:`load_model`; the arrays are not read.
-
-    Raises
-    ------
-    FileNotFoundError, ModelFileError
-        As :func:`load_model`.
-    """
-    return _read(path, None, None, with_arrays=False)[0]
 
 
 def load_estimator(path):
@@ -176,66 +44,3 @@ def load_estimator(path):
                              f"{', '.join(MODEL_FORMATS)}")
     module, _, name = target.partition(":")
     return getattr(importlib.import_module(module), name).load(path)
-
-
-def _read(path, expected_format, supported_version, with_arrays):
-    """Header and (with ``with_arrays``) arrays of a model file (see :func:`load_model`)."""
-    path = os.fspath(path)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"model file not found: {path!r}")
-    with open(path, "rb") as fh:
-        magic = fh.read(4)
-    if magic == b"\x93NUM":
-        raise ModelFileError(f"{path!r} holds a single .npy array, not a structlearn model (.npz archive)")
-    if magic[:2] != b"PK":
-        raise ModelFileError(f"{path!r} is not a structlearn model file (expected an .npz archive; the "
-                             f"file starts with {magic!r})")
-    with open(path, "rb") as fh:  # our handle, closed on every error path (np.load's is not)
-        try:
-            npz = np.load(fh, allow_pickle=False)
-        except (zipfile.BadZipFile, EOFError, OSError, ValueError) as exc:
-            raise ModelFileError(f"{path!r} is not a readable model file (truncated or corrupt; expected an "
-                                 f".npz archive written by structlearn): {exc}") from None
-        if not isinstance(npz, np.lib.npyio.NpzFile):
-            raise ModelFileError(f"{path!r} holds a single .npy array, not a structlearn model (.npz archive)")
-        header, arrays = _read_npz(npz, path, expected_format, supported_version, with_arrays)
-    return header, arrays
-
-
-def _read_npz(npz, path, expected_format, supported_version, with_arrays):
-    """Header and arrays (none without ``with_arrays``) of an opened model archive (see load_model)."""
-    with npz:
-        try:
-            if HEADER_KEY not in npz.files:
-                raise ModelFileError(f"{path!r} is an .npz archive but not a structlearn model file (it has "
-                                     f"no {HEADER_KEY!r} member; members: {sorted(npz.files)[:10]})")
-            raw = npz[HEADER_KEY]
-            try:
-                header = json.loads(raw.tobytes().decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-                raise ModelFileError(f"{path!r}: the model header is not valid JSON ({exc}); the file is "
-                                     "corrupt") from None
-            if not isinstance(header, dict) or header.get("magic") != MAGIC:
-                raise ModelFileError(f"{path!r}: the header does not identify a structlearn model file")
-            fmt, ver = header.get("format"), header.get("version")
-            if expected_format is not None and fmt != expected_format:
-                raise ModelFileError(f"{path!r} is a {fmt!r} model file, not {expected_format!r}; load it "
-                                     "with the matching estimator")
-            if not isinstance(ver, int):
-                raise ModelFileError(f"{path!r}: the header has no integer format version (got {ver!r})")
-            if supported_version is not None and ver > supported_version:
-                raise ModelFileError(f"model file version {ver} is newer than this structlearn (supports "
-                                     f"≤ {supported_version}); upgrade structlearn")
-            arrays = {}
-            for name in header.get("arrays", []) if with_arrays else ():
-                if name not in npz.files:
-                    raise ModelFileError(f"{path!r}: the header lists array {name!r} but the file lacks it "
-                                         "(the file is corrupt)")
-                try:
-                    arrays[name] = npz[name]
-                except ValueError as exc:  # object arrays need pickle, which is refused
-                    raise ModelFileError(f"{path!r}: array {name!r} cannot be loaded without pickle "
-                                         f"({exc}); refusing it") from None
-        except (zipfile.BadZipFile, EOFError, OSError, KeyError, zlib.error) as exc:
-            raise ModelFileError(f"{path!r} is truncated or corrupt: {exc}") from None
-    return header, arrays
