@@ -5,10 +5,11 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
+from ..learning.objectives import HigherOrderCLL, SegmentCLL
 from ..learning.optimizers import lbfgs
 from ..models.features import AttributeVocabulary, build_state_features
-from ..models.higher_order import (HigherOrderCLL, HigherOrderFeatureModel, LabelPatterns, SegmentCLL,
-                                   SegmentPatternModel, build_pattern_state_features, runs)
+from ..models.higher_order import (HigherOrderFeatureModel, LabelPatterns, SegmentPatternModel,
+                                   build_pattern_state_features, runs)
 from .crf import LinearChainCRF, _progress
 
 _FORMAT = "higher-order-crf"

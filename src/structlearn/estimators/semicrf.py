@@ -7,11 +7,12 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 
+from ..kernels.semicrf import span_all_caps, span_hashes
+from ..learning.objectives import SemiMarkovCLL
 from ..learning.optimizers import lbfgs
 from ..metrics.sequence import labels_from_segments, segments_from_labels
 from ..models.features import AttributeVocabulary, build_state_features
-from ..models.semicrf import (SEGMENT_FEATURES, SegmentBatch, SemiMarkovCLL, SemiMarkovFeatureModel,
-                              span_all_caps, span_hashes)
+from ..models.semicrf import SEGMENT_FEATURES, SegmentBatch, SemiMarkovFeatureModel
 from ._modelfile import ModelFileMixin
 
 _FORMAT = "semi-markov-crf"
