@@ -35,7 +35,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ..semirings import LOG, MAX
+from ..semirings import LOG, MAX, reduce_pair
 
 _NEG = -np.inf
 
@@ -120,26 +120,14 @@ def _forward(psi, dst, P, K, T, semiring, alpha, bp, inc):
 
 @njit(cache=True)
 def _final(alpha_last, p_last, end, semiring):
+    """(⊕_q α[T-1, q] + end[last label of q], arg q) over the states q with a last label; arg -1 when
+    every term is -inf."""
     P = alpha_last.shape[0]
-    m = _NEG
-    arg = -1
+    row = np.empty(P)
     for q in range(P):
-        if p_last[q] < 0:
-            continue
-        v = alpha_last[q] + end[p_last[q]]
-        if v > m:
-            m = v
-            arg = q
-    if semiring == MAX or m == _NEG:
-        return m, arg
-    s = 0.0
-    for q in range(P):
-        if p_last[q] < 0:
-            continue
-        v = alpha_last[q] + end[p_last[q]]
-        if v != _NEG:
-            s += math.exp(v - m)
-    return m + math.log(s), arg
+        row[q] = end[p_last[q]] if p_last[q] >= 0 else _NEG
+    m, arg = reduce_pair(semiring, alpha_last, row, P)
+    return m, (arg if m > _NEG else -1)
 
 
 @njit(cache=True)

@@ -30,9 +30,11 @@ and needs one exp per (token, label) instead of one per (token, length, label)::
 
 (posteriors below ~1e-300 underflow to 0, which only drops terms of that size).
 
-The K×K transition sums run in linear space (exp(trans - max) precomputed once; one exp per label and
-token) with an exact log-space fallback when a sum is tiny or a scale would overflow, so -inf
-transitions (``allow_same_label=False``) never produce NaN. Window sums over d use L_k exps per
+The K×K transition sums of α* and β_end are the semi-Markov engine's transition stage
+(:func:`structlearn.kernels.semimarkov_scaled.stage1_lin`: linear space, one exp per label and token,
+exact log-space fallback when a sum is tiny, so -inf transitions (``allow_same_label=False``) never
+produce NaN); the transition posteriors use exp(trans - max) likewise, in log space when a scale would
+overflow. Window sums over d use L_k exps per
 (token, label), in the forward only. Time O(N·(Σ_k L_k + K²)), memory O(N·K) + O(T_max·D·K) per
 block; parallel over blocks of sequences, each block with its own accumulators (summed at the end,
 deterministic for a given block count).
@@ -44,28 +46,14 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from ..semirings import LOG, reduce_pair
+from .semimarkov_scaled import stage1_lin, transition_factors
+
 NEG_INF = -np.inf
-#: Linear-space transition sums below this are recomputed exactly in log space.
-_TINY = 1e-250
-
 
 @njit(cache=True)
-def _lse_buf(buf, n):
-    m = NEG_INF
-    for i in range(n):
-        if buf[i] > m:
-            m = buf[i]
-    if m == NEG_INF:
-        return m
-    s = 0.0
-    for i in range(n):
-        s += math.exp(buf[i] - m)
-    return m + math.log(s)
-
-
-@njit(cache=True)
-def _seq_pass(unary, begin, last, dur, maxlen, trans, expT, tmax, start, end, span_id, span_w, caps,
-              caps_w, use_span, use_caps, o, T, alpha, astar, bstart, token, g_first, g_last,
+def _seq_pass(unary, begin, last, dur, maxlen, trans, expT, tmax, stage, start, end, span_id, span_w,
+              caps, caps_w, use_span, use_caps, o, T, alpha, astar, bstart, token, g_first, g_last,
               edge, g_dur, g_start, g_end, g_span, g_caps, buf, vbuf, wbuf, bend, r):
     """One sequence: forward, then a backward pass that produces the posteriors directly, accumulating
     the expected statistics (block buffers ``edge``, ``g_dur``, ``g_start``, ``g_end``, ``g_span``,
@@ -76,32 +64,15 @@ def _seq_pass(unary, begin, last, dur, maxlen, trans, expT, tmax, start, end, sp
     P(k-segment [s, e]) = r[e, e-s, k] · P(a k-segment ends at e), P(k-segment starts at s) = Σ_e of
     those, β_start[s, k] = log P(starts at s) - α*[s, k] + log Z."""
     K = unary.shape[1]
+    trans_t, ec, cmax, er, rmax = stage
     # ---- forward
     for t in range(T):
         n = o + t
         if t == 0:
             for k in range(K):
                 astar[n, k] = start[k]
-        else:
-            ma = NEG_INF
-            for j in range(K):
-                if alpha[n - 1, j] > ma:
-                    ma = alpha[n - 1, j]
-            for k in range(K):
-                astar[n, k] = NEG_INF
-            if ma > NEG_INF:
-                for j in range(K):
-                    vbuf[j] = math.exp(alpha[n - 1, j] - ma)
-                for k in range(K):
-                    sm = 0.0
-                    for j in range(K):
-                        sm += vbuf[j] * expT[j, k]
-                    if sm > _TINY:
-                        astar[n, k] = ma + tmax + math.log(sm)
-                    else:  # exact: α*[s, k] = log Σ_j exp(α[s-1, j] + trans[j, k])
-                        for j in range(K):
-                            buf[j] = alpha[n - 1, j] + trans[j, k]
-                        astar[n, k] = _lse_buf(buf, K)
+        else:  # α*[s, k] = log Σ_j exp(α[s-1, j] + trans[j, k]): the engine's transition stage
+            stage1_lin(alpha[n - 1], trans_t, ec, cmax, astar[n], K, vbuf)
         # α[e, k] = log Σ_d exp(α*[e-d+1, k] + w(e-d+1, e, k)); r = the normalised terms
         for k in range(K):
             L = min(maxlen[k], t + 1)
@@ -134,10 +105,7 @@ def _seq_pass(unary, begin, last, dur, maxlen, trans, expT, tmax, start, end, sp
             for d in range(L):
                 r[t, d, k] *= inv
             alpha[n, k] = m + math.log(sm)
-    n = o + T - 1
-    for k in range(K):
-        buf[k] = alpha[n, k] + end[k]
-    log_z = _lse_buf(buf, K)
+    log_z = reduce_pair(LOG, alpha[o + T - 1], end, K)[0]
     for t in range(T):
         for k in range(K):
             token[o + t, k] = 0.0
@@ -153,25 +121,7 @@ def _seq_pass(unary, begin, last, dur, maxlen, trans, expT, tmax, start, end, sp
             for k in range(K):
                 bend[k] = end[k]
         else:
-            mb = NEG_INF
-            for j in range(K):
-                if bstart[n + 1, j] > mb:
-                    mb = bstart[n + 1, j]
-            for k in range(K):
-                bend[k] = NEG_INF
-            if mb > NEG_INF:
-                for j in range(K):
-                    wbuf[j] = math.exp(bstart[n + 1, j] - mb)
-                for k in range(K):
-                    sm = 0.0
-                    for j in range(K):
-                        sm += expT[k, j] * wbuf[j]
-                    if sm > _TINY:
-                        bend[k] = mb + tmax + math.log(sm)
-                    else:
-                        for j in range(K):
-                            buf[j] = trans[k, j] + bstart[n + 1, j]
-                        bend[k] = _lse_buf(buf, K)
+            stage1_lin(bstart[n + 1], trans, er, rmax, bend, K, wbuf)
         # P(a k-segment ends at n)
         for k in range(K):
             x = alpha[n, k] + bend[k] - log_z
@@ -272,6 +222,8 @@ def semicrf_expectations(unary, begin, last, dur, maxlen, trans, start, end, spa
     for j in range(K):
         for k in range(K):
             expT[j, k] = math.exp(trans[j, k] - tmax)
+    ec, cmax, er, rmax = transition_factors(trans)
+    stage = (np.ascontiguousarray(trans.T), ec, cmax, er, rmax)
     alpha = np.empty((N, K))
     astar = np.empty((N, K))
     bstart = np.empty((N, K))
@@ -301,8 +253,8 @@ def semicrf_expectations(unary, begin, last, dur, maxlen, trans, start, end, spa
             T = offsets[b + 1] - o
             if T == 0:
                 continue
-            log_z[b] = _seq_pass(unary, begin, last, dur, maxlen, trans, expT, tmax, start, end,
-                                 span_id, span_w, caps, caps_w, use_span, use_caps, o, T, alpha,
+            log_z[b] = _seq_pass(unary, begin, last, dur, maxlen, trans, expT, tmax, stage, start,
+                                 end, span_id, span_w, caps, caps_w, use_span, use_caps, o, T, alpha,
                                  astar, bstart, token, g_first, g_last, edge[c], g_dur[c],
                                  g_start[c], g_end[c], g_span[c], g_caps[c], buf, vbuf, wbuf, bend, r)
     for c in range(1, C):
