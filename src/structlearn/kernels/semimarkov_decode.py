@@ -91,13 +91,46 @@ def _kbest_seq(unary, durations, transition, start, end, segment, has_segment, o
         else:
             # S[t, k, :] = top-kk of {A[t-1, j, r] + transition[j, k]}: K-way merge of sorted lists
             for k in range(K):
-                _merge(A[t - 1], 0, 1, transition[:, k], K, kk, head, S[t, k], S_j[t, k], S_r[t, k])
+                for j in range(K):
+                    head[j] = 0
+                for r in range(kk):
+                    best = NEG_INF
+                    bj = -1
+                    for j in range(K):
+                        if head[j] < kk:
+                            v = A[t - 1, j, head[j]] + transition[j, k]
+                            if v > best:
+                                best = v
+                                bj = j
+                    if bj < 0:
+                        break
+                    S[t, k, r] = best
+                    S_j[t, k, r] = bj
+                    S_r[t, k, r] = head[bj]
+                    head[bj] += 1
         # A[t, k, :] = top-kk of {S[t-d+1, k, r] + w(t-d+1, t, k)}: D-way merge (A_d holds d - 1)
         dmax = min(D, t + 1)
         window(unary, durations, segment, has_segment, zeros, A[0], A[0], False, False, True, o, T, t,
                dmax, True, 0, K, acc, w, wv, wmx, wbd)
         for k in range(K):
-            _merge(S[:, k], t, -1, w[:, k], dmax, kk, head, A[t, k], A_d[t, k], A_r[t, k])
+            for d in range(dmax):
+                head[d] = 0
+            for r in range(kk):
+                best = NEG_INF
+                bd = -1
+                for d in range(dmax):
+                    h = head[d]
+                    if h < kk:
+                        v = S[t - d, k, h] + w[d, k]
+                        if v > best:
+                            best = v
+                            bd = d
+                if bd < 0:
+                    break
+                A[t, k, r] = best
+                A_d[t, k, r] = bd
+                A_r[t, k, r] = head[bd]
+                head[bd] += 1
     # final: top-kk of {A[T-1, k, r] + end[k]}, then trace each back
     last_k = np.zeros(kk, dtype=np.int32)
     last_r = np.zeros(kk, dtype=np.int32)
