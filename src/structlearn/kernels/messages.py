@@ -45,7 +45,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ..semirings import LOG, MAX
+from ..semirings import MAX
 
 PARALLEL = 0
 SEQUENTIAL = 1

@@ -1,5 +1,5 @@
-"""Numba kernel of the semi-Markov CRF training objective: log Z and all expected feature statistics in
-one fused forward–backward pass (arrays in, arrays out; no validation).
+"""Numba kernels of the semi-Markov CRF: the training objective (log Z and all expected feature statistics in
+one fused forward–backward pass) and the feature model's kernels (arrays in, arrays out; no validation).
 
 A k-segment [s, e] (d = e - s + 1 <= L_k, the label's longest segment) scores (Sarawagi & Cohen 2004,
 "Semi-Markov conditional random fields", eqs. 3–5; seed 000 eq. "sm-alpha")::
@@ -40,6 +40,10 @@ block; parallel over blocks of sequences, each block with its own accumulators (
 deterministic for a given block count).
 Messages are not rescaled: meant for sentences (a few thousand tokens at most), not for 10⁵-token
 sequences (use :class:`structlearn.structures.SemiMarkov` there).
+
+The second half of the module holds the kernels of the semi-CRF feature model
+(:mod:`structlearn.models.semicrf`): span hashes and all-caps spans, the dense segment potentials and
+their statistics (engine path), and the fused "state"/"first"/"last" potentials and gradient.
 """
 import math
 

@@ -23,9 +23,10 @@ Parameter layout of ``w`` (float64, length ``n_params``)::
 (the last four blocks only when the corresponding segment feature is used). Durations longer than the
 label's maximum segment length are -inf; transitions never observed in training keep weight 0.
 
-The objective is the linear-chain CRF's negative CLL (:class:`~structlearn.learning.objectives.SemiMarkovCLL`)
-with the engine's semi-Markov marginals as expectations. Large batches are evaluated in chunks of
-sequences so that (N, D, K) and (N, K, K) intermediates stay bounded (``CHUNK_ENTRIES``).
+The objective is the linear-chain CRF's negative CLL
+(:class:`~structlearn.learning.objectives.SemiMarkovCLL`) with the engine's semi-Markov marginals as
+expectations. Large batches are evaluated in chunks of sequences so that (N, D, K) and (N, K, K)
+intermediates stay bounded (``CHUNK_ENTRIES``).
 """
 import numba
 import numpy as np
