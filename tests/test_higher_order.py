@@ -14,8 +14,9 @@ from structlearn import HigherOrderCRF, LinearChainCRF
 from structlearn.learning.objectives import ChainCLL
 from structlearn.models.crf import ChainFeatureModel
 from structlearn.models.features import AttributeVocabulary, build_state_features
-from structlearn.models.higher_order import (HigherOrderCLL, HigherOrderFeatureModel, LabelPatterns,
-                                             PatternChain, build_pattern_state_features)
+from structlearn.learning.objectives import HigherOrderCLL
+from structlearn.models.higher_order import (HigherOrderFeatureModel, LabelPatterns, PatternChain,
+                                             build_pattern_state_features)
 from tests.conftest import require_data
 from tests.oracles.higher_order import pattern_oracle, sequence_score
 
@@ -411,7 +412,7 @@ def test_conll2002_spanish_order2_subset():
 # segments
 # ---------------------------------------------------------------------------------------------------
 def _segment_objective(X, y, d, c2=0.3):
-    from structlearn.models.higher_order import SegmentCLL
+    from structlearn.learning.objectives import SegmentCLL
 
     crf = HigherOrderCRF(order=d, segments=True)
     vocab = AttributeVocabulary()

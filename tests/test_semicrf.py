@@ -9,7 +9,7 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 
 from structlearn import SemiMarkovCRF
-from structlearn.models.semicrf import SemiMarkovCLL
+from structlearn.learning.objectives import SemiMarkovCLL
 from tests.oracles._common import segmentations
 
 WORDS = ["The", "cat", "sat", "on", "Big", "Mat", "dog", "ran"]

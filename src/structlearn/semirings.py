@@ -11,8 +11,9 @@ code      ⊕          ⊗               the DP computes
 ========  =========  ==============  ============================
 
 Semirings are integer codes, not objects, so that Numba kernels specialise on them at compile time and
-are cached on disk (a function passed as a value would be recompiled in every process). The helpers
-below are ``inline="always"``: a kernel written with them runs as fast as a hand-specialised one.
+are cached on disk (a function passed as a value would be recompiled in every process): a kernel
+branches on ``semiring == MAX`` and runs as fast as a hand-specialised one. :func:`reduce_pair` is the
+semiring's inner product of two rows, ``inline="always"``.
 """
 import math
 
@@ -24,42 +25,24 @@ MAX = 1
 
 SEMIRINGS = {"log": LOG, "max": MAX}
 
-NEG_INF = -np.inf
-
 
 @njit(cache=True, inline="always")
-def logaddexp(a, b):
-    """log(exp(a) + exp(b)), exact at ±inf (never NaN for -inf inputs)."""
-    if a == -np.inf:
-        return b
-    if b == -np.inf:
-        return a
-    if a > b:
-        return a + math.log1p(math.exp(b - a))
-    return b + math.log1p(math.exp(a - b))
-
-
-@njit(cache=True, inline="always")
-def plus(semiring, a, b):
-    """Semiring addition ⊕: logaddexp for LOG, max for MAX."""
-    if semiring == MAX:
-        return a if a >= b else b
-    return logaddexp(a, b)
-
-
-@njit(cache=True)
-def logsumexp_1d(x):
-    """log Σ exp(x) over a 1-d array; -inf for an empty or all -inf array."""
+def reduce_pair(semiring, v, row, K):
+    """(⊕_j v[j] ⊗ row[j], arg max_j) over j < K in the LOG or MAX semiring, exact in log space (the
+    value is -inf, the arg max 0, when every term is -inf)."""
     m = -np.inf
-    for i in range(x.shape[0]):
-        if x[i] > m:
-            m = x[i]
-    if m == -np.inf or m == np.inf:
-        return m
+    arg = 0
+    for j in range(K):
+        x = v[j] + row[j]
+        if x > m:
+            m = x
+            arg = j
+    if semiring == MAX or m == -np.inf:
+        return m, arg
     s = 0.0
-    for i in range(x.shape[0]):
-        s += math.exp(x[i] - m)
-    return m + math.log(s)
+    for j in range(K):
+        s += math.exp(v[j] + row[j] - m)
+    return m + math.log(s), arg
 
 
 def semiring_code(semiring):

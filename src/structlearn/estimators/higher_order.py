@@ -3,9 +3,10 @@ import time
 
 import numpy as np
 
+from ..learning.objectives import HigherOrderCLL, SegmentCLL
 from ..models.features import build_state_features
-from ..models.higher_order import (HigherOrderCLL, HigherOrderFeatureModel, LabelPatterns, SegmentCLL,
-                                   SegmentPatternModel, build_pattern_state_features, runs)
+from ..models.higher_order import (HigherOrderFeatureModel, LabelPatterns, SegmentPatternModel,
+                                   build_pattern_state_features, runs)
 from ._crf_base import ChainCRFBase
 from ._params import ALL_POSSIBLE_STATES, ALL_POSSIBLE_TRANSITIONS, LBFGS_PARAMS, MIN_FREQ, VERBOSE, Param
 

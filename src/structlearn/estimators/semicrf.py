@@ -4,10 +4,11 @@ import time
 
 import numpy as np
 
+from ..kernels.semicrf import span_all_caps, span_hashes
+from ..learning.objectives import SemiMarkovCLL
 from ..metrics.sequence import labels_from_segments, segments_from_labels
 from ..models.features import AttributeVocabulary, build_state_features
-from ..models.semicrf import (SEGMENT_FEATURES, SegmentBatch, SemiMarkovCLL, SemiMarkovFeatureModel,
-                              span_all_caps, span_hashes)
+from ..models.semicrf import SEGMENT_FEATURES, SegmentBatch, SemiMarkovFeatureModel
 from ._crf_base import CRFBase
 from ._params import ALL_POSSIBLE_STATES, ALL_POSSIBLE_TRANSITIONS, LBFGS_PARAMS, MIN_FREQ, VERBOSE, Param
 

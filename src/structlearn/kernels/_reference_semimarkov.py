@@ -34,28 +34,52 @@ def _reduce(x, axis, semiring):
     return out
 
 
-def messages(unary, durations, transition, start, end, lengths, segment=None):
-    """Unnormalised packed messages α, α*, β_end, β_start (N, K) each (LOG semiring)."""
-    unary = np.asarray(unary, dtype=float)
-    N, K = unary.shape
+def _sequence(unary, durations, transition, start, end, segment, semiring):
+    """One sequence: (α*, α, log Z) and, in the LOG semiring with log Z > -inf, (β_end, β_start)."""
+    T, K = unary.shape
     D = durations.shape[1]
+    W = _segment_table(unary, durations, segment, T)
+    a_star = np.full((T, K), -np.inf)
+    a = np.full((T, K), -np.inf)
+    for t in range(T):
+        a_star[t] = start if t == 0 else _reduce(a[t - 1][:, None] + transition, 0, semiring)
+        cands = np.full((D, K), -np.inf)
+        for d in range(1, min(D, t + 1) + 1):
+            cands[d - 1] = a_star[t - d + 1] + W[t - d + 1, d - 1]
+        a[t] = _reduce(cands, 0, semiring)
+    log_z = _reduce(a[T - 1] + end, 0, semiring)
+    if semiring != "log" or log_z == -np.inf:
+        return W, a_star, a, log_z, None, None
+    b_end = np.full((T, K), -np.inf)
+    b_start = np.full((T, K), -np.inf)
+    for t in range(T - 1, -1, -1):
+        b_end[t] = end if t == T - 1 else _reduce(transition + b_start[t + 1][None, :], 1, "log")
+        cands = np.full((D, K), -np.inf)
+        for d in range(1, min(D, T - t) + 1):
+            cands[d - 1] = W[t, d - 1] + b_end[t + d - 1]
+        b_start[t] = _reduce(cands, 0, "log")
+    return W, a_star, a, log_z, b_end, b_start
+
+
+def _sequences(unary, lengths, segment):
+    """Yield (o, T, unary rows, segment rows or None) of every non-empty sequence."""
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(int)
-    out = [np.full((N, K), -np.inf) for _ in range(4)]
     for b in range(len(lengths)):
         o, T = offsets[b], int(lengths[b])
-        if T == 0:
-            continue
-        W = _segment_table(unary[o:o + T], durations,
-                           None if segment is None else segment[o:o + T], T)
-        a, a_star, b_end, b_start = (x[o:o + T] for x in out)
-        for t in range(T):
-            a_star[t] = start if t == 0 else _reduce(a[t - 1][:, None] + transition, 0, "log")
-            a[t] = _reduce(np.array([a_star[t - d + 1] + W[t - d + 1, d - 1]
-                                     for d in range(1, min(D, t + 1) + 1)]), 0, "log")
-        for t in range(T - 1, -1, -1):
-            b_end[t] = end if t == T - 1 else _reduce(transition + b_start[t + 1][None, :], 1, "log")
-            b_start[t] = _reduce(np.array([W[t, d - 1] + b_end[t + d - 1]
-                                           for d in range(1, min(D, T - t) + 1)]), 0, "log")
+        if T:
+            yield b, o, T, unary[o:o + T], None if segment is None else segment[o:o + T]
+
+
+def messages(unary, durations, transition, start, end, lengths, segment=None):
+    """Unnormalised packed messages α, α*, β_end, β_start (N, K) each (LOG semiring; β rows stay
+    -inf for an infeasible sequence)."""
+    unary = np.asarray(unary, dtype=float)
+    out = [np.full(unary.shape, -np.inf) for _ in range(4)]
+    for _, o, T, u, seg in _sequences(unary, lengths, segment):
+        _, a_star, a, _, b_end, b_start = _sequence(u, durations, transition, start, end, seg, "log")
+        for x, v in zip(out, (a, a_star, b_end, b_start)):
+            if v is not None:
+                x[o:o + T] = v
     return tuple(out)
 
 
@@ -66,39 +90,15 @@ def forward_backward(unary, durations, transition, start, end, lengths, segment=
     unary = np.asarray(unary, dtype=float)
     N, K = unary.shape
     D = durations.shape[1]
-    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(int)
     log_z = np.zeros(len(lengths))
     token = np.zeros((N, K))
     edge = np.zeros((N, K, K))
     seg_marg = np.zeros((N, D, K))
-    for b in range(len(lengths)):
-        o, T = offsets[b], int(lengths[b])
-        if T == 0:
+    for b, o, T, u, seg in _sequences(unary, lengths, segment):
+        W, a_star, a, log_z[b], b_end, b_start = _sequence(u, durations, transition, start, end, seg,
+                                                           semiring)
+        if b_end is None:
             continue
-        W = _segment_table(unary[o:o + T], durations,
-                           None if segment is None else segment[o:o + T], T)
-        a_star = np.full((T, K), -np.inf)
-        a = np.full((T, K), -np.inf)
-        for t in range(T):
-            if t == 0:
-                a_star[0] = start
-            else:
-                a_star[t] = _reduce(a[t - 1][:, None] + transition, 0, semiring)
-            cands = np.full((D, K), -np.inf)
-            for d in range(1, min(D, t + 1) + 1):
-                cands[d - 1] = a_star[t - d + 1] + W[t - d + 1, d - 1]
-            a[t] = _reduce(cands, 0, semiring)
-        log_z[b] = _reduce(a[T - 1] + end, 0, semiring)
-        if semiring != "log" or log_z[b] == -np.inf:
-            continue
-        b_end = np.full((T, K), -np.inf)
-        b_start = np.full((T, K), -np.inf)
-        for t in range(T - 1, -1, -1):
-            b_end[t] = end if t == T - 1 else _reduce(transition + b_start[t + 1][None, :], 1, "log")
-            cands = np.full((D, K), -np.inf)
-            for d in range(1, min(D, T - t) + 1):
-                cands[d - 1] = W[t, d - 1] + b_end[t + d - 1]
-            b_start[t] = _reduce(cands, 0, "log")
         for s in range(T):
             for d in range(1, min(D, T - s) + 1):
                 e = s + d - 1

@@ -35,6 +35,8 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from ..semirings import LOG, MAX, reduce_pair
+
 _NEG = -np.inf
 
 
@@ -61,8 +63,8 @@ def _edge_scores(phi, econst, es_ptr, es_pat, start, allowed, o, T, K):
 
 @njit(cache=True)
 def _forward(psi, dst, P, K, T, semiring, alpha, bp, inc):
-    """α (T, P) in log space; LOG (semiring 0: α̂ normalised per token, log normalisers in inc (T,))
-    or MAX (1, unnormalised, with back-pointers bp (T, P) edge ids)."""
+    """α (T, P) in log space; LOG (α̂ normalised per token, log normalisers in inc (T,))
+    or MAX (unnormalised, with back-pointers bp (T, P) edge ids)."""
     E = dst.shape[0]
     mx = np.empty(P)
     acc = np.empty(P)
@@ -70,7 +72,7 @@ def _forward(psi, dst, P, K, T, semiring, alpha, bp, inc):
         for q in range(P):
             mx[q] = _NEG
             acc[q] = 0.0
-            if semiring == 1:
+            if semiring == MAX:
                 bp[t, q] = -1
         # pass 1: the largest incoming value per destination
         for e in range(E):
@@ -82,9 +84,9 @@ def _forward(psi, dst, P, K, T, semiring, alpha, bp, inc):
             q = dst[e]
             if v > mx[q]:
                 mx[q] = v
-                if semiring == 1:
+                if semiring == MAX:
                     bp[t, q] = e
-        if semiring == 1:
+        if semiring == MAX:
             for q in range(P):
                 alpha[t, q] = mx[q]
             continue
@@ -118,26 +120,14 @@ def _forward(psi, dst, P, K, T, semiring, alpha, bp, inc):
 
 @njit(cache=True)
 def _final(alpha_last, p_last, end, semiring):
+    """(⊕_q α[T-1, q] + end[last label of q], arg q) over the states q with a last label; arg -1 when
+    every term is -inf."""
     P = alpha_last.shape[0]
-    m = _NEG
-    arg = -1
+    row = np.empty(P)
     for q in range(P):
-        if p_last[q] < 0:
-            continue
-        v = alpha_last[q] + end[p_last[q]]
-        if v > m:
-            m = v
-            arg = q
-    if semiring == 1 or m == _NEG:
-        return m, arg
-    s = 0.0
-    for q in range(P):
-        if p_last[q] < 0:
-            continue
-        v = alpha_last[q] + end[p_last[q]]
-        if v != _NEG:
-            s += math.exp(v - m)
-    return m + math.log(s), arg
+        row[q] = end[p_last[q]] if p_last[q] >= 0 else _NEG
+    m, arg = reduce_pair(semiring, alpha_last, row, P)
+    return m, (arg if m > _NEG else -1)
 
 
 @njit(cache=True)
@@ -320,11 +310,11 @@ def pattern_marginals(phi, econst, es_ptr, es_pat, dst, p_last, start, end, allo
                     continue
             alpha = np.empty((T, P))
             inc = np.empty(T)
-            _forward(psi, dst, P, K, T, 0, alpha, dummy, inc)
+            _forward(psi, dst, P, K, T, LOG, alpha, dummy, inc)
             if inc[T - 1] == _NEG:
                 log_z[b] = _NEG
                 continue
-            log_r, _ = _final(alpha[T - 1], p_last, end, 0)
+            log_r, _ = _final(alpha[T - 1], p_last, end, LOG)
             if log_r == _NEG:
                 log_z[b] = _NEG
                 continue
@@ -373,8 +363,8 @@ def pattern_viterbi(phi, econst, es_ptr, es_pat, dst, p_last, start, end, allowe
         psi = _edge_scores(phi, econst, es_ptr, es_pat, start, allowed, o, T, K)
         alpha = np.empty((T, P))
         bp = np.empty((T, P), np.int64)
-        _forward(psi, dst, P, K, T, 1, alpha, bp, np.empty(0))
-        m, q = _final(alpha[T - 1], p_last, end, 1)
+        _forward(psi, dst, P, K, T, MAX, alpha, bp, np.empty(0))
+        m, q = _final(alpha[T - 1], p_last, end, MAX)
         best[b] = m
         if m == _NEG:
             continue

@@ -45,7 +45,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ..semirings import LOG, MAX
+from ..semirings import MAX
 
 PARALLEL = 0
 SEQUENTIAL = 1
@@ -181,34 +181,28 @@ def message_passing(unary, nlab, node_off, edge_off, eu, ev, pair, rho, in_ptr, 
         while schedule != RESIDUAL and it < max_iter:
             it += 1
             res = 0.0
-            if schedule == PARALLEL:
-                # flooding: every message from the previous iteration's messages
-                for j in range(M):
-                    d = 2 * e0 + j
-                    r = _update(d, unary, nlab, eu, ev, pair, rho, in_ptr, in_msg, msg, semiring,
-                                damping, cav, tmp, new)
-                    if r > res:
-                        res = r
-                    ks = nlab[ev[d >> 1]] if d & 1 == 0 else nlab[eu[d >> 1]]
+            for j in range(M):
+                if schedule == PARALLEL:
+                    d = 2 * e0 + j  # flooding: every message from the previous iteration's messages
+                elif j < M // 2:
+                    d = 2 * (e0 + j)  # sequential: forward sweep u → v in edge order, …
+                else:
+                    d = 2 * (e1 - 1 - (j - M // 2)) + 1  # … then backward sweep v → u reversed
+                r = _update(d, unary, nlab, eu, ev, pair, rho, in_ptr, in_msg, msg, semiring,
+                            damping, cav, tmp, new)
+                if r > res:
+                    res = r
+                ks = nlab[ev[d >> 1]] if d & 1 == 0 else nlab[eu[d >> 1]]
+                if schedule == PARALLEL:
                     for x in range(K):
                         buf[j, x] = new[x] if x < ks else -np.inf
+                else:
+                    for x in range(ks):
+                        msg[d, x] = new[x]
+            if schedule == PARALLEL:
                 for j in range(M):
                     for x in range(K):
                         msg[2 * e0 + j, x] = buf[j, x]
-            else:
-                # sequential: forward sweep u → v in edge order, then backward sweep v → u reversed
-                for j in range(M):
-                    if j < M // 2:
-                        d = 2 * (e0 + j)
-                    else:
-                        d = 2 * (e1 - 1 - (j - M // 2)) + 1
-                    r = _update(d, unary, nlab, eu, ev, pair, rho, in_ptr, in_msg, msg, semiring,
-                                damping, cav, tmp, new)
-                    if r > res:
-                        res = r
-                    ks = nlab[ev[d >> 1]] if d & 1 == 0 else nlab[eu[d >> 1]]
-                    for x in range(ks):
-                        msg[d, x] = new[x]
             if res < tol:
                 converged[b] = True
                 break

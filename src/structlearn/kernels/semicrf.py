@@ -1,5 +1,5 @@
-"""Numba kernel of the semi-Markov CRF training objective: log Z and all expected feature statistics in
-one fused forward–backward pass (arrays in, arrays out; no validation).
+"""Numba kernels of the semi-Markov CRF: the training objective (log Z and all expected feature statistics in
+one fused forward–backward pass) and the feature model's kernels (arrays in, arrays out; no validation).
 
 A k-segment [s, e] (d = e - s + 1 <= L_k, the label's longest segment) scores (Sarawagi & Cohen 2004,
 "Semi-Markov conditional random fields", eqs. 3–5; seed 000 eq. "sm-alpha")::
@@ -30,42 +30,34 @@ and needs one exp per (token, label) instead of one per (token, length, label)::
 
 (posteriors below ~1e-300 underflow to 0, which only drops terms of that size).
 
-The K×K transition sums run in linear space (exp(trans - max) precomputed once; one exp per label and
-token) with an exact log-space fallback when a sum is tiny or a scale would overflow, so -inf
-transitions (``allow_same_label=False``) never produce NaN. Window sums over d use L_k exps per
+The K×K transition sums of α* and β_end are the semi-Markov engine's transition stage
+(:func:`structlearn.kernels.semimarkov_scaled.stage1_lin`: linear space, one exp per label and token,
+exact log-space fallback when a sum is tiny, so -inf transitions (``allow_same_label=False``) never
+produce NaN); the transition posteriors use exp(trans - max) likewise, in log space when a scale would
+overflow. Window sums over d use L_k exps per
 (token, label), in the forward only. Time O(N·(Σ_k L_k + K²)), memory O(N·K) + O(T_max·D·K) per
 block; parallel over blocks of sequences, each block with its own accumulators (summed at the end,
 deterministic for a given block count).
 Messages are not rescaled: meant for sentences (a few thousand tokens at most), not for 10⁵-token
 sequences (use :class:`structlearn.structures.SemiMarkov` there).
+
+The second half of the module holds the kernels of the semi-CRF feature model
+(:mod:`structlearn.models.semicrf`): span hashes and all-caps spans, the dense segment potentials and
+their statistics (engine path), and the fused "state"/"first"/"last" potentials and gradient.
 """
 import math
 
 import numpy as np
 from numba import njit, prange
 
+from ..semirings import LOG, reduce_pair
+from .semimarkov_scaled import stage1_lin, transition_factors
+
 NEG_INF = -np.inf
-#: Linear-space transition sums below this are recomputed exactly in log space.
-_TINY = 1e-250
-
 
 @njit(cache=True)
-def _lse_buf(buf, n):
-    m = NEG_INF
-    for i in range(n):
-        if buf[i] > m:
-            m = buf[i]
-    if m == NEG_INF:
-        return m
-    s = 0.0
-    for i in range(n):
-        s += math.exp(buf[i] - m)
-    return m + math.log(s)
-
-
-@njit(cache=True)
-def _seq_pass(unary, begin, last, dur, maxlen, trans, expT, tmax, start, end, span_id, span_w, caps,
-              caps_w, use_span, use_caps, o, T, alpha, astar, bstart, token, g_first, g_last,
+def _seq_pass(unary, begin, last, dur, maxlen, trans, expT, tmax, stage, start, end, span_id, span_w,
+              caps, caps_w, use_span, use_caps, o, T, alpha, astar, bstart, token, g_first, g_last,
               edge, g_dur, g_start, g_end, g_span, g_caps, buf, vbuf, wbuf, bend, r):
     """One sequence: forward, then a backward pass that produces the posteriors directly, accumulating
     the expected statistics (block buffers ``edge``, ``g_dur``, ``g_start``, ``g_end``, ``g_span``,
@@ -76,32 +68,15 @@ def _seq_pass(unary, begin, last, dur, maxlen, trans, expT, tmax, start, end, sp
     P(k-segment [s, e]) = r[e, e-s, k] · P(a k-segment ends at e), P(k-segment starts at s) = Σ_e of
     those, β_start[s, k] = log P(starts at s) - α*[s, k] + log Z."""
     K = unary.shape[1]
+    trans_t, ec, cmax, er, rmax = stage
     # ---- forward
     for t in range(T):
         n = o + t
         if t == 0:
             for k in range(K):
                 astar[n, k] = start[k]
-        else:
-            ma = NEG_INF
-            for j in range(K):
-                if alpha[n - 1, j] > ma:
-                    ma = alpha[n - 1, j]
-            for k in range(K):
-                astar[n, k] = NEG_INF
-            if ma > NEG_INF:
-                for j in range(K):
-                    vbuf[j] = math.exp(alpha[n - 1, j] - ma)
-                for k in range(K):
-                    sm = 0.0
-                    for j in range(K):
-                        sm += vbuf[j] * expT[j, k]
-                    if sm > _TINY:
-                        astar[n, k] = ma + tmax + math.log(sm)
-                    else:  # exact: α*[s, k] = log Σ_j exp(α[s-1, j] + trans[j, k])
-                        for j in range(K):
-                            buf[j] = alpha[n - 1, j] + trans[j, k]
-                        astar[n, k] = _lse_buf(buf, K)
+        else:  # α*[s, k] = log Σ_j exp(α[s-1, j] + trans[j, k]): the engine's transition stage
+            stage1_lin(alpha[n - 1], trans_t, ec, cmax, astar[n], K, vbuf)
         # α[e, k] = log Σ_d exp(α*[e-d+1, k] + w(e-d+1, e, k)); r = the normalised terms
         for k in range(K):
             L = min(maxlen[k], t + 1)
@@ -134,10 +109,7 @@ def _seq_pass(unary, begin, last, dur, maxlen, trans, expT, tmax, start, end, sp
             for d in range(L):
                 r[t, d, k] *= inv
             alpha[n, k] = m + math.log(sm)
-    n = o + T - 1
-    for k in range(K):
-        buf[k] = alpha[n, k] + end[k]
-    log_z = _lse_buf(buf, K)
+    log_z = reduce_pair(LOG, alpha[o + T - 1], end, K)[0]
     for t in range(T):
         for k in range(K):
             token[o + t, k] = 0.0
@@ -153,25 +125,7 @@ def _seq_pass(unary, begin, last, dur, maxlen, trans, expT, tmax, start, end, sp
             for k in range(K):
                 bend[k] = end[k]
         else:
-            mb = NEG_INF
-            for j in range(K):
-                if bstart[n + 1, j] > mb:
-                    mb = bstart[n + 1, j]
-            for k in range(K):
-                bend[k] = NEG_INF
-            if mb > NEG_INF:
-                for j in range(K):
-                    wbuf[j] = math.exp(bstart[n + 1, j] - mb)
-                for k in range(K):
-                    sm = 0.0
-                    for j in range(K):
-                        sm += expT[k, j] * wbuf[j]
-                    if sm > _TINY:
-                        bend[k] = mb + tmax + math.log(sm)
-                    else:
-                        for j in range(K):
-                            buf[j] = trans[k, j] + bstart[n + 1, j]
-                        bend[k] = _lse_buf(buf, K)
+            stage1_lin(bstart[n + 1], trans, er, rmax, bend, K, wbuf)
         # P(a k-segment ends at n)
         for k in range(K):
             x = alpha[n, k] + bend[k] - log_z
@@ -272,6 +226,8 @@ def semicrf_expectations(unary, begin, last, dur, maxlen, trans, start, end, spa
     for j in range(K):
         for k in range(K):
             expT[j, k] = math.exp(trans[j, k] - tmax)
+    ec, cmax, er, rmax = transition_factors(trans)
+    stage = (np.ascontiguousarray(trans.T), ec, cmax, er, rmax)
     alpha = np.empty((N, K))
     astar = np.empty((N, K))
     bstart = np.empty((N, K))
@@ -301,8 +257,8 @@ def semicrf_expectations(unary, begin, last, dur, maxlen, trans, start, end, spa
             T = offsets[b + 1] - o
             if T == 0:
                 continue
-            log_z[b] = _seq_pass(unary, begin, last, dur, maxlen, trans, expT, tmax, start, end,
-                                 span_id, span_w, caps, caps_w, use_span, use_caps, o, T, alpha,
+            log_z[b] = _seq_pass(unary, begin, last, dur, maxlen, trans, expT, tmax, stage, start,
+                                 end, span_id, span_w, caps, caps_w, use_span, use_caps, o, T, alpha,
                                  astar, bstart, token, g_first, g_last, edge[c], g_dur[c],
                                  g_start[c], g_end[c], g_span[c], g_caps[c], buf, vbuf, wbuf, bend, r)
     for c in range(1, C):
@@ -314,3 +270,160 @@ def semicrf_expectations(unary, begin, last, dur, maxlen, trans, start, end, spa
         g_caps[0] += g_caps[c]
     return (log_z, token, g_first, g_last, edge[0].copy(), g_dur[0].copy(), g_start[0].copy(),
             g_end[0].copy(), g_span[0].copy(), g_caps[0].copy())
+
+
+# --------------------------------------------------------------------------------------------------
+# segment features of the semi-CRF feature model
+# --------------------------------------------------------------------------------------------------
+_HASH_MUL = np.int64(1000003)
+_HASH_XOR = np.int64(-7046029254386353131)  # 0x9E3779B97F4A7C15 as int64
+
+
+
+@njit(cache=True, parallel=True)
+def span_hashes(tok_id, offsets, D):
+    """h[e, d-1] = polynomial hash of token ids tok_id[e-d+1..e] (int64, wrapping), -1 where the span
+    leaves its sequence or holds an unknown token (id < 0). Shape (N, D). Time O(N·D)."""
+    N = tok_id.shape[0]
+    out = np.full((N, D), -1, dtype=np.int64)
+    B = offsets.shape[0] - 1
+    for b in prange(B):
+        o = offsets[b]
+        T = offsets[b + 1] - o
+        for t in range(T):
+            h = np.int64(7)
+            for d in range(min(D, t + 1)):
+                i = tok_id[o + t - d]
+                if i < 0:
+                    break
+                h = h * _HASH_MUL + np.int64(i + 1)
+                out[o + t, d] = h ^ (np.int64(d + 1) * _HASH_XOR)
+    return out
+
+
+@njit(cache=True, parallel=True)
+def span_all_caps(is_cap, offsets, D):
+    """c[e, d-1] = every token of [e-d+1, e] is capitalised (bool (N, D)). Time O(N·D)."""
+    N = is_cap.shape[0]
+    out = np.zeros((N, D), dtype=np.bool_)
+    B = offsets.shape[0] - 1
+    for b in prange(B):
+        o = offsets[b]
+        T = offsets[b + 1] - o
+        for t in range(T):
+            for d in range(min(D, t + 1)):
+                if not is_cap[o + t - d]:
+                    break
+                out[o + t, d] = True
+    return out
+
+
+@njit(cache=True, parallel=True)
+def segment_potentials(first, last, span_w, span_id, caps, caps_w, offsets, o0, D, use):
+    """segment[e, d-1, k] of the sequences ``offsets`` (rows local, global row = o0 + local):
+    first[s, k] + last[e, k] + span_w[span_id[e, d-1], k] + caps_w[k]·caps[e, d-1] for the switched-on
+    terms ``use`` = (first, last, span, caps); 0 for spans that leave their sequence. Shape (N, D, K)."""
+    N = offsets[offsets.shape[0] - 1] - offsets[0]
+    K = first.shape[1]
+    out = np.zeros((N, D, K))
+    B = offsets.shape[0] - 1
+    for b in prange(B):
+        o = offsets[b] - offsets[0]
+        T = offsets[b + 1] - offsets[b]
+        for t in range(T):
+            e = o + t
+            ge = o0 + e
+            for d in range(min(D, t + 1)):
+                gs = ge - d
+                sid = span_id[ge, d] if use[2] else -1
+                cp = caps[ge, d] if use[3] else False
+                for k in range(K):
+                    v = 0.0
+                    if use[0]:
+                        v += first[gs, k]
+                    if use[1]:
+                        v += last[ge, k]
+                    if sid >= 0:
+                        v += span_w[sid, k]
+                    if cp:
+                        v += caps_w[k]
+                    out[e, d, k] = v
+    return out
+
+
+@njit(cache=True)
+def segment_statistics(M, offsets, o0, span_id, caps, use, first, last, g_span, g_caps):
+    """Accumulate segment-feature statistics of segment marginals M (N_chunk, D, K) in place:
+    first[s, k] += M (segments starting at s), last[e, k] += M, g_span[id, k] += M, g_caps[k] += M·caps.
+    Global rows are o0 + local. Time O(N·D·K)."""
+    D = M.shape[1]
+    K = M.shape[2]
+    B = offsets.shape[0] - 1
+    for b in range(B):
+        o = offsets[b] - offsets[0]
+        T = offsets[b + 1] - offsets[b]
+        for t in range(T):
+            ge = o0 + o + t
+            for d in range(min(D, t + 1)):
+                sid = span_id[ge, d] if use[2] else -1
+                cp = caps[ge, d] if use[3] else False
+                for k in range(K):
+                    p = M[o + t, d, k]
+                    if p == 0.0:
+                        continue
+                    first[ge - d, k] += p
+                    last[ge, k] += p
+                    if sid >= 0:
+                        g_span[sid, k] += p
+                    if cp:
+                        g_caps[k] += p
+
+
+@njit(cache=True, parallel=True)
+def state_potentials3(w_state, w_first, w_last, item_ptr, item_attr, item_val, attr_ptr, feat_label, K):
+    """The "state", "first" and "last" token scores (N, K) each in one pass over the items (the three
+    blocks share the feature index f(a, k)). Time O(nnz · labels/attr)."""
+    N = item_ptr.shape[0] - 1
+    u = np.zeros((N, K))
+    b = np.zeros((N, K))
+    e = np.zeros((N, K))
+    for n in prange(N):
+        for p in range(item_ptr[n], item_ptr[n + 1]):
+            a = item_attr[p]
+            v = item_val[p]
+            for f in range(attr_ptr[a], attr_ptr[a + 1]):
+                k = feat_label[f]
+                u[n, k] += v * w_state[f]
+                b[n, k] += v * w_first[f]
+                e[n, k] += v * w_last[f]
+    return u, b, e
+
+
+@njit(cache=True, parallel=True)
+def state_gradient3(token, first, last, item_ptr, item_attr, item_val, attr_ptr, feat_label, n_chunks):
+    """g_state[f(a, k)] = Σ_n Σ_{(a, v) in item n} v · token[n, k], and likewise g_first (``first``) and
+    g_last (``last``), shapes (F,), in one pass; parallel over ``n_chunks`` blocks of tokens with their
+    own buffers."""
+    N = item_ptr.shape[0] - 1
+    F = feat_label.shape[0]
+    bufs = np.zeros((n_chunks, 3, F))
+    step = (N + n_chunks - 1) // n_chunks
+    for c in prange(n_chunks):
+        gs = bufs[c, 0]
+        gf = bufs[c, 1]
+        gl = bufs[c, 2]
+        for n in range(c * step, min(N, (c + 1) * step)):
+            for p in range(item_ptr[n], item_ptr[n + 1]):
+                a = item_attr[p]
+                v = item_val[p]
+                for f in range(attr_ptr[a], attr_ptr[a + 1]):
+                    k = feat_label[f]
+                    gs[f] += v * token[n, k]
+                    gf[f] += v * first[n, k]
+                    gl[f] += v * last[n, k]
+    out = bufs[0].copy()
+    for c in range(1, n_chunks):
+        for i in range(3):
+            for f in range(F):
+                out[i, f] += bufs[c, i, f]
+    return out

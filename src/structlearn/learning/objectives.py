@@ -10,12 +10,14 @@ The expectations are the engine's marginals. With partial labels (a boolean mask
 token), s(x, y) is replaced by log Z(x | allowed) and the empirical counts by the constrained
 marginals: the same dynamic program run twice. L1 (c1 ‖w‖₁) is left to the optimiser (OWL-QN).
 
-:class:`ChainCLL` (linear chains) and :class:`TreeCLL` (trees) share all of this and differ only in how
-the structure's marginals become expected feature counts (two small hooks).
+:class:`ChainCLL` (linear chains), :class:`TreeCLL` (trees), :class:`HigherOrderCLL` (label patterns),
+:class:`SemiMarkovCLL` (semi-Markov CRFs) and :class:`SegmentCLL` (label patterns over segments) share
+all of this and differ only in how the structure's marginals become expected feature counts (two small
+hooks), or in a fused kernel that returns log Z and the expectations in one pass.
 """
 import numpy as np
 
-__all__ = ["ChainCLL", "TreeCLL"]
+__all__ = ["ChainCLL", "TreeCLL", "HigherOrderCLL", "SemiMarkovCLL", "SegmentCLL"]
 
 
 class _CLL:
@@ -167,3 +169,75 @@ class TreeCLL(_CLL):
 
     def _gradient(self, stats):
         return self.model.gradient(stats, self.packed)
+
+
+class HigherOrderCLL(ChainCLL):
+    """Negative CLL of a packed batch under a
+    :class:`~structlearn.models.higher_order.HigherOrderFeatureModel`: the objective of
+    :class:`ChainCLL` with label-pattern features.
+
+    One call costs one forward–backward of the chosen algorithm (dense or sparse) over the batch.
+    """
+
+    def _expected(self, chain):
+        log_z, lab, tok, tot = chain.pattern_marginals()
+        return (tok, tot, lab[self._first].sum(axis=0), lab[self._last].sum(axis=0)), log_z
+
+
+class SemiMarkovCLL(_CLL):
+    """Negative CLL of a :class:`~structlearn.models.semicrf.SegmentBatch` under a
+    :class:`~structlearn.models.semicrf.SemiMarkovFeatureModel`.
+
+    Parameters as :class:`_CLL`, with ``y`` the batch's gold segments (``batch.segments``, (S, 3)
+    int64). One call costs one semi-Markov forward–backward over the batch, O(N·(D·K + K²)) (O(N·D·K)
+    more with segment features), in chunks of sequences.
+    """
+
+    _unit = "sequence"
+    _pair = "segment, duration or transition"
+    _hint = "max_segment_length"
+
+    def _expected(self, structure):
+        return structure.expectations()
+
+    def __call__(self, w, g=None):
+        """Return L(w); write ∇L(w) into ``g`` if given. Fully labelled batches use the fused kernel
+        (:meth:`~structlearn.models.semicrf.SemiMarkovFeatureModel.expectations`); the gold score is
+        ⟨w, f(x, y)⟩."""
+        if self.allowed is not None:
+            return super().__call__(w, g)
+        self.n_evals += 1
+        stats, log_z = self.model.expectations(w, self.packed)
+        if not np.all(np.isfinite(log_z)):
+            bad = int(np.flatnonzero(~np.isfinite(log_z))[0])
+            raise ValueError(f"training {self._unit} {bad} has zero probability under the model (no "
+                             f"segmentation is possible); check `{self._hint}`")
+        value = float(np.sum(log_z) - w @ self.empirical)
+        if g is not None:
+            g[...] = self._gradient(stats) - self.empirical
+        return self._penalised(w, value, g)
+
+    def _gradient(self, stats):
+        return self.model.gradient(stats, self.packed)
+
+
+class SegmentCLL(_CLL):
+    """Negative CLL (+ c2‖w‖², + c1‖w‖₁ as a subgradient) of a
+    :class:`~structlearn.models.higher_order.SegmentPatternModel`; the objective of :class:`ChainCLL`
+    with segments."""
+
+    def __init__(self, model, packed, y, c2=0.0, c1=0.0):
+        super().__init__(model, packed, y, c2=c2, c1=c1)
+        self.gold = model.gold(self.y, packed.offsets)
+
+    def __call__(self, w, g=None):
+        self.n_evals += 1
+        ch = self.model.structure(w, self.packed)
+        log_z, expected = ch.expected(self.packed)
+        gold = ch.sm.score(self.gold)
+        value = float(np.sum(log_z) - np.sum(gold))
+        if not np.isfinite(value):
+            raise ValueError("a training sequence has zero probability under the model")
+        if g is not None:
+            g[...] = expected - self.empirical
+        return self._penalised(w, value, g)

@@ -34,15 +34,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..kernels import higher_order as _k
-from ..learning.objectives import _CLL
 from ..structures import LinearChain
 from ..structures._base import KBest, Marginals
 from ..utils.validation import check_allowed_mask, check_labels
 from .features import state_gradient_tokens, state_potentials
 
-__all__ = ["LabelPatterns", "PatternChain", "HigherOrderFeatureModel", "HigherOrderCLL",
-           "build_pattern_state_features", "ngram_ids", "SegmentPatternModel", "SegmentPatternChain",
-           "SegmentCLL", "runs"]
+__all__ = ["LabelPatterns", "PatternChain", "HigherOrderFeatureModel", "build_pattern_state_features",
+           "ngram_ids", "SegmentPatternModel", "SegmentPatternChain", "runs"]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -571,28 +569,6 @@ class HigherOrderFeatureModel:
         return self.gradient(tok, tot, st, en, packed)
 
 
-class HigherOrderCLL(_CLL):
-    """Negative CLL of a packed batch under a :class:`HigherOrderFeatureModel` (see
-    :class:`~structlearn.learning.objectives.ChainCLL`; the same objective with label-pattern features).
-
-    One call costs one forward–backward of the chosen algorithm (dense or sparse) over the batch.
-    """
-
-    def __init__(self, model, packed, y, c2=0.0, allowed=None, c1=0.0):
-        off = packed.offsets
-        nz = np.flatnonzero(packed.lengths > 0)
-        self._first = off[nz]
-        self._last = off[nz + 1] - 1
-        super().__init__(model, packed, y, c2=c2, allowed=allowed, c1=c1)
-
-    def _expected(self, chain):
-        log_z, lab, tok, tot = chain.pattern_marginals()
-        return (tok, tot, lab[self._first].sum(axis=0), lab[self._last].sum(axis=0)), log_z
-
-    def _gradient(self, stats):
-        return self.model.gradient(*stats, self.packed)
-
-
 # ---------------------------------------------------------------------------------------------------
 # higher order over segment labels (dense expansion on the semi-Markov engine)
 # ---------------------------------------------------------------------------------------------------
@@ -839,24 +815,3 @@ class SegmentPatternChain:
         first = lab[self.offsets[nz]].sum(axis=0)
         last = lab[self.offsets[nz + 1] - 1].sum(axis=0)
         return sm.log_partition(), m.statistics(lab, dur, etot, first, last, packed)
-
-
-class SegmentCLL(_CLL):
-    """Negative CLL (+ c2‖w‖², + c1‖w‖₁ as a subgradient) of a :class:`SegmentPatternModel`; the
-    objective of :class:`~structlearn.learning.objectives.ChainCLL` with segments."""
-
-    def __init__(self, model, packed, y, c2=0.0, c1=0.0):
-        super().__init__(model, packed, y, c2=c2, c1=c1)
-        self.gold = model.gold(self.y, packed.offsets)
-
-    def __call__(self, w, g=None):
-        self.n_evals += 1
-        ch = self.model.structure(w, self.packed)
-        log_z, expected = ch.expected(self.packed)
-        gold = ch.sm.score(self.gold)
-        value = float(np.sum(log_z) - np.sum(gold))
-        if not np.isfinite(value):
-            raise ValueError("a training sequence has zero probability under the model")
-        if g is not None:
-            g[...] = expected - self.empirical
-        return self._penalised(w, value, g)

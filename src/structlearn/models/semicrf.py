@@ -23,16 +23,16 @@ Parameter layout of ``w`` (float64, length ``n_params``)::
 (the last four blocks only when the corresponding segment feature is used). Durations longer than the
 label's maximum segment length are -inf; transitions never observed in training keep weight 0.
 
-The objective is the linear-chain CRF's negative CLL (:class:`~structlearn.learning.objectives._CLL`)
-with the engine's semi-Markov marginals as expectations. Large batches are evaluated in chunks of
-sequences so that (N, D, K) and (N, K, K) intermediates stay bounded (``CHUNK_ENTRIES``).
+The objective is the linear-chain CRF's negative CLL
+(:class:`~structlearn.learning.objectives.SemiMarkovCLL`) with the engine's semi-Markov marginals as
+expectations. Large batches are evaluated in chunks of sequences so that (N, D, K) and (N, K, K)
+intermediates stay bounded (``CHUNK_ENTRIES``).
 """
 import numba
 import numpy as np
-from numba import njit, prange
 
-from ..kernels.semicrf import semicrf_expectations
-from ..learning.objectives import _CLL
+from ..kernels.semicrf import (segment_potentials, segment_statistics, semicrf_expectations,
+                              state_gradient3, state_potentials3)
 from ..structures import SemiMarkov
 from .features import state_gradient_tokens, state_potentials
 
@@ -40,161 +40,6 @@ SEGMENT_FEATURES = ("first", "last", "span", "caps")
 
 #: Upper bound on N_chunk · max(D, K) · K entries of the per-chunk intermediates.
 CHUNK_ENTRIES = 4_000_000
-
-_HASH_MUL = np.int64(1000003)
-_HASH_XOR = np.int64(-7046029254386353131)  # 0x9E3779B97F4A7C15 as int64
-
-
-# ---------------------------------------------------------------------------------------------------
-# kernels
-# ---------------------------------------------------------------------------------------------------
-@njit(cache=True, parallel=True)
-def span_hashes(tok_id, offsets, D):
-    """h[e, d-1] = polynomial hash of token ids tok_id[e-d+1..e] (int64, wrapping), -1 where the span
-    leaves its sequence or holds an unknown token (id < 0). Shape (N, D). Time O(N·D)."""
-    N = tok_id.shape[0]
-    out = np.full((N, D), -1, dtype=np.int64)
-    B = offsets.shape[0] - 1
-    for b in prange(B):
-        o = offsets[b]
-        T = offsets[b + 1] - o
-        for t in range(T):
-            h = np.int64(7)
-            for d in range(min(D, t + 1)):
-                i = tok_id[o + t - d]
-                if i < 0:
-                    break
-                h = h * _HASH_MUL + np.int64(i + 1)
-                out[o + t, d] = h ^ (np.int64(d + 1) * _HASH_XOR)
-    return out
-
-
-@njit(cache=True, parallel=True)
-def span_all_caps(is_cap, offsets, D):
-    """c[e, d-1] = every token of [e-d+1, e] is capitalised (bool (N, D)). Time O(N·D)."""
-    N = is_cap.shape[0]
-    out = np.zeros((N, D), dtype=np.bool_)
-    B = offsets.shape[0] - 1
-    for b in prange(B):
-        o = offsets[b]
-        T = offsets[b + 1] - o
-        for t in range(T):
-            for d in range(min(D, t + 1)):
-                if not is_cap[o + t - d]:
-                    break
-                out[o + t, d] = True
-    return out
-
-
-@njit(cache=True, parallel=True)
-def segment_potentials(first, last, span_w, span_id, caps, caps_w, offsets, o0, D, use):
-    """segment[e, d-1, k] of the sequences ``offsets`` (rows local, global row = o0 + local):
-    first[s, k] + last[e, k] + span_w[span_id[e, d-1], k] + caps_w[k]·caps[e, d-1] for the switched-on
-    terms ``use`` = (first, last, span, caps); 0 for spans that leave their sequence. Shape (N, D, K)."""
-    N = offsets[offsets.shape[0] - 1] - offsets[0]
-    K = first.shape[1]
-    out = np.zeros((N, D, K))
-    B = offsets.shape[0] - 1
-    for b in prange(B):
-        o = offsets[b] - offsets[0]
-        T = offsets[b + 1] - offsets[b]
-        for t in range(T):
-            e = o + t
-            ge = o0 + e
-            for d in range(min(D, t + 1)):
-                gs = ge - d
-                sid = span_id[ge, d] if use[2] else -1
-                cp = caps[ge, d] if use[3] else False
-                for k in range(K):
-                    v = 0.0
-                    if use[0]:
-                        v += first[gs, k]
-                    if use[1]:
-                        v += last[ge, k]
-                    if sid >= 0:
-                        v += span_w[sid, k]
-                    if cp:
-                        v += caps_w[k]
-                    out[e, d, k] = v
-    return out
-
-
-@njit(cache=True)
-def segment_statistics(M, offsets, o0, span_id, caps, use, first, last, g_span, g_caps):
-    """Accumulate segment-feature statistics of segment marginals M (N_chunk, D, K) in place:
-    first[s, k] += M (segments starting at s), last[e, k] += M, g_span[id, k] += M, g_caps[k] += M·caps.
-    Global rows are o0 + local. Time O(N·D·K)."""
-    D = M.shape[1]
-    K = M.shape[2]
-    B = offsets.shape[0] - 1
-    for b in range(B):
-        o = offsets[b] - offsets[0]
-        T = offsets[b + 1] - offsets[b]
-        for t in range(T):
-            ge = o0 + o + t
-            for d in range(min(D, t + 1)):
-                sid = span_id[ge, d] if use[2] else -1
-                cp = caps[ge, d] if use[3] else False
-                for k in range(K):
-                    p = M[o + t, d, k]
-                    if p == 0.0:
-                        continue
-                    first[ge - d, k] += p
-                    last[ge, k] += p
-                    if sid >= 0:
-                        g_span[sid, k] += p
-                    if cp:
-                        g_caps[k] += p
-
-
-@njit(cache=True, parallel=True)
-def state_potentials3(w_state, w_first, w_last, item_ptr, item_attr, item_val, attr_ptr, feat_label, K):
-    """The "state", "first" and "last" token scores (N, K) each in one pass over the items (the three
-    blocks share the feature index f(a, k)). Time O(nnz · labels/attr)."""
-    N = item_ptr.shape[0] - 1
-    u = np.zeros((N, K))
-    b = np.zeros((N, K))
-    e = np.zeros((N, K))
-    for n in prange(N):
-        for p in range(item_ptr[n], item_ptr[n + 1]):
-            a = item_attr[p]
-            v = item_val[p]
-            for f in range(attr_ptr[a], attr_ptr[a + 1]):
-                k = feat_label[f]
-                u[n, k] += v * w_state[f]
-                b[n, k] += v * w_first[f]
-                e[n, k] += v * w_last[f]
-    return u, b, e
-
-
-@njit(cache=True, parallel=True)
-def state_gradient3(token, first, last, item_ptr, item_attr, item_val, attr_ptr, feat_label, n_chunks):
-    """g_state[f(a, k)] = Σ_n Σ_{(a, v) in item n} v · token[n, k], and likewise g_first (``first``) and
-    g_last (``last``), shapes (F,), in one pass; parallel over ``n_chunks`` blocks of tokens with their
-    own buffers."""
-    N = item_ptr.shape[0] - 1
-    F = feat_label.shape[0]
-    bufs = np.zeros((n_chunks, 3, F))
-    step = (N + n_chunks - 1) // n_chunks
-    for c in prange(n_chunks):
-        gs = bufs[c, 0]
-        gf = bufs[c, 1]
-        gl = bufs[c, 2]
-        for n in range(c * step, min(N, (c + 1) * step)):
-            for p in range(item_ptr[n], item_ptr[n + 1]):
-                a = item_attr[p]
-                v = item_val[p]
-                for f in range(attr_ptr[a], attr_ptr[a + 1]):
-                    k = feat_label[f]
-                    gs[f] += v * token[n, k]
-                    gf[f] += v * first[n, k]
-                    gl[f] += v * last[n, k]
-    out = bufs[0].copy()
-    for c in range(1, n_chunks):
-        for i in range(3):
-            for f in range(F):
-                out[i, f] += bufs[c, i, f]
-    return out
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -608,38 +453,3 @@ def _blocks(batch):
         bl = np.unique(np.concatenate([[0], np.clip(cuts, 0, B), [B]])).astype(np.int64)
         batch._blocks = (nth, bl)
     return bl
-
-
-class SemiMarkovCLL(_CLL):
-    """Negative CLL of a :class:`SegmentBatch` under a :class:`SemiMarkovFeatureModel`.
-
-    Parameters as :class:`~structlearn.learning.objectives._CLL`, with ``y`` the batch's gold segments
-    (``batch.segments``, (S, 3) int64). One call costs one semi-Markov forward–backward over the batch,
-    O(N·(D·K + K²)) (O(N·D·K) more with segment features), in chunks of sequences.
-    """
-
-    _unit = "sequence"
-    _pair = "segment, duration or transition"
-    _hint = "max_segment_length"
-
-    def _expected(self, structure):
-        return structure.expectations()
-
-    def __call__(self, w, g=None):
-        """Return L(w); write ∇L(w) into ``g`` if given. Fully labelled batches use the fused kernel
-        (:meth:`SemiMarkovFeatureModel.expectations`); the gold score is ⟨w, f(x, y)⟩."""
-        if self.allowed is not None:
-            return super().__call__(w, g)
-        self.n_evals += 1
-        stats, log_z = self.model.expectations(w, self.packed)
-        if not np.all(np.isfinite(log_z)):
-            bad = int(np.flatnonzero(~np.isfinite(log_z))[0])
-            raise ValueError(f"training {self._unit} {bad} has zero probability under the model (no "
-                             f"segmentation is possible); check `{self._hint}`")
-        value = float(np.sum(log_z) - w @ self.empirical)
-        if g is not None:
-            g[...] = self._gradient(stats) - self.empirical
-        return self._penalised(w, value, g)
-
-    def _gradient(self, stats):
-        return self.model.gradient(stats, self.packed)

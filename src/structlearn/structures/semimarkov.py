@@ -4,6 +4,7 @@ from collections import namedtuple
 import numpy as np
 
 from ..kernels import semimarkov as _k
+from ..kernels import semimarkov_decode as _kd
 from ..semirings import LOG, MAX
 from ..utils.validation import check_log_potentials
 from ._base import KBest, Marginals, StructureBase
@@ -435,7 +436,7 @@ class SemiMarkov(StructureBase):
         alpha, alpha_star, inc, log_z, _, _, _ = self._forward(LOG)
         self._raise_if_infeasible(log_z, "sample")
         u = self._uniforms(random_state, (n, 2 * self.n_rows + self.batch_size))
-        return _k.semimarkov_sample(*self._kargs(), alpha, alpha_star, inc, u)
+        return _kd.semimarkov_sample(*self._kargs(), alpha, alpha_star, inc, u)
 
     # -- max semiring ------------------------------------------------------------------------------
     def max(self):
@@ -446,7 +447,7 @@ class SemiMarkov(StructureBase):
         if "viterbi" not in self._cache:
             alpha, _, _, best, _, bp_d, bp_j = self._forward(MAX)
             self._raise_if_infeasible(best, "argmax")
-            self._cache["viterbi"] = _k.semimarkov_viterbi_trace(alpha, self.end, bp_d, bp_j,
+            self._cache["viterbi"] = _kd.semimarkov_viterbi_trace(alpha, self.end, bp_d, bp_j,
                                                                  self.offsets)
         return self._cache["viterbi"]
 
@@ -468,7 +469,7 @@ class SemiMarkov(StructureBase):
         key = ("kbest", k)
         if key not in self._cache:
             self._raise_if_infeasible(self.max(), "kbest")
-            self._cache[key] = _k.semimarkov_kbest(*self._kargs(), k)
+            self._cache[key] = _kd.semimarkov_kbest(*self._kargs(), k)
         return self._cache[key]
 
     def kbest(self, k):
@@ -541,7 +542,7 @@ class SemiMarkov(StructureBase):
             sequences, or token labels with ``allow_same_label=True``.
         """
         segs, seg_offsets = self._check_segments(segments)
-        return _k.semimarkov_score(*self._kargs(), segs, seg_offsets)
+        return _kd.semimarkov_score(*self._kargs(), segs, seg_offsets)
 
     def _check_segments(self, segments):
         B, K = self.batch_size, self.n_labels

@@ -1,0 +1,125 @@
+"""The segment window of the semi-Markov kernels, written once (model, duration tables and
+normalisation: :mod:`structlearn.kernels.semimarkov`).
+
+Every semi-Markov recursion visits, for an anchor token t, the window of segments that end at t
+(``[t-d+1, t]``: forward, posteriors, k-best, sampling) or start at t (``[t, t+d-1]``: backward),
+d = 1 … dmax. :func:`window` computes, in log space, their scores w(s, e, k) (the unary sum is
+accumulated as d grows, exact on long sequences and without special cases for -inf entries), the
+normalised log-weights v = w + left[s, k] + right[e, k] - Σ inc[u] over the window's tokens other than
+t, and the best d per label. :func:`normalise` is the per-token normaliser of the forward (the K×K
+stage of the two-stage recursion is :func:`structlearn.semirings.reduce_pair`).
+"""
+import math
+
+import numpy as np
+from numba import njit
+
+
+MIDDLE = 0
+FIRST = 1
+LAST = 2
+SINGLE = 3
+
+NEG_INF = -np.inf
+
+
+@njit(cache=True, inline="always")
+def table(s, e, T):
+    """Duration table c of segment [s, e] in a sequence of length T (MIDDLE, FIRST, LAST, SINGLE)."""
+    if s == 0:
+        return SINGLE if e == T - 1 else FIRST
+    return LAST if e == T - 1 else MIDDLE
+
+
+@njit(cache=True, inline="always")
+def sequence(offsets, b):
+    """(first row o, length T) of sequence b of a packed batch."""
+    o = offsets[b]
+    return o, offsets[b + 1] - o
+
+
+@njit(cache=True, inline="always")
+def window_scratch(D, K):
+    """Scratch arrays (acc (K,), w (D, K), v (D, K), mx (K,), bd (K,) int32) of :func:`window`."""
+    return np.empty(K), np.empty((D, K)), np.empty((D, K)), np.empty(K), np.empty(K, dtype=np.int32)
+
+
+@njit(cache=True, inline="always")
+def window(unary, durations, segment, has_segment, inc, left, right, use_left, use_right, keep_w, o,
+           T, t, dmax, at_end, k0, k1, acc, w, v, mx, bd):
+    """The window of token t (sequence rows o … o+T-1) for labels k0 <= k < k1, d = 1 … dmax.
+
+    Segment [s, e] = [t-d+1, t] if ``at_end`` else [t, t+d-1]. Writes w[d-1, k] = w(s, e, k) (only
+    when ``keep_w``), v[d-1, k] = w(s, e, k) + left[o+s, k] (if ``use_left``) + right[o+e, k] (if
+    ``use_right``) - Σ inc[o+u] over the tokens u of [s, e] other than t, and mx[k] = max_d v,
+    bd[k] = its first arg max d (1 when all are -inf). ``acc`` (K,) is scratch.
+    """
+    for k in range(k0, k1):
+        acc[k] = 0.0
+        mx[k] = NEG_INF
+        bd[k] = 1
+    nacc = 0.0
+    for d in range(1, dmax + 1):
+        if at_end:
+            s = t - d + 1
+            e = t
+            u = s
+        else:
+            s = t
+            e = t + d - 1
+            u = e
+        if d > 1:
+            nacc += inc[o + u]
+        row = unary[o + u]
+        du = durations[table(s, e, T), d - 1]
+        for k in range(k0, k1):
+            acc[k] += row[k]
+            x = acc[k] + du[k]
+            if has_segment:
+                x += segment[o + e, d - 1, k]
+            if keep_w:
+                w[d - 1, k] = x
+            if use_left:
+                x += left[o + s, k]
+            if use_right:
+                x += right[o + e, k]
+            x -= nacc
+            v[d - 1, k] = x
+            if x > mx[k]:
+                mx[k] = x
+                bd[k] = d
+
+
+@njit(cache=True, inline="always")
+def window_lse(v, n, k, m):
+    """log Σ_{d<n} exp(v[d, k]) given its maximum m (-inf if m is)."""
+    if m == NEG_INF:
+        return m
+    s = 0.0
+    for d in range(n):
+        s += math.exp(v[d, k] - m)
+    return m + math.log(s)
+
+
+@njit(cache=True, inline="always")
+def normalise(at, alpha, inc, o, t, K):
+    """inc[o+t] = max_k at[k] (0 when every label is impossible), alpha[o+t] = at - inc[o+t];
+    returns inc[o+t]."""
+    m = NEG_INF
+    for k in range(K):
+        if at[k] > m:
+            m = at[k]
+    if m == NEG_INF:
+        m = 0.0
+    inc[o + t] = m
+    for k in range(K):
+        alpha[o + t, k] = at[k] - m
+    return m
+
+
+@njit(cache=True, inline="always")
+def mark(labels, starts, o, s, e, k):
+    """Write the k-segment [s, e] of a traced segmentation into rows ``labels``, ``starts``."""
+    for u in range(s, e + 1):
+        labels[o + u] = k
+    starts[o + s] = True
