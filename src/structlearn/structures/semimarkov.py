@@ -239,30 +239,6 @@ class SemiMarkov(StructureBase):
         return self._forward(LOG)[3].copy()
 
     def forward(self):
-        r"""Normalised forward messages (LOG semiring), for filtering and prediction.
-
-        With :math:`c_t = \sum_{u \le t} log\_scale[u]` (:math:`c_{-1} = 0`), the forward
-        variables of :mod:`structlearn.kernels.semimarkov` are
-
-        * :math:`\alpha[e, k] = alpha[e, k] + c_e`: log-sum of the scores of every segmentation of
-          tokens 0..e whose last segment has label k and ends at e (Yu 2010 eq. (4), summed over d);
-        * :math:`\alpha^*[s, k] = alpha\_star[s, k] + c_{s-1}`: the same for prefixes 0..s-1
-          followed by the start of a k-segment at s (including ``start`` / ``transition``).
-
-        Row e of ``alpha`` scores its last segment with the table of a segment ending at e, so the
-        last row of a sequence uses ``last_duration`` / ``single_duration``; every other row uses
-        ``duration`` / ``first_duration`` and does not depend on later tokens.
-
-        Returns
-        -------
-        ForwardMessages
-            ``alpha`` (N, K), ``alpha_star`` (N, K), ``log_scale`` (N,) float64, log space.
-            Time O(N·(D·K + K²)), memory O(N·K).
-        """
-        alpha, alpha_star, inc = self._forward(LOG)[:3]
-        return ForwardMessages(alpha.copy(), alpha_star.copy(), inc.copy())
-
-    def forward(self):
         """Normalised forward messages (two-stage recursion, seed 000 eq. "sm-alpha").
 
         Returns
