@@ -112,6 +112,16 @@ def lse_row(mat, vec, i):
 
 
 @njit(cache=True, inline="always")
+def step_max(vec, out):
+    """Shift of a message step: max(vec); when it is -inf, every entry of out is set to -inf."""
+    m = vmax(vec)
+    if m == -np.inf:
+        for k in range(out.shape[0]):
+            out[k] = -np.inf
+    return m
+
+
+@njit(cache=True, inline="always")
 def lse_step(vec, mat, E, emax, axis, acc, out):
     """One LOG message step: out[j] = ⊕_i vec[i] + mat[i, j] (axis 0) or out[i] = ⊕_j mat[i, j] + vec[j]
     (axis 1), in linear space with an exact log-space fallback.
@@ -123,10 +133,8 @@ def lse_step(vec, mat, E, emax, axis, acc, out):
     is -inf, out is all -inf.
     """
     K = vec.shape[0]
-    m = vmax(vec)
+    m = step_max(vec, out)
     if m == -np.inf:
-        for k in range(K):
-            out[k] = -np.inf
         return m
     for k in range(K):
         acc[k] = 0.0
@@ -239,6 +247,16 @@ def exp_shifted_vec(x):
     out = np.zeros(x.shape[0])
     m, ok = exp_shifted_into(x, out)
     return out, m, ok
+
+
+@njit(cache=True)
+def top_k(cand, cnt, k):
+    """Indices of the min(k, cnt) largest finite values of cand[:cnt], best first (stable)."""
+    order = np.argsort(-cand[:cnt], kind="mergesort")
+    m = 0
+    while m < min(k, cnt) and cand[order[m]] != -np.inf:
+        m += 1
+    return order[:m]
 
 
 @njit(cache=True)

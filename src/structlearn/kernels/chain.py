@@ -17,14 +17,15 @@ The recurrences (Lafferty et al. 2001; seed 000 eqs. "folc-alpha", "folc-beta"):
 
 In the LOG semiring the matrix–vector step runs in linear space on exp-shifted values (one exp per label
 and step instead of K), and any column whose shifted sum falls below ``TINY`` (underflow risk, or a
-forbidden label; :func:`structlearn.kernels._common.lse_step`) is recomputed exactly in log space, so results match the plain log-space recursion to
-rounding error for potentials of any scale and are exactly -inf where nothing is allowed.
+forbidden label; :func:`structlearn.kernels._common.lse_step`) is recomputed exactly in log space,
+so results match the plain log-space recursion to rounding error for potentials of any scale and are exactly -inf where nothing is allowed.
 """
 import math
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, types
+from numba.extending import overload
 
 from ..semirings import LOG, MAX
 from ._common import LIN_MIN
@@ -40,6 +41,7 @@ from ._common import pair_prob as _pair_prob
 from ._common import safe_scale as _safe_scale
 from ._common import shift_rows as _shift_rows
 from ._common import shifted_exp as _shifted_exp
+from ._common import top_k as _top_k
 
 
 @njit(cache=True, inline="always")
@@ -281,6 +283,26 @@ def _scale_into(acc, out):
 
 
 @njit(cache=True, inline="always")
+def _linear_buffers(T, K):
+    """Scratch of the scaled recursion of one sequence: forward fa, backward fb, shifted exp of the
+    unary eu (T, K); backward normalisers nb (T,)."""
+    return np.empty((T, K)), np.empty((T, K)), np.empty((T, K)), np.empty(T)
+
+
+@njit(cache=True, inline="always")
+def _linear_advance(lin, t, um, acc, eu_t, fa_t):
+    """One forward token of the scaled recursion: fa_t = acc ⊙ eu_t normalised, where acc is the
+    product of the previous row with the transitions (t > 0; its content is ignored at t = 0, where
+    start's exps are used). ``um``: the shift of eu_t. Returns the log Z increment (nan: fail)."""
+    for k in range(acc.shape[0]):
+        acc[k] = (lin.es[k] if t == 0 else acc[k]) * eu_t[k]
+    tot = _scale_into(acc, fa_t)
+    if tot == 0.0:
+        return np.nan
+    return um + (lin.smax if t == 0 else lin.gmax) + math.log(tot)
+
+
+@njit(cache=True, inline="always")
 def _linear_ends(lin, fa_last, fb_last):
     """End of the scaled forward pass and start of the backward one: returns (log of the final
     weight Σ fa·ee plus its shift, or nan when it is not positive, and the normaliser Σ ee of
@@ -309,50 +331,136 @@ def _linear_token(fa_t, fb_t, out):
     return iz
 
 
+def _lin_product(M, x, acc):
+    """acc[k] = Σ_i x[i] · M[i, k] for a dense (K, K) M, or for a pattern M = (ptr, idx, vals)
+    acc[k] = Σ_{q ∈ ptr[k]:ptr[k+1]} x[idx[q]] · vals[q] (a CSC column or a CSR row per k). Only
+    callable from kernels (the implementations are the overloads below, chosen at compile time)."""
+    raise NotImplementedError
+
+
+@overload(_lin_product, inline="always")
+def _lin_product_impl(M, x, acc):
+    if isinstance(M, types.Array):
+        def dense(M, x, acc):  # row-major, contiguous, vectorised
+            K = acc.shape[0]
+            for k in range(K):
+                acc[k] = 0.0
+            for i in range(x.shape[0]):
+                xi = x[i]
+                if xi != 0.0:
+                    for k in range(K):
+                        acc[k] += xi * M[i, k]
+        return dense
+
+    def pattern(M, x, acc):
+        ptr = M[0]
+        idx = M[1]
+        vals = M[2]
+        for k in range(acc.shape[0]):
+            s = 0.0
+            for q in range(ptr[k], ptr[k + 1]):
+                s += x[idx[q]] * vals[q]
+            acc[k] = s
+    return pattern
+
+
+def _lin_pair(M, K, edge_mode):
+    """Accumulator of Σ_t a_t ⊗ q_t for the edge totals (dense, modes 2 and 3; else empty)."""
+    raise NotImplementedError
+
+
+@overload(_lin_pair, inline="always")
+def _lin_pair_impl(M, K, edge_mode):
+    if isinstance(M, types.Array):
+        return lambda M, K, edge_mode: np.zeros((K, K)) if edge_mode >= 2 else np.zeros((0, 0))
+    return lambda M, K, edge_mode: np.zeros((0, 0))
+
+
+def _lin_edges(M, a, q, out, pair, edge_mode):
+    """Edge marginals a[i] · M[i → j] · q[j] of one step: dense M writes them to out (K, K) (mode 1)
+    or adds a ⊗ q into pair (multiplied by M once per sequence, :func:`_lin_edges_finish`); a
+    pattern M = (ptr, idx, vals) adds them into out (E,) at the stored transitions."""
+    raise NotImplementedError
+
+
+@overload(_lin_edges, inline="always")
+def _lin_edges_impl(M, a, q, out, pair, edge_mode):
+    if isinstance(M, types.Array):
+        def dense(M, a, q, out, pair, edge_mode):
+            K = q.shape[0]
+            if edge_mode == 1:
+                for i in range(K):
+                    for j in range(K):
+                        out[i, j] = a[i] * M[i, j] * q[j]
+            else:
+                for i in range(K):
+                    ai = a[i]
+                    if ai != 0.0:
+                        for j in range(K):
+                            pair[i, j] += ai * q[j]
+        return dense
+
+    def pattern(M, a, q, out, pair, edge_mode):
+        ptr = M[0]
+        idx = M[1]
+        vals = M[2]
+        for i in range(a.shape[0]):
+            ai = a[i]
+            if ai != 0.0:
+                for e in range(ptr[i], ptr[i + 1]):
+                    out[e] += ai * vals[e] * q[idx[e]]
+    return pattern
+
+
+def _lin_edges_finish(M, pair, out, edge_mode):
+    """out += M ⊙ pair for a dense M in modes 2 and 3 (nothing for a pattern)."""
+    raise NotImplementedError
+
+
+@overload(_lin_edges_finish, inline="always")
+def _lin_edges_finish_impl(M, pair, out, edge_mode):
+    if isinstance(M, types.Array):
+        def dense(M, pair, out, edge_mode):
+            if edge_mode >= 2:
+                for i in range(pair.shape[0]):
+                    for j in range(pair.shape[1]):
+                        out[i, j] += M[i, j] * pair[i, j]
+        return dense
+    return lambda M, pair, out, edge_mode: None
+
+
 @njit(cache=True, fastmath={"reassoc", "contract", "arcp", "nsz"})
-def _linear_marginals_seq(unary, lin, o, T, edge_mode, umarg, emarg, ee_dst):
-    """Scaled linear-space forward–backward of one sequence (stationary transitions; ``lin``: the
-    :class:`ChainSetup`).
+def linear_marginals_seq(unary, lin, Mf, Mb, Me, o, T, edge_mode, umarg, emarg, ee_dst):
+    """Scaled linear-space forward–backward of one sequence (stationary transitions), for dense and
+    sparse transitions alike.
 
     The classical scaled recursion (Rabiner 1989; CRFsuite's crf1d_context): α and β are kept in linear
     space, renormalised at every token, with log Z = Σ log(scales). It needs one exp per label and
     token instead of several exps and logs. Every factor is either exactly 0 (a -inf potential) or
     >= LIN_MIN, so no product underflows; if that cannot be guaranteed (extreme potentials), it returns
     (False, 0) and writes nothing, and the caller runs the log-space recursion instead.
+
+    ``lin``: a :class:`ChainSetup` (or :class:`~structlearn.kernels.chain_sparse.SparseSetup`);
+    ``Mf``, ``Mb``, ``Me``: the transitions as read by the forward product, the backward product and
+    the edge marginals (dense: lin.fwd, lin.bwd, lin.fwd; sparse: CSC and CSR patterns, see
+    :func:`_lin_product`). Edge marginals go to emarg[r] (mode 1) or are added into ee_dst.
     """
     K = unary.shape[1]
-    eT = lin.fwd
-    eTt = lin.bwd
     fail = (False, 0.0)
-    fa = np.empty((T, K))
-    fb = np.empty((T, K))
-    eu = np.empty((T, K))
-    nb = np.empty(T)
-    lz = 0.0
+    fa, fb, eu, nb = _linear_buffers(T, K)
     acc = np.empty(K)
+    q = np.empty(K)
+    lz = 0.0
     for t in range(T):
         um, ok = _exp_shifted_into(unary[o + t], eu[t])
         if not ok:
             return fail
-        if t == 0:
-            for k in range(K):
-                acc[k] = lin.es[k] * eu[t, k]
-            lz += um + lin.smax
-        else:
-            for k in range(K):
-                acc[k] = 0.0
-            for i in range(K):
-                ai = fa[t - 1, i]
-                if ai != 0.0:
-                    for k in range(K):
-                        acc[k] += ai * eT[i, k]
-            for k in range(K):
-                acc[k] *= eu[t, k]
-            lz += um + lin.gmax
-        tot = _scale_into(acc, fa[t])
-        if tot == 0.0:
+        if t > 0:
+            _lin_product(Mf, fa[t - 1], acc)
+        step = _linear_advance(lin, t, um, acc, eu[t], fa[t])
+        if np.isnan(step):
             return fail
-        lz += math.log(tot)
+        lz += step
     # backward, normalised: fb[t] ∝ β[t]; nb[t] is the normaliser applied at t
     fin, nlast = _linear_ends(lin, fa[T - 1], fb[T - 1])
     nb[T - 1] = nlast
@@ -360,43 +468,25 @@ def _linear_marginals_seq(unary, lin, o, T, edge_mode, umarg, emarg, ee_dst):
         return fail
     lz += fin
     for t in range(T - 2, -1, -1):
-        for k in range(K):
-            acc[k] = 0.0
         for j in range(K):
-            qj = eu[t + 1, j] * fb[t + 1, j]
-            if qj != 0.0:
-                for i in range(K):
-                    acc[i] += qj * eTt[j, i]
+            q[j] = eu[t + 1, j] * fb[t + 1, j]
+        _lin_product(Mb, q, acc)
         nb[t] = _scale_into(acc, fb[t])
         if nb[t] == 0.0:
             return fail
-    # marginals; edge totals as Σ_t a_t ⊗ q_t, multiplied by eT once per sequence
-    q = np.empty(K)
-    pair = np.zeros((K, K)) if edge_mode >= 2 else np.zeros((0, 0))
+    # marginals; P(i, j) = fa[t, i] M[i → j] eu[t+1, j] fb[t+1, j] / (nb[t] · z)
+    pair = _lin_pair(Me, K, edge_mode)
     for t in range(T):
         r = o + t
         iz = _linear_token(fa[t], fb[t], umarg[r])
         if edge_mode == 0 or t == T - 1:
             continue
-        # P(i, j) = fa[t, i] eT[i, j] eu[t+1, j] fb[t+1, j] / (nb[t] · z)
         inv = iz / nb[t]
         for j in range(K):
             q[j] = eu[t + 1, j] * fb[t + 1, j]
-        if edge_mode == 1:
-            for i in range(K):
-                ai = fa[t, i] * inv
-                for j in range(K):
-                    emarg[r, i, j] = ai * eT[i, j] * q[j]
-        else:
-            for i in range(K):
-                ai = fa[t, i] * inv
-                if ai != 0.0:
-                    for j in range(K):
-                        pair[i, j] += ai * q[j]
-    if edge_mode >= 2:
-        for i in range(K):
-            for j in range(K):
-                ee_dst[i, j] += eT[i, j] * pair[i, j]
+            acc[j] = fa[t, j] * inv
+        _lin_edges(Me, acc, q, emarg[r] if edge_mode == 1 else ee_dst, pair, edge_mode)
+    _lin_edges_finish(Me, pair, ee_dst, edge_mode)
     return True, lz
 
 
@@ -447,7 +537,8 @@ def marginals_seq(unary, trans, start, end, o, T, edge_mode, setup, work, umarg,
     """
     S = trans.shape[0]
     if setup.lin_ok:
-        ok, lz = _linear_marginals_seq(unary, setup, o, T, edge_mode, umarg, emarg, ee_dst)
+        ok, lz = linear_marginals_seq(unary, setup, setup.fwd, setup.bwd, setup.fwd, o, T, edge_mode,
+                                      umarg, emarg, ee_dst)
         if ok:
             return lz
     alpha = work.alpha
@@ -475,6 +566,37 @@ def marginals_seq(unary, trans, start, end, o, T, edge_mode, setup, work, umarg,
     return lz
 
 
+@njit(cache=True, inline="always")
+def _chunking(B, n_threads, edge_mode, N):
+    """Blocks of a parallel marginals pass: (n_chunks, sequences per chunk, rows of the edge output
+    for ``edge_mode`` 0 (none), 1 (per row, N), 2 (per sequence, B), 3 (per chunk, summed after))."""
+    n_chunks = min(B, 8 * n_threads) if B > 0 else 1
+    step = (B + n_chunks - 1) // n_chunks if B > 0 else 1
+    rows = N if edge_mode == 1 else (B if edge_mode == 2 else (n_chunks if edge_mode == 3 else 0))
+    return n_chunks, step, rows
+
+
+@njit(cache=True)
+def _sum_chunks(parts):
+    """(1, M) sum of the rows of parts (C, M), in row order."""
+    total = np.zeros((1, parts.shape[1]))
+    for c in range(parts.shape[0]):
+        for e in range(parts.shape[1]):
+            total[0, e] += parts[c, e]
+    return total
+
+
+@njit(cache=True, inline="always")
+def _edge_dst(emarg, scratch, edge_mode, b, c):
+    """The (K, K) or (E,) row that sequence b of chunk c adds its edge marginals into (modes 2, 3;
+    otherwise a scratch row)."""
+    if edge_mode == 2:
+        return emarg[b]
+    if edge_mode == 3:
+        return emarg[c]
+    return scratch[0]
+
+
 @njit(cache=True, parallel=True)
 def chain_marginals(unary, trans, start, end, offsets, edge_mode, n_threads=1):
     """log Z (B,), unary marginals (N, K) and edge marginals.
@@ -487,7 +609,7 @@ def chain_marginals(unary, trans, start, end, offsets, edge_mode, n_threads=1):
     Marginals are normalised locally at every token, P(y_t = k) ∝ exp(ahat[t, k] + bhat[t, k]), which is
     exact and keeps them accurate to rounding error however long the chain (scores of 10⁸ in log space
     would otherwise cost 8 digits). Stationary transitions use the scaled linear-space recursion when
-    the potentials allow it exactly (see :func:`_linear_marginals_seq`).
+    the potentials allow it exactly (see :func:`linear_marginals_seq`).
     """
     N, K = unary.shape
     B = offsets.shape[0] - 1
@@ -496,41 +618,23 @@ def chain_marginals(unary, trans, start, end, offsets, edge_mode, n_threads=1):
     work = ChainWork(np.empty((N, K)), np.empty((N, K)), np.empty(N), np.empty(N))
     log_z = np.zeros(B)
     umarg = np.zeros((N, K))
-    n_chunks = min(B, 8 * n_threads) if B > 0 else 1
-    if edge_mode == 1:
-        emarg = np.zeros((N, K, K))
-    elif edge_mode == 2:
-        emarg = np.zeros((B, K, K))
-    elif edge_mode == 3:
-        emarg = np.zeros((n_chunks, K, K))
-    else:
-        emarg = np.zeros((0, K, K))
+    n_chunks, step, rows = _chunking(B, n_threads, edge_mode, N)
+    emarg = np.zeros((rows, K, K))
     scratch = np.zeros((1, K, K))
     st = marginals_setup(trans, start, end)
     setup = ChainSetup(st.eTc, st.cmax, st.eTr, st.eTrt, st.rmax, st.fwd, st.bwd, st.gmax, st.es,
                        st.smax, st.ee, st.emax, st.lin_ok)
-    step = (B + n_chunks - 1) // n_chunks if B > 0 else 1
     for c in prange(n_chunks):
         for b in range(c * step, min(B, (c + 1) * step)):
             o = offsets[b]
             T = offsets[b + 1] - o
             if T == 0:
                 continue
-            if edge_mode == 2:
-                dst = emarg[b]
-            elif edge_mode == 3:
-                dst = emarg[c]
-            else:
-                dst = scratch[0]
+            dst = _edge_dst(emarg, scratch, edge_mode, b, c)
             log_z[b] = marginals_seq(unary, trans, start, end, o, T, edge_mode, setup, work, umarg,
                                      emarg, dst)
     if edge_mode == 3:
-        total = np.zeros((1, K, K))
-        for c in range(n_chunks):
-            for i in range(K):
-                for j in range(K):
-                    total[0, i, j] += emarg[c, i, j]
-        return log_z, umarg, total
+        return log_z, umarg, _sum_chunks(emarg.reshape((n_chunks, K * K))).reshape((1, K, K))
     return log_z, umarg, emarg
 
 
@@ -665,12 +769,10 @@ def chain_kbest(unary, trans, start, end, offsets, k):
                 for i in range(K):
                     for r in range(k):
                         cand[i * k + r] = sc[t - 1, i, r] + trans[ts, i, j]
-                order = np.argsort(-cand, kind="mergesort")
-                for r in range(k):
+                order = _top_k(cand, K * k, k)
+                for r in range(order.shape[0]):
                     c = order[r]
                     v = cand[c]
-                    if v == -np.inf:
-                        break
                     sc[t, j, r] = v + unary[o + t, j]
                     bpl[t, j, r] = c // k
                     bpr[t, j, r] = c % k
@@ -678,13 +780,10 @@ def chain_kbest(unary, trans, start, end, offsets, k):
         for j in range(K):
             for r in range(k):
                 fin[j * k + r] = sc[T - 1, j, r] + end[j]
-        order = np.argsort(-fin, kind="mergesort")
-        for r in range(k):
+        order = _top_k(fin, K * k, k)
+        for r in range(order.shape[0]):
             c = order[r]
-            v = fin[c]
-            if v == -np.inf:
-                break
-            scores[b, r] = v
+            scores[b, r] = fin[c]
             j = c // k
             rk = c % k
             for t in range(T - 1, -1, -1):

@@ -18,8 +18,8 @@ Messages are normalised per token (``ahat``/``inc``, ``bhat``/``inc`` exactly as
 In the LOG semiring a step runs in linear space on exp-shifted values (one exp per label and step; the
 transition values are shifted by their column max for α and row max for β) and every column/row whose
 shifted sum falls below ``TINY`` (underflow risk, or nothing allowed) is recomputed exactly in log
-space (:func:`_sparse_step`), so results equal the plain log-space recursion to rounding error and are exactly -inf where
-nothing is allowed.
+space (:func:`_sparse_step`), so results equal the plain log-space recursion to rounding error and
+are exactly -inf where nothing is allowed.
 """
 import math
 from typing import NamedTuple
@@ -30,16 +30,16 @@ from numba import njit, prange
 from ..semirings import LOG, MAX
 from ._common import LIN_MIN, TINY
 from ._common import exp_shift as _exp_shift
-from ._common import exp_shifted_into as _exp_shifted_into
 from ._common import exp_shifted_vec as _exp_shifted_vec
 from ._common import final_sum as _final
 from ._common import local_marginals as _local_marginals
 from ._common import pair_prob as _pair_prob
 from ._common import safe_scale as _safe_scale
 from ._common import shift_rows as _shift_rows
+from ._common import step_max as _step_max
 from ._common import vmax as _vmax
-from .chain import (_backtrack, _infeasible_row, _init_forward, _linear_ends, _linear_token,
-                    _scale_into, _total)
+from .chain import (ChainWork, _backtrack, _chunking, _edge_dst, _infeasible_row, _init_forward,
+                    _sum_chunks, _total, linear_marginals_seq)
 
 
 @njit(cache=True)
@@ -176,10 +176,8 @@ def _sparse_step(vec, ptr, idx, vals, evals, emax, p, out):
     fallback :func:`_lse_sparse` where the shifted sum is below ``TINY``. ``p``: (K,) scratch.
     Returns max(vec); when it is -inf, out is all -inf."""
     K = out.shape[0]
-    m = _vmax(vec)
+    m = _step_max(vec, out)
     if m == -np.inf:
-        for k in range(K):
-            out[k] = -np.inf
         return m
     for i in range(vec.shape[0]):
         p[i] = math.exp(vec[i] - m)
@@ -288,85 +286,18 @@ def sparse_chain_backward(unary, indptr, indices, logv, end, offsets):
 
 
 @njit(cache=True)
-def _linear_marginals_seq(unary, indptr, indices, st, o, T, edge_mode, umarg, emarg, dst):
-    """Scaled linear-space forward–backward of one sequence (Rabiner 1989), as the dense kernel's
-    ``_linear_marginals_seq`` (and with its helpers): α, β in linear space renormalised at every token,
-    one exp per label and token. Returns (False, 0) and writes nothing when a factor would fall below
-    LIN_MIN (the caller then runs the log-space recursion)."""
+def _marginals_seq(unary, indptr, indices, logv, st, start, end, o, T, edge_mode, work, umarg, emarg,
+                   dst):
+    """Marginals of one sequence (``work``: a :class:`~structlearn.kernels.chain.ChainWork`); returns
+    log Z. Edge marginals go to emarg[r] (mode 1) or are added into the (E,) array dst (modes 2, 3)."""
     K = unary.shape[1]
-    tptr = st.tptr
-    tsrc = st.tsrc
-    ec = st.fwd
-    er = st.bwd
-    fail = (False, 0.0)
-    fa = np.empty((T, K))
-    fb = np.empty((T, K))
-    eu = np.empty((T, K))
-    nb = np.empty(T)
-    lz = 0.0
-    acc = np.empty(K)
-    for t in range(T):
-        um, ok = _exp_shifted_into(unary[o + t], eu[t])
-        if not ok:
-            return fail
-        if t == 0:
-            for k in range(K):
-                acc[k] = st.es[k] * eu[t, k]
-            lz += um + st.smax
-        else:
-            for j in range(K):
-                sacc = 0.0
-                for q in range(tptr[j], tptr[j + 1]):
-                    sacc += fa[t - 1, tsrc[q]] * ec[q]
-                acc[j] = sacc * eu[t, j]
-            lz += um + st.gmax
-        tot = _scale_into(acc, fa[t])
-        if tot == 0.0:
-            return fail
-        lz += math.log(tot)
-    fin, nlast = _linear_ends(st, fa[T - 1], fb[T - 1])
-    if np.isnan(fin):
-        return fail
-    lz += fin
-    nb[T - 1] = nlast
-    qv = np.empty(K)
-    for t in range(T - 2, -1, -1):
-        for j in range(K):
-            qv[j] = eu[t + 1, j] * fb[t + 1, j]
-        for i in range(K):
-            sacc = 0.0
-            for e in range(indptr[i], indptr[i + 1]):
-                sacc += er[e] * qv[indices[e]]
-            acc[i] = sacc
-        nb[t] = _scale_into(acc, fb[t])
-        if nb[t] == 0.0:
-            return fail
-    for t in range(T):
-        r = o + t
-        iz = _linear_token(fa[t], fb[t], umarg[r])
-        if edge_mode == 0 or t == T - 1:
-            continue
-        # P(i -> j) = fa[t, i] er[i -> j] eu[t+1, j] fb[t+1, j] / (nb[t] · z)
-        inv = iz / nb[t]
-        out = emarg[r] if edge_mode == 1 else dst
-        for j in range(K):
-            qv[j] = eu[t + 1, j] * fb[t + 1, j]
-        for i in range(K):
-            ai = fa[t, i] * inv
-            if ai != 0.0:
-                for e in range(indptr[i], indptr[i + 1]):
-                    out[e] += ai * er[e] * qv[indices[e]]
-    return True, lz
-
-
-@njit(cache=True)
-def _marginals_seq(unary, indptr, indices, logv, st, start, end, o, T, edge_mode, alpha, beta,
-                   inca, incb, umarg, emarg, dst):
-    """Marginals of one sequence; returns log Z. Edge marginals go to emarg[r] (mode 1) or are added
-    into the (E,) array dst (modes 2 and 3)."""
-    K = unary.shape[1]
+    alpha = work.alpha
+    beta = work.beta
+    inca = work.inca
+    incb = work.incb
     if st.lin_ok:
-        ok, lz = _linear_marginals_seq(unary, indptr, indices, st, o, T, edge_mode, umarg, emarg, dst)
+        ok, lz = linear_marginals_seq(unary, st, (st.tptr, st.tsrc, st.fwd), (indptr, indices, st.bwd),
+                                      (indptr, indices, st.bwd), o, T, edge_mode, umarg, emarg, dst)
         if ok:
             return lz
     _forward_seq(unary, st, start, o, T, LOG, alpha, inca)
@@ -417,43 +348,23 @@ def sparse_chain_marginals(unary, indptr, indices, logv, start, end, offsets, ed
     # built by its constructor here: a parallel loop captures a named tuple only then (Numba)
     st = SparseSetup(s0.tptr, s0.tsrc, s0.tlogv, s0.ecol, s0.cmax, s0.erow, s0.rmax, s0.fwd, s0.bwd,
                      s0.gmax, s0.es, s0.smax, s0.ee, s0.emax, s0.lin_ok)
-    alpha = np.empty((N, K))
-    beta = np.empty((N, K))
-    inca = np.empty(N)
-    incb = np.empty(N)
+    work = ChainWork(np.empty((N, K)), np.empty((N, K)), np.empty(N), np.empty(N))
     log_z = np.zeros(B)
     umarg = np.zeros((N, K))
-    n_chunks = min(B, 8 * n_threads) if B > 0 else 1
-    if edge_mode == 1:
-        emarg = np.zeros((N, E))
-    elif edge_mode == 2:
-        emarg = np.zeros((B, E))
-    elif edge_mode == 3:
-        emarg = np.zeros((n_chunks, E))
-    else:
-        emarg = np.zeros((0, E))
+    n_chunks, step, rows = _chunking(B, n_threads, edge_mode, N)
+    emarg = np.zeros((rows, E))
     scratch = np.zeros((1, E))
-    step = (B + n_chunks - 1) // n_chunks if B > 0 else 1
     for c in prange(n_chunks):
         for b in range(c * step, min(B, (c + 1) * step)):
             o = offsets[b]
             T = offsets[b + 1] - o
             if T == 0:
                 continue
-            if edge_mode == 2:
-                dst = emarg[b]
-            elif edge_mode == 3:
-                dst = emarg[c]
-            else:
-                dst = scratch[0]
+            dst = _edge_dst(emarg, scratch, edge_mode, b, c)
             log_z[b] = _marginals_seq(unary, indptr, indices, logv, st, start, end, o, T, edge_mode,
-                                      alpha, beta, inca, incb, umarg, emarg, dst)
+                                      work, umarg, emarg, dst)
     if edge_mode == 3:
-        total = np.zeros((1, E))
-        for c in range(n_chunks):
-            for e in range(E):
-                total[0, e] += emarg[c, e]
-        return log_z, umarg, total
+        return log_z, umarg, _sum_chunks(emarg)
     return log_z, umarg, emarg
 
 

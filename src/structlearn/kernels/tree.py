@@ -31,8 +31,6 @@ The seed divides the parent's α by the child's message to get ``ctx``; in the l
 subtraction which gives ``-inf - (-inf) = NaN`` for forbidden labels. Here ``ctx`` is built from
 prefix and suffix sums of the siblings' messages instead: only additions, so -inf potentials stay -inf.
 """
-import math
-
 import numpy as np
 from numba import njit, prange
 
@@ -49,6 +47,7 @@ from ._common import pair_prob as _pair_prob
 from ._common import safe_scale as _safe_scale
 from ._common import shift_rows as _shift_rows
 from ._common import shifted_exp as _shifted_exp
+from ._common import top_k as _top
 
 
 @njit(cache=True, inline="always")
@@ -413,16 +412,6 @@ def tree_sample(ins, log_z, edge, root_score, gpar, pre, offsets, uniforms):
                     w[i] = ins[c, i] + edge[e, i, yp]
                 out[s, c] = _draw(w, uniforms[s, c])
     return out
-
-
-@njit(cache=True)
-def _top(cand, cnt, k):
-    """Indices of the min(k, cnt) largest finite values of cand[:cnt], best first (stable)."""
-    order = np.argsort(-cand[:cnt], kind="mergesort")
-    m = 0
-    while m < min(k, cnt) and cand[order[m]] != -np.inf:
-        m += 1
-    return order[:m]
 
 
 @njit(cache=True, parallel=True)

@@ -34,7 +34,7 @@ from numba import njit, prange
 from ..kernels.semicrf import semicrf_expectations
 from ..learning.objectives import _CLL
 from ..structures import SemiMarkov
-from .features import state_gradient_tokens, state_potentials
+from ..kernels.features import state_gradient_tokens, state_potentials
 
 SEGMENT_FEATURES = ("first", "last", "span", "caps")
 
