@@ -454,7 +454,7 @@ def test_segments_against_oracle(d):
     w = rng.normal(size=model.n_params) * model.free_mask()
     ch = model.structure(w, packed)
     ws, wp, wd, st_, en = model.split(w)
-    from structlearn.models.features import state_potentials
+    from structlearn.kernels.features import state_potentials
     unary = state_potentials(ws, packed.item_ptr, packed.item_attr, packed.item_val, model.attr_ptr,
                              model.feat_label, model.n_labels)
     wp = np.where(model.patterns.lengths >= 2, wp, 0.0)

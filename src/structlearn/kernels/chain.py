@@ -16,29 +16,77 @@ The recurrences (Lafferty et al. 2001; seed 000 eqs. "folc-alpha", "folc-beta"):
     log Z     = ⊕_j (α[T-1, j] + end[j])
 
 In the LOG semiring the matrix–vector step runs in linear space on exp-shifted values (one exp per label
-and step instead of K), and any column whose shifted sum falls below ``_TINY`` (underflow risk, or a
-forbidden label) is recomputed exactly in log space, so results match the plain log-space recursion to
-rounding error for potentials of any scale and are exactly -inf where nothing is allowed.
+and step instead of K), and any column whose shifted sum falls below ``TINY`` (underflow risk, or a
+forbidden label; :func:`structlearn.kernels._common.lse_step`) is recomputed exactly in log space,
+so results match the plain log-space recursion to rounding error for potentials of any scale and are exactly -inf where nothing is allowed.
 """
 import math
+from typing import NamedTuple
 
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, types
+from numba.extending import overload
 
 from ..semirings import LOG, MAX
+from ._common import LIN_MIN
+from ._common import argmax_sum as _argmax_sum
 from ._common import draw_log as _draw
+from ._common import exp_shift as _exp_shift
+from ._common import exp_shifted_into as _exp_shifted_into
+from ._common import exp_shifted_vec as _exp_shifted_vec
 from ._common import final_sum as _final
-from ._common import lse_col as _logsumexp_col
-from ._common import lse_row as _logsumexp_row
+from ._common import local_marginals as _local_marginals
+from ._common import lse_step as _lse_step
+from ._common import pair_prob as _pair_prob
+from ._common import safe_scale as _safe_scale
+from ._common import shift_rows as _shift_rows
 from ._common import shifted_exp as _shifted_exp
-
-_TINY = 1e-200  # below this a shifted linear-space sum may have lost terms: recompute in log space
-_HUGE = 1e200
+from ._common import top_k as _top_k
 
 
 @njit(cache=True, inline="always")
 def _tr(S, t):
     return 0 if S == 1 else t
+
+
+@njit(cache=True, inline="always")
+def _total(inc, o, T):
+    """Σ inc[o:o+T] (log Z of a sequence is this sum of shifts plus its final term)."""
+    s = 0.0
+    for r in range(o, o + T):
+        s += inc[r]
+    return s
+
+
+@njit(cache=True, inline="always")
+def _init_forward(unary, start, o, ahat, inc):
+    """First row of a normalised forward pass: ahat[o] = start + unary[o] - M_o, inc[o] = M_o."""
+    K = unary.shape[1]
+    for j in range(K):
+        ahat[o, j] = start[j] + unary[o, j]
+    inc[o] = _shift_rows(ahat[o])
+
+
+@njit(cache=True, inline="always")
+def _infeasible_row(row, inc, r):
+    """Mark row r infeasible: every entry and its shift -inf."""
+    inc[r] = -np.inf
+    for k in range(row.shape[0]):
+        row[k] = -np.inf
+
+
+@njit(cache=True, inline="always")
+def _backtrack(delta, end, bp, o, T, labels):
+    """Viterbi read-out of one sequence from its δ rows and back-pointers; returns the best score
+    (-inf: labels untouched)."""
+    last = o + T - 1
+    m, arg = _argmax_sum(delta[last], end)
+    if m == -np.inf:
+        return m
+    labels[last] = arg
+    for r in range(last, o, -1):
+        labels[r - 1] = bp[r, labels[r]]
+    return m
 
 
 @njit(cache=True)
@@ -51,23 +99,14 @@ def _forward_seq(unary, trans, start, o, T, semiring, ahat, inc, eT, cmax):
     """
     K = unary.shape[1]
     S = trans.shape[0]
-    m = -np.inf
-    for j in range(K):
-        v = start[j] + unary[o, j]
-        if v > m:
-            m = v
-    inc[o] = m
-    for j in range(K):
-        ahat[o, j] = start[j] + unary[o, j] - m if m != -np.inf else -np.inf
+    _init_forward(unary, start, o, ahat, inc)
     acc = np.empty(K)
     for t in range(1, T):
         r = o + t
         ts = _tr(S, r - 1)
         prev = ahat[r - 1]
         if inc[r - 1] == -np.inf:  # infeasible prefix stays infeasible
-            inc[r] = -np.inf
-            for j in range(K):
-                ahat[r, j] = -np.inf
+            _infeasible_row(ahat[r], inc, r)
             continue
         if semiring == MAX:
             for j in range(K):
@@ -81,38 +120,18 @@ def _forward_seq(unary, trans, start, o, T, semiring, ahat, inc, eT, cmax):
             # linear-space step (prev has max 0) with exact log-space fallback per column
             if S != 1:
                 eT, cmax = _shifted_exp(trans[ts], 0)
+            _lse_step(prev, trans[ts], eT, cmax, 0, acc, ahat[r])
             for j in range(K):
-                acc[j] = 0.0
-            for i in range(K):  # acc = p @ eT, row-major (contiguous, vectorised)
-                pi = math.exp(prev[i])
-                if pi != 0.0:
-                    for j in range(K):
-                        acc[j] += pi * eT[i, j]
-            for j in range(K):
-                if cmax[j] == -np.inf or unary[r, j] == -np.inf:
-                    ahat[r, j] = -np.inf
-                    continue
-                s = acc[j]
-                if s > _TINY:
-                    ahat[r, j] = unary[r, j] + cmax[j] + math.log(s)
-                else:
-                    ahat[r, j] = unary[r, j] + _logsumexp_col(prev, trans[ts], j)
-        m = -np.inf
-        for j in range(K):
-            if ahat[r, j] > m:
-                m = ahat[r, j]
-        inc[r] = m
-        if m != -np.inf:
-            for j in range(K):
-                ahat[r, j] -= m
+                ahat[r, j] = -np.inf if unary[r, j] == -np.inf else unary[r, j] + ahat[r, j]
+        inc[r] = _shift_rows(ahat[r])
 
 
 @njit(cache=True)
-def _backward_seq(unary, trans, end, o, T, bhat, inc, eT, rmax):
+def _backward_seq(unary, trans, end, o, T, bhat, inc, eTt, rmax):
     """Normalised backward pass of one sequence (LOG semiring).
 
     Stores ``bhat[r] = β[r] - S_r`` (row max 0 below the last row) and ``inc[r] = S_r - S_{r+1}``.
-    eT/rmax: row-shifted exp of a stationary trans.
+    eTt/rmax: the transpose (contiguous) of the row-shifted exp of a stationary trans, its row maxima.
     """
     K = unary.shape[1]
     S = trans.shape[0]
@@ -122,46 +141,18 @@ def _backward_seq(unary, trans, end, o, T, bhat, inc, eT, rmax):
     inc[last] = 0.0
     v = np.empty(K)
     acc = np.empty(K)
-    eTt = np.ascontiguousarray(eT.T)
     for t in range(T - 2, -1, -1):
         r = o + t
         ts = _tr(S, r)
         if S != 1:
             eT, rmax = _shifted_exp(trans[ts], 1)
             eTt = np.ascontiguousarray(eT.T)
-        m = -np.inf
         for j in range(K):
             v[j] = unary[r + 1, j] + bhat[r + 1, j]
-            if v[j] > m:
-                m = v[j]
-        if m == -np.inf:
+        if _lse_step(v, trans[ts], eTt, rmax, 1, acc, bhat[r]) == -np.inf:
             inc[r] = -np.inf
-            for i in range(K):
-                bhat[r, i] = -np.inf
             continue
-        for i in range(K):
-            acc[i] = 0.0
-        for j in range(K):  # acc = eT @ q via the transpose (contiguous, vectorised)
-            qj = math.exp(v[j] - m)
-            if qj != 0.0:
-                for i in range(K):
-                    acc[i] += qj * eTt[j, i]
-        mm = -np.inf
-        for i in range(K):
-            if rmax[i] == -np.inf:
-                bhat[r, i] = -np.inf
-                continue
-            s = acc[i]
-            if s > _TINY:
-                bhat[r, i] = m + rmax[i] + math.log(s)
-            else:
-                bhat[r, i] = _logsumexp_row(trans[ts], v, i)
-            if bhat[r, i] > mm:
-                mm = bhat[r, i]
-        inc[r] = mm
-        if mm != -np.inf:
-            for i in range(K):
-                bhat[r, i] -= mm
+        inc[r] = _shift_rows(bhat[r])
 
 
 @njit(cache=True, parallel=True)
@@ -187,14 +178,6 @@ def chain_forward(unary, trans, start, end, offsets, semiring):
     return alpha, inc, out
 
 
-@njit(cache=True, inline="always")
-def _total(inc, o, T):
-    s = 0.0
-    for r in range(o, o + T):
-        s += inc[r]
-    return s
-
-
 @njit(cache=True, parallel=True)
 def chain_backward(unary, trans, end, offsets):
     """Normalised backward scores (LOG): ``bhat`` (N, K) and ``inc`` (N,), with
@@ -204,12 +187,13 @@ def chain_backward(unary, trans, end, offsets):
     beta = np.empty((N, K))
     inc = np.empty(N)
     eT, rmax = _shifted_exp(trans[0], 1)
+    eTt = np.ascontiguousarray(eT.T)
     for b in prange(B):
         o = offsets[b]
         T = offsets[b + 1] - o
         if T == 0:
             continue
-        _backward_seq(unary, trans, end, o, T, beta, inc, eT, rmax)
+        _backward_seq(unary, trans, end, o, T, beta, inc, eTt, rmax)
     return beta, inc
 
 
@@ -218,207 +202,298 @@ def _edge_marginals_step(ahat_r, trans_s, eT, rmax, unary_n, bhat_n, log_norm, o
     """Add P(y_t = i, y_t+1 = j) into out (K, K) for one step.
 
     P(i, j) = exp(ahat_r[i] + trans_s[i, j] + unary_n[j] + bhat_n[j] - log_norm), where log_norm is the
-    local normaliser (see :func:`chain_marginals`). Fast linear-space product with exact fallback.
+    local normaliser (see :func:`chain_marginals`); eT/rmax: row-shifted exp of trans_s. Fast
+    linear-space product with exact fallback (:func:`~structlearn.kernels._common.pair_prob`).
     """
     K = ahat_r.shape[0]
     q = np.empty(K)
     v = np.empty(K)
-    qm = -np.inf
     for j in range(K):
         v[j] = unary_n[j] + bhat_n[j]
-        if v[j] > qm:
-            qm = v[j]
+    qm = _exp_shift(v, q)
     if qm == -np.inf:
         return
-    for j in range(K):
-        q[j] = math.exp(v[j] - qm)
     for i in range(K):
         if ahat_r[i] == -np.inf or rmax[i] == -np.inf:
             continue
-        e = ahat_r[i] + rmax[i] + qm - log_norm
-        if e < 460.0 and e > -460.0:
-            a = math.exp(e)
-            for j in range(K):
-                if q[j] > 1e-140 and eT[i, j] > 1e-140:
-                    out[i, j] += a * eT[i, j] * q[j]
-                else:
-                    w = ahat_r[i] + trans_s[i, j] + v[j] - log_norm
-                    if w != -np.inf:
-                        out[i, j] += math.exp(w)
-        else:
-            for j in range(K):
-                w = ahat_r[i] + trans_s[i, j] + v[j] - log_norm
-                if w != -np.inf:
-                    out[i, j] += math.exp(w)
+        fast, a = _safe_scale(ahat_r[i] + rmax[i] + qm - log_norm)
+        for j in range(K):
+            out[i, j] += _pair_prob(fast, a, eT[i, j], q[j], ahat_r[i] + trans_s[i, j] + v[j] - log_norm)
 
 
-_LIN_MIN = 1e-100  # linear-space factors are 0 or >= this, so products of three stay normal
+class ChainSetup(NamedTuple):
+    """Per-batch constants of :func:`marginals_seq` (flat: a parallel loop cannot capture a nested
+    named tuple).
+
+    Log-space recursion: column-shifted exp of the (first) transition matrix ``eTc``/``cmax``
+    (forward), row-shifted exp ``eTr``/``rmax`` and its contiguous transpose ``eTrt`` (backward, edge
+    marginals). Scaled linear-space recursion (stationary transitions; the same field names as
+    :class:`structlearn.kernels.chain_sparse.SparseSetup`, so one set of helpers reads both): ``fwd``/
+    ``bwd`` the globally shifted exp of the transitions in the layout the forward / backward product
+    reads (here the matrix and its transpose), ``gmax`` the shift, ``es``/``ee`` the shifted exp of
+    start / end with shifts ``smax``/``emax``, ``lin_ok``: every finite factor is at least ``LIN_MIN``
+    (else the log-space recursion runs).
+    """
+    eTc: np.ndarray
+    cmax: np.ndarray
+    eTr: np.ndarray
+    eTrt: np.ndarray
+    rmax: np.ndarray
+    fwd: np.ndarray
+    bwd: np.ndarray
+    gmax: float
+    es: np.ndarray
+    smax: float
+    ee: np.ndarray
+    emax: float
+    lin_ok: bool
+
+
+class ChainWork(NamedTuple):
+    """Scratch of :func:`marginals_seq` indexed by row: normalised forward/backward scores (R, K)
+    and their shifts (R,)."""
+    alpha: np.ndarray
+    beta: np.ndarray
+    inca: np.ndarray
+    incb: np.ndarray
 
 
 @njit(cache=True)
-def _exp_shifted_vec(x):
-    """(exp(x - max), max, ok): ok is False if a finite entry falls below _LIN_MIN after the shift."""
-    K = x.shape[0]
-    m = -np.inf
-    for k in range(K):
-        if x[k] > m:
-            m = x[k]
-    out = np.zeros(K)
-    if m == -np.inf:
-        return out, m, False
-    ok = True
-    for k in range(K):
-        if x[k] != -np.inf:
-            out[k] = math.exp(x[k] - m)
-            if out[k] < _LIN_MIN:
-                ok = False
-    return out, m, ok
+def chain_work(R, K):
+    """A :class:`ChainWork` for sequences of up to R rows."""
+    return ChainWork(np.empty((R, K)), np.empty((R, K)), np.empty(R), np.empty(R))
 
 
 @njit(cache=True, inline="always")
-def _exp_shifted_into(x, out):
-    """out = exp(x - max) without allocating; returns (max, ok) as :func:`_exp_shifted_vec`."""
-    K = x.shape[0]
-    m = -np.inf
-    for k in range(K):
-        if x[k] > m:
-            m = x[k]
-    if m == -np.inf:
-        return m, False
-    ok = True
-    for k in range(K):
-        if x[k] != -np.inf:
-            v = math.exp(x[k] - m)
-            out[k] = v
-            if v < _LIN_MIN:
-                ok = False
-        else:
-            out[k] = 0.0
-    return m, ok
+def _scale_into(acc, out):
+    """out = acc / Σ acc for the scaled recursion; returns Σ acc, or 0.0 (failure) when the sum is not
+    positive or a nonzero entry falls below ``LIN_MIN``."""
+    tot = 0.0
+    for k in range(acc.shape[0]):
+        tot += acc[k]
+    if not tot > 0.0:
+        return 0.0
+    inv = 1.0 / tot
+    for k in range(acc.shape[0]):
+        v = acc[k] * inv
+        if v != 0.0 and v < LIN_MIN:
+            return 0.0
+        out[k] = v
+    return tot
+
+
+@njit(cache=True, inline="always")
+def _linear_buffers(T, K):
+    """Scratch of the scaled recursion of one sequence: forward fa, backward fb, shifted exp of the
+    unary eu (T, K); backward normalisers nb (T,)."""
+    return np.empty((T, K)), np.empty((T, K)), np.empty((T, K)), np.empty(T)
+
+
+@njit(cache=True, inline="always")
+def _linear_advance(lin, t, um, acc, eu_t, fa_t):
+    """One forward token of the scaled recursion: fa_t = acc ⊙ eu_t normalised, where acc is the
+    product of the previous row with the transitions (t > 0; its content is ignored at t = 0, where
+    start's exps are used). ``um``: the shift of eu_t. Returns the log Z increment (nan: fail)."""
+    for k in range(acc.shape[0]):
+        acc[k] = (lin.es[k] if t == 0 else acc[k]) * eu_t[k]
+    tot = _scale_into(acc, fa_t)
+    if tot == 0.0:
+        return np.nan
+    return um + (lin.smax if t == 0 else lin.gmax) + math.log(tot)
+
+
+@njit(cache=True, inline="always")
+def _linear_ends(lin, fa_last, fb_last):
+    """End of the scaled forward pass and start of the backward one: returns (log of the final
+    weight Σ fa·ee plus its shift, or nan when it is not positive, and the normaliser Σ ee of
+    fb_last = ee / Σ ee)."""
+    fin = 0.0
+    tot = 0.0
+    for k in range(fa_last.shape[0]):
+        fin += fa_last[k] * lin.ee[k]
+        tot += lin.ee[k]
+    for k in range(fa_last.shape[0]):
+        fb_last[k] = lin.ee[k] / tot
+    if not fin > 0.0:
+        return np.nan, tot
+    return math.log(fin) + lin.emax, tot
+
+
+@njit(cache=True, inline="always")
+def _linear_token(fa_t, fb_t, out):
+    """Token marginals out = fa·fb / z of the scaled recursion; returns 1 / z."""
+    z = 0.0
+    for k in range(fa_t.shape[0]):
+        z += fa_t[k] * fb_t[k]
+    iz = 1.0 / z
+    for k in range(fa_t.shape[0]):
+        out[k] = fa_t[k] * fb_t[k] * iz
+    return iz
+
+
+def _lin_product(M, x, acc):
+    """acc[k] = Σ_i x[i] · M[i, k] for a dense (K, K) M, or for a pattern M = (ptr, idx, vals)
+    acc[k] = Σ_{q ∈ ptr[k]:ptr[k+1]} x[idx[q]] · vals[q] (a CSC column or a CSR row per k). Only
+    callable from kernels (the implementations are the overloads below, chosen at compile time)."""
+    raise NotImplementedError
+
+
+@overload(_lin_product, inline="always")
+def _lin_product_impl(M, x, acc):
+    if isinstance(M, types.Array):
+        def dense(M, x, acc):  # row-major, contiguous, vectorised
+            K = acc.shape[0]
+            for k in range(K):
+                acc[k] = 0.0
+            for i in range(x.shape[0]):
+                xi = x[i]
+                if xi != 0.0:
+                    for k in range(K):
+                        acc[k] += xi * M[i, k]
+        return dense
+
+    def pattern(M, x, acc):
+        ptr = M[0]
+        idx = M[1]
+        vals = M[2]
+        for k in range(acc.shape[0]):
+            s = 0.0
+            for q in range(ptr[k], ptr[k + 1]):
+                s += x[idx[q]] * vals[q]
+            acc[k] = s
+    return pattern
+
+
+def _lin_pair(M, K, edge_mode):
+    """Accumulator of Σ_t a_t ⊗ q_t for the edge totals (dense, modes 2 and 3; else empty)."""
+    raise NotImplementedError
+
+
+@overload(_lin_pair, inline="always")
+def _lin_pair_impl(M, K, edge_mode):
+    if isinstance(M, types.Array):
+        return lambda M, K, edge_mode: np.zeros((K, K)) if edge_mode >= 2 else np.zeros((0, 0))
+    return lambda M, K, edge_mode: np.zeros((0, 0))
+
+
+def _lin_edges(M, a, q, out, pair, edge_mode):
+    """Edge marginals a[i] · M[i → j] · q[j] of one step: dense M writes them to out (K, K) (mode 1)
+    or adds a ⊗ q into pair (multiplied by M once per sequence, :func:`_lin_edges_finish`); a
+    pattern M = (ptr, idx, vals) adds them into out (E,) at the stored transitions."""
+    raise NotImplementedError
+
+
+@overload(_lin_edges, inline="always")
+def _lin_edges_impl(M, a, q, out, pair, edge_mode):
+    if isinstance(M, types.Array):
+        def dense(M, a, q, out, pair, edge_mode):
+            K = q.shape[0]
+            if edge_mode == 1:
+                for i in range(K):
+                    for j in range(K):
+                        out[i, j] = a[i] * M[i, j] * q[j]
+            else:
+                for i in range(K):
+                    ai = a[i]
+                    if ai != 0.0:
+                        for j in range(K):
+                            pair[i, j] += ai * q[j]
+        return dense
+
+    def pattern(M, a, q, out, pair, edge_mode):
+        ptr = M[0]
+        idx = M[1]
+        vals = M[2]
+        for i in range(a.shape[0]):
+            ai = a[i]
+            if ai != 0.0:
+                for e in range(ptr[i], ptr[i + 1]):
+                    out[e] += ai * vals[e] * q[idx[e]]
+    return pattern
+
+
+def _lin_edges_finish(M, pair, out, edge_mode):
+    """out += M ⊙ pair for a dense M in modes 2 and 3 (nothing for a pattern)."""
+    raise NotImplementedError
+
+
+@overload(_lin_edges_finish, inline="always")
+def _lin_edges_finish_impl(M, pair, out, edge_mode):
+    if isinstance(M, types.Array):
+        def dense(M, pair, out, edge_mode):
+            if edge_mode >= 2:
+                for i in range(pair.shape[0]):
+                    for j in range(pair.shape[1]):
+                        out[i, j] += M[i, j] * pair[i, j]
+        return dense
+    return lambda M, pair, out, edge_mode: None
 
 
 @njit(cache=True, fastmath={"reassoc", "contract", "arcp", "nsz"})
-def _linear_marginals_seq(unary, eT, eTt, gmax, es, smax, ee, emax, o, T, edge_mode, umarg, emarg,
-                          ee_dst):
-    """Scaled linear-space forward–backward of one sequence (stationary transitions).
+def linear_marginals_seq(unary, lin, Mf, Mb, Me, o, T, edge_mode, umarg, emarg, ee_dst):
+    """Scaled linear-space forward–backward of one sequence (stationary transitions), for dense and
+    sparse transitions alike.
 
     The classical scaled recursion (Rabiner 1989; CRFsuite's crf1d_context): α and β are kept in linear
     space, renormalised at every token, with log Z = Σ log(scales). It needs one exp per label and
     token instead of several exps and logs. Every factor is either exactly 0 (a -inf potential) or
-    >= _LIN_MIN, so no product underflows; if that cannot be guaranteed (extreme potentials), it returns
+    >= LIN_MIN, so no product underflows; if that cannot be guaranteed (extreme potentials), it returns
     (False, 0) and writes nothing, and the caller runs the log-space recursion instead.
+
+    ``lin``: a :class:`ChainSetup` (or :class:`~structlearn.kernels.chain_sparse.SparseSetup`);
+    ``Mf``, ``Mb``, ``Me``: the transitions as read by the forward product, the backward product and
+    the edge marginals (dense: lin.fwd, lin.bwd, lin.fwd; sparse: CSC and CSR patterns, see
+    :func:`_lin_product`). Edge marginals go to emarg[r] (mode 1) or are added into ee_dst.
     """
     K = unary.shape[1]
     fail = (False, 0.0)
-    fa = np.empty((T, K))
-    fb = np.empty((T, K))
-    eu = np.empty((T, K))
-    nb = np.empty(T)
-    lz = 0.0
+    fa, fb, eu, nb = _linear_buffers(T, K)
     acc = np.empty(K)
+    q = np.empty(K)
+    lz = 0.0
     for t in range(T):
-        r = o + t
-        um, ok = _exp_shifted_into(unary[r], eu[t])
+        um, ok = _exp_shifted_into(unary[o + t], eu[t])
         if not ok:
             return fail
-        if t == 0:
-            for k in range(K):
-                acc[k] = es[k] * eu[t, k]
-            lz += um + smax
-        else:
-            for k in range(K):
-                acc[k] = 0.0
-            for i in range(K):
-                ai = fa[t - 1, i]
-                if ai != 0.0:
-                    for k in range(K):
-                        acc[k] += ai * eT[i, k]
-            for k in range(K):
-                acc[k] *= eu[t, k]
-            lz += um + gmax
-        tot = 0.0
-        for k in range(K):
-            tot += acc[k]
-        if not tot > 0.0:
+        if t > 0:
+            _lin_product(Mf, fa[t - 1], acc)
+        step = _linear_advance(lin, t, um, acc, eu[t], fa[t])
+        if np.isnan(step):
             return fail
-        inv = 1.0 / tot
-        for k in range(K):
-            v = acc[k] * inv
-            if v != 0.0 and v < _LIN_MIN:
-                return fail
-            fa[t, k] = v
-        lz += math.log(tot)
-    fin = 0.0
-    for k in range(K):
-        fin += fa[T - 1, k] * ee[k]
-    if not fin > 0.0:
-        return fail
-    lz += math.log(fin) + emax
+        lz += step
     # backward, normalised: fb[t] ∝ β[t]; nb[t] is the normaliser applied at t
-    tot = 0.0
-    for k in range(K):
-        tot += ee[k]
-    nb[T - 1] = tot
-    for k in range(K):
-        fb[T - 1, k] = ee[k] / tot
-    q = np.empty(K)
+    fin, nlast = _linear_ends(lin, fa[T - 1], fb[T - 1])
+    nb[T - 1] = nlast
+    if np.isnan(fin):
+        return fail
+    lz += fin
     for t in range(T - 2, -1, -1):
-        for k in range(K):
-            acc[k] = 0.0
         for j in range(K):
-            qj = eu[t + 1, j] * fb[t + 1, j]
-            if qj != 0.0:
-                for i in range(K):
-                    acc[i] += qj * eTt[j, i]
-        tot = 0.0
-        for k in range(K):
-            tot += acc[k]
-        if not tot > 0.0:
+            q[j] = eu[t + 1, j] * fb[t + 1, j]
+        _lin_product(Mb, q, acc)
+        nb[t] = _scale_into(acc, fb[t])
+        if nb[t] == 0.0:
             return fail
-        inv = 1.0 / tot
-        for k in range(K):
-            v = acc[k] * inv
-            if v != 0.0 and v < _LIN_MIN:
-                return fail
-            fb[t, k] = v
-        nb[t] = tot
-    # marginals; edge totals as Σ_t a_t ⊗ q_t, multiplied by eT once per sequence
-    pair = np.zeros((K, K)) if edge_mode >= 2 else np.zeros((0, 0))
+    # marginals; P(i, j) = fa[t, i] M[i → j] eu[t+1, j] fb[t+1, j] / (nb[t] · z)
+    pair = _lin_pair(Me, K, edge_mode)
     for t in range(T):
         r = o + t
-        z = 0.0
-        for k in range(K):
-            z += fa[t, k] * fb[t, k]
-        iz = 1.0 / z
-        for k in range(K):
-            umarg[r, k] = fa[t, k] * fb[t, k] * iz
+        iz = _linear_token(fa[t], fb[t], umarg[r])
         if edge_mode == 0 or t == T - 1:
             continue
-        # P(i, j) = fa[t, i] eT[i, j] eu[t+1, j] fb[t+1, j] / (nb[t] · z)
         inv = iz / nb[t]
         for j in range(K):
             q[j] = eu[t + 1, j] * fb[t + 1, j]
-        if edge_mode == 1:
-            for i in range(K):
-                ai = fa[t, i] * inv
-                for j in range(K):
-                    emarg[r, i, j] = ai * eT[i, j] * q[j]
-        else:
-            for i in range(K):
-                ai = fa[t, i] * inv
-                if ai != 0.0:
-                    for j in range(K):
-                        pair[i, j] += ai * q[j]
-    if edge_mode >= 2:
-        for i in range(K):
-            for j in range(K):
-                ee_dst[i, j] += eT[i, j] * pair[i, j]
+            acc[j] = fa[t, j] * inv
+        _lin_edges(Me, acc, q, emarg[r] if edge_mode == 1 else ee_dst, pair, edge_mode)
+    _lin_edges_finish(Me, pair, ee_dst, edge_mode)
     return True, lz
 
 
 @njit(cache=True)
 def _linear_setup(trans_s, start, end):
-    """Globally shifted exp of a stationary transition matrix, its transpose, and exp start/end."""
+    """Linear-space constants (fwd, bwd, gmax, es, smax, ee, emax, ok) of :class:`ChainSetup` for a
+    stationary transition matrix (fwd: its globally shifted exp, bwd: the transpose)."""
     K = trans_s.shape[0]
     gmax = -np.inf
     for i in range(K):
@@ -432,7 +507,7 @@ def _linear_setup(trans_s, start, end):
             for j in range(K):
                 if trans_s[i, j] != -np.inf:
                     eT[i, j] = math.exp(trans_s[i, j] - gmax)
-                    if eT[i, j] < _LIN_MIN:
+                    if eT[i, j] < LIN_MIN:
                         ok = False
     es, smax, ok1 = _exp_shifted_vec(start)
     ee, emax, ok2 = _exp_shifted_vec(end)
@@ -440,145 +515,86 @@ def _linear_setup(trans_s, start, end):
 
 
 @njit(cache=True)
-def _tiny_entries(eT):
-    """(i, j) of entries 0 < eT[i, j] < 1e-250 (a product with them could lose relative precision)."""
-    K = eT.shape[0]
-    n = 0
-    for i in range(K):
-        for j in range(K):
-            if eT[i, j] > 0.0 and eT[i, j] < 1e-250:
-                n += 1
-    ti = np.empty(n, dtype=np.int64)
-    tj = np.empty(n, dtype=np.int64)
-    n = 0
-    for i in range(K):
-        for j in range(K):
-            if eT[i, j] > 0.0 and eT[i, j] < 1e-250:
-                ti[n] = i
-                tj[n] = j
-                n += 1
-    return ti, tj
+def marginals_setup(trans, start, end):
+    """Per-batch constants of :func:`marginals_seq` (a :class:`ChainSetup`); computed once per call,
+    shared by every sequence."""
+    eTc, cmax = _shifted_exp(trans[0], 0)
+    eTr, rmax = _shifted_exp(trans[0], 1)
+    fwd, bwd, gmax, es, smax, ee, emax, ok = _linear_setup(trans[0], start, end)
+    return ChainSetup(eTc, cmax, eTr, np.ascontiguousarray(eTr.T), rmax, fwd, bwd, gmax, es, smax, ee,
+                      emax, ok and trans.shape[0] == 1)
 
 
 @njit(cache=True)
-def _marginals_seq(unary, trans, start, end, o, T, edge_mode, alpha, beta, inca, incb, umarg, emarg,
-                   ee_dst, lin, eTc, cmax, eTr, rmax, tiny_i, tiny_j, eT_fast):
-    """Marginals of one sequence; returns log Z. Edge marginals go to emarg[r] rows (mode 1) or are
-    added into the (K, K) array ee_dst (modes 2 and 3)."""
-    K = unary.shape[1]
+def marginals_seq(unary, trans, start, end, o, T, edge_mode, setup, work, umarg, emarg, ee_dst):
+    """Marginals of one sequence (rows o .. o+T-1 of ``unary``); returns log Z.
+
+    ``setup``: :func:`marginals_setup` of (trans, start, end); ``work``: a :class:`ChainWork` with at
+    least o + T rows. Token marginals go to umarg[o:o+T]; edge marginals to emarg[r] rows (mode 1) or
+    are added into the (K, K) array ee_dst (modes 2 and 3). Also for callers that fuse inference with
+    their own per-sequence work (CRF training: potentials in, gradient out, without (N, K)
+    intermediates).
+    """
     S = trans.shape[0]
-    lin_eT, lin_eTt, gmax, es, smax, ee, emax, lin_ok = lin
-    if lin_ok:
-        ok, lz = _linear_marginals_seq(unary, lin_eT, lin_eTt, gmax, es, smax, ee, emax, o, T,
-                                       edge_mode, umarg, emarg, ee_dst)
+    if setup.lin_ok:
+        ok, lz = linear_marginals_seq(unary, setup, setup.fwd, setup.bwd, setup.fwd, o, T, edge_mode,
+                                      umarg, emarg, ee_dst)
         if ok:
             return lz
-    _forward_seq(unary, trans, start, o, T, LOG, alpha, inca, eTc, cmax)
-    lz = _total(inca, o, T) + _final(alpha[o + T - 1], end, LOG)
+    alpha = work.alpha
+    beta = work.beta
+    _forward_seq(unary, trans, start, o, T, LOG, alpha, work.inca, setup.eTc, setup.cmax)
+    lz = _total(work.inca, o, T) + _final(alpha[o + T - 1], end, LOG)
     if lz == -np.inf:
         return lz
-    _backward_seq(unary, trans, end, o, T, beta, incb, eTr, rmax)
-    w = np.empty(K)
-    a = np.empty(K)
-    q = np.empty(K)
-    v = np.empty(K)
-    acc = np.zeros((K, K))
+    _backward_seq(unary, trans, end, o, T, beta, work.incb, setup.eTrt, setup.rmax)
     for r in range(o, o + T):
-        m = -np.inf
-        for k in range(K):
-            w[k] = alpha[r, k] + beta[r, k]
-            if w[k] > m:
-                m = w[k]
-        tot = 0.0
-        for k in range(K):
-            if w[k] != -np.inf:
-                w[k] = math.exp(w[k] - m)
-                tot += w[k]
-            else:
-                w[k] = 0.0
-        for k in range(K):
-            umarg[r, k] = w[k] / tot
+        # P(y_r = k) ∝ exp(ahat[r, k] + bhat[r, k]), normalised locally
+        log_norm = _local_marginals(alpha[r], beta[r], umarg[r])
         if edge_mode == 0 or r == o + T - 1:
             continue
         # log normaliser of P(y_r, y_r+1): Σ_ij exp(ahat + trans + unary + bhat) = exp(log_norm)
-        log_norm = m + math.log(tot) + incb[r]
-        ts = _tr(S, r)
-        fast = S == 1
-        if fast:
-            qm = -np.inf
-            for j in range(K):
-                v[j] = unary[r + 1, j] + beta[r + 1, j]
-                if v[j] > qm:
-                    qm = v[j]
-            for j in range(K):
-                q[j] = math.exp(v[j] - qm) if v[j] != -np.inf else 0.0
-            for i in range(K):
-                if alpha[r, i] == -np.inf or rmax[i] == -np.inf:
-                    a[i] = 0.0
-                    continue
-                e = alpha[r, i] + rmax[i] + qm - log_norm
-                if e > 600.0:
-                    fast = False
-                    break
-                a[i] = math.exp(e)
+        log_norm += work.incb[r]
         dst = emarg[r] if edge_mode == 1 else ee_dst
-        if fast:
-            if edge_mode != 1:
-                for i in range(K):
-                    ai = a[i]
-                    if ai != 0.0:
-                        for j in range(K):
-                            acc[i, j] += ai * q[j]
-            else:
-                for i in range(K):
-                    ai = a[i]
-                    for j in range(K):
-                        dst[i, j] = ai * eT_fast[i, j] * q[j]
-            for p in range(tiny_i.shape[0]):
-                i = tiny_i[p]
-                j = tiny_j[p]
-                x = alpha[r, i] + trans[0, i, j] + unary[r + 1, j] + beta[r + 1, j] - log_norm
-                if x != -np.inf:
-                    dst[i, j] += math.exp(x)
-        else:
-            eT_s, rm_s = _shifted_exp(trans[ts], 1)
-            _edge_marginals_step(alpha[r], trans[ts], eT_s, rm_s, unary[r + 1], beta[r + 1],
+        if S == 1:
+            _edge_marginals_step(alpha[r], trans[0], setup.eTr, setup.rmax, unary[r + 1], beta[r + 1],
                                  log_norm, dst)
-    if edge_mode != 1 and S == 1:
-        for i in range(K):
-            for j in range(K):
-                ee_dst[i, j] += eT_fast[i, j] * acc[i, j]
+        else:
+            eT_s, rm_s = _shifted_exp(trans[r], 1)
+            _edge_marginals_step(alpha[r], trans[r], eT_s, rm_s, unary[r + 1], beta[r + 1], log_norm,
+                                 dst)
     return lz
 
 
-@njit(cache=True)
-def marginals_setup(trans, start, end):
-    """Per-batch constants of :func:`marginals_seq` (shifted exps of the transition matrix, the
-    linear-space set-up); computed once per call, shared by every sequence."""
-    eTc, cmax = _shifted_exp(trans[0], 0)
-    eTr, rmax = _shifted_exp(trans[0], 1)
-    # stationary fast path for edge marginals: P_t(i, j) = a_t[i] · eT[i, j] · q_t[j]; entries of eT
-    # too small for a safe product ("tiny") are accumulated exactly in log space instead
-    tiny_i, tiny_j = _tiny_entries(eTr)
-    eT_fast = eTr.copy()
-    for p in range(tiny_i.shape[0]):
-        eT_fast[tiny_i[p], tiny_j[p]] = 0.0
-    lin_eT, lin_eTt, gmax, es, smax, ee, emax, lin_ok = _linear_setup(trans[0], start, end)
-    lin = (lin_eT, lin_eTt, gmax, es, smax, ee, emax, lin_ok and trans.shape[0] == 1)
-    return eTc, cmax, eTr, rmax, tiny_i, tiny_j, eT_fast, lin
+@njit(cache=True, inline="always")
+def _chunking(B, n_threads, edge_mode, N):
+    """Blocks of a parallel marginals pass: (n_chunks, sequences per chunk, rows of the edge output
+    for ``edge_mode`` 0 (none), 1 (per row, N), 2 (per sequence, B), 3 (per chunk, summed after))."""
+    n_chunks = min(B, 8 * n_threads) if B > 0 else 1
+    step = (B + n_chunks - 1) // n_chunks if B > 0 else 1
+    rows = N if edge_mode == 1 else (B if edge_mode == 2 else (n_chunks if edge_mode == 3 else 0))
+    return n_chunks, step, rows
 
 
 @njit(cache=True)
-def marginals_seq(unary, trans, start, end, o, T, edge_mode, alpha, beta, inca, incb, umarg, emarg,
-                  ee_dst, eTc, cmax, eTr, rmax, tiny_i, tiny_j, eT_fast, lin_eT, lin_eTt, gmax, es, smax,
-                  ee, emax, lin_ok):
-    """Marginals of one sequence (rows o .. o+T-1 of ``unary``) given :func:`marginals_setup`'s
-    constants (flattened, so that a parallel loop can capture them); returns log Z. For callers that
-    fuse inference with their own per-sequence work (CRF training: potentials in, gradient out,
-    without (N, K) intermediates)."""
-    lin = (lin_eT, lin_eTt, gmax, es, smax, ee, emax, lin_ok)
-    return _marginals_seq(unary, trans, start, end, o, T, edge_mode, alpha, beta, inca, incb, umarg,
-                          emarg, ee_dst, lin, eTc, cmax, eTr, rmax, tiny_i, tiny_j, eT_fast)
+def _sum_chunks(parts):
+    """(1, M) sum of the rows of parts (C, M), in row order."""
+    total = np.zeros((1, parts.shape[1]))
+    for c in range(parts.shape[0]):
+        for e in range(parts.shape[1]):
+            total[0, e] += parts[c, e]
+    return total
+
+
+@njit(cache=True, inline="always")
+def _edge_dst(emarg, scratch, edge_mode, b, c):
+    """The (K, K) or (E,) row that sequence b of chunk c adds its edge marginals into (modes 2, 3;
+    otherwise a scratch row)."""
+    if edge_mode == 2:
+        return emarg[b]
+    if edge_mode == 3:
+        return emarg[c]
+    return scratch[0]
 
 
 @njit(cache=True, parallel=True)
@@ -593,50 +609,32 @@ def chain_marginals(unary, trans, start, end, offsets, edge_mode, n_threads=1):
     Marginals are normalised locally at every token, P(y_t = k) ∝ exp(ahat[t, k] + bhat[t, k]), which is
     exact and keeps them accurate to rounding error however long the chain (scores of 10⁸ in log space
     would otherwise cost 8 digits). Stationary transitions use the scaled linear-space recursion when
-    the potentials allow it exactly (see :func:`_linear_marginals_seq`).
+    the potentials allow it exactly (see :func:`linear_marginals_seq`).
     """
     N, K = unary.shape
     B = offsets.shape[0] - 1
-    alpha = np.empty((N, K))
-    beta = np.empty((N, K))
-    inca = np.empty(N)
-    incb = np.empty(N)
+    # named tuples captured by a parallel loop must be built by their constructor in this function
+    # (Numba's parfor lowering looks the class up there)
+    work = ChainWork(np.empty((N, K)), np.empty((N, K)), np.empty(N), np.empty(N))
     log_z = np.zeros(B)
     umarg = np.zeros((N, K))
-    n_chunks = min(B, 8 * n_threads) if B > 0 else 1
-    if edge_mode == 1:
-        emarg = np.zeros((N, K, K))
-    elif edge_mode == 2:
-        emarg = np.zeros((B, K, K))
-    elif edge_mode == 3:
-        emarg = np.zeros((n_chunks, K, K))
-    else:
-        emarg = np.zeros((0, K, K))
+    n_chunks, step, rows = _chunking(B, n_threads, edge_mode, N)
+    emarg = np.zeros((rows, K, K))
     scratch = np.zeros((1, K, K))
-    eTc, cmax, eTr, rmax, tiny_i, tiny_j, eT_fast, lin = marginals_setup(trans, start, end)
-    step = (B + n_chunks - 1) // n_chunks if B > 0 else 1
+    st = marginals_setup(trans, start, end)
+    setup = ChainSetup(st.eTc, st.cmax, st.eTr, st.eTrt, st.rmax, st.fwd, st.bwd, st.gmax, st.es,
+                       st.smax, st.ee, st.emax, st.lin_ok)
     for c in prange(n_chunks):
         for b in range(c * step, min(B, (c + 1) * step)):
             o = offsets[b]
             T = offsets[b + 1] - o
             if T == 0:
                 continue
-            if edge_mode == 2:
-                dst = emarg[b]
-            elif edge_mode == 3:
-                dst = emarg[c]
-            else:
-                dst = scratch[0]
-            log_z[b] = _marginals_seq(unary, trans, start, end, o, T, edge_mode, alpha, beta, inca,
-                                      incb, umarg, emarg, dst, lin, eTc, cmax, eTr, rmax, tiny_i,
-                                      tiny_j, eT_fast)
+            dst = _edge_dst(emarg, scratch, edge_mode, b, c)
+            log_z[b] = marginals_seq(unary, trans, start, end, o, T, edge_mode, setup, work, umarg,
+                                     emarg, dst)
     if edge_mode == 3:
-        total = np.zeros((1, K, K))
-        for c in range(n_chunks):
-            for i in range(K):
-                for j in range(K):
-                    total[0, i, j] += emarg[c, i, j]
-        return log_z, umarg, total
+        return log_z, umarg, _sum_chunks(emarg.reshape((n_chunks, K * K))).reshape((1, K, K))
     return log_z, umarg, emarg
 
 
@@ -664,20 +662,7 @@ def viterbi_seq(unary, trans, start, end, o, T, delta, bp, labels):
                     arg = i
             delta[r, j] = unary[r, j] + m
             bp[r, j] = arg
-    last = o + T - 1
-    m = -np.inf
-    arg = 0
-    for j in range(K):
-        v = delta[last, j] + end[j]
-        if v > m:
-            m = v
-            arg = j
-    if m == -np.inf:
-        return m
-    labels[last] = arg
-    for r in range(last, o, -1):
-        labels[r - 1] = bp[r, labels[r]]
-    return m
+    return _backtrack(delta, end, bp, o, T, labels)
 
 
 @njit(cache=True, parallel=True)
@@ -784,12 +769,10 @@ def chain_kbest(unary, trans, start, end, offsets, k):
                 for i in range(K):
                     for r in range(k):
                         cand[i * k + r] = sc[t - 1, i, r] + trans[ts, i, j]
-                order = np.argsort(-cand, kind="mergesort")
-                for r in range(k):
+                order = _top_k(cand, K * k, k)
+                for r in range(order.shape[0]):
                     c = order[r]
                     v = cand[c]
-                    if v == -np.inf:
-                        break
                     sc[t, j, r] = v + unary[o + t, j]
                     bpl[t, j, r] = c // k
                     bpr[t, j, r] = c % k
@@ -797,13 +780,10 @@ def chain_kbest(unary, trans, start, end, offsets, k):
         for j in range(K):
             for r in range(k):
                 fin[j * k + r] = sc[T - 1, j, r] + end[j]
-        order = np.argsort(-fin, kind="mergesort")
-        for r in range(k):
+        order = _top_k(fin, K * k, k)
+        for r in range(order.shape[0]):
             c = order[r]
-            v = fin[c]
-            if v == -np.inf:
-                break
-            scores[b, r] = v
+            scores[b, r] = fin[c]
             j = c // k
             rk = c % k
             for t in range(T - 1, -1, -1):

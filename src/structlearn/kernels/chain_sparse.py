@@ -17,21 +17,29 @@ The recurrences are those of the dense kernels (Lafferty et al. 2001; seed 000 e
 Messages are normalised per token (``ahat``/``inc``, ``bhat``/``inc`` exactly as in the dense kernels).
 In the LOG semiring a step runs in linear space on exp-shifted values (one exp per label and step; the
 transition values are shifted by their column max for α and row max for β) and every column/row whose
-shifted sum falls below ``_TINY`` (underflow risk, or nothing allowed) is recomputed exactly in log
-space, so results equal the plain log-space recursion to rounding error and are exactly -inf where
-nothing is allowed.
+shifted sum falls below ``TINY`` (underflow risk, or nothing allowed) is recomputed exactly in log
+space (:func:`_sparse_step`), so results equal the plain log-space recursion to rounding error and
+are exactly -inf where nothing is allowed.
 """
 import math
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit, prange
 
 from ..semirings import LOG, MAX
+from ._common import LIN_MIN, TINY
+from ._common import exp_shift as _exp_shift
+from ._common import exp_shifted_vec as _exp_shifted_vec
 from ._common import final_sum as _final
-
-_TINY = 1e-200  # below this a shifted linear-space sum may have lost terms: recompute in log space
-_SAFE = 1e-140  # linear-space factors at least this large multiply without loss (edge marginals)
-_LIN_MIN = 1e-100  # scaled linear-space recursion: factors are 0 or >= this, so products stay normal
+from ._common import local_marginals as _local_marginals
+from ._common import pair_prob as _pair_prob
+from ._common import safe_scale as _safe_scale
+from ._common import shift_rows as _shift_rows
+from ._common import step_max as _step_max
+from ._common import vmax as _vmax
+from .chain import (ChainWork, _backtrack, _chunking, _edge_dst, _infeasible_row, _init_forward,
+                    _sum_chunks, _total, linear_marginals_seq)
 
 
 @njit(cache=True)
@@ -57,6 +65,16 @@ def csr_transpose(indptr, indices, K):
 
 
 @njit(cache=True)
+def _csc(indptr, indices, logv, K):
+    """(tptr, tsrc, tlogv): the pattern column by column with its values."""
+    tptr, tsrc, tpos = csr_transpose(indptr, indices, K)
+    tlogv = np.empty(tpos.shape[0])
+    for p in range(tpos.shape[0]):
+        tlogv[p] = logv[tpos[p]]
+    return tptr, tsrc, tlogv
+
+
+@njit(cache=True)
 def _shifted(indptr, logv, K):
     """exp(logv - max of its row) with the row maxima (-inf for an empty / all -inf row)."""
     E = logv.shape[0]
@@ -73,41 +91,123 @@ def _shifted(indptr, logv, K):
     return out, mx
 
 
+class SparseSetup(NamedTuple):
+    """Per-batch constants (flat, so that a parallel loop can capture it).
+
+    Log-space recursion: the pattern column by column (``tptr``, ``tsrc``, ``tlogv``) with
+    column-shifted exps ``ecol``/``cmax`` (forward) and the row-shifted exps ``erow``/``rmax`` of the
+    CSR values (backward, edge marginals). Scaled linear-space recursion: the fields of
+    :class:`structlearn.kernels.chain.ChainSetup` of the same names, with ``fwd`` the globally shifted
+    exps in CSC order and ``bwd`` in CSR order.
+    """
+    tptr: np.ndarray
+    tsrc: np.ndarray
+    tlogv: np.ndarray
+    ecol: np.ndarray
+    cmax: np.ndarray
+    erow: np.ndarray
+    rmax: np.ndarray
+    fwd: np.ndarray
+    bwd: np.ndarray
+    gmax: float
+    es: np.ndarray
+    smax: float
+    ee: np.ndarray
+    emax: float
+    lin_ok: bool
+
+
 @njit(cache=True)
-def _setup(indptr, indices, logv, K):
-    """Column-major copy of the pattern with column-shifted exps (forward) and row-shifted exps
-    (backward, edge marginals)."""
-    tptr, tsrc, tpos = csr_transpose(indptr, indices, K)
+def _linear_setup(logv, tlogv, start, end):
+    """Globally shifted exps of the stored values (CSC and CSR order) and of start/end; ok is False
+    when a finite value falls below LIN_MIN after the shift (then the log-space path runs)."""
     E = logv.shape[0]
-    tlogv = np.empty(E)
-    for p in range(E):
-        tlogv[p] = logv[tpos[p]]
+    gmax = _vmax(logv)
+    ok = gmax != -np.inf
+    er = np.zeros(E)
+    ec = np.zeros(E)
+    if ok:
+        for e in range(E):
+            if logv[e] != -np.inf:
+                er[e] = math.exp(logv[e] - gmax)
+                if er[e] < LIN_MIN:
+                    ok = False
+            if tlogv[e] != -np.inf:
+                ec[e] = math.exp(tlogv[e] - gmax)
+    es, smax, ok1 = _exp_shifted_vec(start)
+    ee, emax, ok2 = _exp_shifted_vec(end)
+    return ec, er, gmax, es, smax, ee, emax, ok and ok1 and ok2
+
+
+@njit(cache=True)
+def _setup(indptr, indices, logv, start, end, K):
+    """The :class:`SparseSetup` of a transition pattern."""
+    tptr, tsrc, tlogv = _csc(indptr, indices, logv, K)
     ecol, cmax = _shifted(tptr, tlogv, K)
     erow, rmax = _shifted(indptr, logv, K)
-    return tptr, tsrc, tlogv, ecol, cmax, erow, rmax
+    fwd, bwd, gmax, es, smax, ee, emax, ok = _linear_setup(logv, tlogv, start, end)
+    return SparseSetup(tptr, tsrc, tlogv, ecol, cmax, erow, rmax, fwd, bwd, gmax, es, smax, ee, emax,
+                       ok)
+
+
+@njit(cache=True, inline="always")
+def _lse_sparse(vec, ptr, idx, vals, k):
+    """Exact ⊕_{q ∈ ptr[k]:ptr[k+1]} vec[idx[q]] + vals[q] (a column of the CSC pattern or a row of
+    the CSR one; -inf when every term is -inf)."""
+    m = -np.inf
+    for q in range(ptr[k], ptr[k + 1]):
+        v = vec[idx[q]] + vals[q]
+        if v > m:
+            m = v
+    if m == -np.inf:
+        return m
+    s = 0.0
+    for q in range(ptr[k], ptr[k + 1]):
+        v = vec[idx[q]] + vals[q]
+        if v != -np.inf:
+            s += math.exp(v - m)
+    return m + math.log(s)
+
+
+@njit(cache=True, inline="always")
+def _sparse_step(vec, ptr, idx, vals, evals, emax, p, out):
+    """One LOG message step on the pattern: out[k] = ⊕_{q ∈ ptr[k]:ptr[k+1]} vec[idx[q]] + vals[q],
+    in linear space on ``evals`` (the values shifted by ``emax`` per column/row) with the exact
+    fallback :func:`_lse_sparse` where the shifted sum is below ``TINY``. ``p``: (K,) scratch.
+    Returns max(vec); when it is -inf, out is all -inf."""
+    K = out.shape[0]
+    m = _step_max(vec, out)
+    if m == -np.inf:
+        return m
+    for i in range(vec.shape[0]):
+        p[i] = math.exp(vec[i] - m)
+    for k in range(K):
+        if emax[k] == -np.inf:
+            out[k] = -np.inf
+            continue
+        s = 0.0
+        for q in range(ptr[k], ptr[k + 1]):
+            s += p[idx[q]] * evals[q]
+        out[k] = m + emax[k] + math.log(s) if s > TINY else _lse_sparse(vec, ptr, idx, vals, k)
+    return m
 
 
 @njit(cache=True)
-def _forward_seq(unary, tptr, tsrc, tlogv, ecol, cmax, start, o, T, semiring, ahat, inc):
+def _forward_seq(unary, st, start, o, T, semiring, ahat, inc):
     """Normalised forward pass of one sequence: ``ahat[r] = α[r] - M_r`` (row max 0), ``inc[r] = M_r -
-    M_{r-1}``; in the MAX semiring ``ahat`` holds the normalised Viterbi scores."""
+    M_{r-1}``; in the MAX semiring ``ahat`` holds the normalised Viterbi scores. ``st``: the
+    :class:`SparseSetup`."""
     K = unary.shape[1]
-    m = -np.inf
-    for j in range(K):
-        v = start[j] + unary[o, j]
-        if v > m:
-            m = v
-    inc[o] = m
-    for j in range(K):
-        ahat[o, j] = start[j] + unary[o, j] - m if m != -np.inf else -np.inf
+    tptr = st.tptr
+    tsrc = st.tsrc
+    tlogv = st.tlogv
+    _init_forward(unary, start, o, ahat, inc)
     p = np.empty(K)
     for t in range(1, T):
         r = o + t
         prev = ahat[r - 1]
         if inc[r - 1] == -np.inf:  # infeasible prefix stays infeasible
-            inc[r] = -np.inf
-            for j in range(K):
-                ahat[r, j] = -np.inf
+            _infeasible_row(ahat[r], inc, r)
             continue
         if semiring == MAX:
             for j in range(K):
@@ -118,45 +218,16 @@ def _forward_seq(unary, tptr, tsrc, tlogv, ecol, cmax, start, o, T, semiring, ah
                         best = v
                 ahat[r, j] = unary[r, j] + best
         else:
-            for i in range(K):
-                p[i] = math.exp(prev[i])
+            _sparse_step(prev, tptr, tsrc, tlogv, st.ecol, st.cmax, p, ahat[r])
             for j in range(K):
-                if cmax[j] == -np.inf or unary[r, j] == -np.inf:
-                    ahat[r, j] = -np.inf
-                    continue
-                s = 0.0
-                for q in range(tptr[j], tptr[j + 1]):
-                    s += p[tsrc[q]] * ecol[q]
-                if s > _TINY:
-                    ahat[r, j] = unary[r, j] + cmax[j] + math.log(s)
-                else:  # exact column logsumexp
-                    mm = -np.inf
-                    for q in range(tptr[j], tptr[j + 1]):
-                        v = prev[tsrc[q]] + tlogv[q]
-                        if v > mm:
-                            mm = v
-                    if mm == -np.inf:
-                        ahat[r, j] = -np.inf
-                    else:
-                        s = 0.0
-                        for q in range(tptr[j], tptr[j + 1]):
-                            v = prev[tsrc[q]] + tlogv[q]
-                            if v != -np.inf:
-                                s += math.exp(v - mm)
-                        ahat[r, j] = unary[r, j] + mm + math.log(s)
-        m = -np.inf
-        for j in range(K):
-            if ahat[r, j] > m:
-                m = ahat[r, j]
-        inc[r] = m
-        if m != -np.inf:
-            for j in range(K):
-                ahat[r, j] -= m
+                ahat[r, j] = -np.inf if unary[r, j] == -np.inf else unary[r, j] + ahat[r, j]
+        inc[r] = _shift_rows(ahat[r])
 
 
 @njit(cache=True)
 def _backward_seq(unary, indptr, indices, logv, erow, rmax, end, o, T, bhat, inc):
-    """Normalised backward pass of one sequence (LOG): ``bhat[r] = β[r] - S_r``, ``inc[r] = S_r - S_{r+1}``."""
+    """Normalised backward pass of one sequence (LOG): ``bhat[r] = β[r] - S_r``,
+    ``inc[r] = S_r - S_{r+1}``."""
     K = unary.shape[1]
     last = o + T - 1
     for i in range(K):
@@ -166,57 +237,12 @@ def _backward_seq(unary, indptr, indices, logv, erow, rmax, end, o, T, bhat, inc
     q = np.empty(K)
     for t in range(T - 2, -1, -1):
         r = o + t
-        m = -np.inf
         for j in range(K):
             v[j] = unary[r + 1, j] + bhat[r + 1, j]
-            if v[j] > m:
-                m = v[j]
-        if m == -np.inf:
+        if _sparse_step(v, indptr, indices, logv, erow, rmax, q, bhat[r]) == -np.inf:
             inc[r] = -np.inf
-            for i in range(K):
-                bhat[r, i] = -np.inf
             continue
-        for j in range(K):
-            q[j] = math.exp(v[j] - m)
-        mm = -np.inf
-        for i in range(K):
-            if rmax[i] == -np.inf:
-                bhat[r, i] = -np.inf
-                continue
-            s = 0.0
-            for e in range(indptr[i], indptr[i + 1]):
-                s += erow[e] * q[indices[e]]
-            if s > _TINY:
-                bhat[r, i] = m + rmax[i] + math.log(s)
-            else:  # exact row logsumexp
-                mx = -np.inf
-                for e in range(indptr[i], indptr[i + 1]):
-                    w = logv[e] + v[indices[e]]
-                    if w > mx:
-                        mx = w
-                if mx == -np.inf:
-                    bhat[r, i] = -np.inf
-                else:
-                    s = 0.0
-                    for e in range(indptr[i], indptr[i + 1]):
-                        w = logv[e] + v[indices[e]]
-                        if w != -np.inf:
-                            s += math.exp(w - mx)
-                    bhat[r, i] = mx + math.log(s)
-            if bhat[r, i] > mm:
-                mm = bhat[r, i]
-        inc[r] = mm
-        if mm != -np.inf:
-            for i in range(K):
-                bhat[r, i] -= mm
-
-
-@njit(cache=True, inline="always")
-def _total(inc, o, T):
-    s = 0.0
-    for r in range(o, o + T):
-        s += inc[r]
-    return s
+        inc[r] = _shift_rows(bhat[r])
 
 
 @njit(cache=True, parallel=True)
@@ -225,7 +251,9 @@ def sparse_chain_forward(unary, indptr, indices, logv, start, end, offsets, semi
     ``α[r] = ahat[r] + Σ_{r' ≤ r in the same sequence} inc[r']``. Time O(N·(E + K))."""
     N, K = unary.shape
     B = offsets.shape[0] - 1
-    tptr, tsrc, tlogv, ecol, cmax, erow, rmax = _setup(indptr, indices, logv, K)
+    s0 = _setup(indptr, indices, logv, start, end, K)
+    st = SparseSetup(s0.tptr, s0.tsrc, s0.tlogv, s0.ecol, s0.cmax, s0.erow, s0.rmax, s0.fwd, s0.bwd,
+                     s0.gmax, s0.es, s0.smax, s0.ee, s0.emax, s0.lin_ok)
     alpha = np.empty((N, K))
     inc = np.empty(N)
     out = np.zeros(B)
@@ -234,7 +262,7 @@ def sparse_chain_forward(unary, indptr, indices, logv, start, end, offsets, semi
         T = offsets[b + 1] - o
         if T == 0:
             continue
-        _forward_seq(unary, tptr, tsrc, tlogv, ecol, cmax, start, o, T, semiring, alpha, inc)
+        _forward_seq(unary, st, start, o, T, semiring, alpha, inc)
         out[b] = _total(inc, o, T) + _final(alpha[o + T - 1], end, semiring)
     return alpha, inc, out
 
@@ -258,208 +286,47 @@ def sparse_chain_backward(unary, indptr, indices, logv, end, offsets):
 
 
 @njit(cache=True)
-def _exp_shifted_vec(x):
-    """(exp(x - max), max, ok): ok is False if a finite entry falls below _LIN_MIN after the shift."""
-    K = x.shape[0]
-    m = -np.inf
-    for k in range(K):
-        if x[k] > m:
-            m = x[k]
-    out = np.zeros(K)
-    if m == -np.inf:
-        return out, m, False
-    ok = True
-    for k in range(K):
-        if x[k] != -np.inf:
-            out[k] = math.exp(x[k] - m)
-            if out[k] < _LIN_MIN:
-                ok = False
-    return out, m, ok
-
-
-@njit(cache=True)
-def _linear_setup(indptr, logv, tptr, tlogv, start, end):
-    """Globally shifted exps of the stored values (CSR and CSC order) and of start/end; ok is False
-    when a finite value falls below _LIN_MIN after the shift (then the log-space path runs)."""
-    E = logv.shape[0]
-    gmax = -np.inf
-    for e in range(E):
-        if logv[e] > gmax:
-            gmax = logv[e]
-    ok = gmax != -np.inf
-    er = np.zeros(E)
-    ec = np.zeros(E)
-    if ok:
-        for e in range(E):
-            if logv[e] != -np.inf:
-                er[e] = math.exp(logv[e] - gmax)
-                if er[e] < _LIN_MIN:
-                    ok = False
-            if tlogv[e] != -np.inf:
-                ec[e] = math.exp(tlogv[e] - gmax)
-    es, smax, ok1 = _exp_shifted_vec(start)
-    ee, emax, ok2 = _exp_shifted_vec(end)
-    return er, ec, gmax, es, smax, ee, emax, ok and ok1 and ok2
-
-
-@njit(cache=True)
-def _linear_marginals_seq(unary, indptr, indices, tptr, tsrc, lin, o, T, edge_mode, umarg, emarg, dst):
-    """Scaled linear-space forward–backward of one sequence (Rabiner 1989), as the dense kernel's
-    ``_linear_marginals_seq``: α, β in linear space renormalised at every token, one exp per label and
-    token. Returns (False, 0) and writes nothing when a factor would fall below _LIN_MIN (the caller then
-    runs the log-space recursion)."""
+def _marginals_seq(unary, indptr, indices, logv, st, start, end, o, T, edge_mode, work, umarg, emarg,
+                   dst):
+    """Marginals of one sequence (``work``: a :class:`~structlearn.kernels.chain.ChainWork`); returns
+    log Z. Edge marginals go to emarg[r] (mode 1) or are added into the (E,) array dst (modes 2, 3)."""
     K = unary.shape[1]
-    er, ec, gmax, es, smax, ee, emax, _ = lin
-    fail = (False, 0.0)
-    fa = np.empty((T, K))
-    fb = np.empty((T, K))
-    eu = np.empty((T, K))
-    nb = np.empty(T)
-    lz = 0.0
-    acc = np.empty(K)
-    for t in range(T):
-        row, um, ok = _exp_shifted_vec(unary[o + t])
-        if not ok:
-            return fail
-        for k in range(K):
-            eu[t, k] = row[k]
-        if t == 0:
-            for k in range(K):
-                acc[k] = es[k] * row[k]
-            lz += um + smax
-        else:
-            for j in range(K):
-                sacc = 0.0
-                for q in range(tptr[j], tptr[j + 1]):
-                    sacc += fa[t - 1, tsrc[q]] * ec[q]
-                acc[j] = sacc * row[j]
-            lz += um + gmax
-        tot = 0.0
-        for k in range(K):
-            tot += acc[k]
-        if not tot > 0.0:
-            return fail
-        for k in range(K):
-            v = acc[k] / tot
-            if v != 0.0 and v < _LIN_MIN:
-                return fail
-            fa[t, k] = v
-        lz += math.log(tot)
-    fin = 0.0
-    for k in range(K):
-        fin += fa[T - 1, k] * ee[k]
-    if not fin > 0.0:
-        return fail
-    lz += math.log(fin) + emax
-    tot = 0.0
-    for k in range(K):
-        tot += ee[k]
-    nb[T - 1] = tot
-    for k in range(K):
-        fb[T - 1, k] = ee[k] / tot
-    qv = np.empty(K)
-    for t in range(T - 2, -1, -1):
-        for j in range(K):
-            qv[j] = eu[t + 1, j] * fb[t + 1, j]
-        tot = 0.0
-        for i in range(K):
-            sacc = 0.0
-            for e in range(indptr[i], indptr[i + 1]):
-                sacc += er[e] * qv[indices[e]]
-            acc[i] = sacc
-            tot += sacc
-        if not tot > 0.0:
-            return fail
-        for k in range(K):
-            v = acc[k] / tot
-            if v != 0.0 and v < _LIN_MIN:
-                return fail
-            fb[t, k] = v
-        nb[t] = tot
-    for t in range(T):
-        r = o + t
-        z = 0.0
-        for k in range(K):
-            z += fa[t, k] * fb[t, k]
-        for k in range(K):
-            umarg[r, k] = fa[t, k] * fb[t, k] / z
-        if edge_mode == 0 or t == T - 1:
-            continue
-        # P(i -> j) = fa[t, i] er[i -> j] eu[t+1, j] fb[t+1, j] / (nb[t] · z)
-        inv = 1.0 / (nb[t] * z)
-        out = emarg[r] if edge_mode == 1 else dst
-        for j in range(K):
-            qv[j] = eu[t + 1, j] * fb[t + 1, j]
-        for i in range(K):
-            ai = fa[t, i] * inv
-            if ai != 0.0:
-                for e in range(indptr[i], indptr[i + 1]):
-                    out[e] += ai * er[e] * qv[indices[e]]
-    return True, lz
-
-
-@njit(cache=True)
-def _marginals_seq(unary, indptr, indices, logv, setup, lin, start, end, o, T, edge_mode, alpha, beta,
-                   inca, incb, umarg, emarg, dst):
-    """Marginals of one sequence; returns log Z. Edge marginals go to emarg[r] (mode 1) or are added
-    into the (E,) array dst (modes 2 and 3)."""
-    K = unary.shape[1]
-    tptr, tsrc, tlogv, ecol, cmax, erow, rmax = setup
-    if lin[7]:
-        ok, lz = _linear_marginals_seq(unary, indptr, indices, tptr, tsrc, lin, o, T, edge_mode, umarg,
-                                       emarg, dst)
+    alpha = work.alpha
+    beta = work.beta
+    inca = work.inca
+    incb = work.incb
+    if st.lin_ok:
+        ok, lz = linear_marginals_seq(unary, st, (st.tptr, st.tsrc, st.fwd), (indptr, indices, st.bwd),
+                                      (indptr, indices, st.bwd), o, T, edge_mode, umarg, emarg, dst)
         if ok:
             return lz
-    _forward_seq(unary, tptr, tsrc, tlogv, ecol, cmax, start, o, T, LOG, alpha, inca)
+    _forward_seq(unary, st, start, o, T, LOG, alpha, inca)
     lz = _total(inca, o, T) + _final(alpha[o + T - 1], end, LOG)
     if lz == -np.inf:
         return lz
+    erow = st.erow
+    rmax = st.rmax
     _backward_seq(unary, indptr, indices, logv, erow, rmax, end, o, T, beta, incb)
-    w = np.empty(K)
     v = np.empty(K)
     q = np.empty(K)
     for r in range(o, o + T):
-        m = -np.inf
-        for k in range(K):
-            w[k] = alpha[r, k] + beta[r, k]
-            if w[k] > m:
-                m = w[k]
-        tot = 0.0
-        for k in range(K):
-            if w[k] != -np.inf:
-                w[k] = math.exp(w[k] - m)
-                tot += w[k]
-            else:
-                w[k] = 0.0
-        for k in range(K):
-            umarg[r, k] = w[k] / tot
+        log_norm = _local_marginals(alpha[r], beta[r], umarg[r])
         if edge_mode == 0 or r == o + T - 1:
             continue
         # P(y_r = i, y_r+1 = j) = exp(ahat[r, i] + logv[i → j] + unary[r+1, j] + bhat[r+1, j] - log_norm)
         # with the local normaliser log_norm = log Σ_i exp(ahat[r, i] + bhat[r, i]) + incb[r]
-        log_norm = m + math.log(tot) + incb[r]
+        log_norm += incb[r]
         out = emarg[r] if edge_mode == 1 else dst
-        qm = -np.inf
         for j in range(K):
             v[j] = unary[r + 1, j] + beta[r + 1, j]
-            if v[j] > qm:
-                qm = v[j]
-        for j in range(K):
-            q[j] = math.exp(v[j] - qm) if v[j] != -np.inf else 0.0
+        qm = _exp_shift(v, q)
         for i in range(K):
             if alpha[r, i] == -np.inf or rmax[i] == -np.inf:
                 continue
-            ea = alpha[r, i] + rmax[i] + qm - log_norm
-            fast = ea < 460.0 and ea > -460.0
-            a = math.exp(ea) if fast else 0.0
+            fast, a = _safe_scale(alpha[r, i] + rmax[i] + qm - log_norm)
             for e in range(indptr[i], indptr[i + 1]):
                 j = indices[e]
-                if fast and q[j] > _SAFE and erow[e] > _SAFE:
-                    out[e] += a * erow[e] * q[j]
-                else:
-                    x = alpha[r, i] + logv[e] + v[j] - log_norm
-                    if x != -np.inf:
-                        out[e] += math.exp(x)
+                out[e] += _pair_prob(fast, a, erow[e], q[j], alpha[r, i] + logv[e] + v[j] - log_norm)
     return lz
 
 
@@ -477,45 +344,27 @@ def sparse_chain_marginals(unary, indptr, indices, logv, start, end, offsets, ed
     N, K = unary.shape
     E = indices.shape[0]
     B = offsets.shape[0] - 1
-    setup = _setup(indptr, indices, logv, K)
-    lin = _linear_setup(indptr, logv, setup[0], setup[2], start, end)
-    alpha = np.empty((N, K))
-    beta = np.empty((N, K))
-    inca = np.empty(N)
-    incb = np.empty(N)
+    s0 = _setup(indptr, indices, logv, start, end, K)
+    # built by its constructor here: a parallel loop captures a named tuple only then (Numba)
+    st = SparseSetup(s0.tptr, s0.tsrc, s0.tlogv, s0.ecol, s0.cmax, s0.erow, s0.rmax, s0.fwd, s0.bwd,
+                     s0.gmax, s0.es, s0.smax, s0.ee, s0.emax, s0.lin_ok)
+    work = ChainWork(np.empty((N, K)), np.empty((N, K)), np.empty(N), np.empty(N))
     log_z = np.zeros(B)
     umarg = np.zeros((N, K))
-    n_chunks = min(B, 8 * n_threads) if B > 0 else 1
-    if edge_mode == 1:
-        emarg = np.zeros((N, E))
-    elif edge_mode == 2:
-        emarg = np.zeros((B, E))
-    elif edge_mode == 3:
-        emarg = np.zeros((n_chunks, E))
-    else:
-        emarg = np.zeros((0, E))
+    n_chunks, step, rows = _chunking(B, n_threads, edge_mode, N)
+    emarg = np.zeros((rows, E))
     scratch = np.zeros((1, E))
-    step = (B + n_chunks - 1) // n_chunks if B > 0 else 1
     for c in prange(n_chunks):
         for b in range(c * step, min(B, (c + 1) * step)):
             o = offsets[b]
             T = offsets[b + 1] - o
             if T == 0:
                 continue
-            if edge_mode == 2:
-                dst = emarg[b]
-            elif edge_mode == 3:
-                dst = emarg[c]
-            else:
-                dst = scratch[0]
-            log_z[b] = _marginals_seq(unary, indptr, indices, logv, setup, lin, start, end, o, T,
-                                      edge_mode, alpha, beta, inca, incb, umarg, emarg, dst)
+            dst = _edge_dst(emarg, scratch, edge_mode, b, c)
+            log_z[b] = _marginals_seq(unary, indptr, indices, logv, st, start, end, o, T, edge_mode,
+                                      work, umarg, emarg, dst)
     if edge_mode == 3:
-        total = np.zeros((1, E))
-        for c in range(n_chunks):
-            for e in range(E):
-                total[0, e] += emarg[c, e]
-        return log_z, umarg, total
+        return log_z, umarg, _sum_chunks(emarg)
     return log_z, umarg, emarg
 
 
@@ -537,20 +386,7 @@ def _viterbi_seq(unary, tptr, tsrc, tlogv, start, end, o, T, delta, bp, labels):
                     arg = tsrc[q]
             delta[r, j] = unary[r, j] + m
             bp[r, j] = arg
-    last = o + T - 1
-    m = -np.inf
-    arg = 0
-    for j in range(K):
-        v = delta[last, j] + end[j]
-        if v > m:
-            m = v
-            arg = j
-    if m == -np.inf:
-        return m
-    labels[last] = arg
-    for r in range(last, o, -1):
-        labels[r - 1] = bp[r, labels[r]]
-    return m
+    return _backtrack(delta, end, bp, o, T, labels)
 
 
 @njit(cache=True, parallel=True)
@@ -559,10 +395,7 @@ def sparse_chain_viterbi(unary, indptr, indices, logv, start, end, offsets):
     Time O(N·(E + K)), memory O(N·K)."""
     N, K = unary.shape
     B = offsets.shape[0] - 1
-    tptr, tsrc, tpos = csr_transpose(indptr, indices, K)
-    tlogv = np.empty(tpos.shape[0])
-    for p in range(tpos.shape[0]):
-        tlogv[p] = logv[tpos[p]]
+    tptr, tsrc, tlogv = _csc(indptr, indices, logv, K)
     labels = np.full(N, -1, dtype=np.int64)
     best = np.zeros(B)
     delta = np.empty((N, K))

@@ -31,19 +31,23 @@ The seed divides the parent's α by the child's message to get ``ctx``; in the l
 subtraction which gives ``-inf - (-inf) = NaN`` for forbidden labels. Here ``ctx`` is built from
 prefix and suffix sums of the siblings' messages instead: only additions, so -inf potentials stay -inf.
 """
-import math
-
 import numpy as np
 from numba import njit, prange
 
 from ..semirings import MAX
+from ._common import argmax_sum as _argmax_sum
 from ._common import draw_log as _draw
+from ._common import exp_shift as _exp_shift
 from ._common import final_sum as _final
+from ._common import local_marginals as _local_marginals
 from ._common import lse_col as _lse_col
 from ._common import lse_row as _lse_row
+from ._common import lse_step as _lse_step
+from ._common import pair_prob as _pair_prob
+from ._common import safe_scale as _safe_scale
+from ._common import shift_rows as _shift_rows
 from ._common import shifted_exp as _shifted_exp
-
-_TINY = 1e-200  # below this a shifted linear-space sum may have lost terms: recompute in log space
+from ._common import top_k as _top
 
 
 @njit(cache=True, inline="always")
@@ -131,7 +135,6 @@ def _upward_seq(unary, edge, pre, cptr, cidx, o, T, semiring, ins, msg, bp, ec, 
             break
         # msg[n, j] = ⊕_i edge[n, i, j] + inside[n, i]   (bp: the best child label i per parent label j)
         e = _er(S, n)
-        mx = -np.inf
         if semiring == MAX:
             for j in range(K):
                 best = -np.inf
@@ -143,41 +146,16 @@ def _upward_seq(unary, edge, pre, cptr, cidx, o, T, semiring, ins, msg, bp, ec, 
                         arg = i
                 msg[n, j] = best
                 bp[n, j] = arg
-                if best > mx:
-                    mx = best
         elif S == 1:
-            # shared edge: one exp per label, then a linear-space matrix–vector product; columns whose
-            # shifted sum may have underflowed (or lost all terms) are recomputed exactly in log space
-            m = -np.inf
-            for i in range(K):
-                if ins[n, i] > m:
-                    m = ins[n, i]
-            if m == -np.inf:
+            # shared edge: linear-space product with an exact log-space fallback per column
+            if _lse_step(ins[n], edge[0], ec, cmax, 0, p, msg[n]) == -np.inf:
                 return -np.inf
-            for i in range(K):
-                p[i] = math.exp(ins[n, i] - m)
-            for j in range(K):
-                if cmax[j] == -np.inf:
-                    msg[n, j] = -np.inf
-                    continue
-                s = 0.0
-                for i in range(K):
-                    s += p[i] * ec[i, j]
-                if s > _TINY:
-                    msg[n, j] = m + cmax[j] + math.log(s)
-                else:
-                    msg[n, j] = _lse_col(ins[n], edge[0], j)
-                if msg[n, j] > mx:
-                    mx = msg[n, j]
         else:
             for j in range(K):
                 msg[n, j] = _lse_col(ins[n], edge[e], j)
-                if msg[n, j] > mx:
-                    mx = msg[n, j]
+        mx = _shift_rows(msg[n])
         if mx == -np.inf:
             return -np.inf
-        for j in range(K):
-            msg[n, j] -= mx
         # Kahan summation of the shifts
         y = mx - comp
         tt = total + y
@@ -221,10 +199,11 @@ def tree_upward(unary, edge, root_score, pre, cptr, cidx, offsets, semiring):
 
 
 @njit(cache=True)
-def _downward_seq(unary, edge, root_score, pre, cptr, cidx, o, T, msg, ctx, outs, oshift, er, rmax,
+def _downward_seq(unary, edge, root_score, pre, cptr, cidx, o, T, msg, ctx, outs, oshift, ert, rmax,
                   run, qb):
     """Fill ctx, outs (outside scores, shifted to a maximum of 0) and oshift (the shifts) for one tree,
-    LOG semiring, root first. ``er``, ``rmax``: row-shifted exp of a shared edge matrix."""
+    LOG semiring, root first. ``ert``, ``rmax``: transpose (contiguous) of the row-shifted exp of a
+    shared edge matrix, its row maxima."""
     K = unary.shape[1]
     S = edge.shape[0]
     root = pre[o]
@@ -259,38 +238,11 @@ def _downward_seq(unary, edge, root_score, pre, cptr, cidx, o, T, msg, ctx, outs
             c = cidx[q]
             e = _er(S, c)
             if S == 1:
-                mc = -np.inf
-                for j in range(K):
-                    if ctx[c, j] > mc:
-                        mc = ctx[c, j]
-                if mc == -np.inf:
-                    for i in range(K):
-                        outs[c, i] = -np.inf
-                else:
-                    for j in range(K):
-                        qb[j] = math.exp(ctx[c, j] - mc)
-                    for i in range(K):
-                        if rmax[i] == -np.inf:
-                            outs[c, i] = -np.inf
-                            continue
-                        s = 0.0
-                        for j in range(K):
-                            s += er[i, j] * qb[j]
-                        if s > _TINY:
-                            outs[c, i] = mc + rmax[i] + math.log(s)
-                        else:
-                            outs[c, i] = _lse_row(edge[0], ctx[c], i)
+                _lse_step(ctx[c], edge[0], ert, rmax, 1, qb, outs[c])
             else:
                 for i in range(K):
                     outs[c, i] = _lse_row(edge[e], ctx[c], i)
-            mx = -np.inf
-            for i in range(K):
-                if outs[c, i] > mx:
-                    mx = outs[c, i]
-            oshift[c] = mx
-            if mx != -np.inf:
-                for i in range(K):
-                    outs[c, i] -= mx
+            oshift[c] = _shift_rows(outs[c])
 
 
 @njit(cache=True, parallel=True)
@@ -320,8 +272,9 @@ def tree_marginals(unary, edge, root_score, gpar, pre, cptr, cidx, offsets, ins,
     oshift = np.zeros(N)
     if S == 1:
         er, rmax = _shifted_exp(edge[0], 1)
-    else:
-        er, rmax = np.zeros((0, 0)), np.zeros(0)
+    else:  # unused (a linear product needs a shared edge), but read by _pair_prob
+        er, rmax = np.zeros((K, K)), np.full(K, -np.inf)
+    ert = np.ascontiguousarray(er.T)
     for b in prange(B):
         o = offsets[b]
         T = offsets[b + 1] - o
@@ -330,30 +283,18 @@ def tree_marginals(unary, edge, root_score, gpar, pre, cptr, cidx, offsets, ins,
             continue
         run = np.empty(K)
         qb = np.empty(K)
-        _downward_seq(unary, edge, root_score, pre, cptr, cidx, o, T, msg, ctx, outs, oshift, er, rmax,
-                      run, qb)
+        _downward_seq(unary, edge, root_score, pre, cptr, cidx, o, T, msg, ctx, outs, oshift, ert,
+                      rmax, run, qb)
         acc = 0.0
         root = pre[o]
         for n in range(o, o + T):
             # P(y_n = i) ∝ exp(inside + outside), normalised per node: both are known only up to a
             # constant, and a local normaliser keeps full precision however large log Z is
-            m = -np.inf
-            for i in range(K):
-                run[i] = ins[n, i] + outs[n, i]
-                if run[i] > m:
-                    m = run[i]
-            if m == -np.inf:
+            ln = _local_marginals(ins[n], outs[n], um[n])
+            if ln == -np.inf:
                 continue
-            tot = 0.0
             for i in range(K):
-                if run[i] != -np.inf:
-                    run[i] = math.exp(run[i] - m)
-                    tot += run[i]
-                else:
-                    run[i] = 0.0
-            for i in range(K):
-                pr = run[i] / tot
-                um[n, i] = pr
+                pr = um[n, i]
                 if pr > 0.0:
                     acc += pr * unary[n, i]
                     if n == root:
@@ -361,33 +302,21 @@ def tree_marginals(unary, edge, root_score, gpar, pre, cptr, cidx, offsets, ins,
             if n == root:
                 continue
             # P(y_c = i, y_parent = j) = exp(inside[c, i] + edge[c, i, j] + ctx[c, j] - L)
-            lnorm = m + math.log(tot) + oshift[n]
+            lnorm = ln + oshift[n]
             e = _er(S, n)
             mb = -np.inf
             if S == 1:
-                for j in range(K):
-                    if ctx[n, j] > mb:
-                        mb = ctx[n, j]
-                for j in range(K):
-                    qb[j] = math.exp(ctx[n, j] - mb)
+                mb = _exp_shift(ctx[n], qb)
             for i in range(K):
                 if ins[n, i] == -np.inf:
                     continue
                 fast = False
                 a = 0.0
                 if S == 1 and rmax[i] != -np.inf:
-                    x = ins[n, i] + rmax[i] + mb - lnorm
-                    if -460.0 < x < 460.0:
-                        fast = True
-                        a = math.exp(x)
+                    fast, a = _safe_scale(ins[n, i] + rmax[i] + mb - lnorm)
                 for j in range(K):
-                    if fast and er[i, j] > 1e-140 and qb[j] > 1e-140:
-                        pr = a * er[i, j] * qb[j]
-                    else:
-                        w = ins[n, i] + edge[e, i, j] + ctx[n, j] - lnorm
-                        if w == -np.inf:
-                            continue
-                        pr = math.exp(w)
+                    x = ins[n, i] + edge[e, i, j] + ctx[n, j] - lnorm
+                    pr = _pair_prob(fast, a, er[i, j], qb[j], x)
                     if pr > 0.0:
                         acc += pr * edge[e, i, j]
                         if edge_mode == 1:
@@ -423,14 +352,7 @@ def tree_viterbi(unary, edge, root_score, gpar, pre, cptr, cidx, offsets):
         if best[b] == -np.inf:
             continue
         root = pre[o]
-        m = -np.inf
-        arg = 0
-        for i in range(K):
-            v = ins[root, i] + root_score[i]
-            if v > m:
-                m = v
-                arg = i
-        labels[root] = arg
+        labels[root] = _argmax_sum(ins[root], root_score)[1]
         for t in range(1, T):
             n = pre[o + t]
             labels[n] = bp[n, labels[gpar[n]]]
@@ -490,16 +412,6 @@ def tree_sample(ins, log_z, edge, root_score, gpar, pre, offsets, uniforms):
                     w[i] = ins[c, i] + edge[e, i, yp]
                 out[s, c] = _draw(w, uniforms[s, c])
     return out
-
-
-@njit(cache=True)
-def _top(cand, cnt, k):
-    """Indices of the min(k, cnt) largest finite values of cand[:cnt], best first (stable)."""
-    order = np.argsort(-cand[:cnt], kind="mergesort")
-    m = 0
-    while m < min(k, cnt) and cand[order[m]] != -np.inf:
-        m += 1
-    return order[:m]
 
 
 @njit(cache=True, parallel=True)

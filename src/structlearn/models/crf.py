@@ -13,11 +13,10 @@ potentials in training and decoding.
 """
 import numba
 import numpy as np
-from numba import njit, prange
 
-from ..kernels.chain import marginals_seq, marginals_setup
+from ..kernels.crf import chain_cll
+from ..kernels.features import state_gradient_tokens, state_potentials
 from ..structures import LinearChain
-from .features import state_gradient_tokens, state_potentials
 
 
 class ChainFeatureModel:
@@ -128,7 +127,8 @@ class ChainFeatureModel:
         """log Z, gold scores and expected feature counts of a fully labelled batch in one fused pass.
 
         Per sequence (in parallel over blocks of sequences) it computes the state potentials, runs the
-        engine's forward–backward (:func:`structlearn.kernels.chain.marginals_seq`) and scatters the
+        engine's forward–backward (:func:`structlearn.kernels.crf.chain_cll` calling
+        :func:`structlearn.kernels.chain.marginals_seq`) and scatters the
         marginals into the feature counts, so no (N, K) array is ever built: the value and gradient of
         the CLL cost one pass over the data. Same numbers as ``structure(w, packed)`` followed by
         ``marginals()`` / ``score(y)`` / :meth:`gradient`.
@@ -157,7 +157,7 @@ class ChainFeatureModel:
             cached = (packed.item_attr, code, bool(np.all(packed.item_val == 1.0)))
             self._item_codes = cached
         _, item_code, ones = cached
-        log_z, gold, gstate, edge, est, een = _chain_cll_kernel(
+        log_z, gold, gstate, edge, est, een = chain_cll(
             np.ascontiguousarray(w[:self.n_state]), f_idx, f_row, f_lab, n_dense, item_code, ones,
             packed.item_ptr, packed.item_val, self.attr_ptr, self.feat_label,
             np.ascontiguousarray(tr)[None], st, en, packed.offsets, np.asarray(y, dtype=np.int64),
@@ -225,110 +225,3 @@ def _chunk_bounds(offsets, n_chunks):
     targets = np.linspace(0, offsets[-1], max(1, min(n_chunks, B)) + 1)[1:-1]
     cuts = np.searchsorted(offsets, targets, side="left")
     return np.unique(np.concatenate([[0], cuts, [B]])).astype(np.int64)
-
-
-@njit(cache=True, parallel=True)
-def _chain_cll_kernel(w, f_idx, f_row, f_lab, n_dense, item_code, ones, item_ptr, item_val, attr_ptr,
-                      feat_label, trans, start, end, offsets, y, bounds):
-    """Fused potentials → forward–backward → expected counts, parallel over blocks of sequences.
-
-    Features ``f_idx`` (of label ``f_lab``) live in rows ``f_row`` of a dense (n_dense, K) weight
-    block (0 where (a, k) is no feature); occurrences p with ``item_code[p] >= 0`` read and collect
-    that whole row of it, the others (code -(a + 1)) go through the sparse feature list of attribute
-    a. ``ones``: every value is 1 (``item_val`` is not read). Returns log Z (B,), gold score
-    (B,), expected state feature counts (F,), expected transition counts (K, K), expected start / end
-    label counts (K,). Infeasible sequences (log Z = -inf) add nothing.
-    """
-    K = trans.shape[1]
-    F = feat_label.shape[0]
-    B = offsets.shape[0] - 1
-    C = bounds.shape[0] - 1
-    AD = n_dense
-    w_dense = np.zeros((AD, K))
-    for i in prange(f_idx.shape[0]):
-        w_dense[f_row[i], f_lab[i]] = w[f_idx[i]]
-    eTc, cmax, eTr, rmax, tiny_i, tiny_j, eT_fast, lin = marginals_setup(trans, start, end)
-    lin_eT, lin_eTt, gmax, es, smax, ee, emax, lin_ok = lin
-    log_z = np.zeros(B)
-    gold = np.zeros(B)
-    ebuf = np.zeros((C, K, K))
-    sbuf = np.zeros((C, K))
-    nbuf = np.zeros((C, K))
-    gbuf = np.zeros((C, F))
-    dbuf = np.zeros((C, AD, K))
-    for c in prange(C):
-        maxT = 1
-        for b in range(bounds[c], bounds[c + 1]):
-            maxT = max(maxT, offsets[b + 1] - offsets[b])
-        U = np.empty((maxT, K))
-        M = np.zeros((maxT, K))
-        alpha = np.empty((maxT, K))
-        beta = np.empty((maxT, K))
-        inca = np.empty(maxT)
-        incb = np.empty(maxT)
-        emarg = np.zeros((0, K, K))
-        for b in range(bounds[c], bounds[c + 1]):
-            o = offsets[b]
-            T = offsets[b + 1] - o
-            if T == 0:
-                continue
-            for t in range(T):
-                n = o + t
-                for k in range(K):
-                    U[t, k] = 0.0
-                for p in range(item_ptr[n], item_ptr[n + 1]):
-                    d = item_code[p]
-                    v = 1.0 if ones else item_val[p]
-                    if d >= 0:
-                        for k in range(K):
-                            U[t, k] += v * w_dense[d, k]
-                    else:
-                        a = -d - 1
-                        for f in range(attr_ptr[a], attr_ptr[a + 1]):
-                            U[t, feat_label[f]] += v * w[f]
-            s = start[y[o]] + end[y[o + T - 1]] + U[0, y[o]]
-            for t in range(1, T):
-                s += U[t, y[o + t]] + trans[0, y[o + t - 1], y[o + t]]
-            gold[b] = s
-            lz = marginals_seq(U, trans, start, end, 0, T, 3, alpha, beta, inca, incb, M, emarg,
-                               ebuf[c], eTc, cmax, eTr, rmax, tiny_i, tiny_j, eT_fast, lin_eT,
-                               lin_eTt, gmax, es, smax, ee, emax, lin_ok)
-            log_z[b] = lz
-            if lz == -np.inf:
-                continue
-            for k in range(K):
-                sbuf[c, k] += M[0, k]
-                nbuf[c, k] += M[T - 1, k]
-            for t in range(T):
-                n = o + t
-                for p in range(item_ptr[n], item_ptr[n + 1]):
-                    d = item_code[p]
-                    v = 1.0 if ones else item_val[p]
-                    if d >= 0:
-                        for k in range(K):
-                            dbuf[c, d, k] += v * M[t, k]
-                    else:
-                        a = -d - 1
-                        for f in range(attr_ptr[a], attr_ptr[a + 1]):
-                            gbuf[c, f] += v * M[t, feat_label[f]]
-    gstate = np.zeros(F)
-    for f in prange(F):
-        acc = 0.0
-        for c in range(C):
-            acc += gbuf[c, f]
-        gstate[f] = acc
-    for i in prange(f_idx.shape[0]):
-        acc = 0.0
-        for c in range(C):
-            acc += dbuf[c, f_row[i], f_lab[i]]
-        gstate[f_idx[i]] = acc
-    edge = np.zeros((K, K))
-    est = np.zeros(K)
-    een = np.zeros(K)
-    for c in range(C):
-        for i in range(K):
-            est[i] += sbuf[c, i]
-            een[i] += nbuf[c, i]
-            for j in range(K):
-                edge[i, j] += ebuf[c, i, j]
-    return log_z, gold, gstate, edge, est, een

@@ -13,12 +13,10 @@ Packed items are CSR arrays: ``item_ptr`` (N + 1,), ``item_attr`` (nnz,) int64, 
 float64. State features are (attribute, label) pairs grouped by attribute (``attr_ptr`` (A + 1,),
 ``feat_label`` (F,)), as in CRFsuite's crf1d feature set (Okazaki 2007).
 """
-import math
 import numbers
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit, prange
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -225,49 +223,6 @@ class AttributeVocabulary:
         rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))[keep]
         ptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=X.shape[0]))]).astype(np.int64)
         return Packed(ptr, a[keep], X.data[keep].astype(np.float64), lengths)
-
-
-# ---------------------------------------------------------------------------------------------------
-# numba kernels of the feature model
-# ---------------------------------------------------------------------------------------------------
-@njit(cache=True, parallel=True)
-def state_potentials(w, item_ptr, item_attr, item_val, attr_ptr, feat_label, K):
-    """unary[n, k] = Σ_{(a, v) in item n} v · w[f(a, k)], shape (N, K). Time O(nnz · labels/attr)."""
-    N = item_ptr.shape[0] - 1
-    out = np.zeros((N, K))
-    for n in prange(N):
-        for p in range(item_ptr[n], item_ptr[n + 1]):
-            a = item_attr[p]
-            v = item_val[p]
-            for f in range(attr_ptr[a], attr_ptr[a + 1]):
-                out[n, feat_label[f]] += v * w[f]
-    return out
-
-
-@njit(cache=True, parallel=True)
-def state_gradient_tokens(resid, item_ptr, item_attr, item_val, attr_ptr, feat_label, n_chunks):
-    """g[f(a, k)] = Σ_n Σ_{(a, v) in item n} v · resid[n, k], shape (F,).
-
-    Token-major (the access pattern of :func:`state_potentials`), parallel over ``n_chunks`` blocks of
-    tokens, each with its own gradient buffer, summed at the end.
-    """
-    N = item_ptr.shape[0] - 1
-    F = feat_label.shape[0]
-    bufs = np.zeros((n_chunks, F))
-    step = (N + n_chunks - 1) // n_chunks
-    for c in prange(n_chunks):
-        g = bufs[c]
-        for n in range(c * step, min(N, (c + 1) * step)):
-            for p in range(item_ptr[n], item_ptr[n + 1]):
-                a = item_attr[p]
-                v = item_val[p]
-                for f in range(attr_ptr[a], attr_ptr[a + 1]):
-                    g[f] += v * resid[n, feat_label[f]]
-    out = bufs[0].copy()
-    for c in range(1, n_chunks):
-        for f in range(F):
-            out[f] += bufs[c, f]
-    return out
 
 
 def build_state_features(packed, y, n_attributes, n_labels, min_freq=0.0, all_possible_states=False):

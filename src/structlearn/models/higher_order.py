@@ -37,7 +37,7 @@ from ..kernels import higher_order as _k
 from ..structures import LinearChain
 from ..structures._base import KBest, Marginals
 from ..utils.validation import check_allowed_mask, check_labels
-from .features import state_gradient_tokens, state_potentials
+from ..kernels.features import state_gradient_tokens, state_potentials
 
 __all__ = ["LabelPatterns", "PatternChain", "HigherOrderFeatureModel", "build_pattern_state_features",
            "ngram_ids", "SegmentPatternModel", "SegmentPatternChain", "runs"]

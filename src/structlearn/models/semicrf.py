@@ -34,7 +34,7 @@ import numpy as np
 from ..kernels.semicrf import (segment_potentials, segment_statistics, semicrf_expectations,
                               state_gradient3, state_potentials3)
 from ..structures import SemiMarkov
-from .features import state_gradient_tokens, state_potentials
+from ..kernels.features import state_gradient_tokens, state_potentials
 
 SEGMENT_FEATURES = ("first", "last", "span", "caps")
 

@@ -19,15 +19,16 @@ relation). Parameter layout of ``w`` (float64, length ``n_params``)::
     w[F+K²+Fe:F+K²+Fe+K]      root label
 
 Edge-attribute features are stored like state features with K² "labels" (the label pairs), so the same
-kernels (:func:`~structlearn.models.features.state_potentials`,
-:func:`~structlearn.models.features.state_gradient_tokens`) build their potentials and gradients.
+kernels (:func:`~structlearn.kernels.features.state_potentials`,
+:func:`~structlearn.kernels.features.state_gradient_tokens`) build their potentials and gradients.
 Forbidden (child, parent) pairs and forbidden root labels are -inf potentials in training and decoding.
 """
 import numba
 import numpy as np
 
+from ..kernels.features import state_gradient_tokens, state_potentials
 from ..structures import Tree
-from .features import Packed, state_gradient_tokens, state_potentials
+from .features import Packed
 
 __all__ = ["TreeBatch", "TreeFeatureModel"]
 

@@ -62,3 +62,84 @@ class StructureBase:
         if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1:
             raise ValueError(f"`n` must be a positive integer number of samples; got {n!r}")
         return int(n)
+
+
+class LabelingStructure(StructureBase):
+    """Decoding, sampling and constraints shared by the exact structures with one label per row
+    (:class:`~structlearn.structures.LinearChain`, :class:`~structlearn.structures.Tree`).
+
+    Subclasses provide ``unary`` (N, K), a ``_cache`` dict, ``_viterbi()`` -> (best (B,), labels (N,)),
+    ``_kbest(k)`` -> (scores (B, k), labels (k, N)) and ``_sampler()`` -> (log_z (B,), draw) where
+    ``draw(u)`` maps uniforms (n, N) to n exact samples (n, N).
+    """
+
+    def max(self):
+        """Score of the best labeling of every sequence (tree), shape (B,) (-inf if infeasible)."""
+        return self._viterbi()[0].copy()
+
+    def argmax(self):
+        """Best labeling (max-product), int64 array of shape (N,).
+
+        Raises
+        ------
+        ValueError
+            If a sequence (tree) is infeasible.
+        """
+        best, labels = self._viterbi()
+        self._raise_if_infeasible(best, "argmax")
+        return labels.copy()
+
+    def kbest(self, k):
+        """The k best labelings, best first (exact k-best max-product).
+
+        Returns
+        -------
+        KBest
+            ``labels`` (k, N) int64 (-1 where a sequence (tree) has fewer feasible labelings),
+            ``scores`` (B, k).
+
+        Raises
+        ------
+        ValueError
+            If a sequence (tree) is infeasible or ``k`` is not a positive integer.
+        """
+        k = self._check_k(k)
+        self._raise_if_infeasible(self.max(), "kbest")
+        scores, labels = self._kbest(k)
+        return KBest(labels, scores)
+
+    def sample(self, n, random_state=None):
+        """Exact samples from p(y).
+
+        Parameters
+        ----------
+        n : int
+            Number of samples.
+        random_state : None, int or numpy.random.RandomState
+
+        Returns
+        -------
+        labels : ndarray of int64, shape (n, N)
+
+        Raises
+        ------
+        ValueError
+            If a sequence (tree) is infeasible.
+        """
+        n = self._check_n(n)
+        log_z, draw = self._sampler()
+        self._raise_if_infeasible(log_z, "sample")
+        return draw(self._uniforms(random_state, (n, self.n_rows)))
+
+    def constrain(self, allowed):
+        """A new structure restricted to labelings allowed by the boolean mask ``allowed`` (N, K).
+
+        Forced decoding sets one allowed label per row; partial labels allow several. The
+        partial-label loss is ``log_partition() - constrain(allowed).log_partition()``.
+        """
+        cls = type(self)
+        out = cls.__new__(cls)
+        out.__dict__.update(self.__dict__)
+        out.unary = self._masked_unary(self.unary, allowed)
+        out._cache = {}
+        return out

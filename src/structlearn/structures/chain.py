@@ -3,12 +3,12 @@ import numpy as np
 from numba import get_num_threads
 
 from ..kernels import chain as _k
-from ..semirings import LOG, MAX
+from ..semirings import LOG
 from ..utils.validation import check_labels, check_log_potentials
-from ._base import KBest, Marginals, StructureBase
+from ._base import LabelingStructure, Marginals
 
 
-class LinearChain(StructureBase):
+class LinearChain(LabelingStructure):
     r"""Distribution over label sequences of a first-order chain (linear-chain CRF / HMM posterior).
 
     The score of labels :math:`y_{0:T}` of one sequence is
@@ -155,29 +155,10 @@ class LinearChain(StructureBase):
                                                self._trans.reshape(self.n_rows, K * K), axis=1))
         return np.where(log_z == -np.inf, -np.inf, log_z - expected)
 
-    def sample(self, n, random_state=None):
-        """Exact samples from p(y) by forward filtering, backward sampling.
-
-        Parameters
-        ----------
-        n : int
-            Number of samples.
-        random_state : None, int or numpy.random.RandomState
-
-        Returns
-        -------
-        labels : ndarray of int64, shape (n, N)
-
-        Raises
-        ------
-        ValueError
-            If a sequence is infeasible.
-        """
-        n = self._check_n(n)
+    def _sampler(self):
+        """Forward filtering, backward sampling (see :meth:`LabelingStructure.sample`)."""
         alpha, _, log_z = self._forward()
-        self._raise_if_infeasible(log_z, "sample")
-        u = self._uniforms(random_state, (n, self.n_rows))
-        return _k.chain_sample(alpha, log_z, self._trans, self.end, self.offsets, u)
+        return log_z, lambda u: _k.chain_sample(alpha, log_z, self._trans, self.end, self.offsets, u)
 
     # -- max semiring -------------------------------------------------------------------------------
     def _viterbi(self):
@@ -185,52 +166,14 @@ class LinearChain(StructureBase):
             self._cache["viterbi"] = _k.chain_viterbi(*self._args())
         return self._cache["viterbi"]
 
-    def max(self):
-        """Score of the best labeling of every sequence, shape (B,) (-inf if infeasible)."""
-        return self._viterbi()[0].copy()
-
-    def argmax(self):
-        """Best labeling (Viterbi), int64 array of shape (N,).
-
-        Raises
-        ------
-        ValueError
-            If a sequence is infeasible.
-        """
-        best, labels = self._viterbi()
-        self._raise_if_infeasible(best, "argmax")
-        return labels.copy()
-
-    def kbest(self, k):
-        """The k best labelings, best first (exact k-best Viterbi).
-
-        Returns
-        -------
-        KBest
-            ``labels`` (k, N) int64 (-1 where a sequence has fewer feasible labelings), ``scores`` (B, k).
-        """
-        k = self._check_k(k)
-        self._raise_if_infeasible(self.max(), "kbest")
-        scores, labels = _k.chain_kbest(*self._args(), k)
-        return KBest(labels, scores)
+    def _kbest(self, k):
+        return _k.chain_kbest(*self._args(), k)
 
     # -- other --------------------------------------------------------------------------------------
     def score(self, labels):
         """Log-score s(y) of the packed labeling ``labels`` (N,), shape (B,); -inf if forbidden."""
         labels = check_labels(labels, self.n_rows, self.n_labels)
         return _k.chain_score(*self._args(), labels)
-
-    def constrain(self, allowed):
-        """A new chain restricted to labelings allowed by the boolean mask ``allowed`` (N, K).
-
-        Forced decoding sets one allowed label per token; partial labels allow several. The
-        partial-label loss is ``log_partition() - constrain(allowed).log_partition()``.
-        """
-        out = LinearChain.__new__(LinearChain)
-        out.__dict__.update(self.__dict__)
-        out.unary = self._masked_unary(self.unary, allowed)
-        out._cache = {}
-        return out
 
 
 def _segmented_cumsum(x, offsets):

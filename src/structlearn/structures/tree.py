@@ -2,12 +2,12 @@
 import numpy as np
 
 from ..kernels import tree as _k
-from ..semirings import LOG, MAX
+from ..semirings import LOG
 from ..utils.validation import check_labels, check_log_potentials
-from ._base import KBest, Marginals, StructureBase
+from ._base import LabelingStructure, Marginals
 
 
-class Tree(StructureBase):
+class Tree(LabelingStructure):
     r"""Distribution over labelings of the nodes of rooted trees (tree-structured CRF posterior).
 
     The score of labels :math:`y` of one tree with root :math:`r` is
@@ -174,30 +174,12 @@ class Tree(StructureBase):
         _, _, expected = self._marginals(0)
         return np.where(log_z == -np.inf, -np.inf, log_z - expected)
 
-    def sample(self, n, random_state=None):
-        """Exact samples from p(y): upward sum-product, then downward sampling root first.
-
-        Parameters
-        ----------
-        n : int
-            Number of samples.
-        random_state : None, int or numpy.random.RandomState
-
-        Returns
-        -------
-        labels : ndarray of int64, shape (n, N)
-
-        Raises
-        ------
-        ValueError
-            If a tree is infeasible.
-        """
-        n = self._check_n(n)
+    def _sampler(self):
+        """Upward sum-product, then downward sampling root first (see
+        :meth:`LabelingStructure.sample`)."""
         ins, _, _, log_z = self._upward(LOG)
-        self._raise_if_infeasible(log_z, "sample")
-        u = self._uniforms(random_state, (n, self.n_rows))
-        return _k.tree_sample(ins, log_z, self._edge, self.root_score, self._gpar, self._pre,
-                              self.offsets, u)
+        return log_z, lambda u: _k.tree_sample(ins, log_z, self._edge, self.root_score, self._gpar,
+                                               self._pre, self.offsets, u)
 
     # -- max semiring -------------------------------------------------------------------------------
     def _viterbi(self):
@@ -206,57 +188,15 @@ class Tree(StructureBase):
                                                      self._gpar, *self._topo())
         return self._cache["viterbi"]
 
-    def max(self):
-        """Score of the best labeling of every tree, shape (B,) (-inf if infeasible)."""
-        return self._viterbi()[0].copy()
-
-    def argmax(self):
-        """Best labeling (max-product with per-child back-pointers), int64 array of shape (N,).
-
-        Raises
-        ------
-        ValueError
-            If a tree is infeasible.
-        """
-        best, labels = self._viterbi()
-        self._raise_if_infeasible(best, "argmax")
-        return labels.copy()
-
-    def kbest(self, k):
-        """The k best labelings, best first (exact k-best max-product).
-
-        Returns
-        -------
-        KBest
-            ``labels`` (k, N) int64 (-1 where a tree has fewer feasible labelings), ``scores`` (B, k).
-            Time O(N·K²·k log(Kk)), memory O(T·K·k) per tree.
-
-        Raises
-        ------
-        ValueError
-            If a tree is infeasible or ``k`` is not a positive integer.
-        """
-        k = self._check_k(k)
-        self._raise_if_infeasible(self.max(), "kbest")
-        scores, labels = _k.tree_kbest(self.unary, self._edge, self.root_score, *self._topo(), k)
-        return KBest(labels, scores)
+    def _kbest(self, k):
+        """Exact k-best max-product: time O(N·K²·k log(Kk)), memory O(T·K·k) per tree."""
+        return _k.tree_kbest(self.unary, self._edge, self.root_score, *self._topo(), k)
 
     # -- other --------------------------------------------------------------------------------------
     def score(self, labels):
         """Log-score s(y) of the packed labeling ``labels`` (N,), shape (B,); -inf if forbidden."""
         labels = check_labels(labels, self.n_rows, self.n_labels)
         return _k.tree_score(self.unary, self._edge, self.root_score, self._gpar, self.offsets, labels)
-
-    def constrain(self, allowed):
-        """A new tree restricted to labelings allowed by the boolean mask ``allowed`` (N, K).
-
-        The partial-label loss is ``log_partition() - constrain(allowed).log_partition()``.
-        """
-        out = Tree.__new__(Tree)
-        out.__dict__.update(self.__dict__)
-        out.unary = self._masked_unary(self.unary, allowed)
-        out._cache = {}
-        return out
 
 
 def validate_parents(parent, lengths, offsets, *, name="parent", per_tree=False, allow_forest=False,
