@@ -166,7 +166,6 @@ def cmd_dump(args):
 
 def cmd_info(args):
     est, header = open_model(args.model)
-    meta = header.get("metadata") or {}
     out = Out()
     out(f"file: {args.model} ({human_size(os.path.getsize(args.model))})")
     out(f"format: {header.get('format')} version {header.get('version')}, written by structlearn "

@@ -5,8 +5,8 @@ import numpy as np
 
 from ..learning.objectives import HigherOrderCLL, SegmentCLL
 from ..models.features import build_state_features
-from ..models.higher_order import (HigherOrderFeatureModel, LabelPatterns, SegmentPatternModel,
-                                   build_pattern_state_features, runs)
+from ..models.higher_order import HigherOrderFeatureModel, LabelPatterns, build_pattern_state_features
+from ..models.segment_patterns import SegmentPatternModel, runs
 from ._crf_base import ChainCRFBase
 from ._params import ALL_POSSIBLE_STATES, ALL_POSSIBLE_TRANSITIONS, LBFGS_PARAMS, MIN_FREQ, VERBOSE, Param
 
@@ -38,7 +38,7 @@ class HigherOrderCRF(ChainCRFBase):
         d + 1).
     segments : bool, default False
         Higher order over *segment* labels (a semi-Markov CRF whose transitions are segment-label
-        n-grams, :class:`~structlearn.models.higher_order.SegmentPatternModel`): segments are the runs
+        n-grams, :class:`~structlearn.models.segment_patterns.SegmentPatternModel`): segments are the runs
         of equal token labels (the seed's variant, consecutive segments have different labels; convert
         BIO tags to entity types first), a segment scores the sum of its tokens' (attribute, label)
         state features plus a (length, label) duration feature, lengths are limited to the longest run

@@ -256,7 +256,6 @@ def semimarkov_score(unary, durations, transition, start, end, segment, has_segm
     """Score of given segmentations: ``segs`` (S, 3) int64 rows (start, end inclusive, label), local
     to their sequence, sequence b owning rows ``seg_offsets[b]:seg_offsets[b + 1]`` (validated to
     tile the sequence). A segment longer than D scores -inf. Returns (B,). Time O(N + S)."""
-    K = unary.shape[1]
     D = durations.shape[1]
     B = offsets.shape[0] - 1
     out = np.zeros(B)

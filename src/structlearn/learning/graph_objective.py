@@ -213,7 +213,6 @@ class GraphCLL:
 
     def _clamped(self, unary, pairwise):
         """log Z(v, o) per active graph and the clamped node (N, K) and edge (E, K, K) marginals."""
-        K = self.n_labels
         sub, y, obs = self._sub, self._ysub, self._obs
         gu, gv = self._gu, self._gv
         B = sub.n_graphs

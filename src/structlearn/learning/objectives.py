@@ -223,7 +223,7 @@ class SemiMarkovCLL(_CLL):
 
 class SegmentCLL(_CLL):
     """Negative CLL (+ c2‖w‖², + c1‖w‖₁ as a subgradient) of a
-    :class:`~structlearn.models.higher_order.SegmentPatternModel`; the objective of :class:`ChainCLL`
+    :class:`~structlearn.models.segment_patterns.SegmentPatternModel`; the objective of :class:`ChainCLL`
     with segments."""
 
     def __init__(self, model, packed, y, c2=0.0, c1=0.0):

@@ -6,22 +6,11 @@ offers ``log_partition``, ``marginals``, ``argmax``, ``max``, ``kbest``, ``sampl
 """
 from ._base import KBest, Marginals
 from .chain import LinearChain
+from .factor_graph import BPOptions, FactorGraph, GraphInference
+from .graphs import GraphBatch
+from .semimarkov import SemiMarkov
 from .sparse_chain import SparseChain
+from .tree import Tree
 
-__all__ = ["LinearChain", "SparseChain", "KBest", "Marginals"]
-try:  # filled in by their own modules as they land
-    from .semimarkov import SemiMarkov  # noqa: F401
-    __all__.append("SemiMarkov")
-except ImportError:  # pragma: no cover
-    pass
-try:
-    from .tree import Tree  # noqa: F401
-    __all__.append("Tree")
-except ImportError:  # pragma: no cover
-    pass
-try:
-    from .factor_graph import BPOptions, FactorGraph, GraphInference  # noqa: F401
-    from .graphs import GraphBatch  # noqa: F401
-    __all__ += ["FactorGraph", "BPOptions", "GraphInference", "GraphBatch"]
-except ImportError:  # pragma: no cover
-    pass
+__all__ = ["LinearChain", "SparseChain", "SemiMarkov", "Tree", "FactorGraph", "BPOptions", "GraphInference",
+           "GraphBatch", "KBest", "Marginals"]

@@ -1,0 +1,260 @@
+"""Higher-order semi-Markov CRF: segment-label n-grams on the :class:`~structlearn.structures.SemiMarkov`
+engine by dense expansion to tuples of segment labels (the segment twin of
+:mod:`structlearn.models.higher_order`, which holds the label-pattern sets).
+"""
+import itertools
+
+import numba
+import numpy as np
+import scipy.sparse as sp
+
+from ..kernels.features import state_gradient_tokens, state_potentials
+from ..structures._base import Marginals
+from ..utils.validation import check_allowed_mask, check_labels
+
+__all__ = ["SegmentPatternModel", "SegmentPatternChain", "runs"]
+
+
+def runs(y, offsets):
+    """Segments of the runs of equal labels: (seg_start (S,), seg_end (S,) inclusive, seg_label (S,),
+    seg_offsets (B + 1,)), global token indices."""
+    N = y.shape[0]
+    new = np.ones(N, bool)
+    if N:
+        new[1:] = y[1:] != y[:-1]
+        new[offsets[:-1][offsets[:-1] < N]] = True
+    starts = np.flatnonzero(new)
+    ends = np.concatenate([starts[1:], [N]]) - 1 if N else np.zeros(0, np.int64)
+    if N:  # a run never crosses a sequence end
+        seq_end = offsets[np.searchsorted(offsets, starts, side="right")] - 1
+        ends = np.minimum(ends, seq_end)
+    seg_offsets = np.searchsorted(starts, offsets).astype(np.int64)
+    return starts.astype(np.int64), ends.astype(np.int64), y[starts] if N else np.zeros(0, np.int64), \
+        seg_offsets
+
+
+class SegmentPatternModel:
+    """Higher-order semi-Markov CRF: segment-label n-grams on the :class:`~structlearn.structures.SemiMarkov`
+    engine through a dense expansion (seed 000 §"Higher-order CRFs": the extension "is possible for
+    both linear-chain- and semi-Markov CRFs").
+
+    Segments are runs of equal token labels (the seed's variant: consecutive segments have different
+    labels). A segmentation with segment labels k_1..k_m scores
+
+        start[k_1] + Σ_i (Σ_{u in seg i} Σ_a x_{u,a} w_state[a, k_i] + w_dur[len_i - 1, k_i])
+                   + Σ_i Σ_{z ∈ Z, k_{i-|z|+1..i} = z} w_pat[z] + end[k_m]
+
+    with Z the segment-label n-grams of length 2..d+1 seen in training. The expansion's states are
+    tuples of the last d segment labels, padded at the front with a pad symbol for the first segments;
+    the transition between overlapping tuples carries the in-range n-gram weights. Segments longer than
+    the longest training run of their label are forbidden. Cost per pass O(N·(D·K' + K'²)) with
+    K' ≈ K·(K-1)**(d-1) tuple states; memory O(N·K'²) for the transition marginals.
+
+    Parameter layout: ``w[:F]`` state (attribute, label); ``w[F:F+Z]`` patterns (unigrams stay 0);
+    ``w[F+Z:F+Z+D·K]`` durations (D, K); then start (K,), end (K,).
+    """
+
+    def __init__(self, patterns, attr_ptr, feat_label, max_lengths):
+        self.patterns = patterns
+        self.attr_ptr = np.ascontiguousarray(attr_ptr, dtype=np.int64)
+        self.feat_label = np.ascontiguousarray(feat_label, dtype=np.int64)
+        self.n_labels = K = patterns.n_labels
+        self.max_lengths = np.asarray(max_lengths, np.int64)
+        self.D = int(self.max_lengths.max())
+        d = patterns.order
+        pad = K
+        tuples = [t for t in itertools.product(range(K + 1), repeat=d)
+                  if t[-1] != pad and _pads_first(t, pad) and all(
+                      a != b for a, b in zip(t[:-1], t[1:]) if a != pad)]
+        self.tuples = tuples
+        index = {t: i for i, t in enumerate(tuples)}
+        self.last = np.array([t[-1] for t in tuples], np.int64)
+        self.first_state = np.array([all(v == pad for v in t[:-1]) for t in tuples], bool)
+        src, dst, pat_ptr, pat_ids = [], [], [0], []
+        for i, t in enumerate(tuples):
+            for k in range(K):
+                if k == t[-1]:
+                    continue
+                s = t + (k,)
+                j = index[s[1:]]
+                src.append(i)
+                dst.append(j)
+                for ell in range(2, d + 2):
+                    z = s[d + 1 - ell:]
+                    if pad in z:
+                        break
+                    zi = patterns.index.get(z)
+                    if zi is not None:
+                        pat_ids.append(zi)
+                pat_ptr.append(len(pat_ids))
+        self.src = np.asarray(src, np.int64)
+        self.dst = np.asarray(dst, np.int64)
+        E = len(src)
+        self.trans_inc = sp.csr_matrix((np.ones(len(pat_ids)), np.asarray(pat_ids, np.int64),
+                                        np.asarray(pat_ptr, np.int64)), shape=(E, patterns.n_patterns))
+
+    @property
+    def n_states(self):
+        return len(self.tuples)
+
+    @property
+    def n_state(self):
+        return self.feat_label.shape[0]
+
+    @property
+    def n_params(self):
+        return self.n_state + self.patterns.n_patterns + self.D * self.n_labels + 2 * self.n_labels
+
+    def split(self, w):
+        F, Z, D, K = self.n_state, self.patterns.n_patterns, self.D, self.n_labels
+        o = F + Z + D * K
+        return w[:F], w[F:F + Z], w[F + Z:o].reshape(D, K), w[o:o + K], w[o + K:o + 2 * K]
+
+    def free_mask(self):
+        m = np.ones(self.n_params, bool)
+        _, mp, md, _, _ = self.split(m)
+        mp[...] = self.patterns.lengths >= 2
+        md[...] = np.arange(1, self.D + 1)[:, None] <= self.max_lengths[None, :]
+        return m
+
+    def structure(self, w, packed, allowed=None):
+        """The expanded :class:`SegmentPatternChain` of a packed batch."""
+        from ..structures import SemiMarkov
+
+        ws, wp, wd, st, en = self.split(w)
+        wp = np.where(self.patterns.lengths >= 2, wp, 0.0)
+        phi = state_potentials(ws, packed.item_ptr, packed.item_attr, packed.item_val, self.attr_ptr,
+                               self.feat_label, self.n_labels)
+        if allowed is not None:
+            phi = np.where(check_allowed_mask(allowed, phi.shape), phi, -np.inf)
+        S = self.n_states
+        dur = np.where(np.arange(1, self.D + 1)[:, None] <= self.max_lengths[None, :], wd, -np.inf)
+        tr = np.full((S, S), -np.inf)
+        tr[self.src, self.dst] = np.asarray(self.trans_inc @ wp)
+        start = np.where(self.first_state, st[self.last], -np.inf)
+        sm = SemiMarkov(phi[:, self.last], dur[:, self.last], tr, lengths=packed.lengths, start=start,
+                        end=en[self.last], allow_same_label=True)
+        return SegmentPatternChain(self, sm)
+
+    def gold(self, y, offsets):
+        """Gold segments in the expanded state space: list of B (n_seg, 3) arrays (local positions)."""
+        s0, s1, lab, so = runs(y, offsets)
+        d = self.patterns.order
+        pad = self.n_labels
+        index = {t: i for i, t in enumerate(self.tuples)}
+        out = []
+        for b in range(len(offsets) - 1):
+            rows = []
+            hist = (pad,) * d
+            for i in range(so[b], so[b + 1]):
+                hist = hist[1:] + (int(lab[i]),)
+                rows.append((s0[i] - offsets[b], s1[i] - offsets[b], index[hist]))
+            out.append(np.asarray(rows, np.int64).reshape(-1, 3))
+        return out
+
+    def statistics(self, lab, dur, edge, first, last, packed):
+        """Gradient vector from label token marginals (N, K), duration counts (D, K), expanded edge
+        totals (E,), first / last label totals (K,)."""
+        g = np.empty(self.n_params)
+        gs, gp, gd, gst, gen = self.split(g)
+        gs[...] = state_gradient_tokens(np.ascontiguousarray(lab), packed.item_ptr, packed.item_attr,
+                                        packed.item_val, self.attr_ptr, self.feat_label,
+                                        numba.get_num_threads())
+        gp[...] = np.where(self.patterns.lengths >= 2, np.asarray(self.trans_inc.T @ edge).ravel(), 0.0)
+        gd[...] = np.where(self.free_mask_dur(), dur, 0.0)
+        gst[...] = first
+        gen[...] = last
+        return g
+
+    def free_mask_dur(self):
+        return np.arange(1, self.D + 1)[:, None] <= self.max_lengths[None, :]
+
+    def feature_counts(self, packed, y):
+        K = self.n_labels
+        N = packed.n_items
+        lab = np.zeros((N, K))
+        lab[np.arange(N), y] = 1.0
+        s0, s1, sl, so = runs(y, packed.offsets)
+        dur = np.zeros((self.D, K))
+        np.add.at(dur, (s1 - s0, sl), 1.0)
+        edge = np.zeros(len(self.src))
+        emap = {(int(a), int(b)): e for e, (a, b) in enumerate(zip(self.src, self.dst))}
+        for b, segs in enumerate(self.gold(y, packed.offsets)):
+            for i in range(1, len(segs)):
+                edge[emap[(int(segs[i - 1, 2]), int(segs[i, 2]))]] += 1.0
+        nz = np.flatnonzero(packed.lengths > 0)
+        first = np.bincount(y[packed.offsets[nz]], minlength=K).astype(np.float64)
+        last = np.bincount(y[packed.offsets[nz + 1] - 1], minlength=K).astype(np.float64)
+        return self.statistics(lab, dur, edge, first, last, packed)
+
+
+def _pads_first(t, pad):
+    seen_real = False
+    for v in t:
+        if v != pad:
+            seen_real = True
+        elif seen_real:
+            return False
+    return True
+
+
+class SegmentPatternChain:
+    """A :class:`~structlearn.structures.SemiMarkov` over tuple states seen through its segment labels."""
+
+    def __init__(self, model, semimarkov):
+        self.model = model
+        self.sm = semimarkov
+        self.n_rows = semimarkov.n_rows
+        self.lengths = semimarkov.lengths
+        self.offsets = semimarkov.offsets
+
+    def log_partition(self):
+        return self.sm.log_partition()
+
+    def max(self):
+        return self.sm.max()
+
+    def argmax(self):
+        """Token labels (N,) of the best segmentation."""
+        return self.model.last[self.sm.argmax()]
+
+    def score(self, labels):
+        """Log-score (B,) of packed token labels (N,), segments = runs of equal labels."""
+        labels = check_labels(labels, self.n_rows, self.model.n_labels)
+        return self.sm.score(self.model.gold(labels, self.offsets))
+
+    def argmax_segments(self):
+        """List of B (n_seg, 3) arrays (start, end, label), local positions."""
+        out = []
+        for s in self.sm.argmax_segments():
+            s = s.copy()
+            s[:, 2] = self.model.last[s[:, 2]]
+            out.append(s)
+        return out
+
+    def marginals(self, edge="none"):
+        """Label marginals P(token n in a segment labelled k), ``unary`` (N, K)."""
+        U = self.sm.marginals().unary
+        lab = np.zeros((self.n_rows, self.model.n_labels))
+        for s, k in enumerate(self.model.last):
+            lab[:, k] += U[:, s]
+        return Marginals(lab, None)
+
+    def expected(self, packed):
+        """(log Z (B,), expected feature counts (n_params,))."""
+        m = self.model
+        sm = self.sm
+        marg = sm.marginals()
+        U = marg.unary
+        K = m.n_labels
+        lab = np.zeros((self.n_rows, K))
+        np.add.at(lab.T, m.last, U.T)
+        dm = sm.duration_marginals()
+        dexp = sum(f.sum(axis=0) for f in dm)  # (D, S)
+        dur = np.zeros((m.D, K))
+        np.add.at(dur.T, m.last, dexp.T)
+        etot = marg.edge.sum(axis=0)[m.src, m.dst]
+        nz = np.flatnonzero(self.lengths > 0)
+        first = lab[self.offsets[nz]].sum(axis=0)
+        last = lab[self.offsets[nz + 1] - 1].sum(axis=0)
+        return sm.log_partition(), m.statistics(lab, dur, etot, first, last, packed)
