@@ -1,5 +1,5 @@
 """HHMM inference time vs sequence length: linear-time (flattened chain on the engine) vs the O(T³)
-inside–outside algorithm of Fine, Singer & Tishby (1998) (seed 003, Fig. 3).
+inside–outside algorithm of Fine, Singer & Tishby (1998) (Murphy & Paskin 2001, Fig. 3).
 
 Times log-likelihood + posterior marginals for T in {50, 100, 200, 400, 800, 1600}; inside–outside is
 stopped once a run exceeds ``--budget`` seconds (default 60). Prints the times and the slope of

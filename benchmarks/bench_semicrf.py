@@ -3,7 +3,7 @@
 Chunking as segmentation: segments are chunks labelled with their type (NP, VP, ...), every ``O`` token
 a one-token ``O`` segment, adjacent same-type chunks allowed (``allow_same_label=True``), maximum segment
 length per label from the data (NP 15, VP 8, ...). Token attributes: CRFsuite's chunking template.
-Reference (seed 000): the thesis' C fork of CRFsuite, 2.77 s per L-BFGS iteration on the first 1,000
+Reference: a published C fork of CRFsuite, 2.77 s per L-BFGS iteration on the first 1,000
 sentences. Usage::
 
     python benchmarks/bench_semicrf.py [--sentences 1000] [--iterations 10] [--segment-features]

@@ -199,7 +199,7 @@ def test_dbn_agrees_with_flattened(seed, T, finish):
     dbn = model.to_dbn()
     ll = dbn.log_likelihood(model.emission_.log_density(X))
     np.testing.assert_allclose(ll, model.log_likelihood(X)[0], rtol=1e-10)
-    # DBN transition matrices are the automaton's rescaled by 1 - end (seed §4.1)
+    # DBN transition matrices are the automaton's rescaled by 1 - end (Murphy & Paskin 2001 §4.1)
     h = model.hierarchy_
     for d, tab in dbn.trans.items():
         for ctx, At in tab.items():

@@ -15,7 +15,7 @@ def load_earthquakes():
 
 
 def poisson_hmm_as_hsmm(K, n_init, seed=0):
-    """Geometric durations + right censoring: the HSMM is exactly a Poisson HMM (seed §4.6).
+    """Geometric durations + right censoring: the HSMM is exactly a Poisson HMM (Yu 2010 §4.6).
     D = 1000 >> T makes the truncation of the geometric law negligible (< 1e-30)."""
     return HiddenSemiMarkovModel(K, duration="geometric", emission="poisson", max_duration=1000,
                                  censoring="right", n_iter=3000, tol=1e-9, n_init=n_init,

@@ -139,7 +139,7 @@ def prefix_filter(pi, A, pmf, log_b, censoring):
 
 def expanded_hmm_loglik(pi, A, pmf, log_b, censoring):
     """Log-likelihood by the forward algorithm of the HMM over (state, remaining duration)
-    (Ferguson 1980; seed §1, §4.6). Independent of the enumeration."""
+    (Ferguson 1980; Yu 2010 §1, §4.6). Independent of the enumeration."""
     T, K = log_b.shape
     D = pmf.shape[0]
     S = _survivor(pmf)

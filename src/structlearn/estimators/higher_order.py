@@ -15,7 +15,7 @@ _VERSION = 1
 
 
 class HigherOrderCRF(ChainCRFBase):
-    """Higher-order linear-chain CRF with label-pattern features (seed 000 §"Higher-order CRFs").
+    """Higher-order linear-chain CRF with label-pattern features (Cuong et al. 2014, JMLR 15).
 
     The score of labels y of a sequence x is
 
@@ -24,10 +24,10 @@ class HigherOrderCRF(ChainCRFBase):
 
     over label patterns z (label n-grams) of length 1..d+1: ``w_pat`` are transition n-gram features
     (length 2..d+1, the n-grams seen in training, or all with ``all_possible_transitions``) and
-    ``w_state`` state features conditioned on a label n-gram of length ≤ ``state_order`` (the seed's
-    "verbs starting with *mis* preceded by a source" example), the (attribute, n-gram) pairs seen in
+    ``w_state`` state features conditioned on a label n-gram of length ≤ ``state_order`` (Cuong et al.
+    2014's "verbs starting with *mis* preceded by a source" example), the (attribute, n-gram) pairs seen in
     training. Order 1 is :class:`~structlearn.LinearChainCRF` (same features and objective).
-    Training maximises the L2/L1-regularised conditional log-likelihood by L-BFGS / OWL-QN (the seed's
+    Training maximises the L2/L1-regularised conditional log-likelihood by L-BFGS / OWL-QN (the published
     C implementation offers L-BFGS only, and so does this estimator: it takes the L-BFGS parameters and
     none of the online trainers', and has no ``algorithm``).
 
@@ -39,7 +39,7 @@ class HigherOrderCRF(ChainCRFBase):
     segments : bool, default False
         Higher order over *segment* labels (a semi-Markov CRF whose transitions are segment-label
         n-grams, :class:`~structlearn.models.segment_patterns.SegmentPatternModel`): segments are the runs
-        of equal token labels (the seed's variant, consecutive segments have different labels; convert
+        of equal token labels (Sarawagi & Cohen 2004's variant, consecutive segments have different labels; convert
         BIO tags to entity types first), a segment scores the sum of its tokens' (attribute, label)
         state features plus a (length, label) duration feature, lengths are limited to the longest run
         of each label in training. Inference: dense expansion to tuples of the last d segment labels

@@ -29,15 +29,15 @@ from ..utils.validation import check_lengths
 
 __all__ = ["HiddenSemiMarkovModel", "Filtered", "Prediction", "SegmentEnds"]
 
-#: Filtering result (seed §2.2.2), all float64: ``state`` (N, K) P(S_t = j | o_1:t); ``end`` (N, K)
+#: Filtering result (Yu 2010 §2.2.2), all float64: ``state`` (N, K) P(S_t = j | o_1:t); ``end`` (N, K)
 #: P(S_t] = j | o_1:t) (a j-segment ends at t); ``log_likelihood`` (N,) log P(o_1:t).
 Filtered = namedtuple("Filtered", ["state", "end", "log_likelihood"])
 
-#: One-step prediction (seed §2.2.2), float64 (N, K): ``start`` P(S_[t+1 = j | o_1:t) (a j-segment
+#: One-step prediction (Yu 2010 §2.2.2), float64 (N, K): ``start`` P(S_[t+1 = j | o_1:t) (a j-segment
 #: starts at t+1; rows sum to P(a segment ends at t | o_1:t)); ``state`` P(S_{t+1} = j | o_1:t).
 Prediction = namedtuple("Prediction", ["start", "state"])
 
-#: Joint MAP of the state ending at t and its duration (seed eq. (10)): ``states`` (N,) int64,
+#: Joint MAP of the state ending at t and its duration (Yu 2010 eq. (10)): ``states`` (N,) int64,
 #: ``durations`` (N,) int64, ``probs`` (N,) float64 = max_{j,d} η_t(j, d) (posterior, not normalised
 #: by P(a segment ends at t)).
 SegmentEnds = namedtuple("SegmentEnds", ["states", "durations", "probs"])
@@ -67,7 +67,7 @@ class HiddenSemiMarkovModel(BaseEstimator):
     max_duration : int, optional
         Longest duration D (>= 1). Default: the longest sequence seen by ``fit``. Cost grows as D.
     censoring : {"none", "right", "both"}, default "right"
-        Boundary conditions (seed §2.2.1): ``"none"`` — the first segment starts at the first and
+        Boundary conditions (Yu 2010 §2.2.1): ``"none"`` — the first segment starts at the first and
         the last ends at the last observation; ``"right"`` — the last segment may go on after the
         last observation (survivor function; Guédon 2003, R mhsmm/hsmm); ``"both"`` — additionally
         the first segment may have begun before the first observation, its observed part following
@@ -112,7 +112,7 @@ class HiddenSemiMarkovModel(BaseEstimator):
     -----
     Inference costs time O(N·(D·K + K²)) and memory O(N·K) (two-stage semi-Markov forward–backward
     of :mod:`structlearn.kernels.semimarkov`); outputs indexed by duration (``posterior_durations``,
-    ``map_segment_ends``, ``confidence``) need O(N·D·K) memory. EM (seed §2.3.1) never decreases the
+    ``map_segment_ends``, ``confidence``) need O(N·D·K) memory. EM (Yu 2010 §2.3.1) never decreases the
     likelihood: every M-step is exact or an improving (generalised) step, and censored durations are
     completed in the E-step (:func:`structlearn.models.censoring.complete_counts`). A state with no
     posterior mass keeps its previous parameters.
@@ -277,7 +277,7 @@ class HiddenSemiMarkovModel(BaseEstimator):
         self._check_params()
 
     def fit(self, X, lengths=None):
-        """Estimate the parameters by EM (seed §2.3.1) with ``n_init`` restarts.
+        """Estimate the parameters by EM (Yu 2010 §2.3.1) with ``n_init`` restarts.
 
         Parameters
         ----------
@@ -379,7 +379,7 @@ class HiddenSemiMarkovModel(BaseEstimator):
     # likelihood and smoothing
     # ================================================================================================
     def score(self, X, lengths=None):
-        """Log-likelihood log P(o | λ) summed over sequences (seed §2.2.1, eq. (4) summed).
+        """Log-likelihood log P(o | λ) summed over sequences (Yu 2010 §2.2.1, eq. (4) summed).
 
         Returns float (-inf if a sequence is impossible). Time O(N·(D·K + K²)), memory O(N·K).
         """
@@ -390,7 +390,7 @@ class HiddenSemiMarkovModel(BaseEstimator):
         return self._prepare(X, lengths, allow_chain=True)[3].log_partition()
 
     def score_samples(self, X, lengths=None):
-        """Log-likelihood and smoothed state posteriors γ_t(j) = P(S_t = j | o) (seed eq. (8)).
+        """Log-likelihood and smoothed state posteriors γ_t(j) = P(S_t = j | o) (Yu 2010 eq. (8)).
 
         Returns
         -------
@@ -401,11 +401,11 @@ class HiddenSemiMarkovModel(BaseEstimator):
         return float(sm.log_partition().sum()), sm.marginals().unary
 
     def predict_proba(self, X, lengths=None):
-        """Smoothed posteriors γ_t(j) = P(S_t = j | o_1:T), shape (N, K) (seed eq. (8))."""
+        """Smoothed posteriors γ_t(j) = P(S_t = j | o_1:T), shape (N, K) (Yu 2010 eq. (8))."""
         return self.score_samples(X, lengths)[1]
 
     def posterior_transitions(self, X, lengths=None):
-        """ξ_t(i, j) = P(S_t] = i, S_[t+1 = j | o) (seed eq. (7)), shape (N, K, K).
+        """ξ_t(i, j) = P(S_t] = i, S_[t+1 = j | o) (Yu 2010 eq. (7)), shape (N, K, K).
 
         Row t: a segment of state i ends at t and one of state j starts at t+1; the last row of
         every sequence is 0.
@@ -413,7 +413,7 @@ class HiddenSemiMarkovModel(BaseEstimator):
         return _model.transition_marginals(self._prepare(X, lengths, allow_chain=True)[3])[1]
 
     def posterior_durations(self, X, lengths=None):
-        """η_t(j, d) = P(S_[t-d+1:t] = j | o) (seed eq. (6)): a j-segment of duration d ends at t.
+        """η_t(j, d) = P(S_[t-d+1:t] = j | o) (Yu 2010 eq. (6)): a j-segment of duration d ends at t.
 
         Returns
         -------
@@ -428,7 +428,7 @@ class HiddenSemiMarkovModel(BaseEstimator):
         return eta
 
     def expected_counts(self, X, lengths=None):
-        r"""The expectations (a)–(g) of seed §2.2.2, per sequence.
+        r"""The expectations (a)–(g) of Yu 2010 §2.2.2, per sequence.
 
         Returns
         -------
@@ -452,7 +452,7 @@ class HiddenSemiMarkovModel(BaseEstimator):
     # filtering and prediction (forward messages only)
     # ================================================================================================
     def filter(self, X, lengths=None):
-        """Filtered probabilities given the observations so far (seed §2.2.2).
+        """Filtered probabilities given the observations so far (Yu 2010 §2.2.2).
 
         ``state[t, j]`` = P(S_t = j | o_1:t), ``end[t, j]`` = P(S_t] = j | o_1:t) (a j-segment ends
         exactly at t), ``log_likelihood[t]`` = log P(o_1:t). The prefix likelihood follows the
@@ -490,7 +490,7 @@ class HiddenSemiMarkovModel(BaseEstimator):
         return c - np.repeat(prev, lengths[lengths > 0])
 
     def predict_next(self, X, lengths=None):
-        """One-step prediction given o_1:t (seed §2.2.2).
+        """One-step prediction given o_1:t (Yu 2010 §2.2.2).
 
         Returns
         -------
@@ -523,8 +523,8 @@ class HiddenSemiMarkovModel(BaseEstimator):
         Parameters
         ----------
         algorithm : {"viterbi", "map"}
-            ``"viterbi"``: the maximum-likelihood segmentation (seed eq. (11)); ``log_prob`` is
-            log max_s P(o, s). ``"map"``: per-time argmax of γ_t (seed §2.2.3); ``log_prob`` is
+            ``"viterbi"``: the maximum-likelihood segmentation (Yu 2010 eq. (11)); ``log_prob`` is
+            log max_s P(o, s). ``"map"``: per-time argmax of γ_t (Yu 2010 §2.2.3); ``log_prob`` is
             Σ_t log max_j γ_t(j) (hmmlearn's convention).
         return_segments : bool, default False
             Also return per-sequence (n_seg, 3) int64 arrays of (start, end, state) rows (local,
@@ -576,12 +576,12 @@ class HiddenSemiMarkovModel(BaseEstimator):
         return out
 
     def predict(self, X, lengths=None):
-        """Viterbi states (seed eq. (11)), int64 array (N,)."""
+        """Viterbi states (Yu 2010 eq. (11)), int64 array (N,)."""
         return self.decode(X, lengths)[1]
 
     def map_segment_ends(self, X, lengths=None):
         """Joint MAP of the state ending at t and its duration, (ŝ_t, d̂_t) = argmax η_t(i, d)
-        (seed eq. (10)).
+        (Yu 2010 eq. (10)).
 
         Returns
         -------
@@ -597,7 +597,7 @@ class HiddenSemiMarkovModel(BaseEstimator):
                            flat[np.arange(N), arg])
 
     def confidence(self, X, lengths=None):
-        """Confidence of the eq. (10) estimate (seed §2.2.4):
+        """Confidence of the eq. (10) estimate (Yu 2010 §2.2.4):
         max_{j,d} η_t(j, d) / Σ_{j,d} η_t(j, d), shape (N,) float64 in [0, 1].
 
         Low values show where state estimation errors are likely; 0 where no segment can end at t.
@@ -609,7 +609,7 @@ class HiddenSemiMarkovModel(BaseEstimator):
 
     def segment_posterior(self, X, segments, lengths=None, sequence=0, exact_start=True,
                           exact_end=True):
-        """Posterior probability of a subpath P[s_{t+1:t+k} | o] (seed §2.2.4).
+        """Posterior probability of a subpath P[s_{t+1:t+k} | o] (Yu 2010 §2.2.4).
 
         Parameters
         ----------
@@ -628,7 +628,7 @@ class HiddenSemiMarkovModel(BaseEstimator):
         Returns
         -------
         float
-            L' / L where L' sums the paths through the constrained lattice (seed §2.2.4, the
+            L' / L where L' sums the paths through the constrained lattice (Yu 2010 §2.2.4, the
             constrained forward–backward of Culotta & McCallum 2004). Time O(T·(D·K + K²)).
 
         Raises

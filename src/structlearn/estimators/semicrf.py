@@ -19,7 +19,7 @@ LABEL_FORMATS = ("auto", "bio", "runs", "segments")
 
 
 class SemiMarkovCRF(CRFBase):
-    """Semi-Markov conditional random field (Sarawagi & Cohen 2004; seed 000 §"Semi-Markov CRFs").
+    """Semi-Markov conditional random field (Sarawagi & Cohen 2004; Sarawagi & Cohen 2004).
 
     Labels whole segments: a segmentation of a sequence into labelled segments (s, e, k) scores
 
@@ -47,10 +47,10 @@ class SemiMarkovCRF(CRFBase):
     all_possible_states, all_possible_transitions : bool, default False
         Every (attribute, label) / (label, label) pair is a feature, not only those seen.
     max_segment_length : None, int or dict label -> int, default None
-        Longest segment. ``None`` (the seed's rule): per label, the longest training segment of that
+        Longest segment. ``None`` (Sarawagi & Cohen 2004's rule): per label, the longest training segment of that
         label. Longer segments are impossible (duration potential -inf).
     allow_same_label : bool, default False
-        Whether two consecutive segments may share a label. False is the seed's variant (segments are
+        Whether two consecutive segments may share a label. False is Sarawagi & Cohen 2004's variant (segments are
         maximal runs); chunking and word segmentation need True.
     segment_features : sequence of str, default ("first", "last")
         Segment-level features, any of ``"first"`` (the first token's attributes × label), ``"last"``

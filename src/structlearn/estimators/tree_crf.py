@@ -205,7 +205,7 @@ def _take_rows(packed, rows, lengths):
 class TreeCRF(CRFBase):
     """Tree-structured conditional random field: one label per node of a rooted tree.
 
-    Scores (seed 000 §"Tree-structured CRFs"; belief propagation, Pearl 1982)::
+    Scores (Cohn & Blunsom 2005; belief propagation, Pearl 1982)::
 
         s(x, y) = Σ_n Σ_a x_{n,a} w[a, y_n]                         node attributes × label
                 + Σ_{c ≠ root} w[y_c, y_parent(c)]                 child label × parent label

@@ -7,7 +7,7 @@ Arrays in, arrays out; no validation. Conventions:
   time-varying one where row t scores the step from token t to t + 1 (rows at sequence ends unused).
 - ``start``, ``end``: (K,) log-potentials of the first / last label.
 
-The recurrences (Lafferty et al. 2001; seed 000 eqs. "folc-alpha", "folc-beta")::
+The recurrences (Lafferty et al. 2001; Sutton & McCallum 2012 §4.1)::
 
     α[0, j]   = start[j] + unary[0, j]
     α[t, j]   = unary[t, j] + ⊕_i (α[t-1, i] + trans[t-1, i, j])

@@ -8,7 +8,7 @@ transition matrix, which is stationary and given in CSR form "from, to":
   (a stored -inf is legal too).
 - ``unary``: (N, K) log-potentials; ``offsets``: (B + 1,); ``start``, ``end``: (K,).
 
-The recurrences are those of the dense kernels (Lafferty et al. 2001; seed 000 eqs. "folc-alpha",
+The recurrences are those of the dense kernels (Lafferty et al. 2001; Sutton & McCallum 2012 §4.1,
 "folc-beta") restricted to the stored transitions, so a step costs O(E + K) instead of O(K²)::
 
     α[t, j]   = unary[t, j] + ⊕_{i : (i, j) stored} (α[t-1, i] + logv[i → j])

@@ -3,7 +3,7 @@
 Arrays in, arrays out; no validation. Two exact algorithms for the same distribution:
 
 **Sparse** (Cuong, Ye, Lee & Chieu 2014, "Conditional random field with high-order dependencies for
-sequence labeling and segmentation", JMLR 15, §3; seed 000, commented part of §"Higher-order CRFs").
+sequence labeling and segmentation", JMLR 15, §3).
 ``Z`` is a set of label patterns; a pattern z scores position t when ``y[t-|z|+1 .. t] == z``. The forward
 states are ``P = {ε} ∪ Y ∪ {proper prefixes of patterns}`` (prefix-closed). The state after t tokens is
 the longest suffix of ``y[0..t]`` in P; it is the longest P-suffix of ``p·y_t`` (``p`` the state after
@@ -27,8 +27,8 @@ normalisers, as in scaled forward–backward), so marginals never subtract O(T)-
 
 Cost per token O(|P|·K·(1 + patterns per edge)), memory O(T·|P|) per sequence.
 
-**Dense** helpers: the expansion to d-tuples of labels (a first-order chain over K**d states, the seed's
-α[y_1..y_d]); see :mod:`structlearn.models.higher_order` for the layout.
+**Dense** helpers: the expansion to d-tuples of labels (a first-order chain over K**d states,
+α[y_1..y_d] of Ye et al. 2009); see :mod:`structlearn.models.higher_order` for the layout.
 """
 import math
 

@@ -2,7 +2,7 @@
 one fused forward–backward pass) and the feature model's kernels (arrays in, arrays out; no validation).
 
 A k-segment [s, e] (d = e - s + 1 <= L_k, the label's longest segment) scores (Sarawagi & Cohen 2004,
-"Semi-Markov conditional random fields", eqs. 3–5; seed 000 eq. "sm-alpha")::
+"Semi-Markov conditional random fields", eqs. 3–5)::
 
     w(s, e, k) = Σ_{u=s..e} unary[u, k] + dur[d-1, k] + begin[s, k] + last[e, k]
                + span_w[span_id[e, d-1], k]   (if span_id >= 0)

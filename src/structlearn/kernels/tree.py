@@ -11,7 +11,7 @@ Arrays in, arrays out; no validation. Conventions:
   ``o``; parents come before their children, so reading it backwards visits children before parents).
 - ``cptr`` (N + 1,), ``cidx`` (N,): children of node n are ``cidx[cptr[n]:cptr[n + 1]]`` (CSR).
 
-The recurrences (belief propagation on a tree, Pearl 1982; seed 000 eq. "tree-alpha-beta", written in
+The recurrences (belief propagation on a tree, Pearl 1982; Cohn & Blunsom 2005 §3, written in
 the log domain and in a semiring, Goodman 1999)::
 
     inside[n, i]  = unary[n, i] + Σ_{c ∈ children(n)} msg[c, i]                     (upward, leaves first)
@@ -331,7 +331,7 @@ def tree_marginals(unary, edge, root_score, gpar, pre, cptr, cidx, offsets, ins,
 def tree_viterbi(unary, edge, root_score, gpar, pre, cptr, cidx, offsets):
     """Max-product decoding: best scores (B,) and labels (N,) (-1 rows for infeasible trees).
 
-    Upward MAX pass storing, per child, the best child label for each parent label (seed 000, "tree"
+    Upward MAX pass storing, per child, the best child label for each parent label (Cohn & Blunsom 2005, "tree"
     Viterbi), then a downward read-out root first. Time O(N·K²), memory O(N·K).
     """
     N, K = unary.shape

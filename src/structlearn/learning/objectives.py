@@ -1,7 +1,8 @@
 """Training objectives: value and gradient of the negative conditional log-likelihood (CLL).
 
-For a CRF with weights w and training pairs (x_b, y_b) (Lafferty et al. 2001; seed 000 eqs.
-"llhood" and "pderiv")::
+For a CRF with weights w and training pairs (x_b, y_b) (Lafferty et al. 2001, eq. (1);
+the gradient is observed minus expected feature counts, Sutton & McCallum 2012, "An introduction to
+conditional random fields", §5.1)::
 
     L(w)  = Σ_b [log Z(x_b) - s(x_b, y_b)] + c2 ‖w‖²
     ∇L(w) = Σ_b (E_{p(y|x_b)}[f(x_b, y)] - f(x_b, y_b)) + 2 c2 w
@@ -155,7 +156,7 @@ class TreeCLL(_CLL):
 
     Notes
     -----
-    One call costs one upward–downward pass over the trees (belief propagation, seed 000
+    One call costs one upward–downward pass over the trees (belief propagation, Pearl 1988
     §"Tree-structured CRFs"), O(N·K²), plus O(nnz · labels per attribute) for potentials and gradient;
     with edge-attribute features also O(N·K²) memory for the per-edge marginals.
     """

@@ -1,6 +1,6 @@
 r"""Boundary conditions of the explicit-duration HSMM: transforms of a (D, K) duration log-pmf.
 
-Censoring (seed §2.2.1) is handled generically for every duration family, from its (D, K) log-pmf, by
+Censoring (Yu 2010 §2.2.1) is handled generically for every duration family, from its (D, K) log-pmf, by
 :func:`duration_tables` (log-potentials of the first / middle / last / only segment of a sequence) and
 :func:`complete_counts` (the E-step completion of censored segments used by the M-step):
 
@@ -22,7 +22,7 @@ from scipy import special
 
 __all__ = ["CENSORING", "duration_tables", "complete_counts", "log_survivor", "log_mean", "log_tail_sum"]
 
-#: Boundary conditions of seed §2.2.1.
+#: Boundary conditions of Yu 2010 §2.2.1.
 CENSORING = ("none", "right", "both")
 
 _NEG_INF = -np.inf
@@ -55,7 +55,7 @@ def duration_tables(log_pmf, censoring):
     log_pmf : array-like of float64, shape (D, K)
         ``log_pmf[d - 1, j] = log p_j(d)`` (rows sum to one in linear space over d).
     censoring : {"none", "right", "both"}
-        Boundary conditions (module docstring; seed §2.2.1).
+        Boundary conditions (module docstring; Yu 2010 §2.2.1).
 
     Returns
     -------

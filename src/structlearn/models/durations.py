@@ -17,7 +17,7 @@ Gamma               F(d) - F(d - 1), F the Gamma(shape, scale) cdf         ``sha
 LogNormal           F(d) - F(d - 1), F the LogNormal(μ, σ) cdf             ``mu``, ``sigma``
 ==================  ====================================================  ============================
 
-Censoring (seed §2.2.1) is generic over the families: :func:`duration_tables` (log-potentials of the
+Censoring (Yu 2010 §2.2.1) is generic over the families: :func:`duration_tables` (log-potentials of the
 first / middle / last / only segment of a sequence) and :func:`complete_counts` (the E-step completion
 of censored segments used by the M-step) live in :mod:`structlearn.models.censoring` and are part of
 this module's public names.
@@ -149,7 +149,7 @@ class DurationDistribution(Distribution):
 # non-parametric
 # ------------------------------------------------------------------------------------------------------
 class NonParametric(DurationDistribution):
-    """Categorical duration distribution on 1..D (Ferguson 1980; seed §3.1, §4.1).
+    """Categorical duration distribution on 1..D (Ferguson 1980; Yu 2010 §3.1, §4.1).
 
     Parameters
     ----------
@@ -159,7 +159,7 @@ class NonParametric(DurationDistribution):
 
     Notes
     -----
-    ``fit`` is the exact maximiser of Q (module docstring): with F = 0, p_j(d) ∝ n_d (seed §2.3.1,
+    ``fit`` is the exact maximiser of Q (module docstring): with F = 0, p_j(d) ∝ n_d (Yu 2010 §2.3.1,
     ii); with F > 0, p_d = n_d / (N - F + F d / μ) where μ solves Σ_d p_d = 1 (one-dimensional root
     search, ``scipy.optimize.brentq``). A state without mass keeps its previous probabilities.
     """
@@ -452,7 +452,7 @@ def _weighted_moments(n, shift=0.0, transform=None):
 
 
 class Poisson(_Parametric):
-    """Shifted Poisson durations: d - 1 ~ Poisson(λ), d >= 1 (seed §4.1; mhsmm ``"poisson"``, shift 1).
+    """Shifted Poisson durations: d - 1 ~ Poisson(λ), d >= 1 (Yu 2010 §4.1; mhsmm ``"poisson"``, shift 1).
 
     Parameters
     ----------
@@ -497,7 +497,7 @@ class Poisson(_Parametric):
 
 class Geometric(_Parametric):
     """Geometric durations p_j(d) = p (1 - p)^(d - 1), d >= 1: the implicit duration of an HMM with
-    self-transition probability 1 - p (seed §1, §4.6).
+    self-transition probability 1 - p (Yu 2010 §1, §4.6).
 
     Parameters
     ----------
@@ -546,7 +546,7 @@ class Geometric(_Parametric):
 
 
 class NegativeBinomial(_Parametric):
-    """Shifted negative binomial durations: d - 1 ~ NB(n, p) (``scipy.stats.nbinom``; seed §4.1.1;
+    """Shifted negative binomial durations: d - 1 ~ NB(n, p) (``scipy.stats.nbinom``; Yu 2010 §4.1.1;
     mhsmm ``"nbinom"``). Mean n (1 - p) / p + 1 before truncation.
 
     Parameters
@@ -621,7 +621,7 @@ def _log_interval_normal(z_hi, z_lo):
 
 class Gamma(_Parametric):
     """Discretised gamma durations p_j(d) ∝ F(d) - F(d - 1), F the Gamma(shape, scale) cdf
-    (seed §4.1.1; Levinson 1986 used the continuous gamma).
+    (Yu 2010 §4.1.1; Levinson 1986 used the continuous gamma).
 
     Parameters
     ----------
@@ -670,7 +670,7 @@ class Gamma(_Parametric):
 
 class LogNormal(_Parametric):
     """Discretised log-normal durations p_j(d) ∝ F(d) - F(d - 1), F the cdf of exp(N(mu, sigma²))
-    (seed §4.1).
+    (Yu 2010 §4.1).
 
     Parameters
     ----------

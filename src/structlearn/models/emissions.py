@@ -26,7 +26,7 @@ methods):
 - ``n_states`` — K, or ``None`` before the parameters are set;
 - ``log_density(X)`` → (N, K) float64, log b_j(x_t);
 - ``fit(X, weights)`` — weighted maximum likelihood with weights (N, K), e.g. the posteriors γ_t(j)
-  of seed §2.3.1 iii; a state whose weights sum to zero keeps its parameters;
+  of Yu 2010 §2.3.1 iii; a state whose weights sum to zero keeps its parameters;
 - ``sample(states, random_state)`` → (n, F) float64;
 - ``n_parameters()`` — the number of free parameters;
 - ``check_X(X)`` → the validated 2-d float array (optional: :func:`check_observations` falls back to
@@ -97,7 +97,7 @@ class EmissionDistribution(Distribution):
 
 # ------------------------------------------------------------------------------------------------------
 class Categorical(EmissionDistribution):
-    """Discrete emissions: b_j(v) = probs[j, v] for symbols v = 0..V-1 (seed §2.3.1 iii, §4.2).
+    """Discrete emissions: b_j(v) = probs[j, v] for symbols v = 0..V-1 (Yu 2010 §2.3.1 iii, §4.2).
 
     Parameters
     ----------
@@ -200,7 +200,7 @@ class Categorical(EmissionDistribution):
 
 # ------------------------------------------------------------------------------------------------------
 class Poisson(EmissionDistribution):
-    """Independent Poisson counts per feature: b_j(x) = Π_f λ_jf^x_f e^{-λ_jf} / x_f! (seed §4.2).
+    """Independent Poisson counts per feature: b_j(x) = Π_f λ_jf^x_f e^{-λ_jf} / x_f! (Yu 2010 §4.2).
 
     Parameters
     ----------
@@ -335,7 +335,7 @@ def _full_logpdf(X, means, covars):
 
 
 class Gaussian(EmissionDistribution):
-    """Univariate Gaussian emissions b_j(x) = N(x; μ_j, σ²_j) (seed §4.2).
+    """Univariate Gaussian emissions b_j(x) = N(x; μ_j, σ²_j) (Yu 2010 §4.2).
 
     Parameters
     ----------
@@ -421,7 +421,7 @@ class Gaussian(EmissionDistribution):
 
 
 class MultivariateGaussian(EmissionDistribution):
-    """Multivariate Gaussian emissions b_j(x) = N(x; μ_j, Σ_j) (seed §4.2).
+    """Multivariate Gaussian emissions b_j(x) = N(x; μ_j, Σ_j) (Yu 2010 §4.2).
 
     Parameters
     ----------
@@ -542,7 +542,7 @@ class MultivariateGaussian(EmissionDistribution):
 
 
 class GaussianMixture(EmissionDistribution):
-    """Gaussian-mixture emissions b_j(x) = Σ_m c_jm N(x; μ_jm, Σ_jm) (seed §4.2; Rabiner 1989 eq. 49).
+    """Gaussian-mixture emissions b_j(x) = Σ_m c_jm N(x; μ_jm, Σ_jm) (Yu 2010 §4.2; Rabiner 1989 eq. 49).
 
     Parameters
     ----------

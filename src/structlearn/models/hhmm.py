@@ -1,7 +1,7 @@
 r"""Hierarchical hidden Markov models (HHMM): the automaton and its flattening into chain potentials.
 
 Model (Fine, Singer & Tishby 1998, "The hierarchical hidden Markov model", Machine Learning 32; Murphy &
-Paskin 2001, "Linear-time inference in hierarchical HMMs", NIPS, seed 003). An HHMM is an automaton whose
+Paskin 2001, "Linear-time inference in hierarchical HMMs", NIPS). An HHMM is an automaton whose
 *abstract* states call sub-models (sub-HHMMs) and whose *production* states emit one observation. Every
 sub-model m has children c_1..c_K with
 
@@ -13,13 +13,13 @@ sub-model m has children c_1..c_K with
 The root sub-model is called once; the observation string is everything emitted until the root finishes.
 A sub-model called from several parents is *shared* (tied): one set of parameters, several contexts.
 
-**Representations** (seed §2–§5), all available from the estimator
+**Representations** (Murphy & Paskin 2001 §2–§5), all available from the estimator
 :class:`structlearn.estimators.hhmm.HierarchicalHMM`:
 
 (a) the automaton (this module's :class:`Hierarchy`, built from nested dicts or from arrays);
-(b) the DBN of seed §4 with nodes Q^d_t, F^d_t (:meth:`HierarchicalHMM.to_dbn`,
+(b) the DBN of Murphy & Paskin 2001 §4 with nodes Q^d_t, F^d_t (:meth:`HierarchicalHMM.to_dbn`,
     :class:`structlearn.models.hhmm_dbn.HHMMDBN`);
-(c) the flattened HMM over the S legal stack configurations (root-to-production paths), seed §2:
+(c) the flattened HMM over the S legal stack configurations (root-to-production paths), Murphy & Paskin 2001 §2:
     a step from configuration s (path p_1..p_k) to s' is a sum of *atoms*, one per level d* at which
     the horizontal move happens:
 
@@ -228,7 +228,7 @@ class Hierarchy:
         """Automaton of a balanced tree hierarchy from per-level tables indexed by the full context.
 
         Level d (0-based) has K_d children under every parent; its parameters are indexed by the
-        context (the child indices at levels 0..d-1), as the DBN CPDs of seed §4:
+        context (the child indices at levels 0..d-1), as the DBN CPDs of Murphy & Paskin 2001 §4:
         ``start[d]`` (K_0, …, K_{d-1}, K_d), ``trans[d]`` (K_0, …, K_{d-1}, K_d, K_d), ``end[d]``
         (K_0, …, K_{d-1}, K_d). Productions are the leaves (Π K_d of them). Names: ``"root"``, then
         ``names(context)`` or dotted indices (``"q0.2"``).

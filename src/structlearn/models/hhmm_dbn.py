@@ -1,4 +1,4 @@
-"""The hierarchical HMM as a dynamic Bayesian network (seed §4, Fig. 2): representation (b) of
+"""The hierarchical HMM as a dynamic Bayesian network (Murphy & Paskin 2001 §4, Fig. 2): representation (b) of
 :mod:`structlearn.models.hhmm`, an independent check of the flattened chain."""
 import numpy as np
 
@@ -8,7 +8,7 @@ __all__ = ["HHMMDBN"]
 
 
 class HHMMDBN:
-    r"""The HHMM as a dynamic Bayesian network (seed §4, Fig. 2).
+    r"""The HHMM as a dynamic Bayesian network (Murphy & Paskin 2001 §4, Fig. 2).
 
     Per level d = 1..D: Q^d_t takes the index of a child within the sub-model selected by the context
     Q^{1:d-1}_t (or the value ``None`` below a production state; such padded levels always have
@@ -17,7 +17,7 @@ class HHMMDBN:
     - ``start[d][ctx]`` (K,): P(Q^d_t = j | F^d_{t-1} = 1 or t = 1, ctx) — the vertical distribution π;
     - ``trans[d][ctx]`` (K, K): Ã(i, j) = P(Q^d_t = j | Q^d_{t-1} = i, F^{d+1}_{t-1} = 1,
       F^d_{t-1} = 0, ctx) — the *rescaled* automaton transitions Ã(i, j) = a(i, j) / (1 - e(i))
-      (seed §4.1: the DBN never enters the end state; a row with e(i) = 1 is never used and is set to 0);
+      (Murphy & Paskin 2001 §4.1: the DBN never enters the end state; a row with e(i) = 1 is never used and is set to 0);
       Q^d_t = Q^d_{t-1} when F^{d+1}_{t-1} = 0;
     - ``end[d][ctx]`` (K,): P(F^d_t = 1 | Q^d_t = i, F^{d+1}_t = 1, ctx) = e(i); F^d_t = 0 when
       F^{d+1}_t = 0 (F^{D+1} ≡ 1);

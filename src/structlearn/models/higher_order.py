@@ -6,8 +6,8 @@ log-potential at t is
 
     θ_t(z) = w_pat[z] + Σ_{(a, v) in item t} v · w_state[a, z]        (the second sum only if |z| ≤ s)
 
-where ``w_pat`` are the *transition* features (patterns of length 2..d+1, the seed's "transition n-grams")
-and ``w_state`` the state features conditioned on a label pattern (the seed's ``<source, sentiment>``
+where ``w_pat`` are the *transition* features (patterns of length 2..d+1, Cuong et al. 2014's "transition n-grams")
+and ``w_state`` the state features conditioned on a label pattern (Cuong et al. 2014's ``<source, sentiment>``
 example), limited to patterns of length ≤ s = ``state_order`` ≤ d. Plus ``start[y_0]`` and
 ``end[y_{T-1}]``. Order 1 with s = 1 is exactly the linear-chain CRF of :mod:`structlearn.models.crf`.
 
@@ -15,7 +15,7 @@ Pattern ids: the K unigrams first (id = label), then the other "state" patterns 
 the first ``Zs`` ids are those with token-dependent potentials; then the rest. Two exact inference
 algorithms, chosen by ``mode``:
 
-- ``"dense"``: state expansion to d-tuples of labels (seed 000 §"Higher-order CRFs", α[y_1..y_d]):
+- ``"dense"``: state expansion to d-tuples of labels (Cuong et al. 2014, JMLR 15, α[y_1..y_d]):
   a first-order :class:`~structlearn.structures.LinearChain` over K**d states whose transition matrix is
   -inf except between overlapping tuples (s[1:] == s'[:-1]), which carry the (d+1)-gram weights. Tuples at
   the first d-1 positions are padded with label 0 (start potentials -inf elsewhere), and the out-of-range

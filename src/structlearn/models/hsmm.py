@@ -9,7 +9,7 @@ probability is
 .. math:: π_{j_1} \prod_m p_{j_m}(d_m) \prod_{t \in m} b_{j_m}(o_t) \prod_{m<n} a_{j_m j_{m+1}}
 
 with the first / last segment's duration term replaced according to the boundary conditions
-(``censoring``, seed §2.2.1; see :mod:`structlearn.models.censoring`).
+(``censoring``, Yu 2010 §2.2.1; see :mod:`structlearn.models.censoring`).
 
 **Architecture.** There is no forward–backward recursion here. :class:`HSMMPotentials` turns
 (π, A, durations, emission log-densities) into semi-Markov log-potentials — ``unary`` = log b_j(o_t),
@@ -56,7 +56,7 @@ def check_probabilities(startprob, transmat, K):
     if K >= 2:
         if np.any(np.diag(tm) != 0):
             raise ValueError("`transmat_` must have a zero diagonal (an explicit-duration HSMM has "
-                             "no self-transitions, seed §3.1; durations model the stay)")
+                             "no self-transitions, Yu 2010 §3.1; durations model the stay)")
         s = tm.sum(axis=1)
         if not np.allclose(s, 1.0, atol=1e-8):
             i = int(np.argmax(np.abs(s - 1)))
@@ -123,7 +123,7 @@ class HSMMPotentials:
         """(log H, log start, log end) of the first-order chain equal to this HSMM, or None.
 
         With geometric durations p_j(d) = p_j (1 - p_j)^(d-1) the HSMM is the HMM with
-        H = diag(1 - p) + diag(p) A (seed §1, §4.6; the residual-life law of a geometric duration is
+        H = diag(1 - p) + diag(p) A (Yu 2010 §1, §4.6; the residual-life law of a geometric duration is
         the same geometric law, so "both" equals "right"). The only difference is the truncation at
         D, so the chain is used only when (1 - p_j)^D < 1e-20 for every state: then both models agree
         to float64 precision. ``end`` is log p_j under ``censoring="none"`` (the last segment ends
@@ -230,7 +230,7 @@ def transition_marginals(sm):
 
 
 def expected_counts(sm, X, lengths, offsets, emission):
-    r"""The expectations (a)–(g) of seed §2.2.2, per sequence, from the SemiMarkov structure ``sm`` of
+    r"""The expectations (a)–(g) of Yu 2010 §2.2.2, per sequence, from the SemiMarkov structure ``sm`` of
     the observations ``X`` (see :meth:`HiddenSemiMarkovModel.expected_counts
     <structlearn.estimators.hsmm.HiddenSemiMarkovModel.expected_counts>` for the keys)."""
     gamma, xi = sm.marginals()

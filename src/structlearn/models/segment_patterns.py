@@ -35,10 +35,10 @@ def runs(y, offsets):
 
 class SegmentPatternModel:
     """Higher-order semi-Markov CRF: segment-label n-grams on the :class:`~structlearn.structures.SemiMarkov`
-    engine through a dense expansion (seed 000 §"Higher-order CRFs": the extension "is possible for
+    engine through a dense expansion (Cuong et al. 2014, JMLR 15: the extension "is possible for
     both linear-chain- and semi-Markov CRFs").
 
-    Segments are runs of equal token labels (the seed's variant: consecutive segments have different
+    Segments are runs of equal token labels (Sarawagi & Cohen 2004's variant: consecutive segments have different
     labels). A segmentation with segment labels k_1..k_m scores
 
         start[k_1] + Σ_i (Σ_{u in seg i} Σ_a x_{u,a} w_state[a, k_i] + w_dur[len_i - 1, k_i])

@@ -1,6 +1,6 @@
 """Semi-Markov CRF feature model: a weight vector -> :class:`~structlearn.structures.SemiMarkov`.
 
-The segment score of a k-segment [s, e] (end inclusive) is (Sarawagi & Cohen 2004, eqs. 3–5; seed 000
+The segment score of a k-segment [s, e] (end inclusive) is (Sarawagi & Cohen 2004, eqs. 3–5;
 eq. "sm-alpha", s(y, [i-d, i]))::
 
     w(s, e, k) = Σ_{u=s..e} Σ_{(a, v) in x_u} v·w_state[a, k]          token state features over the span

@@ -2,7 +2,7 @@
 
 The tree counterpart of :class:`~structlearn.models.crf.ChainFeatureModel`, built from the same pieces of
 :mod:`structlearn.models.features` (attribute vocabulary, packed CSR items, (attribute, label) state
-features and their Numba kernels). The score of labels y of one tree (seed 000 §"Tree-structured CRFs")::
+features and their Numba kernels). The score of labels y of one tree (Cohn & Blunsom 2005)::
 
     s(x, y) = Σ_n Σ_{(a, v) ∈ x_n} v · w_state[a, y_n]                         node attributes × label
             + Σ_{c ≠ root} ( w_edge[y_c, y_parent(c)]                           child label × parent label

@@ -15,7 +15,7 @@ class LinearChain(LabelingStructure):
 
     .. math:: s(y) = start[y_0] + \sum_t unary[t, y_t] + \sum_{t<T-1} transition[t, y_t, y_{t+1}] + end[y_{T-1}]
 
-    and :math:`p(y) = \exp(s(y) - \log Z)` (Lafferty, McCallum & Pereira 2001; seed 000 eq. "llhood").
+    and :math:`p(y) = \exp(s(y) - \log Z)` (Lafferty, McCallum & Pereira 2001, eq. (1)).
 
     Parameters
     ----------
@@ -38,7 +38,8 @@ class LinearChain(LabelingStructure):
     Notes
     -----
     All methods run Numba kernels in parallel over sequences. Cost per call: time O(N·K²), memory
-    O(N·K) (forward–backward, seed 000 eqs. "folc-alpha"/"folc-beta"); ``kbest(k)`` O(N·K²·k log(Kk)).
+    O(N·K) (forward–backward, Sutton & McCallum 2012, "An introduction to conditional random fields",
+    §4.1); ``kbest(k)`` O(N·K²·k log(Kk)).
     Infeasible sequences (every labeling has potential -inf) get ``log_partition`` -inf, zero
     marginals, and make ``argmax``/``kbest``/``sample`` raise ``ValueError`` naming the sequence.
     """

@@ -57,7 +57,7 @@ class SemiMarkov(StructureBase):
         w(s, e, k) = \sum_{u=s}^{e} unary[u, k] + dur_{s,e}[e - s, k] \;(+\; segment[e, e - s, k])
 
     and :math:`p(y) = \exp(s(y) - \log Z)` (Sarawagi & Cohen 2004, "Semi-Markov conditional random
-    fields", eqs. 3–5; seed 000 eqs. "sm-alpha", "sm-beta"). The duration table
+    fields", eqs. 3–5). The duration table
     :math:`dur_{s,e}` is chosen by where the segment lies (censoring hooks for hidden semi-Markov
     models, Yu 2010, "Hidden semi-Markov models", sec. 3.4):
 
@@ -90,7 +90,7 @@ class SemiMarkov(StructureBase):
         Longest allowed segment, ``1 <= max_duration <= D``; default D. Rows past it are ignored.
     allow_same_label : bool, default True
         If False, consecutive segments never share a label (the diagonal of ``transition`` is
-        treated as -inf; the seed 000 variant). Then a segmentation is determined by its token
+        treated as -inf; the variant of Sarawagi & Cohen 2004). Then a segmentation is determined by its token
         labels (runs = segments).
     first_duration, last_duration, single_duration : array-like of float64, shape (D, K), optional
         Duration log-potentials that replace ``duration`` for the first segment, the last segment
@@ -239,7 +239,7 @@ class SemiMarkov(StructureBase):
         return self._forward(LOG)[3].copy()
 
     def forward(self):
-        """Normalised forward messages (two-stage recursion, seed 000 eq. "sm-alpha").
+        """Normalised forward messages (two-stage recursion, Sarawagi & Cohen 2004, eq. 3).
 
         Returns
         -------
@@ -254,7 +254,7 @@ class SemiMarkov(StructureBase):
         return ForwardMessages(alpha.copy(), alpha_star.copy(), inc.copy(), log_z.copy())
 
     def backward(self):
-        """Backward messages normalised with the forward's scales (seed 000 eq. "sm-beta").
+        """Backward messages normalised with the forward's scales (Sarawagi & Cohen 2004, §3.1).
 
         Returns
         -------

@@ -14,7 +14,7 @@ class Tree(LabelingStructure):
 
     .. math:: s(y) = root\_score[y_r] + \sum_n unary[n, y_n] + \sum_{c \ne r} edge[c, y_c, y_{parent(c)}]
 
-    and :math:`p(y) = \exp(s(y) - \log Z)` (tree CRFs, seed 000 §"Tree-structured CRFs"; belief
+    and :math:`p(y) = \exp(s(y) - \log Z)` (tree CRFs, Cohn & Blunsom 2005; belief
     propagation, Pearl 1982).
 
     Parameters
@@ -44,7 +44,7 @@ class Tree(LabelingStructure):
     -----
     The constructor computes once, in O(N), children lists and a breadth-first order of every tree
     (no recursion: trees of any depth work). All methods run Numba kernels in parallel over trees,
-    with one upward (leaves → root) and one downward pass (seed 000 eq. "tree-alpha-beta") in the LOG
+    with one upward (leaves → root) and one downward pass (Pearl 1988; Cohn & Blunsom 2005 §3) in the LOG
     or MAX semiring. Cost per call: time O(N·K²), memory O(N·K) (edge marginals O(N·K²));
     ``kbest(k)`` O(N·K²·k log(Kk)). Outside scores are built from sibling prefix/suffix sums, never by
     dividing out a message, so -inf potentials never give NaN. Infeasible trees (every labeling has
