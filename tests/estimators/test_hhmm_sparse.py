@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from structlearn import HierarchicalHMM
-from tests.test_hhmm import fig1_model, observations, random_model
+from tests.estimators.test_hhmm import fig1_model, observations, random_model
 
 
 def _pair(seed, depth, max_k, finish, gaussian):

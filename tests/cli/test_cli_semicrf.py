@@ -6,8 +6,8 @@ import pytest
 
 from structlearn import SemiMarkovCRF
 from structlearn.io.crfsuite import read_crfsuite, write_crfsuite
-from tests._cli import blocks as _blocks
-from tests._cli import run
+from tests.cli._cli import blocks as _blocks
+from tests.cli._cli import run
 from tests.conftest import require_data
 
 NOUNS = ["cat", "dog", "mat", "hat"]

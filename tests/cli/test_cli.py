@@ -17,8 +17,8 @@ from structlearn.estimators.crf import LinearChainCRF
 from structlearn.io import read_crfsuite, write_crfsuite
 from structlearn.io.modelfile import load_model, save_model
 from structlearn.metrics import (chunk_f1, classification_report, conlleval, token_accuracy)
-from tests._cli import blocks as _blocks
-from tests._cli import run
+from tests.cli._cli import blocks as _blocks
+from tests.cli._cli import run
 from tests.conftest import require_data
 
 NP_WORDS = [("the", "DT"), ("a", "DT")]

@@ -4,7 +4,7 @@ over MAX_LINES lines. The import layers are checked by lint-imports (.importlint
 import ast
 import pathlib
 
-PKG = pathlib.Path(__file__).resolve().parents[1] / "src" / "structlearn"
+PKG = pathlib.Path(__file__).resolve().parents[2] / "src" / "structlearn"
 MAX_LINES = 800
 NUMBA_COMPILERS = {"njit", "jit", "vectorize", "guvectorize", "generated_jit", "cfunc", "stencil"}
 
