@@ -17,11 +17,11 @@ import time
 import warnings
 
 import numpy as np
-from sklearn.base import BaseEstimator
-from sklearn.exceptions import ConvergenceWarning, NotFittedError
+from sklearn.exceptions import ConvergenceWarning
 
 from ..learning.optimizers import lbfgs
 from ..models.features import AttributeVocabulary
+from ._base import EstimatorBase
 from ._modelfile import ModelFileMixin
 from ._params import accepts, check_param
 
@@ -36,15 +36,10 @@ def _progress(verbose, desc):
     return tqdm(desc=desc, unit="it")
 
 
-class CRFBase(ModelFileMixin, BaseEstimator):
+class CRFBase(ModelFileMixin, EstimatorBase):
     """Base of the CRF estimators (see the module docstring)."""
 
     _parameters = ()
-
-    def _store_params(self, values):
-        """The body of ``__init__``: store every argument under its own name (scikit-learn's rule)."""
-        for p in self._parameters:
-            setattr(self, p.name, values[p.name])
 
     # ------------------------------------------------------------------------------------------------
     # validation
@@ -60,11 +55,6 @@ class CRFBase(ModelFileMixin, BaseEstimator):
         if self.c1 > 0 and algorithm != "lbfgs":
             raise ValueError(f"`c1` (L1) is only supported with algorithm='lbfgs' (OWL-QN); got "
                              f"algorithm={algorithm!r}")
-
-    def _check_fitted(self):
-        if not hasattr(self, "coef_"):
-            raise NotFittedError(f"This {type(self).__name__} instance is not fitted yet; call `fit` (or "
-                                 f"`load`) before using it")
 
     @staticmethod
     def _check_nonempty(packed, items="items", sequence="sequence"):

@@ -9,7 +9,6 @@ import warnings
 import numpy as np
 from scipy.optimize import minimize_scalar
 from scipy.special import logsumexp
-from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
@@ -85,7 +84,7 @@ def _is_forest(batch, mask):
     return bool(batch.with_edges(mask).is_forest().all())
 
 
-class AdaBoostMRF(GraphEstimatorMixin, BaseEstimator):
+class AdaBoostMRF(GraphEstimatorMixin):
     r"""AdaBoost.MRF: boosting spanning-tree CRFs under a Hölder bound, combined as a LogOP (Tran et al. (2014)).
 
     Weak learners are tree-structured CRFs :math:`h_l = \log P_{\tau_l}(v | o; w_l)` on spanning trees

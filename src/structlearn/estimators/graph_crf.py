@@ -9,14 +9,14 @@ import time
 import warnings
 
 import numpy as np
-from sklearn.base import BaseEstimator
-from sklearn.exceptions import ConvergenceWarning, NotFittedError
+from sklearn.exceptions import ConvergenceWarning
 
 from ..utils.modelfile import ModelFileError
 from ..learning.graph_objective import GraphCLL, graph_potentials
 from ..learning.optimizers import lbfgs_restarts, minimize_cg
 from ..structures.factor_graph import BPOptions
 from ..structures.graphs import check_graph_labels, check_graphs
+from ._base import EstimatorBase
 from ._modelfile import ModelFileMixin
 
 __all__ = ["GraphCRF", "GraphEstimatorMixin"]
@@ -49,23 +49,13 @@ def check_number(name, value, *, upper=None, none_ok=False):
         raise ValueError(f"`{name}` must be {'None or ' if none_ok else ''}{what}; got {value!r}")
 
 
-class GraphEstimatorMixin:
+class GraphEstimatorMixin(EstimatorBase):
     """Shared by the graph CRF estimators: parameter storage, label count, fitted weights, fitted check
     and accuracy.
 
     The weights are ``coef_ = concat(coef_node_ (D, K).ravel(), coef_edge_ (F, K, K).ravel())``, the
     layout of :func:`~structlearn.learning.graph_objective.graph_potentials`.
     """
-
-    def _store_params(self, values):
-        """The body of ``__init__``: store every argument (``locals()``) under its own name, as
-        scikit-learn's ``get_params`` / ``clone`` expect."""
-        for name in self._get_param_names():
-            setattr(self, name, values[name])
-
-    def _check_fitted(self):
-        if not hasattr(self, "coef_"):
-            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call `fit` first")
 
     @staticmethod
     def _infer_n_labels(y):
@@ -107,7 +97,7 @@ _FORMAT = "graph-crf"
 _VERSION = 1
 
 
-class GraphCRF(GraphEstimatorMixin, ModelFileMixin, BaseEstimator):
+class GraphCRF(GraphEstimatorMixin, ModelFileMixin):
     r"""Conditional random field on general graphs with node and edge features, learnt from partial labels.
 
     A sample is a graph ``x = (node_features (n, D), edges (m, 2)[, edge_features (m, F)])``; without edge
