@@ -41,6 +41,7 @@ from ._common import pair_prob as _pair_prob
 from ._common import safe_scale as _safe_scale
 from ._common import shift_rows as _shift_rows
 from ._common import shifted_exp as _shifted_exp
+from ._common import sparse_step as _sparse_step
 from ._common import top_k as _top_k
 
 
@@ -89,52 +90,114 @@ def _backtrack(delta, end, bp, o, T, labels):
     return m
 
 
+def _log_step(M, vec, t, E, emax, axis, acc, out):
+    """One LOG message step on the transitions of row t: out[j] = ⊕_i vec[i] + M[t, i, j] (axis 0,
+    forward) or out[i] = ⊕_j M[t, i, j] + vec[j] (axis 1, backward), in linear space on ``E``/``emax``
+    with an exact log-space fallback; returns max(vec) (-inf: out all -inf).
+
+    Dense ``M`` (S, K, K): ``E``/``emax`` as for :func:`~structlearn.kernels._common.lse_step` of a
+    stationary M (recomputed per step when S > 1). Pattern ``M = (ptr, idx, vals)`` (CSC for axis 0,
+    CSR for axis 1; stationary, t unused): ``E``/``emax`` the exps of ``vals`` shifted per column /
+    row (:func:`structlearn.kernels._common.sparse_step`). Only callable from kernels (the
+    implementations are the overloads below, chosen at compile time)."""
+    raise NotImplementedError
+
+
+@overload(_log_step, inline="always")
+def _log_step_impl(M, vec, t, E, emax, axis, acc, out):
+    if isinstance(M, types.Array):
+        def dense(M, vec, t, E, emax, axis, acc, out):
+            S = M.shape[0]
+            ts = _tr(S, t)
+            if S != 1:
+                E, emax = _shifted_exp(M[ts], axis)
+                if axis == 1:
+                    E = np.ascontiguousarray(E.T)
+            return _lse_step(vec, M[ts], E, emax, axis, acc, out)
+        return dense
+
+    def pattern(M, vec, t, E, emax, axis, acc, out):
+        return _sparse_step(vec, M[0], M[1], M[2], E, emax, acc, out)
+    return pattern
+
+
+def _max_step(M, vec, t, out):
+    """One MAX forward step: out[j] = max_i vec[i] + M[t, i, j] for a dense M (S, K, K), or the max
+    over the stored i → j of a CSC pattern M = (ptr, src, vals) (t unused). Only callable from
+    kernels (overloads below)."""
+    raise NotImplementedError
+
+
+@overload(_max_step, inline="always")
+def _max_step_impl(M, vec, t, out):
+    if isinstance(M, types.Array):
+        def dense(M, vec, t, out):
+            K = out.shape[0]
+            ts = _tr(M.shape[0], t)
+            for j in range(K):
+                best = -np.inf
+                for i in range(vec.shape[0]):
+                    v = vec[i] + M[ts, i, j]
+                    if v > best:
+                        best = v
+                out[j] = best
+        return dense
+
+    def pattern(M, vec, t, out):
+        ptr = M[0]
+        src = M[1]
+        vals = M[2]
+        for j in range(out.shape[0]):
+            best = -np.inf
+            for q in range(ptr[j], ptr[j + 1]):
+                v = vec[src[q]] + vals[q]
+                if v > best:
+                    best = v
+            out[j] = best
+    return pattern
+
+
 @njit(cache=True)
-def _forward_seq(unary, trans, start, o, T, semiring, ahat, inc, eT, cmax):
-    """Normalised forward pass of one sequence.
+def _forward_seq(unary, M, start, o, T, semiring, ahat, inc, eT, cmax):
+    """Normalised forward pass of one sequence, for dense and sparse transitions alike.
 
     Stores ``ahat[r] = α[r] - M_r`` (row max 0) and ``inc[r] = M_r - M_{r-1}``, so log-scores never
-    grow with t (marginals stay exact on chains of any length) and log Z = Σ inc + final term.
-    eT/cmax: column-shifted exp of a stationary trans (LOG).
+    grow with t (marginals stay exact on chains of any length) and log Z = Σ inc + final term; in the
+    MAX semiring ``ahat`` holds the normalised Viterbi scores. ``M``: the dense trans (S, K, K) or
+    the CSC pattern (tptr, tsrc, tlogv); eT/cmax: its column-shifted exps (LOG; see
+    :func:`_log_step`).
     """
     K = unary.shape[1]
-    S = trans.shape[0]
     _init_forward(unary, start, o, ahat, inc)
     acc = np.empty(K)
     for t in range(1, T):
         r = o + t
-        ts = _tr(S, r - 1)
         prev = ahat[r - 1]
         if inc[r - 1] == -np.inf:  # infeasible prefix stays infeasible
             _infeasible_row(ahat[r], inc, r)
             continue
         if semiring == MAX:
+            _max_step(M, prev, r - 1, ahat[r])
             for j in range(K):
-                best = -np.inf
-                for i in range(K):
-                    v = prev[i] + trans[ts, i, j]
-                    if v > best:
-                        best = v
-                ahat[r, j] = unary[r, j] + best
+                ahat[r, j] = unary[r, j] + ahat[r, j]
         else:
             # linear-space step (prev has max 0) with exact log-space fallback per column
-            if S != 1:
-                eT, cmax = _shifted_exp(trans[ts], 0)
-            _lse_step(prev, trans[ts], eT, cmax, 0, acc, ahat[r])
+            _log_step(M, prev, r - 1, eT, cmax, 0, acc, ahat[r])
             for j in range(K):
                 ahat[r, j] = -np.inf if unary[r, j] == -np.inf else unary[r, j] + ahat[r, j]
         inc[r] = _shift_rows(ahat[r])
 
 
 @njit(cache=True)
-def _backward_seq(unary, trans, end, o, T, bhat, inc, eTt, rmax):
-    """Normalised backward pass of one sequence (LOG semiring).
+def _backward_seq(unary, M, end, o, T, bhat, inc, eTt, rmax):
+    """Normalised backward pass of one sequence (LOG semiring), for dense and sparse transitions.
 
     Stores ``bhat[r] = β[r] - S_r`` (row max 0 below the last row) and ``inc[r] = S_r - S_{r+1}``.
-    eTt/rmax: the transpose (contiguous) of the row-shifted exp of a stationary trans, its row maxima.
+    ``M``: the dense trans (S, K, K) with eTt/rmax the transpose (contiguous) of the row-shifted exp
+    of a stationary trans and its row maxima, or the CSR pattern (indptr, indices, logv) with its
+    row-shifted exps and row maxima (see :func:`_log_step`).
     """
     K = unary.shape[1]
-    S = trans.shape[0]
     last = o + T - 1
     for i in range(K):
         bhat[last, i] = end[i]
@@ -143,13 +206,9 @@ def _backward_seq(unary, trans, end, o, T, bhat, inc, eTt, rmax):
     acc = np.empty(K)
     for t in range(T - 2, -1, -1):
         r = o + t
-        ts = _tr(S, r)
-        if S != 1:
-            eT, rmax = _shifted_exp(trans[ts], 1)
-            eTt = np.ascontiguousarray(eT.T)
         for j in range(K):
             v[j] = unary[r + 1, j] + bhat[r + 1, j]
-        if _lse_step(v, trans[ts], eTt, rmax, 1, acc, bhat[r]) == -np.inf:
+        if _log_step(M, v, r, eTt, rmax, 1, acc, bhat[r]) == -np.inf:
             inc[r] = -np.inf
             continue
         inc[r] = _shift_rows(bhat[r])
