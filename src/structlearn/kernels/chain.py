@@ -215,44 +215,47 @@ def _backward_seq(unary, M, end, o, T, bhat, inc, eTt, rmax):
 
 
 @njit(cache=True, parallel=True)
+def chain_passes(unary, M, start, end, offsets, semiring, E, emax, backward):
+    """Normalised forward (``backward`` False) or backward (LOG, ``backward`` True) passes of every
+    sequence, for dense and sparse transitions alike (``M``, ``E``, ``emax`` as in
+    :func:`_forward_seq` / :func:`_backward_seq`). Returns the scores (N, K), their shifts ``inc``
+    (N,) and, forward, log Z (or the max score) (B,) (zeros backward; ``start`` unused there)."""
+    N, K = unary.shape
+    B = offsets.shape[0] - 1
+    scores = np.empty((N, K))
+    inc = np.empty(N)
+    out = np.zeros(B)
+    for b in prange(B):
+        o = offsets[b]
+        T = offsets[b + 1] - o
+        if T == 0:
+            continue
+        if backward:
+            _backward_seq(unary, M, end, o, T, scores, inc, E, emax)
+        else:
+            _forward_seq(unary, M, start, o, T, semiring, scores, inc, E, emax)
+            out[b] = _total(inc, o, T) + _final(scores[o + T - 1], end, semiring)
+    return scores, inc, out
+
+
+@njit(cache=True)
 def chain_forward(unary, trans, start, end, offsets, semiring):
     """Normalised forward scores in the given semiring.
 
     Returns ``ahat`` (N, K), ``inc`` (N,) and log Z (or max score) (B,); the forward log-scores are
     ``α[r] = ahat[r] + Σ_{r' ≤ r in the same sequence} inc[r']``.
     """
-    N, K = unary.shape
-    B = offsets.shape[0] - 1
-    alpha = np.empty((N, K))
-    inc = np.empty(N)
-    out = np.zeros(B)
     eT, cmax = _shifted_exp(trans[0], 0)
-    for b in prange(B):
-        o = offsets[b]
-        T = offsets[b + 1] - o
-        if T == 0:
-            continue
-        _forward_seq(unary, trans, start, o, T, semiring, alpha, inc, eT, cmax)
-        out[b] = _total(inc, o, T) + _final(alpha[o + T - 1], end, semiring)
-    return alpha, inc, out
+    return chain_passes(unary, trans, start, end, offsets, semiring, eT, cmax, False)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def chain_backward(unary, trans, end, offsets):
     """Normalised backward scores (LOG): ``bhat`` (N, K) and ``inc`` (N,), with
     ``β[r] = bhat[r] + Σ_{r' ≥ r in the same sequence} inc[r']``."""
-    N, K = unary.shape
-    B = offsets.shape[0] - 1
-    beta = np.empty((N, K))
-    inc = np.empty(N)
     eT, rmax = _shifted_exp(trans[0], 1)
-    eTt = np.ascontiguousarray(eT.T)
-    for b in prange(B):
-        o = offsets[b]
-        T = offsets[b + 1] - o
-        if T == 0:
-            continue
-        _backward_seq(unary, trans, end, o, T, beta, inc, eTt, rmax)
+    beta, inc, _ = chain_passes(unary, trans, end, end, offsets, LOG, np.ascontiguousarray(eT.T), rmax,
+                                True)
     return beta, inc
 
 

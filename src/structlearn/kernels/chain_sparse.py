@@ -39,7 +39,7 @@ from ._common import pair_prob as _pair_prob
 from ._common import safe_scale as _safe_scale
 from ._common import vmax as _vmax
 from .chain import (ChainWork, _backtrack, _backward_seq, _chunking, _edge_dst, _forward_seq,
-                    _sum_chunks, _total, linear_marginals_seq)
+                    _sum_chunks, _total, chain_passes, linear_marginals_seq)
 
 
 @njit(cache=True)
@@ -150,44 +150,21 @@ def _setup(indptr, indices, logv, start, end, K):
                        ok)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def sparse_chain_forward(unary, indptr, indices, logv, start, end, offsets, semiring):
     """Normalised forward scores: ``ahat`` (N, K), ``inc`` (N,) and log Z (or the max score) (B,);
     ``α[r] = ahat[r] + Σ_{r' ≤ r in the same sequence} inc[r']``. Time O(N·(E + K))."""
-    N, K = unary.shape
-    B = offsets.shape[0] - 1
-    s0 = _setup(indptr, indices, logv, start, end, K)
-    st = SparseSetup(s0.tptr, s0.tsrc, s0.tlogv, s0.ecol, s0.cmax, s0.erow, s0.rmax, s0.fwd, s0.bwd,
-                     s0.gmax, s0.es, s0.smax, s0.ee, s0.emax, s0.lin_ok)
-    alpha = np.empty((N, K))
-    inc = np.empty(N)
-    out = np.zeros(B)
-    for b in prange(B):
-        o = offsets[b]
-        T = offsets[b + 1] - o
-        if T == 0:
-            continue
-        _forward_seq(unary, (st.tptr, st.tsrc, st.tlogv), start, o, T, semiring, alpha, inc, st.ecol,
-                     st.cmax)
-        out[b] = _total(inc, o, T) + _final(alpha[o + T - 1], end, semiring)
-    return alpha, inc, out
+    tptr, tsrc, tlogv = _csc(indptr, indices, logv, unary.shape[1])
+    ecol, cmax = _shifted(tptr, tlogv, unary.shape[1])
+    return chain_passes(unary, (tptr, tsrc, tlogv), start, end, offsets, semiring, ecol, cmax, False)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def sparse_chain_backward(unary, indptr, indices, logv, end, offsets):
     """Normalised backward scores (LOG): ``bhat`` (N, K), ``inc`` (N,), with
     ``β[r] = bhat[r] + Σ_{r' ≥ r in the same sequence} inc[r']``. Time O(N·(E + K))."""
-    N, K = unary.shape
-    B = offsets.shape[0] - 1
-    erow, rmax = _shifted(indptr, logv, K)
-    beta = np.empty((N, K))
-    inc = np.empty(N)
-    for b in prange(B):
-        o = offsets[b]
-        T = offsets[b + 1] - o
-        if T == 0:
-            continue
-        _backward_seq(unary, (indptr, indices, logv), end, o, T, beta, inc, erow, rmax)
+    erow, rmax = _shifted(indptr, logv, unary.shape[1])
+    beta, inc, _ = chain_passes(unary, (indptr, indices, logv), end, end, offsets, LOG, erow, rmax, True)
     return beta, inc
 
 
