@@ -121,39 +121,42 @@ def _log_step_impl(M, vec, t, E, emax, axis, acc, out):
     return pattern
 
 
-def _max_step(M, vec, t, out):
-    """One MAX forward step: out[j] = max_i vec[i] + M[t, i, j] for a dense M (S, K, K), or the max
-    over the stored i → j of a CSC pattern M = (ptr, src, vals) (t unused). Only callable from
-    kernels (overloads below)."""
+def _max_step(M, vec, t, u, out, arg):
+    """One MAX forward step: out[j] = u[j] + max_i vec[i] + M[t, i, j] and arg[j] = its first argmax
+    i (0 when every term is -inf), for a dense M (S, K, K) or, over the stored i → j, for a CSC
+    pattern M = (ptr, src, vals) (t unused). Only callable from kernels (overloads below)."""
     raise NotImplementedError
 
 
 @overload(_max_step, inline="always")
-def _max_step_impl(M, vec, t, out):
+def _max_step_impl(M, vec, t, u, out, arg):
     if isinstance(M, types.Array):
-        def dense(M, vec, t, out):
-            K = out.shape[0]
+        def dense(M, vec, t, u, out, arg):
             ts = _tr(M.shape[0], t)
-            for j in range(K):
-                best = -np.inf
+            for j in range(out.shape[0]):
+                m = -np.inf
+                a = 0
                 for i in range(vec.shape[0]):
                     v = vec[i] + M[ts, i, j]
-                    if v > best:
-                        best = v
-                out[j] = best
+                    if v > m:
+                        m = v
+                        a = i
+                out[j] = u[j] + m
+                arg[j] = a
         return dense
 
-    def pattern(M, vec, t, out):
-        ptr = M[0]
-        src = M[1]
-        vals = M[2]
+    def pattern(M, vec, t, u, out, arg):
+        ptr, src, vals = M
         for j in range(out.shape[0]):
-            best = -np.inf
+            m = -np.inf
+            a = 0
             for q in range(ptr[j], ptr[j + 1]):
                 v = vec[src[q]] + vals[q]
-                if v > best:
-                    best = v
-            out[j] = best
+                if v > m:
+                    m = v
+                    a = src[q]
+            out[j] = u[j] + m
+            arg[j] = a
     return pattern
 
 
@@ -170,6 +173,7 @@ def _forward_seq(unary, M, start, o, T, semiring, ahat, inc, eT, cmax):
     K = unary.shape[1]
     _init_forward(unary, start, o, ahat, inc)
     acc = np.empty(K)
+    arg = np.empty(K, dtype=np.int64)
     for t in range(1, T):
         r = o + t
         prev = ahat[r - 1]
@@ -177,9 +181,7 @@ def _forward_seq(unary, M, start, o, T, semiring, ahat, inc, eT, cmax):
             _infeasible_row(ahat[r], inc, r)
             continue
         if semiring == MAX:
-            _max_step(M, prev, r - 1, ahat[r])
-            for j in range(K):
-                ahat[r, j] = unary[r, j] + ahat[r, j]
+            _max_step(M, prev, r - 1, unary[r], ahat[r], arg)
         else:
             # linear-space step (prev has max 0) with exact log-space fallback per column
             _log_step(M, prev, r - 1, eT, cmax, 0, acc, ahat[r])
@@ -415,9 +417,7 @@ def _lin_product_impl(M, x, acc):
         return dense
 
     def pattern(M, x, acc):
-        ptr = M[0]
-        idx = M[1]
-        vals = M[2]
+        ptr, idx, vals = M
         for k in range(acc.shape[0]):
             s = 0.0
             for q in range(ptr[k], ptr[k + 1]):
@@ -463,9 +463,7 @@ def _lin_edges_impl(M, a, q, out, pair, edge_mode):
         return dense
 
     def pattern(M, a, q, out, pair, edge_mode):
-        ptr = M[0]
-        idx = M[1]
-        vals = M[2]
+        ptr, idx, vals = M
         for i in range(a.shape[0]):
             ai = a[i]
             if ai != 0.0:
@@ -706,30 +704,22 @@ def viterbi_seq(unary, trans, start, end, o, T, delta, bp, labels):
 
     δ[0, j] = start[j] + unary[0, j];  δ[t, j] = unary[t, j] + max_i δ[t-1, i] + trans[t-1, i, j];
     back-pointers bp[t, j] = argmax_i. Labels are left untouched when the sequence is infeasible (-inf).
-    ``delta``/``bp`` are scratch arrays indexed by packed row.
+    ``delta``/``bp`` are scratch arrays indexed by packed row. ``trans``: the dense (S, K, K) array or
+    a CSC pattern (tptr, tsrc, tlogv) (the max then runs over the stored transitions; see
+    :func:`_max_step`).
     """
     K = unary.shape[1]
-    S = trans.shape[0]
     for j in range(K):
         delta[o, j] = start[j] + unary[o, j]
     for r in range(o + 1, o + T):
-        ts = _tr(S, r - 1)
-        for j in range(K):
-            m = -np.inf
-            arg = 0
-            for i in range(K):
-                v = delta[r - 1, i] + trans[ts, i, j]
-                if v > m:
-                    m = v
-                    arg = i
-            delta[r, j] = unary[r, j] + m
-            bp[r, j] = arg
+        _max_step(trans, delta[r - 1], r - 1, unary[r], delta[r], bp[r])
     return _backtrack(delta, end, bp, o, T, labels)
 
 
 @njit(cache=True, parallel=True)
 def chain_viterbi(unary, trans, start, end, offsets):
-    """Max-product decoding: best scores (B,) and labels (N,) (-1 rows for infeasible sequences)."""
+    """Max-product decoding: best scores (B,) and labels (N,) (-1 rows for infeasible sequences);
+    ``trans`` dense or a CSC pattern as in :func:`viterbi_seq`."""
     N, K = unary.shape
     B = offsets.shape[0] - 1
     labels = np.full(N, -1, dtype=np.int64)

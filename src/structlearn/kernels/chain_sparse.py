@@ -38,8 +38,8 @@ from ._common import local_marginals as _local_marginals
 from ._common import pair_prob as _pair_prob
 from ._common import safe_scale as _safe_scale
 from ._common import vmax as _vmax
-from .chain import (ChainWork, _backtrack, _backward_seq, _chunking, _edge_dst, _forward_seq,
-                    _sum_chunks, _total, chain_passes, linear_marginals_seq)
+from .chain import (ChainWork, _backward_seq, _chunking, _edge_dst, _forward_seq, _sum_chunks,
+                    _total, chain_passes, chain_viterbi, linear_marginals_seq)
 
 
 @njit(cache=True)
@@ -253,41 +253,8 @@ def sparse_chain_marginals(unary, indptr, indices, logv, start, end, offsets, ed
 
 
 @njit(cache=True)
-def _viterbi_seq(unary, tptr, tsrc, tlogv, start, end, o, T, delta, bp, labels):
-    """Max-product decoding of one sequence; writes labels[o:o+T], returns the best score (-inf: labels
-    untouched). δ[t, j] = unary[t, j] + max_{i → j stored} δ[t-1, i] + logv[i → j]."""
-    K = unary.shape[1]
-    for j in range(K):
-        delta[o, j] = start[j] + unary[o, j]
-    for r in range(o + 1, o + T):
-        for j in range(K):
-            m = -np.inf
-            arg = 0
-            for q in range(tptr[j], tptr[j + 1]):
-                v = delta[r - 1, tsrc[q]] + tlogv[q]
-                if v > m:
-                    m = v
-                    arg = tsrc[q]
-            delta[r, j] = unary[r, j] + m
-            bp[r, j] = arg
-    return _backtrack(delta, end, bp, o, T, labels)
-
-
-@njit(cache=True, parallel=True)
 def sparse_chain_viterbi(unary, indptr, indices, logv, start, end, offsets):
     """Max-product decoding: best scores (B,) and labels (N,) (-1 rows for infeasible sequences).
     Time O(N·(E + K)), memory O(N·K)."""
-    N, K = unary.shape
-    B = offsets.shape[0] - 1
-    tptr, tsrc, tlogv = _csc(indptr, indices, logv, K)
-    labels = np.full(N, -1, dtype=np.int64)
-    best = np.zeros(B)
-    delta = np.empty((N, K))
-    bp = np.zeros((N, K), dtype=np.int64)
-    for b in prange(B):
-        o = offsets[b]
-        T = offsets[b + 1] - o
-        if T == 0:
-            continue
-        best[b] = _viterbi_seq(unary, tptr, tsrc, tlogv, start, end, o, T, delta, bp, labels)
-    return best, labels
+    tptr, tsrc, tlogv = _csc(indptr, indices, logv, unary.shape[1])
+    return chain_viterbi(unary, (tptr, tsrc, tlogv), start, end, offsets)
