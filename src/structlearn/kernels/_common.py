@@ -231,11 +231,7 @@ def local_marginals(a, b, out):
     When every term is -inf, returns -inf and leaves out untouched.
     """
     K = a.shape[0]
-    m = -np.inf
-    for k in range(K):
-        v = a[k] + b[k]
-        if v > m:
-            m = v
+    m, _ = argmax_sum(a, b)
     if m == -np.inf:
         return m
     tot = 0.0

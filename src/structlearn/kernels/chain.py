@@ -36,18 +36,12 @@ from ._common import exp_shifted_into as _exp_shifted_into
 from ._common import exp_shifted_vec as _exp_shifted_vec
 from ._common import final_sum as _final
 from ._common import local_marginals as _local_marginals
-from ._common import lse_step as _lse_step
 from ._common import pair_prob as _pair_prob
 from ._common import safe_scale as _safe_scale
 from ._common import shift_rows as _shift_rows
 from ._common import shifted_exp as _shifted_exp
-from ._common import sparse_step as _sparse_step
 from ._common import top_k as _top_k
-
-
-@njit(cache=True, inline="always")
-def _tr(S, t):
-    return 0 if S == 1 else t
+from .chain_steps import _log_step, _max_step, _tr
 
 
 @njit(cache=True, inline="always")
@@ -90,76 +84,6 @@ def _backtrack(delta, end, bp, o, T, labels):
     return m
 
 
-def _log_step(M, vec, t, E, emax, axis, acc, out):
-    """One LOG message step on the transitions of row t: out[j] = ⊕_i vec[i] + M[t, i, j] (axis 0,
-    forward) or out[i] = ⊕_j M[t, i, j] + vec[j] (axis 1, backward), in linear space on ``E``/``emax``
-    with an exact log-space fallback; returns max(vec) (-inf: out all -inf).
-
-    Dense ``M`` (S, K, K): ``E``/``emax`` as for :func:`~structlearn.kernels._common.lse_step` of a
-    stationary M (recomputed per step when S > 1). Pattern ``M = (ptr, idx, vals)`` (CSC for axis 0,
-    CSR for axis 1; stationary, t unused): ``E``/``emax`` the exps of ``vals`` shifted per column /
-    row (:func:`structlearn.kernels._common.sparse_step`). Only callable from kernels (the
-    implementations are the overloads below, chosen at compile time)."""
-    raise NotImplementedError
-
-
-@overload(_log_step, inline="always")
-def _log_step_impl(M, vec, t, E, emax, axis, acc, out):
-    if isinstance(M, types.Array):
-        def dense(M, vec, t, E, emax, axis, acc, out):
-            S = M.shape[0]
-            ts = _tr(S, t)
-            if S != 1:
-                E, emax = _shifted_exp(M[ts], axis)
-                if axis == 1:
-                    E = np.ascontiguousarray(E.T)
-            return _lse_step(vec, M[ts], E, emax, axis, acc, out)
-        return dense
-
-    def pattern(M, vec, t, E, emax, axis, acc, out):
-        return _sparse_step(vec, M[0], M[1], M[2], E, emax, acc, out)
-    return pattern
-
-
-def _max_step(M, vec, t, u, out, arg):
-    """One MAX forward step: out[j] = u[j] + max_i vec[i] + M[t, i, j] and arg[j] = its first argmax
-    i (0 when every term is -inf), for a dense M (S, K, K) or, over the stored i → j, for a CSC
-    pattern M = (ptr, src, vals) (t unused). Only callable from kernels (overloads below)."""
-    raise NotImplementedError
-
-
-@overload(_max_step, inline="always")
-def _max_step_impl(M, vec, t, u, out, arg):
-    if isinstance(M, types.Array):
-        def dense(M, vec, t, u, out, arg):
-            ts = _tr(M.shape[0], t)
-            for j in range(out.shape[0]):
-                m = -np.inf
-                a = 0
-                for i in range(vec.shape[0]):
-                    v = vec[i] + M[ts, i, j]
-                    if v > m:
-                        m = v
-                        a = i
-                out[j] = u[j] + m
-                arg[j] = a
-        return dense
-
-    def pattern(M, vec, t, u, out, arg):
-        ptr, src, vals = M
-        for j in range(out.shape[0]):
-            m = -np.inf
-            a = 0
-            for q in range(ptr[j], ptr[j + 1]):
-                v = vec[src[q]] + vals[q]
-                if v > m:
-                    m = v
-                    a = src[q]
-            out[j] = u[j] + m
-            arg[j] = a
-    return pattern
-
-
 @njit(cache=True)
 def _forward_seq(unary, M, start, o, T, semiring, ahat, inc, eT, cmax):
     """Normalised forward pass of one sequence, for dense and sparse transitions alike.
@@ -168,7 +92,7 @@ def _forward_seq(unary, M, start, o, T, semiring, ahat, inc, eT, cmax):
     grow with t (marginals stay exact on chains of any length) and log Z = Σ inc + final term; in the
     MAX semiring ``ahat`` holds the normalised Viterbi scores. ``M``: the dense trans (S, K, K) or
     the CSC pattern (tptr, tsrc, tlogv); eT/cmax: its column-shifted exps (LOG; see
-    :func:`_log_step`).
+    :func:`~structlearn.kernels.chain_steps._log_step`).
     """
     K = unary.shape[1]
     _init_forward(unary, start, o, ahat, inc)
@@ -197,7 +121,7 @@ def _backward_seq(unary, M, end, o, T, bhat, inc, eTt, rmax):
     Stores ``bhat[r] = β[r] - S_r`` (row max 0 below the last row) and ``inc[r] = S_r - S_{r+1}``.
     ``M``: the dense trans (S, K, K) with eTt/rmax the transpose (contiguous) of the row-shifted exp
     of a stationary trans and its row maxima, or the CSR pattern (indptr, indices, logv) with its
-    row-shifted exps and row maxima (see :func:`_log_step`).
+    row-shifted exps and row maxima (see :func:`~structlearn.kernels.chain_steps._log_step`).
     """
     K = unary.shape[1]
     last = o + T - 1
@@ -706,7 +630,7 @@ def viterbi_seq(unary, trans, start, end, o, T, delta, bp, labels):
     back-pointers bp[t, j] = argmax_i. Labels are left untouched when the sequence is infeasible (-inf).
     ``delta``/``bp`` are scratch arrays indexed by packed row. ``trans``: the dense (S, K, K) array or
     a CSC pattern (tptr, tsrc, tlogv) (the max then runs over the stored transitions; see
-    :func:`_max_step`).
+    :func:`~structlearn.kernels.chain_steps._max_step`).
     """
     K = unary.shape[1]
     for j in range(K):
