@@ -154,6 +154,48 @@ def lse_step(vec, mat, E, emax, axis, acc, out):
 
 
 @njit(cache=True, inline="always")
+def lse_sparse(vec, ptr, idx, vals, k):
+    """Exact ⊕_{q ∈ ptr[k]:ptr[k+1]} vec[idx[q]] + vals[q] (a column of the CSC pattern or a row of
+    the CSR one; -inf when every term is -inf)."""
+    m = -np.inf
+    for q in range(ptr[k], ptr[k + 1]):
+        v = vec[idx[q]] + vals[q]
+        if v > m:
+            m = v
+    if m == -np.inf:
+        return m
+    s = 0.0
+    for q in range(ptr[k], ptr[k + 1]):
+        v = vec[idx[q]] + vals[q]
+        if v != -np.inf:
+            s += math.exp(v - m)
+    return m + math.log(s)
+
+
+@njit(cache=True, inline="always")
+def sparse_step(vec, ptr, idx, vals, evals, emax, p, out):
+    """One LOG message step on the pattern: out[k] = ⊕_{q ∈ ptr[k]:ptr[k+1]} vec[idx[q]] + vals[q],
+    in linear space on ``evals`` (the values shifted by ``emax`` per column/row) with the exact
+    fallback :func:`lse_sparse` where the shifted sum is below ``TINY``. ``p``: (K,) scratch.
+    Returns max(vec); when it is -inf, out is all -inf."""
+    K = out.shape[0]
+    m = step_max(vec, out)
+    if m == -np.inf:
+        return m
+    for i in range(vec.shape[0]):
+        p[i] = math.exp(vec[i] - m)
+    for k in range(K):
+        if emax[k] == -np.inf:
+            out[k] = -np.inf
+            continue
+        s = 0.0
+        for q in range(ptr[k], ptr[k + 1]):
+            s += p[idx[q]] * evals[q]
+        out[k] = m + emax[k] + math.log(s) if s > TINY else lse_sparse(vec, ptr, idx, vals, k)
+    return m
+
+
+@njit(cache=True, inline="always")
 def exp_shift(x, out):
     """out = exp(x - max x) (0 where x is -inf); returns the max (-inf: out left untouched)."""
     m = vmax(x)
@@ -189,11 +231,7 @@ def local_marginals(a, b, out):
     When every term is -inf, returns -inf and leaves out untouched.
     """
     K = a.shape[0]
-    m = -np.inf
-    for k in range(K):
-        v = a[k] + b[k]
-        if v > m:
-            m = v
+    m, _ = argmax_sum(a, b)
     if m == -np.inf:
         return m
     tot = 0.0

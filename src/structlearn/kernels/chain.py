@@ -36,17 +36,12 @@ from ._common import exp_shifted_into as _exp_shifted_into
 from ._common import exp_shifted_vec as _exp_shifted_vec
 from ._common import final_sum as _final
 from ._common import local_marginals as _local_marginals
-from ._common import lse_step as _lse_step
 from ._common import pair_prob as _pair_prob
 from ._common import safe_scale as _safe_scale
 from ._common import shift_rows as _shift_rows
 from ._common import shifted_exp as _shifted_exp
 from ._common import top_k as _top_k
-
-
-@njit(cache=True, inline="always")
-def _tr(S, t):
-    return 0 if S == 1 else t
+from .chain_steps import _log_step, _max_step, _tr
 
 
 @njit(cache=True, inline="always")
@@ -90,51 +85,45 @@ def _backtrack(delta, end, bp, o, T, labels):
 
 
 @njit(cache=True)
-def _forward_seq(unary, trans, start, o, T, semiring, ahat, inc, eT, cmax):
-    """Normalised forward pass of one sequence.
+def _forward_seq(unary, M, start, o, T, semiring, ahat, inc, eT, cmax):
+    """Normalised forward pass of one sequence, for dense and sparse transitions alike.
 
     Stores ``ahat[r] = α[r] - M_r`` (row max 0) and ``inc[r] = M_r - M_{r-1}``, so log-scores never
-    grow with t (marginals stay exact on chains of any length) and log Z = Σ inc + final term.
-    eT/cmax: column-shifted exp of a stationary trans (LOG).
+    grow with t (marginals stay exact on chains of any length) and log Z = Σ inc + final term; in the
+    MAX semiring ``ahat`` holds the normalised Viterbi scores. ``M``: the dense trans (S, K, K) or
+    the CSC pattern (tptr, tsrc, tlogv); eT/cmax: its column-shifted exps (LOG; see
+    :func:`~structlearn.kernels.chain_steps._log_step`).
     """
     K = unary.shape[1]
-    S = trans.shape[0]
     _init_forward(unary, start, o, ahat, inc)
     acc = np.empty(K)
+    arg = np.empty(K, dtype=np.int64)
     for t in range(1, T):
         r = o + t
-        ts = _tr(S, r - 1)
         prev = ahat[r - 1]
         if inc[r - 1] == -np.inf:  # infeasible prefix stays infeasible
             _infeasible_row(ahat[r], inc, r)
             continue
         if semiring == MAX:
-            for j in range(K):
-                best = -np.inf
-                for i in range(K):
-                    v = prev[i] + trans[ts, i, j]
-                    if v > best:
-                        best = v
-                ahat[r, j] = unary[r, j] + best
+            _max_step(M, prev, r - 1, unary[r], ahat[r], arg)
         else:
             # linear-space step (prev has max 0) with exact log-space fallback per column
-            if S != 1:
-                eT, cmax = _shifted_exp(trans[ts], 0)
-            _lse_step(prev, trans[ts], eT, cmax, 0, acc, ahat[r])
+            _log_step(M, prev, r - 1, eT, cmax, 0, acc, ahat[r])
             for j in range(K):
                 ahat[r, j] = -np.inf if unary[r, j] == -np.inf else unary[r, j] + ahat[r, j]
         inc[r] = _shift_rows(ahat[r])
 
 
 @njit(cache=True)
-def _backward_seq(unary, trans, end, o, T, bhat, inc, eTt, rmax):
-    """Normalised backward pass of one sequence (LOG semiring).
+def _backward_seq(unary, M, end, o, T, bhat, inc, eTt, rmax):
+    """Normalised backward pass of one sequence (LOG semiring), for dense and sparse transitions.
 
     Stores ``bhat[r] = β[r] - S_r`` (row max 0 below the last row) and ``inc[r] = S_r - S_{r+1}``.
-    eTt/rmax: the transpose (contiguous) of the row-shifted exp of a stationary trans, its row maxima.
+    ``M``: the dense trans (S, K, K) with eTt/rmax the transpose (contiguous) of the row-shifted exp
+    of a stationary trans and its row maxima, or the CSR pattern (indptr, indices, logv) with its
+    row-shifted exps and row maxima (see :func:`~structlearn.kernels.chain_steps._log_step`).
     """
     K = unary.shape[1]
-    S = trans.shape[0]
     last = o + T - 1
     for i in range(K):
         bhat[last, i] = end[i]
@@ -143,57 +132,56 @@ def _backward_seq(unary, trans, end, o, T, bhat, inc, eTt, rmax):
     acc = np.empty(K)
     for t in range(T - 2, -1, -1):
         r = o + t
-        ts = _tr(S, r)
-        if S != 1:
-            eT, rmax = _shifted_exp(trans[ts], 1)
-            eTt = np.ascontiguousarray(eT.T)
         for j in range(K):
             v[j] = unary[r + 1, j] + bhat[r + 1, j]
-        if _lse_step(v, trans[ts], eTt, rmax, 1, acc, bhat[r]) == -np.inf:
+        if _log_step(M, v, r, eTt, rmax, 1, acc, bhat[r]) == -np.inf:
             inc[r] = -np.inf
             continue
         inc[r] = _shift_rows(bhat[r])
 
 
 @njit(cache=True, parallel=True)
+def chain_passes(unary, M, start, end, offsets, semiring, E, emax, backward):
+    """Normalised forward (``backward`` False) or backward (LOG, ``backward`` True) passes of every
+    sequence, for dense and sparse transitions alike (``M``, ``E``, ``emax`` as in
+    :func:`_forward_seq` / :func:`_backward_seq`). Returns the scores (N, K), their shifts ``inc``
+    (N,) and, forward, log Z (or the max score) (B,) (zeros backward; ``start`` unused there)."""
+    N, K = unary.shape
+    B = offsets.shape[0] - 1
+    scores = np.empty((N, K))
+    inc = np.empty(N)
+    out = np.zeros(B)
+    for b in prange(B):
+        o = offsets[b]
+        T = offsets[b + 1] - o
+        if T == 0:
+            continue
+        if backward:
+            _backward_seq(unary, M, end, o, T, scores, inc, E, emax)
+        else:
+            _forward_seq(unary, M, start, o, T, semiring, scores, inc, E, emax)
+            out[b] = _total(inc, o, T) + _final(scores[o + T - 1], end, semiring)
+    return scores, inc, out
+
+
+@njit(cache=True)
 def chain_forward(unary, trans, start, end, offsets, semiring):
     """Normalised forward scores in the given semiring.
 
     Returns ``ahat`` (N, K), ``inc`` (N,) and log Z (or max score) (B,); the forward log-scores are
     ``α[r] = ahat[r] + Σ_{r' ≤ r in the same sequence} inc[r']``.
     """
-    N, K = unary.shape
-    B = offsets.shape[0] - 1
-    alpha = np.empty((N, K))
-    inc = np.empty(N)
-    out = np.zeros(B)
     eT, cmax = _shifted_exp(trans[0], 0)
-    for b in prange(B):
-        o = offsets[b]
-        T = offsets[b + 1] - o
-        if T == 0:
-            continue
-        _forward_seq(unary, trans, start, o, T, semiring, alpha, inc, eT, cmax)
-        out[b] = _total(inc, o, T) + _final(alpha[o + T - 1], end, semiring)
-    return alpha, inc, out
+    return chain_passes(unary, trans, start, end, offsets, semiring, eT, cmax, False)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def chain_backward(unary, trans, end, offsets):
     """Normalised backward scores (LOG): ``bhat`` (N, K) and ``inc`` (N,), with
     ``β[r] = bhat[r] + Σ_{r' ≥ r in the same sequence} inc[r']``."""
-    N, K = unary.shape
-    B = offsets.shape[0] - 1
-    beta = np.empty((N, K))
-    inc = np.empty(N)
     eT, rmax = _shifted_exp(trans[0], 1)
-    eTt = np.ascontiguousarray(eT.T)
-    for b in prange(B):
-        o = offsets[b]
-        T = offsets[b + 1] - o
-        if T == 0:
-            continue
-        _backward_seq(unary, trans, end, o, T, beta, inc, eTt, rmax)
+    beta, inc, _ = chain_passes(unary, trans, end, end, offsets, LOG, np.ascontiguousarray(eT.T), rmax,
+                                True)
     return beta, inc
 
 
@@ -353,9 +341,7 @@ def _lin_product_impl(M, x, acc):
         return dense
 
     def pattern(M, x, acc):
-        ptr = M[0]
-        idx = M[1]
-        vals = M[2]
+        ptr, idx, vals = M
         for k in range(acc.shape[0]):
             s = 0.0
             for q in range(ptr[k], ptr[k + 1]):
@@ -401,9 +387,7 @@ def _lin_edges_impl(M, a, q, out, pair, edge_mode):
         return dense
 
     def pattern(M, a, q, out, pair, edge_mode):
-        ptr = M[0]
-        idx = M[1]
-        vals = M[2]
+        ptr, idx, vals = M
         for i in range(a.shape[0]):
             ai = a[i]
             if ai != 0.0:
@@ -644,30 +628,22 @@ def viterbi_seq(unary, trans, start, end, o, T, delta, bp, labels):
 
     δ[0, j] = start[j] + unary[0, j];  δ[t, j] = unary[t, j] + max_i δ[t-1, i] + trans[t-1, i, j];
     back-pointers bp[t, j] = argmax_i. Labels are left untouched when the sequence is infeasible (-inf).
-    ``delta``/``bp`` are scratch arrays indexed by packed row.
+    ``delta``/``bp`` are scratch arrays indexed by packed row. ``trans``: the dense (S, K, K) array or
+    a CSC pattern (tptr, tsrc, tlogv) (the max then runs over the stored transitions; see
+    :func:`~structlearn.kernels.chain_steps._max_step`).
     """
     K = unary.shape[1]
-    S = trans.shape[0]
     for j in range(K):
         delta[o, j] = start[j] + unary[o, j]
     for r in range(o + 1, o + T):
-        ts = _tr(S, r - 1)
-        for j in range(K):
-            m = -np.inf
-            arg = 0
-            for i in range(K):
-                v = delta[r - 1, i] + trans[ts, i, j]
-                if v > m:
-                    m = v
-                    arg = i
-            delta[r, j] = unary[r, j] + m
-            bp[r, j] = arg
+        _max_step(trans, delta[r - 1], r - 1, unary[r], delta[r], bp[r])
     return _backtrack(delta, end, bp, o, T, labels)
 
 
 @njit(cache=True, parallel=True)
 def chain_viterbi(unary, trans, start, end, offsets):
-    """Max-product decoding: best scores (B,) and labels (N,) (-1 rows for infeasible sequences)."""
+    """Max-product decoding: best scores (B,) and labels (N,) (-1 rows for infeasible sequences);
+    ``trans`` dense or a CSC pattern as in :func:`viterbi_seq`."""
     N, K = unary.shape
     B = offsets.shape[0] - 1
     labels = np.full(N, -1, dtype=np.int64)

@@ -18,8 +18,10 @@ Messages are normalised per token (``ahat``/``inc``, ``bhat``/``inc`` exactly as
 In the LOG semiring a step runs in linear space on exp-shifted values (one exp per label and step; the
 transition values are shifted by their column max for α and row max for β) and every column/row whose
 shifted sum falls below ``TINY`` (underflow risk, or nothing allowed) is recomputed exactly in log
-space (:func:`_sparse_step`), so results equal the plain log-space recursion to rounding error and
-are exactly -inf where nothing is allowed.
+space (:func:`structlearn.kernels._common.sparse_step`), so results equal the plain log-space
+recursion to rounding error and are exactly -inf where nothing is allowed. The passes themselves are
+those of the dense kernels (:func:`structlearn.kernels.chain._forward_seq` / ``_backward_seq``,
+which take the CSC / CSR pattern in place of the dense matrix).
 """
 import math
 from typing import NamedTuple
@@ -27,19 +29,17 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit, prange
 
-from ..semirings import LOG, MAX
-from ._common import LIN_MIN, TINY
+from ..semirings import LOG
+from ._common import LIN_MIN
 from ._common import exp_shift as _exp_shift
 from ._common import exp_shifted_vec as _exp_shifted_vec
 from ._common import final_sum as _final
 from ._common import local_marginals as _local_marginals
 from ._common import pair_prob as _pair_prob
 from ._common import safe_scale as _safe_scale
-from ._common import shift_rows as _shift_rows
-from ._common import step_max as _step_max
 from ._common import vmax as _vmax
-from .chain import (ChainWork, _backtrack, _chunking, _edge_dst, _infeasible_row, _init_forward,
-                    _sum_chunks, _total, linear_marginals_seq)
+from .chain import (ChainWork, _backward_seq, _chunking, _edge_dst, _forward_seq, _sum_chunks,
+                    _total, chain_passes, chain_viterbi, linear_marginals_seq)
 
 
 @njit(cache=True)
@@ -150,138 +150,21 @@ def _setup(indptr, indices, logv, start, end, K):
                        ok)
 
 
-@njit(cache=True, inline="always")
-def _lse_sparse(vec, ptr, idx, vals, k):
-    """Exact ⊕_{q ∈ ptr[k]:ptr[k+1]} vec[idx[q]] + vals[q] (a column of the CSC pattern or a row of
-    the CSR one; -inf when every term is -inf)."""
-    m = -np.inf
-    for q in range(ptr[k], ptr[k + 1]):
-        v = vec[idx[q]] + vals[q]
-        if v > m:
-            m = v
-    if m == -np.inf:
-        return m
-    s = 0.0
-    for q in range(ptr[k], ptr[k + 1]):
-        v = vec[idx[q]] + vals[q]
-        if v != -np.inf:
-            s += math.exp(v - m)
-    return m + math.log(s)
-
-
-@njit(cache=True, inline="always")
-def _sparse_step(vec, ptr, idx, vals, evals, emax, p, out):
-    """One LOG message step on the pattern: out[k] = ⊕_{q ∈ ptr[k]:ptr[k+1]} vec[idx[q]] + vals[q],
-    in linear space on ``evals`` (the values shifted by ``emax`` per column/row) with the exact
-    fallback :func:`_lse_sparse` where the shifted sum is below ``TINY``. ``p``: (K,) scratch.
-    Returns max(vec); when it is -inf, out is all -inf."""
-    K = out.shape[0]
-    m = _step_max(vec, out)
-    if m == -np.inf:
-        return m
-    for i in range(vec.shape[0]):
-        p[i] = math.exp(vec[i] - m)
-    for k in range(K):
-        if emax[k] == -np.inf:
-            out[k] = -np.inf
-            continue
-        s = 0.0
-        for q in range(ptr[k], ptr[k + 1]):
-            s += p[idx[q]] * evals[q]
-        out[k] = m + emax[k] + math.log(s) if s > TINY else _lse_sparse(vec, ptr, idx, vals, k)
-    return m
-
-
 @njit(cache=True)
-def _forward_seq(unary, st, start, o, T, semiring, ahat, inc):
-    """Normalised forward pass of one sequence: ``ahat[r] = α[r] - M_r`` (row max 0), ``inc[r] = M_r -
-    M_{r-1}``; in the MAX semiring ``ahat`` holds the normalised Viterbi scores. ``st``: the
-    :class:`SparseSetup`."""
-    K = unary.shape[1]
-    tptr = st.tptr
-    tsrc = st.tsrc
-    tlogv = st.tlogv
-    _init_forward(unary, start, o, ahat, inc)
-    p = np.empty(K)
-    for t in range(1, T):
-        r = o + t
-        prev = ahat[r - 1]
-        if inc[r - 1] == -np.inf:  # infeasible prefix stays infeasible
-            _infeasible_row(ahat[r], inc, r)
-            continue
-        if semiring == MAX:
-            for j in range(K):
-                best = -np.inf
-                for q in range(tptr[j], tptr[j + 1]):
-                    v = prev[tsrc[q]] + tlogv[q]
-                    if v > best:
-                        best = v
-                ahat[r, j] = unary[r, j] + best
-        else:
-            _sparse_step(prev, tptr, tsrc, tlogv, st.ecol, st.cmax, p, ahat[r])
-            for j in range(K):
-                ahat[r, j] = -np.inf if unary[r, j] == -np.inf else unary[r, j] + ahat[r, j]
-        inc[r] = _shift_rows(ahat[r])
-
-
-@njit(cache=True)
-def _backward_seq(unary, indptr, indices, logv, erow, rmax, end, o, T, bhat, inc):
-    """Normalised backward pass of one sequence (LOG): ``bhat[r] = β[r] - S_r``,
-    ``inc[r] = S_r - S_{r+1}``."""
-    K = unary.shape[1]
-    last = o + T - 1
-    for i in range(K):
-        bhat[last, i] = end[i]
-    inc[last] = 0.0
-    v = np.empty(K)
-    q = np.empty(K)
-    for t in range(T - 2, -1, -1):
-        r = o + t
-        for j in range(K):
-            v[j] = unary[r + 1, j] + bhat[r + 1, j]
-        if _sparse_step(v, indptr, indices, logv, erow, rmax, q, bhat[r]) == -np.inf:
-            inc[r] = -np.inf
-            continue
-        inc[r] = _shift_rows(bhat[r])
-
-
-@njit(cache=True, parallel=True)
 def sparse_chain_forward(unary, indptr, indices, logv, start, end, offsets, semiring):
     """Normalised forward scores: ``ahat`` (N, K), ``inc`` (N,) and log Z (or the max score) (B,);
     ``α[r] = ahat[r] + Σ_{r' ≤ r in the same sequence} inc[r']``. Time O(N·(E + K))."""
-    N, K = unary.shape
-    B = offsets.shape[0] - 1
-    s0 = _setup(indptr, indices, logv, start, end, K)
-    st = SparseSetup(s0.tptr, s0.tsrc, s0.tlogv, s0.ecol, s0.cmax, s0.erow, s0.rmax, s0.fwd, s0.bwd,
-                     s0.gmax, s0.es, s0.smax, s0.ee, s0.emax, s0.lin_ok)
-    alpha = np.empty((N, K))
-    inc = np.empty(N)
-    out = np.zeros(B)
-    for b in prange(B):
-        o = offsets[b]
-        T = offsets[b + 1] - o
-        if T == 0:
-            continue
-        _forward_seq(unary, st, start, o, T, semiring, alpha, inc)
-        out[b] = _total(inc, o, T) + _final(alpha[o + T - 1], end, semiring)
-    return alpha, inc, out
+    tptr, tsrc, tlogv = _csc(indptr, indices, logv, unary.shape[1])
+    ecol, cmax = _shifted(tptr, tlogv, unary.shape[1])
+    return chain_passes(unary, (tptr, tsrc, tlogv), start, end, offsets, semiring, ecol, cmax, False)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def sparse_chain_backward(unary, indptr, indices, logv, end, offsets):
     """Normalised backward scores (LOG): ``bhat`` (N, K), ``inc`` (N,), with
     ``β[r] = bhat[r] + Σ_{r' ≥ r in the same sequence} inc[r']``. Time O(N·(E + K))."""
-    N, K = unary.shape
-    B = offsets.shape[0] - 1
-    erow, rmax = _shifted(indptr, logv, K)
-    beta = np.empty((N, K))
-    inc = np.empty(N)
-    for b in prange(B):
-        o = offsets[b]
-        T = offsets[b + 1] - o
-        if T == 0:
-            continue
-        _backward_seq(unary, indptr, indices, logv, erow, rmax, end, o, T, beta, inc)
+    erow, rmax = _shifted(indptr, logv, unary.shape[1])
+    beta, inc, _ = chain_passes(unary, (indptr, indices, logv), end, end, offsets, LOG, erow, rmax, True)
     return beta, inc
 
 
@@ -300,13 +183,14 @@ def _marginals_seq(unary, indptr, indices, logv, st, start, end, o, T, edge_mode
                                       (indptr, indices, st.bwd), o, T, edge_mode, umarg, emarg, dst)
         if ok:
             return lz
-    _forward_seq(unary, st, start, o, T, LOG, alpha, inca)
+    _forward_seq(unary, (st.tptr, st.tsrc, st.tlogv), start, o, T, LOG, alpha, inca, st.ecol,
+                 st.cmax)
     lz = _total(inca, o, T) + _final(alpha[o + T - 1], end, LOG)
     if lz == -np.inf:
         return lz
     erow = st.erow
     rmax = st.rmax
-    _backward_seq(unary, indptr, indices, logv, erow, rmax, end, o, T, beta, incb)
+    _backward_seq(unary, (indptr, indices, logv), end, o, T, beta, incb, erow, rmax)
     v = np.empty(K)
     q = np.empty(K)
     for r in range(o, o + T):
@@ -369,41 +253,8 @@ def sparse_chain_marginals(unary, indptr, indices, logv, start, end, offsets, ed
 
 
 @njit(cache=True)
-def _viterbi_seq(unary, tptr, tsrc, tlogv, start, end, o, T, delta, bp, labels):
-    """Max-product decoding of one sequence; writes labels[o:o+T], returns the best score (-inf: labels
-    untouched). δ[t, j] = unary[t, j] + max_{i → j stored} δ[t-1, i] + logv[i → j]."""
-    K = unary.shape[1]
-    for j in range(K):
-        delta[o, j] = start[j] + unary[o, j]
-    for r in range(o + 1, o + T):
-        for j in range(K):
-            m = -np.inf
-            arg = 0
-            for q in range(tptr[j], tptr[j + 1]):
-                v = delta[r - 1, tsrc[q]] + tlogv[q]
-                if v > m:
-                    m = v
-                    arg = tsrc[q]
-            delta[r, j] = unary[r, j] + m
-            bp[r, j] = arg
-    return _backtrack(delta, end, bp, o, T, labels)
-
-
-@njit(cache=True, parallel=True)
 def sparse_chain_viterbi(unary, indptr, indices, logv, start, end, offsets):
     """Max-product decoding: best scores (B,) and labels (N,) (-1 rows for infeasible sequences).
     Time O(N·(E + K)), memory O(N·K)."""
-    N, K = unary.shape
-    B = offsets.shape[0] - 1
-    tptr, tsrc, tlogv = _csc(indptr, indices, logv, K)
-    labels = np.full(N, -1, dtype=np.int64)
-    best = np.zeros(B)
-    delta = np.empty((N, K))
-    bp = np.zeros((N, K), dtype=np.int64)
-    for b in prange(B):
-        o = offsets[b]
-        T = offsets[b + 1] - o
-        if T == 0:
-            continue
-        best[b] = _viterbi_seq(unary, tptr, tsrc, tlogv, start, end, o, T, delta, bp, labels)
-    return best, labels
+    tptr, tsrc, tlogv = _csc(indptr, indices, logv, unary.shape[1])
+    return chain_viterbi(unary, (tptr, tsrc, tlogv), start, end, offsets)
