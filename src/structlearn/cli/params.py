@@ -131,22 +131,22 @@ def parse_params(items, defaults=None, by_option=None):
 def param_help(items, cls, defaults=None, by_option=None):
     """Print the parameters of ``cls`` settable with -p when ``-p help`` was given; return whether it was.
 
-    Each line shows the name and default and, where ``cls`` declares ``_parameters`` (``Param(name,
-    default, constraint, help)``), the constraint and the help text.
+    Each line shows the name, the default, and the constraint and help text that ``cls`` declares in
+    ``_parameters`` (``Param(name, default, constraint, help)``).
     """
     if not any(item.strip().lower() == "help" for item in items):
         return False
     defaults = cls().get_params() if defaults is None else defaults
     by_option = {**NOT_BY_P, **(by_option or {})}
     names = sorted(n for n in defaults if n not in by_option)
-    declared = {p.name: p for p in getattr(cls, "_parameters", ())}
+    declared = {p.name: p for p in cls._parameters}
     say(f"Parameters for -p NAME=VALUE (default in parentheses; see help(structlearn.{cls.__name__})):")
     heads = [f"  {name} ({defaults[name]})" for name in names]
     width = max(map(len, heads), default=0)
-    cwidth = max((len(declared[n].constraint) for n in names if n in declared), default=0)
+    cwidth = max((len(declared[n].constraint) for n in names), default=0)
     for name, head in zip(names, heads):
-        p = declared.get(name)
-        say(head if p is None else f"{head:<{width}}  {p.constraint:<{cwidth}}  {p.help}".rstrip())
+        p = declared[name]
+        say(f"{head:<{width}}  {p.constraint:<{cwidth}}  {p.help}".rstrip())
     say("CRFsuite names: " + ", ".join(f"{a} = {b}" for a, b in _ALIASES.items())
         + ", calibration.X = calibration_X")
     return True
