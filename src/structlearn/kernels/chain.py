@@ -253,9 +253,9 @@ def chain_work(R, K):
 
 
 @njit(cache=True, inline="always")
-def _scale_into(acc, out):
-    """out = acc / Σ acc for the scaled recursion; returns Σ acc, or 0.0 (failure) when the sum is not
-    positive or a nonzero entry falls below ``LIN_MIN``."""
+def _scale_into(acc, out, r):
+    """out[r] = acc / Σ acc for the scaled recursion; returns Σ acc, or 0.0 (failure) when the sum is
+    not positive or a nonzero entry falls below ``LIN_MIN``."""
     tot = 0.0
     for k in range(acc.shape[0]):
         tot += acc[k]
@@ -266,7 +266,7 @@ def _scale_into(acc, out):
         v = acc[k] * inv
         if v != 0.0 and v < LIN_MIN:
             return 0.0
-        out[k] = v
+        out[r, k] = v
     return tot
 
 
@@ -278,139 +278,110 @@ def _linear_buffers(T, K):
 
 
 @njit(cache=True, inline="always")
-def _linear_advance(lin, t, um, acc, eu_t, fa_t):
-    """One forward token of the scaled recursion: fa_t = acc ⊙ eu_t normalised, where acc is the
-    product of the previous row with the transitions (t > 0; its content is ignored at t = 0, where
-    start's exps are used). ``um``: the shift of eu_t. Returns the log Z increment (nan: fail)."""
-    for k in range(acc.shape[0]):
-        acc[k] = (lin.es[k] if t == 0 else acc[k]) * eu_t[k]
-    tot = _scale_into(acc, fa_t)
-    if tot == 0.0:
-        return np.nan
-    return um + (lin.smax if t == 0 else lin.gmax) + math.log(tot)
-
-
-@njit(cache=True, inline="always")
-def _linear_ends(lin, fa_last, fb_last):
-    """End of the scaled forward pass and start of the backward one: returns (log of the final
-    weight Σ fa·ee plus its shift, or nan when it is not positive, and the normaliser Σ ee of
-    fb_last = ee / Σ ee)."""
+def _linear_ends(lin, fa, fb, r):
+    """End of the scaled forward pass and start of the backward one at row r: returns (log of the
+    final weight Σ fa[r]·ee plus its shift, or nan when it is not positive, and the normaliser Σ ee of
+    fb[r] = ee / Σ ee)."""
     fin = 0.0
     tot = 0.0
-    for k in range(fa_last.shape[0]):
-        fin += fa_last[k] * lin.ee[k]
+    for k in range(fa.shape[1]):
+        fin += fa[r, k] * lin.ee[k]
         tot += lin.ee[k]
-    for k in range(fa_last.shape[0]):
-        fb_last[k] = lin.ee[k] / tot
+    for k in range(fa.shape[1]):
+        fb[r, k] = lin.ee[k] / tot
     if not fin > 0.0:
         return np.nan, tot
     return math.log(fin) + lin.emax, tot
 
 
 @njit(cache=True, inline="always")
-def _linear_token(fa_t, fb_t, out):
-    """Token marginals out = fa·fb / z of the scaled recursion; returns 1 / z."""
+def _linear_token(fa, fb, t, out, r):
+    """Token marginals out[r] = fa[t]·fb[t] / z of the scaled recursion; returns 1 / z."""
     z = 0.0
-    for k in range(fa_t.shape[0]):
-        z += fa_t[k] * fb_t[k]
+    for k in range(fa.shape[1]):
+        z += fa[t, k] * fb[t, k]
     iz = 1.0 / z
-    for k in range(fa_t.shape[0]):
-        out[k] = fa_t[k] * fb_t[k] * iz
+    for k in range(fa.shape[1]):
+        out[r, k] = fa[t, k] * fb[t, k] * iz
     return iz
 
 
-def _lin_product(M, x, acc):
-    """acc[k] = Σ_i x[i] · M[i, k] for a dense (K, K) M, or for a pattern M = (ptr, idx, vals)
-    acc[k] = Σ_{q ∈ ptr[k]:ptr[k+1]} x[idx[q]] · vals[q] (a CSC column or a CSR row per k). Only
+def _lin_product(M, x, r, acc):
+    """acc[k] = Σ_i x[r, i] · M[i, k] for a dense (K, K) M, or for a pattern M = (ptr, idx, vals)
+    acc[k] = Σ_{q ∈ ptr[k]:ptr[k+1]} x[r, idx[q]] · vals[q] (a CSC column or a CSR row per k). Only
     callable from kernels (the implementations are the overloads below, chosen at compile time)."""
     raise NotImplementedError
 
 
 @overload(_lin_product, inline="always")
-def _lin_product_impl(M, x, acc):
+def _lin_product_impl(M, x, r, acc):
     if isinstance(M, types.Array):
-        def dense(M, x, acc):  # row-major, contiguous, vectorised
+        def dense(M, x, r, acc):  # row-major, contiguous, vectorised
             K = acc.shape[0]
             for k in range(K):
                 acc[k] = 0.0
-            for i in range(x.shape[0]):
-                xi = x[i]
+            for i in range(x.shape[1]):
+                xi = x[r, i]
                 if xi != 0.0:
                     for k in range(K):
                         acc[k] += xi * M[i, k]
         return dense
 
-    def pattern(M, x, acc):
+    def pattern(M, x, r, acc):
         ptr, idx, vals = M
         for k in range(acc.shape[0]):
-            s = 0.0
+            acc[k] = 0.0
             for q in range(ptr[k], ptr[k + 1]):
-                s += x[idx[q]] * vals[q]
-            acc[k] = s
+                acc[k] += x[r, idx[q]] * vals[q]
     return pattern
 
 
-def _lin_pair(M, K, edge_mode):
-    """Accumulator of Σ_t a_t ⊗ q_t for the edge totals (dense, modes 2 and 3; else empty)."""
-    raise NotImplementedError
-
-
-@overload(_lin_pair, inline="always")
-def _lin_pair_impl(M, K, edge_mode):
-    if isinstance(M, types.Array):
-        return lambda M, K, edge_mode: np.zeros((K, K)) if edge_mode >= 2 else np.zeros((0, 0))
-    return lambda M, K, edge_mode: np.zeros((0, 0))
-
-
-def _lin_edges(M, a, q, out, pair, edge_mode):
-    """Edge marginals a[i] · M[i → j] · q[j] of one step: dense M writes them to out (K, K) (mode 1)
-    or adds a ⊗ q into pair (multiplied by M once per sequence, :func:`_lin_edges_finish`); a
-    pattern M = (ptr, idx, vals) adds them into out (E,) at the stored transitions."""
+def _lin_edges(M, a, q, T, emarg, o, ee_dst, edge_mode):
+    """Edge marginals a[t, i] · M[i → j] · q[t + 1, j] of one sequence's steps t < T - 1: a dense M
+    writes them to emarg[o + t] (K, K) (mode 1) or adds their sum into ee_dst (K, K) (modes 2, 3, as
+    Σ_t a_t ⊗ q_t+1 multiplied by M once); a pattern M = (ptr, idx, vals) writes (adds) them at the
+    stored transitions into emarg[o + t] (E,) (ee_dst (E,)). One call per sequence: inlined per
+    token, its array arguments took five reference counts a token (Numba's pruning missed them), a
+    fifth of the K = 5 marginals' time."""
     raise NotImplementedError
 
 
 @overload(_lin_edges, inline="always")
-def _lin_edges_impl(M, a, q, out, pair, edge_mode):
+def _lin_edges_impl(M, a, q, T, emarg, o, ee_dst, edge_mode):
     if isinstance(M, types.Array):
-        def dense(M, a, q, out, pair, edge_mode):
-            K = q.shape[0]
+        def dense(M, a, q, T, emarg, o, ee_dst, edge_mode):
+            K = a.shape[1]
             if edge_mode == 1:
+                for t in range(T - 1):
+                    for i in range(K):
+                        for j in range(K):
+                            emarg[o + t, i, j] = a[t, i] * M[i, j] * q[t + 1, j]
+                return
+            pair = np.zeros((K, K))
+            for t in range(T - 1):
                 for i in range(K):
-                    for j in range(K):
-                        out[i, j] = a[i] * M[i, j] * q[j]
-            else:
-                for i in range(K):
-                    ai = a[i]
+                    ai = a[t, i]
                     if ai != 0.0:
                         for j in range(K):
-                            pair[i, j] += ai * q[j]
+                            pair[i, j] += ai * q[t + 1, j]
+            for i in range(K):
+                for j in range(K):
+                    ee_dst[i, j] += M[i, j] * pair[i, j]
         return dense
 
-    def pattern(M, a, q, out, pair, edge_mode):
+    def pattern(M, a, q, T, emarg, o, ee_dst, edge_mode):
         ptr, idx, vals = M
-        for i in range(a.shape[0]):
-            ai = a[i]
-            if ai != 0.0:
-                for e in range(ptr[i], ptr[i + 1]):
-                    out[e] += ai * vals[e] * q[idx[e]]
+        for t in range(T - 1):
+            for i in range(a.shape[1]):
+                ai = a[t, i]
+                if ai != 0.0:
+                    for e in range(ptr[i], ptr[i + 1]):
+                        v = ai * vals[e] * q[t + 1, idx[e]]
+                        if edge_mode == 1:
+                            emarg[o + t, e] += v
+                        else:
+                            ee_dst[e] += v
     return pattern
-
-
-def _lin_edges_finish(M, pair, out, edge_mode):
-    """out += M ⊙ pair for a dense M in modes 2 and 3 (nothing for a pattern)."""
-    raise NotImplementedError
-
-
-@overload(_lin_edges_finish, inline="always")
-def _lin_edges_finish_impl(M, pair, out, edge_mode):
-    if isinstance(M, types.Array):
-        def dense(M, pair, out, edge_mode):
-            if edge_mode >= 2:
-                for i in range(pair.shape[0]):
-                    for j in range(pair.shape[1]):
-                        out[i, j] += M[i, j] * pair[i, j]
-        return dense
-    return lambda M, pair, out, edge_mode: None
 
 
 @njit(cache=True, fastmath={"reassoc", "contract", "arcp", "nsz"})
@@ -433,44 +404,45 @@ def linear_marginals_seq(unary, lin, Mf, Mb, Me, o, T, edge_mode, umarg, emarg, 
     fail = (False, 0.0)
     fa, fb, eu, nb = _linear_buffers(T, K)
     acc = np.empty(K)
-    q = np.empty(K)
     lz = 0.0
     for t in range(T):
         um, ok = _exp_shifted_into(unary[o + t], eu[t])
         if not ok:
             return fail
-        if t > 0:
-            _lin_product(Mf, fa[t - 1], acc)
-        step = _linear_advance(lin, t, um, acc, eu[t], fa[t])
-        if np.isnan(step):
+        if t == 0:
+            for k in range(K):
+                acc[k] = lin.es[k] * eu[t, k]
+        else:
+            _lin_product(Mf, fa, t - 1, acc)
+            for k in range(K):
+                acc[k] *= eu[t, k]
+        tot = _scale_into(acc, fa, t)
+        if tot == 0.0:
             return fail
-        lz += step
+        lz += um + (lin.smax if t == 0 else lin.gmax) + math.log(tot)
     # backward, normalised: fb[t] ∝ β[t]; nb[t] is the normaliser applied at t
-    fin, nlast = _linear_ends(lin, fa[T - 1], fb[T - 1])
+    fin, nlast = _linear_ends(lin, fa, fb, T - 1)
     nb[T - 1] = nlast
     if np.isnan(fin):
         return fail
     lz += fin
     for t in range(T - 2, -1, -1):
         for j in range(K):
-            q[j] = eu[t + 1, j] * fb[t + 1, j]
-        _lin_product(Mb, q, acc)
-        nb[t] = _scale_into(acc, fb[t])
+            eu[t + 1, j] *= fb[t + 1, j]  # eu[t+1] ⊙ fb[t+1], also the edges' right factor below
+        _lin_product(Mb, eu, t + 1, acc)
+        nb[t] = _scale_into(acc, fb, t)
         if nb[t] == 0.0:
             return fail
-    # marginals; P(i, j) = fa[t, i] M[i → j] eu[t+1, j] fb[t+1, j] / (nb[t] · z)
-    pair = _lin_pair(Me, K, edge_mode)
+    # marginals; P(i, j) = fa[t, i] M[i → j] eu[t+1, j] fb[t+1, j] / (nb[t] · z), with fa[t]
+    # rescaled in place to the left factor once row t's token marginals are out
     for t in range(T):
-        r = o + t
-        iz = _linear_token(fa[t], fb[t], umarg[r])
-        if edge_mode == 0 or t == T - 1:
-            continue
-        inv = iz / nb[t]
-        for j in range(K):
-            q[j] = eu[t + 1, j] * fb[t + 1, j]
-            acc[j] = fa[t, j] * inv
-        _lin_edges(Me, acc, q, emarg[r] if edge_mode == 1 else ee_dst, pair, edge_mode)
-    _lin_edges_finish(Me, pair, ee_dst, edge_mode)
+        iz = _linear_token(fa, fb, t, umarg, o + t)
+        if edge_mode != 0 and t < T - 1:
+            inv = iz / nb[t]
+            for j in range(K):
+                fa[t, j] *= inv
+    if edge_mode != 0:
+        _lin_edges(Me, fa, eu, T, emarg, o, ee_dst, edge_mode)
     return True, lz
 
 

@@ -60,7 +60,8 @@ import numpy as np
 from numba import njit, prange
 
 from ..semirings import LOG, MAX, reduce_pair
-from .semimarkov_scaled import backward_pass, duration_factors, forward_pass, transition_factors
+from .semimarkov_scaled import (backward_pass, duration_factors, expectation_pass, forward_pass,
+                               transition_factors)
 from .semimarkov_window import (NEG_INF, normalise, sequence, table, window, window_lse,
                                 window_scratch)
 
@@ -138,14 +139,13 @@ def semimarkov_forward(unary, durations, transition, start, end, segment, has_se
     linear = semiring != MAX and not has_segment
     ed, mdur = duration_factors(durations)
     ec, cmax, _, _ = transition_factors(transition)
-    nodmarg = np.zeros((1, 1, 1))
     for b in prange(B):
         o, T = sequence(offsets, b)
         if T == 0:
             continue
         if linear:
             total = forward_pass(unary, durations, ed, mdur, transition_t, ec, cmax, start, o, T, alpha,
-                                 alpha_star, inc, False, alpha, nodmarg)
+                                 alpha_star, inc)
         else:
             total = _forward_seq(unary, durations, transition_t, start, segment, has_segment, o, T,
                                  semiring, alpha, alpha_star, inc, bp_d, bp_j)
@@ -296,9 +296,8 @@ def semimarkov_expectations(unary, durations, transition, start, end, segment, h
                     if p > 0.0:
                         es += p * transition[i, j]
         if not has_segment:
-            expected[b] = es + forward_pass(unary, durations, ed, mdur, transition, transition, start,
-                                            start, o, T, alpha, alpha_star, inc, True, beta_end,
-                                            dmarg[b])
+            expected[b] = es + expectation_pass(unary, durations, ed, mdur, o, T, alpha_star, inc,
+                                                beta_end, dmarg[b])
             continue
         acc, w, v, mx, bd = window_scratch(D, K)
         for e in range(T):

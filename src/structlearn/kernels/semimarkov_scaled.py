@@ -188,9 +188,47 @@ def _pass_scratch(K, T, blocked0):
 
 
 @njit(cache=True)
+def _exact_window(unary, durations, inc, left, right, use_left, use_right, o, T, t, dm, at_end, k):
+    """Cold path of the scaled passes: label k's window of token t in log space, with its own
+    scratch (kept out of the hot passes: the inlined window's size slowed them by a few percent).
+    Returns (v, w, log Σ_d exp v[d-1, k]) of :func:`~structlearn.kernels.semimarkov_window.window`."""
+    D = durations.shape[1]
+    K = unary.shape[1]
+    acc, w, v, mx, bd = window_scratch(D, K)
+    window(unary, durations, _NO_SEGMENT, False, inc, left, right, use_left, use_right, True, o, T, t,
+           dm, at_end, k, k + 1, acc, w, v, mx, bd)
+    return v, w, window_lse(v, dm, k, mx[k])
+
+
+#: the absent segment potentials of the scaled passes
+_NO_SEGMENT = np.zeros((1, 1, 1))
+
+
+@njit(cache=True)
 def forward_pass(unary, durations, ed, mdur, transition_t, ec, cmax, start, o, T, alpha, alpha_star,
-                 inc, expect, beta_end, dmarg_b):
-    """The scaled forward of one sequence, in one of two modes.
+                 inc):
+    """The normalised LOG forward of one sequence: :func:`_forward_body` with ``expect`` False."""
+    return _forward_body(unary, durations, ed, mdur, transition_t, ec, cmax, start, o, T, alpha,
+                         alpha_star, inc, False, alpha, _NO_DMARG)
+
+
+@njit(cache=True)
+def expectation_pass(unary, durations, ed, mdur, o, T, alpha_star, inc, beta_end, dmarg_b):
+    """The window replay of a finished forward: :func:`_forward_body` with ``expect`` True."""
+    # transition_t, ec, cmax, start and alpha are not read in this mode (stand-ins of their types)
+    return _forward_body(unary, durations, ed, mdur, unary, unary, mdur, mdur, o, T, alpha_star,
+                         alpha_star, inc, True, beta_end, dmarg_b)
+
+
+#: dmarg_b of the plain forward (never written)
+_NO_DMARG = np.zeros((1, 1, 1))
+
+
+@njit(cache=True, inline="always")
+def _forward_body(unary, durations, ed, mdur, transition_t, ec, cmax, start, o, T, alpha, alpha_star,
+                  inc, expect, beta_end, dmarg_b):
+    """The scaled forward of one sequence, in one of two modes (inlined into :func:`forward_pass`
+    and :func:`expectation_pass` with ``expect`` a constant, so each compiles only its own branch).
 
     ``expect`` False: the normalised LOG forward; fills alpha, alpha_star and inc (rows o … o+T-1)
     and returns Σ_t inc[t] (``beta_end``, ``dmarg_b`` unread).
@@ -205,8 +243,6 @@ def forward_pass(unary, durations, ed, mdur, transition_t, ec, cmax, start, o, T
     # ex: window factors; blocked[k]: last token t' <= t with unary[t', k] = -inf
     ex, P, m, buf, blocked = _pass_scratch(K, T, -1)
     at = np.empty(K)
-    acc, wv, vv, mx, bd = window_scratch(D, K)  # the exact log-space window
-    noseg = np.zeros((1, 1, 1))
     total = 0.0
     for a in range(0, T, L):
         lo = max(0, a - D + 1)
@@ -231,9 +267,8 @@ def forward_pass(unary, durations, ed, mdur, transition_t, ec, cmax, start, o, T
                     elif S >= _TINY:
                         at[k] = P[k, t] + unary[o + t, k] + m[k] + mdur[k] + math.log(S)
                     else:
-                        window(unary, durations, noseg, False, inc, alpha_star, beta_end, True,
-                               False, False, o, T, t, dm, True, k, k + 1, acc, wv, vv, mx, bd)
-                        at[k] = window_lse(vv, dm, k, mx[k])
+                        at[k] = _exact_window(unary, durations, inc, alpha_star, beta_end, True,
+                                              False, o, T, t, dm, True, k)[2]
                     continue
                 P[k, t + 1] = P[k, t] + _ufin(unary[o + t, k]) - inc[o + t]
                 be = beta_end[o + t, k]
@@ -252,8 +287,8 @@ def forward_pass(unary, durations, ed, mdur, transition_t, ec, cmax, start, o, T
                             total += p * (sw + durations[c, d - 1, k])
                             dmarg_b[c, d - 1, k] += p
                 else:
-                    window(unary, durations, noseg, False, inc, alpha_star, beta_end, True, True,
-                           True, o, T, t, dm, True, k, k + 1, acc, wv, vv, mx, bd)
+                    vv, wv, _ = _exact_window(unary, durations, inc, alpha_star, beta_end, True,
+                                              True, o, T, t, dm, True, k)
                     for d in range(1, dm + 1):
                         p = math.exp(vv[d - 1, k] - inc[o + t])
                         if p > 0.0:
@@ -280,8 +315,6 @@ def backward_pass(unary, durations, ed, mdur, transition, er, rmax, end, o, T, i
     L = D
     # ey: window factors; blocked[k]: first token t' >= s with unary[t', k] = -inf
     ey, P, m, buf, blocked = _pass_scratch(K, T, T)
-    acc, _, vv, mx, bd = window_scratch(D, K)  # the exact log-space window
-    noseg = np.zeros((1, 1, 1))
     for hb in range(T, 0, -L):  # block of starts [max(0, hb-L), hb), anchor h = hb
         hi = min(T, hb + D - 1)  # ends e in [hb, hi) may still be reached from the block
         for k in range(K):
@@ -353,6 +386,6 @@ def backward_pass(unary, durations, ed, mdur, transition, er, rmax, end, o, T, i
                 if S >= _TINY:
                     beta_start[o + t, k] = P[k, t] + m[k] + mdur[k] + math.log(S)
                 else:
-                    window(unary, durations, noseg, False, inc, beta_end, beta_end, False, True,
-                           False, o, T, t, dm, False, k, k + 1, acc, vv, vv, mx, bd)
-                    beta_start[o + t, k] = window_lse(vv, dm, k, mx[k]) - inc[o + t]
+                    lse = _exact_window(unary, durations, inc, beta_end, beta_end, False, True, o,
+                                        T, t, dm, False, k)[2]
+                    beta_start[o + t, k] = lse - inc[o + t]

@@ -70,11 +70,10 @@ def window(unary, durations, segment, has_segment, inc, left, right, use_left, u
             u = e
         if d > 1:
             nacc += inc[o + u]
-        row = unary[o + u]
-        du = durations[table(s, e, T), d - 1]
+        c = table(s, e, T)  # (indexed, not viewed: a view per step costs a reference count)
         for k in range(k0, k1):
-            acc[k] += row[k]
-            x = acc[k] + du[k]
+            acc[k] += unary[o + u, k]
+            x = acc[k] + durations[c, d - 1, k]
             if has_segment:
                 x += segment[o + e, d - 1, k]
             if keep_w:
