@@ -126,3 +126,21 @@ def test_empty_batch_pattern_and_lengths():
     best, labels = ks.sparse_chain_viterbi(np.zeros((2, K)), indptr, indices, logv, np.zeros(K),
                                            np.zeros(K), np.array([0, 2], dtype=np.int64))
     assert best[0] == -np.inf and np.all(labels == -1)
+
+
+def test_structure_edge_modes_match_linear_chain():
+    """SparseChain.marginals takes LinearChain's edge modes ("sum": per sequence) and names a bad one."""
+    import pytest
+
+    from structlearn.structures import SparseChain
+    lengths = [4, 3, 5]
+    unary, dense, csr, start, end, offsets, mask = _instance(3, 5, lengths, 0.5)
+    sc = SparseChain(unary, csr, start, end, np.array(lengths))
+    lc = LinearChain(unary, dense, lengths=lengths, start=start, end=end)
+    indptr, indices, _ = csr
+    rows = np.repeat(np.arange(5), np.diff(indptr))
+    per_seq = lc.marginals("sum").edge[:, rows, indices]
+    _close(sc.marginals("sum").edge, per_seq)
+    _close(sc.marginals("total").edge, per_seq.sum(axis=0))
+    with pytest.raises(ValueError, match="`edge` must be one of"):
+        sc.marginals("per-sequence")

@@ -51,9 +51,15 @@ class SparseChain:
         return ahat + _segmented_cumsum(inc, self.offsets)[:, None]
 
     def marginals(self, edge="full"):
-        mode = {"none": 0, "full": 1, "total": 3}[edge]
-        lz, um, em = _ks.sparse_chain_marginals(*self._args, self.start, self.end, self.offsets, mode,
-                                                get_num_threads())
+        """Token marginals (N, K) and edge marginals at the stored transitions: ``edge`` "full"
+        (N, E), row t = P(y_t, y_t+1) (rows at sequence ends 0), "sum" (B, E) per sequence, "total"
+        (E,) over the batch, or "none"; as :meth:`LinearChain.marginals`. Raises ValueError for
+        another ``edge``."""
+        modes = {"none": 0, "full": 1, "sum": 2, "total": 3}
+        if edge not in modes:
+            raise ValueError(f"`edge` must be one of {sorted(modes)}; got {edge!r}")
+        lz, um, em = _ks.sparse_chain_marginals(*self._args, self.start, self.end, self.offsets,
+                                                modes[edge], get_num_threads())
         return Marginals(um, em[0] if edge == "total" else (None if edge == "none" else em))
 
     def _viterbi(self):
