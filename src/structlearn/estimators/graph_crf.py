@@ -18,35 +18,32 @@ from ..structures.factor_graph import BPOptions
 from ..structures.graphs import check_graph_labels, check_graphs
 from ._base import EstimatorBase
 from ._modelfile import ModelFileMixin
+from ._params import Param, check_param
 
 __all__ = ["GraphCRF", "GraphEstimatorMixin"]
 
 
 def check_choice(name, value, choices):
-    """ValueError unless ``value`` is one of ``choices``."""
-    if not isinstance(value, str) or value not in choices:
-        names = ", ".join(repr(c) for c in choices[:-1]) + f" or {choices[-1]!r}"
-        raise ValueError(f"`{name}` must be {names}; got {value!r}")
+    """ValueError unless ``value`` is one of ``choices`` (:func:`~._params.check_param`)."""
+    check_param(Param(name, None, "{" + ",".join(choices) + "}", ""), value)
 
 
 def check_int(name, value, *, none_ok=False):
     """ValueError unless ``value`` is a positive integer (not a bool), or None when ``none_ok``."""
-    if value is None and none_ok:
-        return
-    if isinstance(value, bool) or not (isinstance(value, (int, np.integer)) and value >= 1):
-        raise ValueError(f"`{name}` must be {'None or ' if none_ok else ''}a positive integer; got {value!r}")
+    check_param(Param(name, None, "int>=1|None" if none_ok else "int>=1", ""), value)
 
 
 def check_number(name, value, *, upper=None, none_ok=False):
     """ValueError unless ``value`` is a finite number in [0, ∞), or in (0, upper] when ``upper`` is
-    given, or None when ``none_ok``."""
-    if value is None and none_ok:
+    given, or None when ``none_ok`` (:func:`~._params.check_param`, plus the upper bound)."""
+    none = "|None" if none_ok else ""
+    if upper is None:
+        check_param(Param(name, None, "float>=0" + none, ""), value)
         return
-    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) \
-        and bool(np.isfinite(value)) and (value >= 0 if upper is None else 0 < value <= upper)
-    if not ok:
-        what = "a non-negative number" if upper is None else f"a number in (0, {upper:g}]"
-        raise ValueError(f"`{name}` must be {'None or ' if none_ok else ''}{what}; got {value!r}")
+    check_param(Param(name, None, "float>0" + none, ""), value)
+    if value is not None and value > upper:
+        raise ValueError(f"`{name}` must be {'None or ' if none_ok else ''}a number in (0, {upper:g}]; "
+                         f"got {value!r}")
 
 
 class GraphEstimatorMixin(EstimatorBase):
