@@ -31,15 +31,28 @@ def script_module(relpath, name=None):
     return mod
 
 
+def skip_unless_ci(msg):
+    """Skip with ``msg`` locally; under CI (where every test dependency is installed) fail instead."""
+    if os.environ.get("CI"):
+        raise RuntimeError(msg + "; under CI this must not be missing")
+    pytest.skip(msg)
+
+
 def require_data(name):
     """Folder of real data set ``name``; skip when absent, but fail under CI (where ../shared exists)."""
     path = get_data_path(name)
     if path is None:
-        msg = f"real data set {name!r} not found (looked in $STRUCTLEARN_DATA and ../shared/data)"
-        if os.environ.get("CI"):
-            raise RuntimeError(msg + "; under CI the data must be present")
-        pytest.skip(msg)
+        skip_unless_ci(f"real data set {name!r} not found (looked in $STRUCTLEARN_DATA and ../shared/data)")
     return path
+
+
+def require_module(name):
+    """``importlib.import_module(name)``; skip when it is not installed, but fail under CI (the dev
+    extra installs every test dependency)."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        skip_unless_ci(f"{name} is not installed ({exc}); pip install -e '.[dev]'")
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from structlearn.io.modelfile import load_model, save_model
 from structlearn.metrics import (chunk_f1, classification_report, conlleval, token_accuracy)
 from tests.cli._cli import blocks as _blocks
 from tests.cli._cli import run
-from tests.conftest import require_data
+from tests.conftest import require_data, skip_unless_ci
 
 NP_WORDS = [("the", "DT"), ("a", "DT")]
 NOUNS = [("dog", "NN"), ("cat", "NN"), ("idea", "NN"), ("house", "NN")]
@@ -335,7 +335,7 @@ def test_console_script():
     if not exe.exists():
         found = shutil.which("structlearn")
         if found is None:
-            pytest.skip("the structlearn console script is not installed (pip install -e .)")
+            skip_unless_ci("the structlearn console script is not installed (pip install -e .)")
         exe = Path(found)
     res = subprocess.run([str(exe), "--help"], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr

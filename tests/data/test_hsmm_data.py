@@ -6,7 +6,7 @@ import pytest
 from sklearn.exceptions import ConvergenceWarning
 
 from structlearn import HiddenSemiMarkovModel
-from tests.conftest import require_data, script_module
+from tests.conftest import require_data, require_module, script_module
 
 
 def load_earthquakes():
@@ -41,7 +41,7 @@ def test_earthquakes_poisson_hmm_known_answer(K, neg_ll, lams):
 
 @pytest.mark.slow
 def test_fetal_lamb_matches_hmmlearn_and_hsmm_durations_improve():
-    hmmlearn = pytest.importorskip("hmmlearn.hmm")
+    hmmlearn = require_module("hmmlearn.hmm")
     X = np.loadtxt(require_data("fetal_lamb") / "fetal.lamb.data")[:, None]
     best = -np.inf
     for s in range(10):
@@ -79,7 +79,7 @@ def test_old_faithful_waiting_times(family):
 
 @pytest.mark.slow
 def test_old_faithful_example_script_writes_the_figure(tmp_path):
-    pytest.importorskip("matplotlib")
+    require_module("matplotlib")
     require_data("old_faithful")
     mod = script_module("examples/old_faithful.py", "old_faithful_example")
     out = tmp_path / "fig.png"

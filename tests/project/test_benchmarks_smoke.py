@@ -2,13 +2,12 @@
 import numpy as np
 import pytest
 
-from tests.conftest import script_module
-
-pytest.importorskip("hmmlearn")
+from tests.conftest import require_module, script_module, skip_unless_ci
 
 
 @pytest.fixture(scope="module")
 def bench():
+    require_module("hmmlearn")
     return script_module("benchmarks/bench_inference.py")
 
 
@@ -18,9 +17,9 @@ def test_structlearn_and_hmmlearn_agree_on_a_tiny_case(bench):
 
 
 def test_torch_struct_agrees_on_a_tiny_case(bench):
-    pytest.importorskip("torch_struct")  # the bench extra; CI installs only dev
+    require_module("torch_struct")
     if bench._torch_struct_status() is not None:
-        pytest.skip(f"torch-struct does not load: {bench._torch_struct_status()}")
+        skip_unless_ci(f"torch-struct does not load: {bench._torch_struct_status()}")
     checked = bench.check_equivalence(use_torch=True, rng=np.random.default_rng(7))
     assert "torch-struct" in checked
 
