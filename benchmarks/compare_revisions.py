@@ -12,9 +12,11 @@ slower).
 Workloads: ``bench_inference.py``'s chains (``LinearChain.marginals`` edge="sum" and "full" with
 ``log_partition``; K = 5, 23, 50 on 1,000 sequences of 20–40 tokens and on one of 20,000 tokens) and
 semi-Markov models (K:D = 5:4, 10:4); with ``--crf``, the CoNLL-2000 linear-chain CRF objective and
-gradient (``kernels.crf.chain_cll`` as L-BFGS calls it; needs the data set).
+gradient (``kernels.crf.chain_cll`` as L-BFGS calls it; needs the data set); with ``--semicrf``, the
+semi-CRF training kernel (``kernels.semicrf.semicrf_expectations``) on 1,000 CoNLL-2000 sentences with
+the default and with all segment features.
 
-    python benchmarks/compare_revisions.py --rev HEAD~3 [--rounds 15] [--threads 1] [--crf]
+    python benchmarks/compare_revisions.py --rev HEAD~3 [--rounds 15] [--threads 1] [--crf] [--semicrf]
 """
 import argparse
 import importlib
@@ -73,39 +75,57 @@ def semi_job(structures, w):
     return run
 
 
+def captured_jobs(packages, model_module, kernel_module, kernel_name, fit):
+    """Jobs calling ``kernel_name`` of ``kernel_module`` in each package with the arguments of its last
+    call during ``fit()`` (this tree, spying on the name imported by ``model_module``)."""
+    model = importlib.import_module("structlearn." + model_module)
+    calls = []
+    original = getattr(model, kernel_name)
+
+    def spy(*args):
+        calls.append(tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args))
+        return original(*args)
+
+    setattr(model, kernel_name, spy)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fit()
+    finally:
+        setattr(model, kernel_name, original)
+    args = calls[-1]
+    jobs = []
+    for pkg in packages:
+        kernel = getattr(importlib.import_module(pkg.__name__ + "." + kernel_module), kernel_name)
+        jobs.append(lambda kernel=kernel: kernel(*args))
+    return jobs
+
+
 def crf_jobs(packages):
     """The CoNLL-2000 objective's kernel call, captured from a 3-iteration fit of this tree."""
     from structlearn.datasets import load_conll2000
     from structlearn.estimators.crf import LinearChainCRF
     from structlearn.io.conll import featurize
     from structlearn.io.templates import get_template
-    from structlearn.kernels import crf as kcrf
-    from structlearn.models import crf as mcrf
 
-    calls = []
-    original = kcrf.chain_cll
+    X, y = featurize(load_conll2000().train, get_template("chunking"))
+    jobs = captured_jobs(packages, "models.crf", "kernels.crf", "chain_cll",
+                         lambda: LinearChainCRF(c1=0.0, c2=1.0, max_iterations=3).fit(X, y))
+    return jobs, sum(len(s) for s in y)
 
-    def spy(*args):
-        calls.append(tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args))
-        return original(*args)
 
-    data = load_conll2000()
-    X, y = featurize(data.train, get_template("chunking"))
-    mcrf.chain_cll = spy
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            LinearChainCRF(c1=0.0, c2=1.0, max_iterations=3).fit(X, y)
-    finally:
-        mcrf.chain_cll = original
-    args = calls[-1]
-    jobs = []
-    for pkg in packages:
-        try:
-            kernel = importlib.import_module(pkg.__name__ + ".kernels.crf").chain_cll
-        except (ImportError, AttributeError):  # before the kernels were gathered in kernels/
-            kernel = importlib.import_module(pkg.__name__ + ".models.crf")._chain_cll_kernel
-        jobs.append(lambda kernel=kernel: kernel(*args))
+def semicrf_jobs(packages, features):
+    """The semi-CRF training kernel call on 1,000 CoNLL-2000 sentences (as bench_semicrf.py), captured
+    from a 3-iteration fit of this tree with segment features ``features``."""
+    from structlearn.datasets import load_conll2000
+    from structlearn.estimators.semicrf import SemiMarkovCRF
+    from structlearn.io.conll import featurize
+    from structlearn.io.templates import get_template
+
+    X, y = featurize(load_conll2000().train[:1000], get_template("chunking"))
+    est = SemiMarkovCRF(allow_same_label=True, max_iterations=3, segment_features=features)
+    jobs = captured_jobs(packages, "models.semicrf", "kernels.semicrf", "semicrf_expectations",
+                         lambda: est.fit(X, y))
     return jobs, sum(len(s) for s in y)
 
 
@@ -125,6 +145,8 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=15, help="alternating timing rounds (best of)")
     ap.add_argument("--threads", type=int, default=1, help="Numba threads (default 1: steadier)")
     ap.add_argument("--crf", action="store_true", help="also the CoNLL-2000 CRF objective")
+    ap.add_argument("--semicrf", action="store_true",
+                    help="also the semi-CRF training kernel on 1,000 CoNLL-2000 sentences")
     ap.add_argument("--only", default="", help="time only the rows whose label contains this")
     args = ap.parse_args(argv)
     numba.set_num_threads(args.threads)
@@ -151,6 +173,10 @@ def main(argv=None):
         if args.crf:
             jobs, n = crf_jobs([structlearn, rev_pkg])
             rows.append(("CRF objective CoNLL-2000 train", n, jobs))
+        if args.semicrf:
+            for features in (("first", "last"), ("first", "last", "span", "caps")):
+                jobs, n = semicrf_jobs([structlearn, rev_pkg], features)
+                rows.append((f"semi-CRF CoNLL-2000 1k {'+'.join(features)}", n, jobs))
         print(f"this tree vs {args.rev}: best process CPU ns/token of {args.rounds} alternating "
               f"rounds, {args.threads} thread(s)")
         ratios = []

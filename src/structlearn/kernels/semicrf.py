@@ -20,7 +20,9 @@ Recursions (log space; α* / β_start at segment starts, α / β_end at segment 
     β_end[T-1, k] = end[k];   β_end[e, k] = log Σ_j exp(trans[k, j] + β_start[e+1, j])
 
 The forward keeps the normalised window terms r[e, d-1, k] = exp(α*[s, k] + w(s, e, k) - α[e, k])
-(a (T, D, K) buffer per block of sequences, never (N, D, K)); the backward then works with posteriors
+(a (T, D, K) buffer per block of sequences, never (N, D, K)); the window is the engine's
+(:func:`structlearn.kernels.semimarkov_window.window` with the feature tuple as its segment term and
+each label's own L_k); the backward then works with posteriors
 and needs one exp per (token, label) instead of one per (token, length, label)::
 
     P(k ends at e)       = exp(α[e, k] + β_end[e, k] - log Z)
@@ -52,13 +54,14 @@ from numba import njit, prange
 
 from ..semirings import LOG, reduce_pair
 from .semimarkov_scaled import stage1_lin, transition_factors
+from .semimarkov_window import window, window_scratch
 
 NEG_INF = -np.inf
 
 @njit(cache=True)
-def _seq_pass(unary, begin, last, dur, maxlen, trans, expT, tmax, stage, start, end, span_id, span_w,
-              caps, caps_w, use_span, use_caps, o, T, alpha, astar, bstart, token, g_first, g_last,
-              edge, g_dur, g_start, g_end, g_span, g_caps, buf, vbuf, wbuf, bend, r):
+def _seq_pass(unary, segment, dur4, zeros, maxlen, trans, expT, tmax, stage, start, end, o, T, alpha,
+              astar, bstart, token, g_first, g_last, edge, g_dur, g_start, g_end, g_span, g_caps, scratch,
+              vbuf, wbuf, bend, r):
     """One sequence: forward, then a backward pass that produces the posteriors directly, accumulating
     the expected statistics (block buffers ``edge``, ``g_dur``, ``g_start``, ``g_end``, ``g_span``,
     ``g_caps``; per-token rows of ``token``, ``g_first``, ``g_last`` written). Returns log Z.
@@ -69,6 +72,11 @@ def _seq_pass(unary, begin, last, dur, maxlen, trans, expT, tmax, stage, start, 
     those, β_start[s, k] = log P(starts at s) - α*[s, k] + log Z."""
     K = unary.shape[1]
     trans_t, ec, cmax, er, rmax = stage
+    span_id, caps, use_span, use_caps = segment[2], segment[4], segment[6] != 0, segment[7] != 0
+    acc, wv, vv, mx, bd = scratch
+    lmax = 0
+    for k in range(K):
+        lmax = max(lmax, maxlen[k])
     # ---- forward
     for t in range(T):
         n = o + t
@@ -77,24 +85,13 @@ def _seq_pass(unary, begin, last, dur, maxlen, trans, expT, tmax, stage, start, 
                 astar[n, k] = start[k]
         else:  # α*[s, k] = log Σ_j exp(α[s-1, j] + trans[j, k]): the engine's transition stage
             stage1_lin(alpha[n - 1], trans_t, ec, cmax, astar[n], K, vbuf)
-        # α[e, k] = log Σ_d exp(α*[e-d+1, k] + w(e-d+1, e, k)); r = the normalised terms
+        # α[e, k] = log Σ_d exp(α*[e-d+1, k] + w(e-d+1, e, k)): the engine's window (label k up to
+        # its own L_k); r = the normalised terms
+        window(unary, dur4, segment, True, zeros, astar, astar, True, False, False, o, T, t,
+               min(lmax, t + 1), True, 0, K, acc, wv, vv, mx, bd, maxlen)
         for k in range(K):
             L = min(maxlen[k], t + 1)
-            acc = last[n, k]
-            m = NEG_INF
-            for d in range(1, L + 1):
-                s = n - d + 1
-                acc += unary[s, k]
-                v = astar[s, k] + acc + dur[d - 1, k] + begin[s, k]
-                if use_span:
-                    sid = span_id[n, d - 1]
-                    if sid >= 0:
-                        v += span_w[sid, k]
-                if use_caps and caps[n, d - 1]:
-                    v += caps_w[k]
-                buf[d - 1] = v
-                if v > m:
-                    m = v
+            m = mx[k]
             if m == NEG_INF:
                 alpha[n, k] = NEG_INF
                 for d in range(L):
@@ -102,7 +99,7 @@ def _seq_pass(unary, begin, last, dur, maxlen, trans, expT, tmax, stage, start, 
                 continue
             sm = 0.0
             for d in range(L):
-                x = math.exp(buf[d] - m)
+                x = math.exp(vv[d, k] - m)
                 r[t, d, k] = x
                 sm += x
             inv = 1.0 / sm
@@ -242,9 +239,15 @@ def semicrf_expectations(unary, begin, last, dur, maxlen, trans, start, end, spa
     S = n_spans if use_span else 0
     g_span = np.zeros((C, S, K))
     g_caps = np.zeros((C, K))
-    W = max(D, K)
+    dur4 = np.empty((4, D, K))  # one duration table for all four boundary cases
+    for c in range(4):
+        dur4[c] = dur
+    zeros = np.zeros(N)  # the window's per-token normaliser: none (messages are not rescaled)
+    span_z = np.zeros((S + 1, K))  # the span weights and a row of zeros for "no span feature" (-1)
+    span_z[:S] = span_w[:S]
+    segment = (begin, last, span_id, span_z, caps, caps_w, np.int64(use_span), np.int64(use_caps))
     for c in prange(C):
-        buf = np.empty(W)
+        scratch = window_scratch(D, K)
         vbuf = np.empty(K)
         wbuf = np.empty(K)
         bend = np.empty(K)
@@ -257,10 +260,10 @@ def semicrf_expectations(unary, begin, last, dur, maxlen, trans, start, end, spa
             T = offsets[b + 1] - o
             if T == 0:
                 continue
-            log_z[b] = _seq_pass(unary, begin, last, dur, maxlen, trans, expT, tmax, stage, start,
-                                 end, span_id, span_w, caps, caps_w, use_span, use_caps, o, T, alpha,
-                                 astar, bstart, token, g_first, g_last, edge[c], g_dur[c],
-                                 g_start[c], g_end[c], g_span[c], g_caps[c], buf, vbuf, wbuf, bend, r)
+            log_z[b] = _seq_pass(unary, segment, dur4, zeros, maxlen, trans, expT, tmax, stage,
+                                 start, end, o, T, alpha, astar, bstart, token, g_first, g_last,
+                                 edge[c], g_dur[c], g_start[c], g_end[c], g_span[c], g_caps[c],
+                                 scratch, vbuf, wbuf, bend, r)
     for c in range(1, C):
         edge[0] += edge[c]
         g_dur[0] += g_dur[c]

@@ -8,11 +8,16 @@ accumulated as d grows, exact on long sequences and without special cases for -i
 normalised log-weights v = w + left[s, k] + right[e, k] - Σ inc[u] over the window's tokens other than
 t, and the best d per label. :func:`normalise` is the per-token normaliser of the forward (the K×K
 stage of the two-stage recursion is :func:`structlearn.semirings.reduce_pair`).
+
+The segment term of w is :func:`segment_term`, chosen at compile time by the type of ``segment``: a
+(N, D, K) array of segment potentials, or the semi-CRF's feature tuple (its begin / last / span /
+all-caps terms, looked up on the fly so no (N, D, K) array is built).
 """
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.extending import overload
 
 
 MIDDLE = 0
@@ -44,15 +49,62 @@ def window_scratch(D, K):
     return np.empty(K), np.empty((D, K)), np.empty((D, K)), np.empty(K), np.empty(K, dtype=np.int32)
 
 
+def segment_term(segment, o, s, e, d, k):
+    """The segment potential of the k-segment [s, e] (d = e - s + 1) of the sequence at row o.
+
+    ``segment`` is a float64 (N, D, K) array (→ segment[o+e, d-1, k]) or the semi-CRF feature tuple
+    (begin (N, K), last (N, K), span_id (N, D) int64, span_z (S+1, K), caps (N, D) bool, caps_w (K,),
+    use_span, use_caps (int64 0/1)) (→ begin[o+s, k] + last[o+e, k] + span_z[span_id[o+e, d-1], k]
+    + caps_w[k]·caps[o+e, d-1]). span_z is the span weights with a last row of zeros, which id -1 (no
+    span feature) selects; with use_span / use_caps 0, span_id / caps may be (1, 1) dummies holding -1
+    / False (the row and column are multiplied by the flag). No branches: a branch inside an inlined
+    helper called per (d, k) keeps its reference counts in the loop. Numba only: compiled per type by
+    the overload below."""
+    raise NotImplementedError("segment_term is called from Numba kernels only")
+
+
+@overload(segment_term, inline="always")
+def _segment_term(segment, o, s, e, d, k):
+    if isinstance(segment, types.Array):
+        def dense(segment, o, s, e, d, k):
+            return segment[o + e, d - 1, k]
+        return dense
+    if isinstance(segment, types.BaseTuple):
+        def features(segment, o, s, e, d, k):
+            us = segment[6]
+            uc = segment[7]
+            return (segment[0][o + s, k] + segment[1][o + e, k]
+                    + segment[3][segment[2][(o + e) * us, (d - 1) * us], k]
+                    + segment[5][k] * segment[4][(o + e) * uc, (d - 1) * uc])
+        return features
+    return None
+
+
+def label_dmax(lmax, k, dmax):
+    """The longest segment of label k in a window of ``dmax``: min(lmax[k], dmax), or dmax when
+    ``lmax`` is None (every label the same). Numba only: compiled per type by the overload below."""
+    raise NotImplementedError("label_dmax is called from Numba kernels only")
+
+
+@overload(label_dmax, inline="always")
+def _label_dmax(lmax, k, dmax):
+    if lmax is None or isinstance(lmax, (types.NoneType, types.Omitted)):
+        return lambda lmax, k, dmax: dmax
+    return lambda lmax, k, dmax: min(lmax[k], dmax)
+
+
 @njit(cache=True, inline="always")
 def window(unary, durations, segment, has_segment, inc, left, right, use_left, use_right, keep_w, o,
-           T, t, dmax, at_end, k0, k1, acc, w, v, mx, bd):
+           T, t, dmax, at_end, k0, k1, acc, w, v, mx, bd, lmax=None):
     """The window of token t (sequence rows o … o+T-1) for labels k0 <= k < k1, d = 1 … dmax.
 
     Segment [s, e] = [t-d+1, t] if ``at_end`` else [t, t+d-1]. Writes w[d-1, k] = w(s, e, k) (only
     when ``keep_w``), v[d-1, k] = w(s, e, k) + left[o+s, k] (if ``use_left``) + right[o+e, k] (if
-    ``use_right``) - Σ inc[o+u] over the tokens u of [s, e] other than t, and mx[k] = max_d v,
-    bd[k] = its first arg max d (1 when all are -inf). ``acc`` (K,) is scratch.
+    ``use_right``) - Σ inc[o+u] over the tokens u of [s, e] other than t (w includes
+    :func:`segment_term` when ``has_segment``), and mx[k] = max_d v,
+    bd[k] = its first arg max d (1 when all are -inf). ``acc`` (K,) is scratch. With ``lmax`` (int
+    (K,), the semi-CRF's longest segment per label) label k stops at d = min(lmax[k], dmax); v and w
+    beyond it are left unwritten.
     """
     for k in range(k0, k1):
         acc[k] = 0.0
@@ -72,10 +124,12 @@ def window(unary, durations, segment, has_segment, inc, left, right, use_left, u
             nacc += inc[o + u]
         c = table(s, e, T)  # (indexed, not viewed: a view per step costs a reference count)
         for k in range(k0, k1):
+            if d > label_dmax(lmax, k, dmax):
+                continue
             acc[k] += unary[o + u, k]
             x = acc[k] + durations[c, d - 1, k]
             if has_segment:
-                x += segment[o + e, d - 1, k]
+                x += segment_term(segment, o, s, e, d, k)
             if keep_w:
                 w[d - 1, k] = x
             if use_left:
