@@ -10,6 +10,9 @@ _LAZY = {
     "AdaBoostMRF": "structlearn.estimators.adaboost_mrf",
     "HiddenSemiMarkovModel": "structlearn.estimators.hsmm",
     "HierarchicalHMM": "structlearn.estimators.hhmm",
+    "GeneralHSMM": "structlearn.estimators.general_hsmm",
+    "VariableTransitionHMM": "structlearn.estimators.general_hsmm",
+    "ResidentialTimeHMM": "structlearn.estimators.general_hsmm",
 }
 
 

@@ -20,6 +20,9 @@ MODEL_FORMATS = {
     "graph-crf": "structlearn.estimators.graph_crf:GraphCRF",
     "hidden-semi-markov-model": "structlearn.estimators.hsmm:HiddenSemiMarkovModel",
     "hierarchical-hmm": "structlearn.estimators.hhmm:HierarchicalHMM",
+    "general-hsmm": "structlearn.estimators.general_hsmm:GeneralHSMM",
+    "residential-time-hmm": "structlearn.estimators.general_hsmm:ResidentialTimeHMM",
+    "variable-transition-hmm": "structlearn.estimators.general_hsmm:VariableTransitionHMM",
 }
 
 

@@ -215,7 +215,7 @@ def semimarkov_backward(unary, durations, transition, end, segment, has_segment,
 # --------------------------------------------------------------------------------------------------
 @njit(cache=True, parallel=True)
 def semimarkov_marginals(unary, transition, alpha, alpha_star, beta_end, beta_start, z_fin,
-                         offsets):
+                         offsets, edge_rows=True):
     """Token and transition marginals from the normalised messages.
 
     ``token[n, k]`` = P(token n lies in a k-segment) = Σ_{s<=n} P(k-segment starts at s)
@@ -223,13 +223,15 @@ def semimarkov_marginals(unary, transition, alpha, alpha_star, beta_end, beta_st
     P(start at s) = exp(α̂*[s, k] + β̂_start[s, k]) and P(end at e) = exp(α̂[e, k] + β̂_end[e, k]);
     clipped to [0, 1] and exactly 0 where ``unary`` is -inf.
     ``edge[n, i, j]`` = P(an i-segment ends at n and a j-segment starts at n+1)
-    = exp(α̂[n, i] + transition[i, j] + β̂_start[n+1, j]); 0 on the last row of a sequence.
-    Infeasible sequences (z_fin = -inf) get all-zero rows. Time O(N·K²).
+    = exp(α̂[n, i] + transition[i, j] + β̂_start[n+1, j]); 0 on the last row of a sequence. With
+    ``edge_rows=False`` ``edge`` is (B, K, K), the sum over the rows of each sequence (memory
+    O(B·K²) instead of O(N·K²)). Infeasible sequences (z_fin = -inf) get all-zero rows. Time
+    O(N·K²).
     """
     N, K = unary.shape
     B = offsets.shape[0] - 1
     token = np.zeros((N, K))
-    edge = np.zeros((N, K, K))
+    edge = np.zeros((N if edge_rows else B, K, K))
     for b in prange(B):
         o, T = sequence(offsets, b)
         if T == 0 or z_fin[b] == NEG_INF:
@@ -247,10 +249,13 @@ def semimarkov_marginals(unary, transition, alpha, alpha_star, beta_end, beta_st
                 token[r, k] = p
                 run[k] -= math.exp(alpha[r, k] + beta_end[r, k])
             if n < T - 1:
+                row = r if edge_rows else np.int64(b)
                 for i in range(K):
                     ai = alpha[r, i]
+                    if ai == NEG_INF:
+                        continue
                     for j in range(K):
-                        edge[r, i, j] = math.exp(ai + transition[i, j] + beta_start[r + 1, j])
+                        edge[row, i, j] += math.exp(ai + transition[i, j] + beta_start[r + 1, j])
     return token, edge
 
 

@@ -108,17 +108,17 @@ def m_step(potentials, X, lengths, offsets, sm, params):
     need_marg = any(c in p for c in "ste")
     chain = isinstance(sm, LinearChain)
     if need_marg or chain:
-        gamma, edge = sm.marginals()
+        gamma, edge = sm.marginals(edge="total")  # (K, K) expected transition counts
         xi = edge.copy()
         if chain:
-            xi[:, np.arange(K), np.arange(K)] = 0.0
+            xi[np.arange(K), np.arange(K)] = 0.0
     if "s" in p:
         first = offsets[:-1][lengths > 0]
         g0 = gamma[first].sum(axis=0)
         if g0.sum() > 0:
             startprob = g0 / g0.sum()
     if "t" in p and K >= 2:
-        c = xi.sum(axis=0)
+        c = xi.copy()
         np.fill_diagonal(c, 0.0)
         tot = c.sum(axis=1)
         tm = transmat.copy()
@@ -127,8 +127,8 @@ def m_step(potentials, X, lengths, offsets, sm, params):
         transmat = tm
     if "d" in p and chain:
         # Baum–Welch update of the equivalent HMM's self-transitions: p = leaves / (stays + leaves)
-        stays = np.einsum("nkk->k", edge)
-        leaves = xi.sum(axis=(0, 2))
+        stays = np.diag(edge).copy()
+        leaves = xi.sum(axis=1)
         if potentials.censoring == "none":
             last = offsets[1:][lengths > 0] - 1
             leaves = leaves + gamma[last].sum(axis=0)

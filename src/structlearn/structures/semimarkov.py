@@ -266,25 +266,41 @@ class SemiMarkov(StructureBase):
         _, _, _, beta_end, beta_start, _, _ = self._posterior()
         return BackwardMessages(beta_end.copy(), beta_start.copy())
 
-    def marginals(self):
+    def marginals(self, edge="full"):
         """Token and transition marginals (the gradient of log Z with respect to ``unary`` and to
         the per-boundary transition scores).
+
+        Parameters
+        ----------
+        edge : {"full", "sum", "total", "none"}
+            ``"full"``: ``edge`` (N, K, K), row n = P(a segment boundary between tokens n and n+1,
+            with label i before and j after) — the transition marginals; the last row of each
+            sequence is 0. ``"sum"``: (B, K, K), their sum over each sequence (expected transition
+            counts, memory O(B·K²)); ``"total"``: (K, K), summed over the batch; ``"none"``: None.
 
         Returns
         -------
         Marginals
-            ``unary`` (N, K) float64: P(token n lies in a segment labelled k). ``edge`` (N, K, K)
-            float64: row n is P(a segment boundary between tokens n and n+1, with label i before
-            and j after) — the transition marginals; the last row of each sequence is 0. Linear
-            space; rows of infeasible sequences are 0. Time O(N·(D·K + K²)).
+            ``unary`` (N, K) float64: P(token n lies in a segment labelled k); ``edge`` as above.
+            Linear space; rows of infeasible sequences are 0. Time O(N·(D·K + K²)).
+
+        Raises
+        ------
+        ValueError
+            ``edge`` not one of the four modes.
         """
-        if "marginals" not in self._cache:
+        if edge not in ("full", "sum", "total", "none"):
+            raise ValueError(f"`edge` must be one of ['full', 'none', 'sum', 'total']; got {edge!r}")
+        key = "marginals" if edge == "full" else "marginals_sum"
+        if key not in self._cache:
             alpha, alpha_star, _, beta_end, beta_start, _, z_fin = self._posterior()
-            self._cache["marginals"] = Marginals(*_k.semimarkov_marginals(
+            self._cache[key] = Marginals(*_k.semimarkov_marginals(
                 self.unary, self._trans, alpha, alpha_star, beta_end, beta_start, z_fin,
-                self.offsets))
-        token, edge = self._cache["marginals"]
-        return Marginals(token.copy(), edge.copy())
+                self.offsets, key == "marginals"))
+        token, em = self._cache[key]
+        if edge == "total":
+            em = em.sum(axis=0)
+        return Marginals(token.copy(), None if edge == "none" else em.copy())
 
     def segment_marginals(self):
         """Dense segment marginals.

@@ -1,0 +1,552 @@
+"""Estimators of the general HSMM family (scikit-learn API): :class:`GeneralHSMM` (Yu 2010 §2.1),
+:class:`VariableTransitionHMM` (§3.2) and :class:`ResidentialTimeHMM` (§3.3).
+
+All three share one adapter (:class:`structlearn.models.general_hsmm.GeneralHSMMPotentials`, the super-label
+semi-Markov structure), one E-step and the EM loop (:mod:`structlearn.learning.general_hsmm_em`,
+:func:`structlearn.learning.em.run_em`); they differ only in how their parameters map to π_(j,d) and
+a_(i,d')(j,d) and in their M-step. The explicit-duration model is
+:class:`structlearn.estimators.hsmm.HiddenSemiMarkovModel`.
+"""
+import copy
+import math
+import warnings
+from collections import namedtuple
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted
+
+from ..learning import general_hsmm_em as _gem
+from ..learning import hsmm_em as _em
+from ..learning.em import ConvergenceMonitor, run_em
+from ..models import emissions as _emi
+from ..models import general_hsmm as _g
+from ..models.censoring import CENSORING
+from ..models.distribution import families_from_file, family_to_file
+from ..utils.validation import check_lengths
+
+__all__ = ["GeneralHSMM", "VariableTransitionHMM", "ResidentialTimeHMM", "SegmentFiltered"]
+
+#: Filtering per duration (Yu 2010 §2.2.2), float64: ``ended`` (N, M, D) P(S_[t-d+1:t] = j | o_1:t) (a
+#: j-segment of duration d ends at t; normalised over (j, d) as in the seed); ``next`` (N, M, D)
+#: P(S_[t+1:t+d] = j | o_1:t) (the predicted next segment, same normaliser); ``log_likelihood`` (N,)
+#: log P(o_1:t, a segment ends at t).
+SegmentFiltered = namedtuple("SegmentFiltered", ["ended", "next", "log_likelihood"])
+
+_FORMAT_VERSION = 1
+
+
+class _SuperLabelHSMM(BaseEstimator):
+    """The surface shared by the three estimators (fit / score / posteriors / decode / filter / sample /
+    information criteria / model files). Subclasses define ``_general()`` (log π, log a), ``_m_step``,
+    ``_init_transitions`` and ``_check_params``."""
+
+    _censoring_modes = CENSORING
+    _letters = "ste"
+
+    def __init__(self, n_states=2, max_duration=20, emission="gaussian", censoring="right", n_iter=100,
+                 tol=1e-4, n_init=1, init="kmeans", params="ste", init_params="ste", random_state=None,
+                 verbose=False):
+        self.n_states = n_states
+        self.max_duration = max_duration
+        self.emission = emission
+        self.censoring = censoring
+        self.n_iter = n_iter
+        self.tol = tol
+        self.n_init = n_init
+        self.init = init
+        self.params = params
+        self.init_params = init_params
+        self.random_state = random_state
+        self.verbose = verbose
+
+    # -- validation ------------------------------------------------------------------------------------
+    def _validate_hyper(self):
+        for name, lo in (("n_states", 1), ("max_duration", 1), ("n_iter", 0), ("n_init", 1)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+                raise ValueError(f"`{name}` must be an integer >= {lo}; got {v!r}")
+        if self.censoring not in self._censoring_modes:
+            raise ValueError(f"`censoring` must be one of {self._censoring_modes} for "
+                             f"{type(self).__name__}; got {self.censoring!r}")
+        if not (isinstance(self.tol, (int, float, np.floating)) and self.tol >= 0):
+            raise ValueError(f"`tol` must be a non-negative number; got {self.tol!r}")
+        if self.init not in ("kmeans", "quantile", "random"):
+            raise ValueError(f"`init` must be 'kmeans', 'quantile' or 'random'; got {self.init!r}")
+        for name in ("params", "init_params"):
+            v = getattr(self, name)
+            if not isinstance(v, str) or set(v) - set(self._letters):
+                raise ValueError(f"`{name}` must be a string of letters from {self._letters!r} (s start, "
+                                 f"t transitions, e emissions); got {v!r}")
+
+    def _validate_data(self, X, lengths):
+        emission = getattr(self, "emission_", None) or _emi.make_emission(self.emission)
+        X = _emi.check_observations(emission, X)
+        lengths, offsets = check_lengths(lengths, X.shape[0], rows_name="the observations `X`")
+        return X, lengths, offsets
+
+    def _check_array(self, name, shape, axes):
+        a = np.asarray(getattr(self, name), dtype=np.float64)
+        if a.shape != shape:
+            raise ValueError(f"`{name}` must have shape {shape}; got {a.shape}")
+        if np.any(a < 0) or not np.all(np.isfinite(a)):
+            raise ValueError(f"`{name}` must be finite and non-negative")
+        s = a.sum(axis=axes)
+        bad = np.abs(s - 1.0) > 1e-8
+        if np.any(bad):
+            i = tuple(int(x) for x in np.argwhere(bad)[0])
+            raise ValueError(f"`{name}` must sum to 1 over axes {axes}: entry {i} sums to "
+                             f"{s[i]:.6g}")
+        setattr(self, name, a)
+
+    # -- the adapter -----------------------------------------------------------------------------------
+    def _potentials(self):
+        ls, la = self._general()
+        return _g.GeneralHSMMPotentials(ls, la, self.emission_, self.censoring)
+
+    def _prepare(self, X, lengths):
+        check_is_fitted(self, "startprob_")
+        self._check_params()
+        X, lengths, offsets = self._validate_data(X, lengths)
+        return X, lengths, offsets, self._potentials().semi_markov(X, lengths, offsets)
+
+    def to_structure(self, X, lengths=None):
+        """The super-label :class:`~structlearn.structures.SemiMarkov` structure of this model on ``X``
+        (label k = j·D + d - 1); its ``log_partition()`` is the log-likelihood of each sequence."""
+        return self._prepare(X, lengths)[3]
+
+    # -- EM ----------------------------------------------------------------------------------------------
+    def fit(self, X, lengths=None):
+        """Estimate the parameters by EM (Yu 2010 §2.3.1) with ``n_init`` restarts.
+
+        Parameters
+        ----------
+        X : array-like of float64, shape (N, F)
+            Packed observations (NaN = missing). lengths : array-like of int (B,), optional.
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        ValueError
+            Bad hyper-parameters or data, or a sequence with zero likelihood.
+        """
+        self._validate_hyper()
+        X, lengths, offsets = self._validate_data(X, lengths)
+        self.max_duration_ = int(self.max_duration)
+        self.n_features_in_ = X.shape[1]
+        rng = check_random_state(self.random_state)
+        fixed = {a: copy.deepcopy(getattr(self, a)) for a, c in
+                 (("startprob_", "s"), ("transmat_", "t"), ("emission_", "e"))
+                 if c not in self.init_params and hasattr(self, a)}
+        best = None
+        for restart in range(self.n_init):
+            seed = rng.randint(2**31 - 1)
+            for a, v in fixed.items():
+                setattr(self, a, copy.deepcopy(v))
+            self._init_params(X, lengths, np.random.RandomState(seed), restart)
+            monitor = ConvergenceMonitor(self.tol, self.n_iter, self.verbose)
+            ll = run_em(lambda: _gem.e_step(self._potentials(), X, lengths, offsets),
+                        lambda counts: self._m_step_all(counts, X), monitor)
+            if best is None or ll > best[0]:
+                best = (ll, {a: copy.deepcopy(getattr(self, a))
+                             for a in ("startprob_", "transmat_", "emission_")}, monitor)
+        ll, snap, monitor = best
+        for a, v in snap.items():
+            setattr(self, a, v)
+        self.monitor_ = monitor
+        self.converged_ = bool(monitor.converged)
+        self.log_likelihood_ = ll
+        if not self.converged_ and self.n_iter > 0:
+            warnings.warn(f"EM did not converge in n_iter={self.n_iter} iterations; increase `n_iter` "
+                          f"or `tol`", ConvergenceWarning)
+        return self
+
+    def _m_step_all(self, counts, X):
+        sp, tm = self._m_step(counts)
+        if "s" in self.params:
+            self.startprob_ = sp
+        if "t" in self.params:
+            self.transmat_ = tm
+        if "e" in self.params:
+            self.emission_.fit(X, counts["gamma"])
+            for j in np.flatnonzero(counts["gamma"].sum(axis=0) <= 0):
+                warnings.warn(f"state {int(j)} received no posterior mass in the E-step; its "
+                              f"emission parameters are kept", RuntimeWarning)
+
+    def _init_params(self, X, lengths, rng, restart):
+        M, D = self.n_states, self.max_duration_
+        ip = self.init_params
+        labels = _em.initial_labels(X, M, self.init, rng, restart)
+        if "e" in ip or not hasattr(self, "emission_"):
+            self.emission_ = _emi.make_emission(self.emission)
+            if not hasattr(self.emission_, "initialize"):
+                raise ValueError("the emission object has no `initialize`; set its parameters and "
+                                 "leave 'e' out of `init_params`")
+            self.emission_.initialize(X, M, labels, rng)
+        jitter = bool(restart) or self.init == "random"
+        pmf = _gem.initial_pmf(_em.initial_mean_durations(labels, lengths, M, D, rng, jitter), D)
+        init = self._initial(pmf, rng if jitter else None)
+        for name, letter in (("startprob_", "s"), ("transmat_", "t")):
+            if letter in ip:
+                setattr(self, name, init[name])
+            elif not hasattr(self, name):
+                raise ValueError(f"'{letter}' is not in `init_params`: set `{name}` before fit")
+        self._check_params()
+
+    @staticmethod
+    def _off_diagonal(M, rng):
+        """(M, M) row-stochastic destinations with a zero diagonal (uniform, or Dirichlet with ``rng``)."""
+        if M == 1:
+            return np.zeros((1, 1))
+        w = rng.dirichlet(np.full(M - 1, 5.0), size=M) if rng is not None else \
+            np.full((M, M - 1), 1.0 / (M - 1))
+        return np.array([np.insert(w[i], i, 0.0) for i in range(M)])
+
+    # -- likelihood and posteriors ---------------------------------------------------------------------
+    def score_per_sequence(self, X, lengths=None):
+        """Log-likelihood log P(o | λ) of every sequence (Yu 2010 eq. (4) summed), float64 (B,)."""
+        return self._prepare(X, lengths)[3].log_partition()
+
+    def score(self, X, lengths=None):
+        """Total log-likelihood (float; -inf if a sequence is impossible). Time O(N·(M·D)²)."""
+        return float(self.score_per_sequence(X, lengths).sum())
+
+    def score_samples(self, X, lengths=None):
+        """(log-likelihood, γ (N, M)) with γ_t(j) = P(S_t = j | o) (Yu 2010 eq. (8))."""
+        sm = self._prepare(X, lengths)[3]
+        M, D = self.n_states, self.max_duration_
+        return float(sm.log_partition().sum()), sm.marginals(edge="none").unary.reshape(-1, M, D).sum(2)
+
+    def predict_proba(self, X, lengths=None):
+        """Smoothed posteriors γ_t(j), float64 (N, M)."""
+        return self.score_samples(X, lengths)[1]
+
+    def posterior_transitions(self, X, lengths=None):
+        """ξ_t(i, d'; j, d) = P(S_[t-d'+1:t] = i, S_[t+1:t+d] = j | o) (Yu 2010 eq. (7)), float64
+        (N, M, D, M, D); the last row of every sequence is 0. Memory O(N·(M·D)²)."""
+        M, D = self.n_states, self.max_duration_
+        return self._prepare(X, lengths)[3].marginals().edge.reshape(-1, M, D, M, D)
+
+    def posterior_durations(self, X, lengths=None):
+        """η_t(j, d) = P(S_[t-d+1:t] = j | o) (Yu 2010 eq. (6)): a j-segment of (full) duration d ends
+        at t (a right-censored last segment counts at the last row with its completed d), float64
+        (N, M, D)."""
+        sm = self._prepare(X, lengths)[3]
+        fm, bm = sm.forward(), sm.backward()
+        with np.errstate(invalid="ignore"):
+            eta = np.exp(fm.alpha + bm.beta_end)
+        return np.nan_to_num(eta).reshape(-1, self.n_states, self.max_duration_)
+
+    def expected_counts(self, X, lengths=None):
+        """Expected counts of the E-step (:func:`structlearn.models.general_hsmm.segment_counts`):
+        ``first`` (M, D), ``trans`` (M, D, M, D), ``segments`` (M, D), ``gamma`` (N, M)."""
+        X, lengths, offsets, sm = self._prepare(X, lengths)
+        return _g.segment_counts(sm, self.n_states, self.max_duration_, offsets, lengths)
+
+    def filter(self, X, lengths=None):
+        """Filtered and predicted segment probabilities per duration (Yu 2010 §2.2.2).
+
+        Returns
+        -------
+        SegmentFiltered
+            ``ended`` (N, M, D) P(S_[t-d+1:t] = j | o_1:t) = α_t(j,d) / Σ α_t; ``next`` (N, M, D)
+            P(S_[t+1:t+d] = j | o_1:t) = Σ_{i,d'} α_t(i,d') a_(i,d')(j,d) / Σ α_t; ``log_likelihood``
+            (N,) log Σ_{j,d} α_t(j, d). Uses the forward messages only (censoring of the last segment
+            does not enter: the filter at the last row is the one of a segment ending there). Time
+            O(N·(M·D)²).
+        """
+        X, lengths, offsets, _ = self._prepare(X, lengths)
+        M, D = self.n_states, self.max_duration_
+        ls, la = self._general()
+        # the forward of the uncensored structure: at every t (the last row too) α_t(j, d) is a segment
+        # that ends at t, whatever happens after
+        sm = _g.GeneralHSMMPotentials(ls, la, self.emission_, "none").semi_markov(X, lengths, offsets)
+        fm = sm.forward()
+        alpha = fm.alpha
+        with np.errstate(invalid="ignore"):
+            m = alpha.max(axis=1, keepdims=True)
+            m = np.where(np.isfinite(m), m, 0.0)
+            lse = m + np.log(np.exp(alpha - m).sum(axis=1, keepdims=True))
+            ended = np.exp(alpha - lse)
+            # α̂*[t+1] = ⊕ α̂[t] + log a: the prediction made at t (the row after t in its sequence)
+            nxt = np.exp(np.logaddexp.reduce(alpha[:, :, None] + sm._trans[None], axis=1) - lse)
+        ended = np.nan_to_num(ended)
+        nxt = np.nan_to_num(nxt)
+        cum = np.zeros(alpha.shape[0])
+        for b in range(lengths.shape[0]):
+            o, T = int(offsets[b]), int(lengths[b])
+            cum[o:o + T] = np.cumsum(fm.log_scale[o:o + T])
+        ll = cum + lse[:, 0]
+        return SegmentFiltered(ended.reshape(-1, M, D), nxt.reshape(-1, M, D), ll)
+
+    # -- decoding ------------------------------------------------------------------------------------
+    def decode(self, X, lengths=None, algorithm="viterbi", return_segments=False):
+        """Most likely states: ``"viterbi"`` the best (state, duration) path (Yu 2010 eq. (11), log_prob
+        = log max P(o, s)); ``"map"`` the per-time argmax of γ_t (log_prob = Σ_t log max_j γ_t(j)).
+
+        Returns
+        -------
+        log_prob : float; states : int64 (N,); with ``return_segments`` a list of B (n_seg, 4) int64
+        arrays of (start, end, state, duration) rows (local, end inclusive; the duration is the full d,
+        which exceeds end - start + 1 for a censored last segment). ``"map"`` gives the runs and d = the
+        run length.
+        """
+        if algorithm not in ("viterbi", "map"):
+            raise ValueError(f"`algorithm` must be 'viterbi' or 'map'; got {algorithm!r}")
+        X, lengths, offsets, sm = self._prepare(X, lengths)
+        D = self.max_duration_
+        if algorithm == "viterbi":
+            labels = sm.argmax()
+            log_prob = float(sm.max().sum())
+            states = labels // D
+            segs = None
+            if return_segments:
+                segs = [np.column_stack([s[:, 0], s[:, 1], s[:, 2] // D, s[:, 2] % D + 1]).astype(np.int64)
+                        for s in sm.argmax_segments()]
+        else:
+            sm._raise_if_infeasible(sm.log_partition(), "the MAP states")
+            gamma = sm.marginals(edge="none").unary.reshape(-1, self.n_states, D).sum(2)
+            states = np.argmax(gamma, axis=1).astype(np.int64)
+            with np.errstate(divide="ignore"):
+                log_prob = float(np.log(gamma.max(axis=1)).sum())
+            segs = None
+            if return_segments:
+                from .hsmm import HiddenSemiMarkovModel
+                segs = [np.column_stack([r, r[:, 1] - r[:, 0] + 1]).astype(np.int64)
+                        for r in HiddenSemiMarkovModel._runs(states, lengths, offsets)]
+        return (log_prob, states.astype(np.int64), segs) if return_segments else \
+            (log_prob, states.astype(np.int64))
+
+    def predict(self, X, lengths=None):
+        """Viterbi states (Yu 2010 eq. (11)), int64 (N,)."""
+        return self.decode(X, lengths)[1]
+
+    # -- sampling, information criteria ------------------------------------------------------------
+    def sample(self, n_samples=1, random_state=None):
+        """Draw one sequence: (X (n, F), states (n,) int64, segments (S, 3) int64 [start, end, state])."""
+        check_is_fitted(self, "startprob_")
+        self._check_params()
+        rng = check_random_state(random_state)
+        states, segments, _ = self._potentials().sample(int(n_samples), rng)
+        return self.emission_.sample(states, rng), states, segments
+
+    def _n_free(self):
+        raise NotImplementedError
+
+    def n_parameters(self):
+        """Number of free parameters EM estimates (letters of ``params``)."""
+        check_is_fitted(self, "startprob_")
+        ns, nt = self._n_free()
+        return (ns if "s" in self.params else 0) + (nt if "t" in self.params else 0) + \
+            (int(self.emission_.n_parameters()) if "e" in self.params else 0)
+
+    def aic(self, X, lengths=None):
+        """Akaike information criterion -2 log L + 2 p (lower is better)."""
+        return -2.0 * self.score(X, lengths) + 2.0 * self.n_parameters()
+
+    def bic(self, X, lengths=None):
+        """Bayesian information criterion -2 log L + p log N (N rows)."""
+        n = self._validate_data(X, lengths)[0].shape[0]
+        return -2.0 * self.score(X, lengths) + self.n_parameters() * math.log(n)
+
+    # -- model files -----------------------------------------------------------------------------------
+    def save(self, path):
+        """Write the fitted model to ``path`` (versioned ``.npz`` + JSON header; no pickle).
+
+        Raises ``ValueError`` for a custom (non-structlearn) emission object."""
+        from ..utils.modelfile import save_model
+        check_is_fitted(self, "startprob_")
+        ename, earr, ecfg = family_to_file(self.emission_, _emi, "emission")
+        params = {k: v for k, v in self.get_params().items() if k not in ("emission", "random_state")}
+        params["emission"] = self.emission if isinstance(self.emission, str) else ename
+        rs = self.random_state
+        params["random_state"] = int(rs) if isinstance(rs, (int, np.integer)) else None
+        meta = {"emission_family": ename, "emission_config": ecfg, "max_duration_": self.max_duration_,
+                "n_features_in_": int(self.n_features_in_)}
+        save_model(path, format_name=self._file_format, version=_FORMAT_VERSION,
+                   estimator=f"structlearn.{type(self).__name__}", params=params, metadata=meta,
+                   arrays={"startprob_": self.startprob_, "transmat_": self.transmat_, **earr})
+
+    @classmethod
+    def load(cls, path):
+        """Read a model written by :meth:`save`; runs no code from the file."""
+        from ..utils.modelfile import ModelFileError, load_model
+        header, arrays = load_model(path, expected_format=cls._file_format, supported_version=_FORMAT_VERSION)
+        meta = header["metadata"]
+        fam = families_from_file(meta, arrays, {"emission": (_emi, _emi.EmissionDistribution)})
+        if fam["emission"] is None:
+            raise ModelFileError(f"{path!r}: the header names no structlearn emission family "
+                                 f"({meta.get('emission_family')!r})")
+        model = cls(**header["params"])
+        model.emission_ = fam["emission"]
+        model.startprob_ = np.asarray(arrays["startprob_"], dtype=np.float64)
+        model.transmat_ = np.asarray(arrays["transmat_"], dtype=np.float64)
+        model.max_duration_ = int(meta["max_duration_"])
+        model.n_features_in_ = int(meta["n_features_in_"])
+        model._check_params()
+        return model
+
+
+class GeneralHSMM(_SuperLabelHSMM):
+    """The general hidden semi-Markov model (Yu 2010 §2.1): free a_(i,d')(j,d) and π_(j,d).
+
+    Parameters
+    ----------
+    n_states : int, M. max_duration : int, D (default 20: the state space has M·D super-labels).
+    emission : str or emission object (:mod:`structlearn.models.emissions`), per-state b_j(o_t).
+    censoring : {"none", "right", "both"} (Yu 2010 §2.2.1; under "both" π_(j,d) is the law of the state
+        at t = 1 and its remaining duration).
+    n_iter, tol, n_init, init, params, init_params, random_state, verbose : as
+        :class:`~structlearn.estimators.hsmm.HiddenSemiMarkovModel` (letters s, t, e).
+
+    Attributes
+    ----------
+    startprob_ : float64 (M, D), π_(j,d). transmat_ : float64 (M, D, M, D), a_(i,d')(j,d) (axes previous
+    state, its duration, next state, its duration), zero where i == j, each (i, d') row summing to 1
+    over (j, d). emission_, monitor_, converged_, log_likelihood_, max_duration_.
+
+    Notes
+    -----
+    Forward (4), backward (5), ξ (7), γ (8) and re-estimation (§2.3.1 items 1–3) run on the super-label
+    structure of :mod:`structlearn.models.general_hsmm`: time O(T·(M·D)²) per E-step (Yu's O(M²D²T)),
+    memory O(T·M·D).
+    """
+
+    _file_format = "general-hsmm"
+
+    def _general(self):
+        return _g._log(self.startprob_), _g._log(self.transmat_)
+
+    def _check_params(self):
+        M, D = self.n_states, self.max_duration_
+        self._check_array("startprob_", (M, D), None)
+        tm = np.asarray(self.transmat_, dtype=np.float64)
+        if tm.shape == (M, D, M, D) and M > 1 and np.any(tm[np.arange(M), :, np.arange(M), :] != 0):
+            raise ValueError("`transmat_` must be 0 where the next state equals the previous one "
+                             "(no self-transitions, Yu 2010 §2.1)")
+        if M > 1:
+            self._check_array("transmat_", (M, D, M, D), (2, 3))
+
+    def _initial(self, pmf, rng):
+        M, D = pmf.shape[1], pmf.shape[0]
+        sp = (np.full(M, 1.0 / M)[:, None] * pmf.T)
+        A = self._off_diagonal(M, rng)
+        tm = np.broadcast_to(A[:, None, :, None] * pmf.T[None, None], (M, D, M, D)).copy()
+        return {"startprob_": sp, "transmat_": tm}
+
+    def _m_step(self, counts):
+        return _gem.m_step_general(counts, self.startprob_, self.transmat_)
+
+    def _n_free(self):
+        M, D = self.n_states, self.max_duration_
+        return M * D - 1, (M * D * ((M - 1) * D - 1) if M > 1 else 0)
+
+
+class ResidentialTimeHMM(_SuperLabelHSMM):
+    """Residential-time HMM (Yu 2010 eq. (3), §3.3): a_i(j, d), the next state and its duration depend on
+    the state left, not on how long it lasted.
+
+    Attributes
+    ----------
+    startprob_ : float64 (M, D), π_(j,d). transmat_ : float64 (M, M, D), a_i(j, d), zero where j == i,
+    each row i summing to 1 over (j, d). Other parameters and attributes as :class:`GeneralHSMM`.
+
+    Notes
+    -----
+    Equals :class:`GeneralHSMM` with a_(i,d')(j,d) = a_i(j,d) for every d'. Its recursion here is the
+    general one, O(T·(M·D)²); the O(T·M²·D) of a transition stage factored through the state left is
+    not implemented yet.
+    """
+
+    _file_format = "residential-time-hmm"
+
+    def _general(self):
+        return _g.residential_time(self.startprob_, self.transmat_)
+
+    def _check_params(self):
+        M, D = self.n_states, self.max_duration_
+        self._check_array("startprob_", (M, D), None)
+        tm = np.asarray(self.transmat_, dtype=np.float64)
+        if tm.shape == (M, M, D) and M > 1 and np.any(tm[np.arange(M), np.arange(M), :] != 0):
+            raise ValueError("`transmat_` must be 0 where the next state equals the one left (a_i(i, d) "
+                             "= 0, Yu 2010 §3.3)")
+        if M > 1:
+            self._check_array("transmat_", (M, M, D), (1, 2))
+
+    def _initial(self, pmf, rng):
+        M = pmf.shape[1]
+        A = self._off_diagonal(M, rng)
+        return {"startprob_": np.full(M, 1.0 / M)[:, None] * pmf.T,
+                "transmat_": A[:, :, None] * pmf.T[None, :, :]}
+
+    def _m_step(self, counts):
+        return _gem.m_step_residential(counts, self.startprob_, self.transmat_)
+
+    def _n_free(self):
+        M, D = self.n_states, self.max_duration_
+        return M * D - 1, (M * ((M - 1) * D - 1) if M > 1 else 0)
+
+
+class VariableTransitionHMM(_SuperLabelHSMM):
+    """Variable-transition HMM (Yu 2010 §2.1 and §3.2): self-transitions a_jj(τ) that depend on the time
+    τ already spent in the state, and a next state that depends on it too.
+
+    Attributes
+    ----------
+    startprob_ : float64 (M,), π_j. transmat_ : float64 (D, M, M), row (τ, i) = P(next state | state i
+    has stayed τ), the diagonal the self-transition a_ii(τ) (a_ii(D) must be 0: every segment ends by
+    D), each row summing to 1. Other parameters and attributes as :class:`GeneralHSMM`; ``censoring`` is
+    "none" or "right" (under "both" the first segment's residual law is not closed-form in a_jj(τ)).
+
+    Notes
+    -----
+    Equals :class:`GeneralHSMM` with a_(i,d')(j,d) = a_ij(d') / (1 - a_ii(d')) · p_j(d),
+    p_j(d) = Π_{τ<d} a_jj(τ) (1 - a_jj(d)), π_(j,d) = π_j p_j(d). The M-step (hazards and destinations,
+    :func:`structlearn.learning.general_hsmm_em.m_step_variable`) is exact. Its recursion here is the
+    general one, O(T·(M·D)²); the O(T·M²·D) of the seed's expanded-state form is not implemented yet.
+    """
+
+    _file_format = "variable-transition-hmm"
+
+    _censoring_modes = ("none", "right")
+
+    def _validate_hyper(self):
+        super()._validate_hyper()
+        if self.n_states < 2:
+            raise ValueError(f"`n_states` must be >= 2 for VariableTransitionHMM (a state that leaves "
+                             f"needs another to enter); got {self.n_states!r}")
+
+    def _general(self):
+        return _g.variable_transition(self.startprob_, self.transmat_, self.censoring)
+
+    def _check_params(self):
+        M, D = self.n_states, self.max_duration_
+        self._check_array("startprob_", (M,), None)
+        tm = np.asarray(self.transmat_, dtype=np.float64)
+        if tm.shape == (D, M, M) and np.any(tm[-1, np.arange(M), np.arange(M)] != 0):
+            raise ValueError(f"`transmat_[{D - 1}]` must have a zero diagonal: a state that has stayed "
+                             f"max_duration={D} must leave")
+        self._check_array("transmat_", (D, M, M), 2)
+
+    def _initial(self, pmf, rng):
+        D, M = pmf.shape
+        surv = np.cumsum(pmf[::-1], axis=0)[::-1]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            h = np.where(surv > 0, pmf / surv, 1.0)
+        h[-1] = 1.0
+        A = self._off_diagonal(M, rng)
+        tm = h[:, :, None] * A[None]
+        tm[:, np.arange(M), np.arange(M)] = 1.0 - h
+        return {"startprob_": np.full(M, 1.0 / M), "transmat_": tm}
+
+    def _m_step(self, counts):
+        return _gem.m_step_variable(counts, self.startprob_, self.transmat_)
+
+    def _n_free(self):
+        M, D = self.n_states, self.max_duration_
+        return M - 1, (D - 1) * M * (M - 1) + M * (M - 2)

@@ -1,0 +1,76 @@
+"""EM for the general HSMM and its variable-transition and residential-time special cases (Yu 2010 §2.3.1).
+
+One E-step for all three (:func:`e_step`: the exact forward–backward of the super-label structure of
+:class:`structlearn.models.general_hsmm.GeneralHSMMPotentials` and its expected counts,
+:func:`structlearn.models.general_hsmm.segment_counts`), and one M-step per parameterisation, each the exact
+maximiser of the expected complete-data log-likelihood of its own parameters, so the likelihood never
+decreases. The loop is :func:`structlearn.learning.em.run_em`.
+"""
+import numpy as np
+
+from ..models.general_hsmm import normalise_rows, segment_counts
+
+__all__ = ["e_step", "m_step_general", "m_step_residential", "m_step_variable", "initial_pmf"]
+
+
+def e_step(potentials, X, lengths, offsets):
+    """(counts, total log-likelihood) of the current parameters; ``ValueError`` naming the first
+    sequence with zero likelihood."""
+    sm = potentials.semi_markov(X, lengths, offsets)
+    log_z = sm.log_partition()
+    bad = np.flatnonzero(log_z == -np.inf)
+    if bad.size:
+        b = int(bad[0])
+        raise ValueError(f"sequence {b} (rows {offsets[b]}:{offsets[b + 1]}, length {lengths[b]}) has "
+                         f"zero likelihood under the current parameters (no segmentation into durations "
+                         f"<= {potentials.max_duration} with non-zero probability)")
+    M, D = potentials.log_start.shape
+    return segment_counts(sm, M, D, offsets, lengths), float(log_z.sum())
+
+
+def _start(counts, old):
+    f = counts["first"]
+    return f / f.sum() if f.sum() > 0 else old
+
+
+def m_step_general(counts, startprob, transmat):
+    """Yu 2010 §2.3.1 items 1–2: π_(j,d) ∝ E[first segment is (j, d)], a_(i,d')(j,d) ∝ E[Σ_t ξ_t(i,d'; j,d)]
+    (rows without mass keep their values). Shapes (M, D) and (M, D, M, D)."""
+    return _start(counts, startprob), normalise_rows(counts["trans"], transmat, (2, 3))
+
+
+def m_step_residential(counts, startprob, transmat):
+    """Residential time (§3.3): π_(j,d) as the general model, a_i(j,d) ∝ Σ_{d'} E[ξ_t(i,d'; j,d)]
+    (M, M, D)."""
+    return _start(counts, startprob), normalise_rows(counts["trans"].sum(axis=1), transmat, (1, 2))
+
+
+def m_step_variable(counts, startprob, transmat):
+    """Variable transition (§3.2), ``transmat`` (D, M, M): with n_j(d) the expected number of j-segments of
+    duration d, the hazard h_j(τ) = n_j(τ) / Σ_{d>=τ} n_j(d) gives a_jj(τ) = 1 - h_j(τ), and the
+    destinations q_i(j | τ) ∝ Σ_d E[ξ(i,τ; j,d)] give a_ij(τ) = h_i(τ) q_i(j | τ). π_j ∝ E[first segment
+    is j]."""
+    n = counts["segments"]  # (M, D)
+    M, D = n.shape
+    surv = np.cumsum(n[:, ::-1], axis=1)[:, ::-1]
+    old_diag = transmat[:, np.arange(M), np.arange(M)].T  # (M, D)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        h = np.where(surv > 0, n / surv, 1.0 - old_diag)
+    h[:, -1] = 1.0
+    dest = counts["trans"].sum(axis=3)  # (i, τ, j)
+    old_q = transmat.transpose(1, 0, 2).copy()
+    old_q[np.arange(M), :, np.arange(M)] = 0.0
+    q = normalise_rows(dest, normalise_rows(old_q, old_q, (2,)), (2,))
+    new = (h[:, :, None] * q).transpose(1, 0, 2).copy()  # (τ, i, j)
+    new[:, np.arange(M), np.arange(M)] = (1.0 - h).T
+    f = counts["first"].sum(axis=1)
+    sp = f / f.sum() if f.sum() > 0 else startprob
+    return sp, new
+
+
+def initial_pmf(means, D):
+    """(D, M) initial duration pmfs: geometric with the given means (K,), truncated to 1..D."""
+    d = np.arange(D)[:, None]
+    p = 1.0 / np.maximum(np.asarray(means, dtype=np.float64), 1.0 + 1e-9)
+    pmf = p * (1.0 - p) ** d
+    return pmf / pmf.sum(axis=0, keepdims=True)
