@@ -9,6 +9,7 @@ decreases. The loop is :func:`structlearn.learning.em.run_em`.
 import numpy as np
 
 from ..models.general_hsmm import normalise_rows, segment_counts
+from .hsmm_em import check_possible
 
 __all__ = ["e_step", "m_step_general", "m_step_residential", "m_step_variable", "initial_pmf"]
 
@@ -18,12 +19,7 @@ def e_step(potentials, X, lengths, offsets):
     sequence with zero likelihood."""
     sm = potentials.semi_markov(X, lengths, offsets)
     log_z = sm.log_partition()
-    bad = np.flatnonzero(log_z == -np.inf)
-    if bad.size:
-        b = int(bad[0])
-        raise ValueError(f"sequence {b} (rows {offsets[b]}:{offsets[b + 1]}, length {lengths[b]}) has "
-                         f"zero likelihood under the current parameters (no segmentation into durations "
-                         f"<= {potentials.max_duration} with non-zero probability)")
+    check_possible(log_z, lengths, offsets, potentials.max_duration, potentials.censoring)
     M, D = potentials.log_start.shape
     return segment_counts(sm, M, D, offsets, lengths), float(log_z.sum())
 

@@ -10,7 +10,8 @@ import numpy as np
 from ..models.censoring import complete_counts
 from ..structures.chain import LinearChain
 
-__all__ = ["initial_labels", "mean_run_lengths", "initial_mean_durations", "e_step", "m_step"]
+__all__ = ["initial_labels", "mean_run_lengths", "initial_mean_durations", "e_step", "m_step",
+           "check_possible"]
 
 
 def initial_labels(X, n_states, method, rng, restart):
@@ -83,15 +84,20 @@ def e_step(potentials, X, lengths, offsets):
     sequence with zero likelihood."""
     sm = potentials.structure(X, lengths, allow_chain=True)
     log_z = sm.log_partition()
+    check_possible(log_z, lengths, offsets, potentials.max_duration, potentials.censoring)
+    return sm, float(log_z.sum())
+
+
+def check_possible(log_z, lengths, offsets, max_duration, censoring):
+    """``ValueError`` naming the first sequence whose log-likelihood ``log_z`` (B,) is -inf."""
     bad = np.flatnonzero(log_z == -np.inf)
     if bad.size:
         b = int(bad[0])
         raise ValueError(f"sequence {b} (rows {offsets[b]}:{offsets[b + 1]}, length {lengths[b]}) "
                          f"has zero likelihood under the current parameters (no segmentation into "
-                         f"durations <= {potentials.max_duration} with non-zero probability"
+                         f"durations <= {max_duration} with non-zero probability"
                          + (", e.g. with censoring='none' its length cannot be reached"
-                            if potentials.censoring == "none" else "") + ")")
-    return sm, float(log_z.sum())
+                            if censoring == "none" else "") + ")")
 
 
 def m_step(potentials, X, lengths, offsets, sm, params):
