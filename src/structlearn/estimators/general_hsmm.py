@@ -24,8 +24,9 @@ from ..learning.em import ConvergenceMonitor, run_em
 from ..models import emissions as _emi
 from ..models import general_hsmm as _g
 from ..models.censoring import CENSORING
-from ..models.distribution import families_from_file, family_to_file
+from ..models.distribution import check_stochastic_rows, families_from_file, family_to_file
 from ..utils.validation import check_lengths
+from .hsmm import HiddenSemiMarkovModel
 
 __all__ = ["GeneralHSMM", "VariableTransitionHMM", "ResidentialTimeHMM", "SegmentFiltered"]
 
@@ -87,18 +88,13 @@ class _SuperLabelHSMM(BaseEstimator):
         lengths, offsets = check_lengths(lengths, X.shape[0], rows_name="the observations `X`")
         return X, lengths, offsets
 
-    def _check_array(self, name, shape, axes):
+    def _check_array(self, name, shape, n_axes):
+        """``name`` as float64 of ``shape``, a distribution over its last ``n_axes`` axes (ValueError
+        naming it otherwise; :func:`~structlearn.models.distribution.check_stochastic_rows`)."""
         a = np.asarray(getattr(self, name), dtype=np.float64)
         if a.shape != shape:
             raise ValueError(f"`{name}` must have shape {shape}; got {a.shape}")
-        if np.any(a < 0) or not np.all(np.isfinite(a)):
-            raise ValueError(f"`{name}` must be finite and non-negative")
-        s = a.sum(axis=axes)
-        bad = np.abs(s - 1.0) > 1e-8
-        if np.any(bad):
-            i = tuple(int(x) for x in np.argwhere(bad)[0])
-            raise ValueError(f"`{name}` must sum to 1 over axes {axes}: entry {i} sums to "
-                             f"{s[i]:.6g}")
+        check_stochastic_rows(a.reshape(-1, int(np.prod(shape[len(shape) - n_axes:]))), name)
         setattr(self, name, a)
 
     # -- the adapter -----------------------------------------------------------------------------------
@@ -260,7 +256,9 @@ class _SuperLabelHSMM(BaseEstimator):
             does not enter: the filter at the last row is the one of a segment ending there). Time
             O(N·(M·D)²).
         """
-        X, lengths, offsets, _ = self._prepare(X, lengths)
+        check_is_fitted(self, "startprob_")
+        self._check_params()
+        X, lengths, offsets = self._validate_data(X, lengths)
         M, D = self.n_states, self.max_duration_
         ls, la = self._general()
         # the forward of the uncensored structure: at every t (the last row too) α_t(j, d) is a segment
@@ -268,20 +266,19 @@ class _SuperLabelHSMM(BaseEstimator):
         sm = _g.GeneralHSMMPotentials(ls, la, self.emission_, "none").semi_markov(X, lengths, offsets)
         fm = sm.forward()
         alpha = fm.alpha
+        # the prediction made at t is the forward's α̂*[t+1] = ⊕ α̂[t] + log a (same scale c_t); only
+        # the last row of each sequence has no next row and gets its transition stage here
+        pred = np.empty_like(alpha)
+        pred[:-1] = fm.alpha_star[1:]
+        last = offsets[1:][lengths > 0] - 1
+        pred[last] = np.logaddexp.reduce(alpha[last][:, :, None] + sm._trans[None], axis=1)
         with np.errstate(invalid="ignore"):
             m = alpha.max(axis=1, keepdims=True)
             m = np.where(np.isfinite(m), m, 0.0)
             lse = m + np.log(np.exp(alpha - m).sum(axis=1, keepdims=True))
-            ended = np.exp(alpha - lse)
-            # α̂*[t+1] = ⊕ α̂[t] + log a: the prediction made at t (the row after t in its sequence)
-            nxt = np.exp(np.logaddexp.reduce(alpha[:, :, None] + sm._trans[None], axis=1) - lse)
-        ended = np.nan_to_num(ended)
-        nxt = np.nan_to_num(nxt)
-        cum = np.zeros(alpha.shape[0])
-        for b in range(lengths.shape[0]):
-            o, T = int(offsets[b]), int(lengths[b])
-            cum[o:o + T] = np.cumsum(fm.log_scale[o:o + T])
-        ll = cum + lse[:, 0]
+            ended = np.nan_to_num(np.exp(alpha - lse))
+            nxt = np.nan_to_num(np.exp(pred - lse))
+        ll = HiddenSemiMarkovModel._cum_scale(fm.log_scale, lengths, offsets) + lse[:, 0]
         return SegmentFiltered(ended.reshape(-1, M, D), nxt.reshape(-1, M, D), ll)
 
     # -- decoding ------------------------------------------------------------------------------------
@@ -316,7 +313,6 @@ class _SuperLabelHSMM(BaseEstimator):
                 log_prob = float(np.log(gamma.max(axis=1)).sum())
             segs = None
             if return_segments:
-                from .hsmm import HiddenSemiMarkovModel
                 segs = [np.column_stack([r, r[:, 1] - r[:, 0] + 1]).astype(np.int64)
                         for r in HiddenSemiMarkovModel._runs(states, lengths, offsets)]
         return (log_prob, states.astype(np.int64), segs) if return_segments else \
@@ -424,13 +420,13 @@ class GeneralHSMM(_SuperLabelHSMM):
 
     def _check_params(self):
         M, D = self.n_states, self.max_duration_
-        self._check_array("startprob_", (M, D), None)
+        self._check_array("startprob_", (M, D), 2)
         tm = np.asarray(self.transmat_, dtype=np.float64)
         if tm.shape == (M, D, M, D) and M > 1 and np.any(tm[np.arange(M), :, np.arange(M), :] != 0):
             raise ValueError("`transmat_` must be 0 where the next state equals the previous one "
                              "(no self-transitions, Yu 2010 §2.1)")
         if M > 1:
-            self._check_array("transmat_", (M, D, M, D), (2, 3))
+            self._check_array("transmat_", (M, D, M, D), 2)
 
     def _initial(self, pmf, rng):
         M, D = pmf.shape[1], pmf.shape[0]
@@ -470,13 +466,13 @@ class ResidentialTimeHMM(_SuperLabelHSMM):
 
     def _check_params(self):
         M, D = self.n_states, self.max_duration_
-        self._check_array("startprob_", (M, D), None)
+        self._check_array("startprob_", (M, D), 2)
         tm = np.asarray(self.transmat_, dtype=np.float64)
         if tm.shape == (M, M, D) and M > 1 and np.any(tm[np.arange(M), np.arange(M), :] != 0):
             raise ValueError("`transmat_` must be 0 where the next state equals the one left (a_i(i, d) "
                              "= 0, Yu 2010 §3.3)")
         if M > 1:
-            self._check_array("transmat_", (M, M, D), (1, 2))
+            self._check_array("transmat_", (M, M, D), 2)
 
     def _initial(self, pmf, rng):
         M = pmf.shape[1]
@@ -526,12 +522,12 @@ class VariableTransitionHMM(_SuperLabelHSMM):
 
     def _check_params(self):
         M, D = self.n_states, self.max_duration_
-        self._check_array("startprob_", (M,), None)
+        self._check_array("startprob_", (M,), 1)
         tm = np.asarray(self.transmat_, dtype=np.float64)
         if tm.shape == (D, M, M) and np.any(tm[-1, np.arange(M), np.arange(M)] != 0):
             raise ValueError(f"`transmat_[{D - 1}]` must have a zero diagonal: a state that has stayed "
                              f"max_duration={D} must leave")
-        self._check_array("transmat_", (D, M, M), 2)
+        self._check_array("transmat_", (D, M, M), 1)
 
     def _initial(self, pmf, rng):
         D, M = pmf.shape

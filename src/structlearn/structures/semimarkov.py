@@ -16,10 +16,6 @@ from ._base import KBest, Marginals, StructureBase
 #: ``single_duration``). Index [b, d-1, k].
 DurationMarginals = namedtuple("DurationMarginals", ["middle", "first", "last", "single"])
 
-#: Normalised forward messages of the LOG semiring (see :meth:`SemiMarkov.forward`), each float64:
-#: ``alpha`` (N, K), ``alpha_star`` (N, K), ``log_scale`` (N,).
-ForwardMessages = namedtuple("ForwardMessages", ["alpha", "alpha_star", "log_scale"])
-
 #: Normalised forward messages of :meth:`SemiMarkov.forward` (LOG semiring), all float64.
 #: ``alpha`` (N, K): α̂[e, k] = α[e, k] - c_e, ``alpha_star`` (N, K): α̂*[s, k] = α*[s, k] - c_{s-1},
 #: ``log_scale`` (N,): the per-token normalisers inc[t], c_t = Σ_{u<=t} inc[u] within a sequence
