@@ -1,4 +1,5 @@
 """HiddenSemiMarkovModel as an estimator: EM, restarts, frozen parameters, contract, model files, errors."""
+import copy
 import warnings
 
 import numpy as np
@@ -7,6 +8,7 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 
 from structlearn import HiddenSemiMarkovModel
+from structlearn.estimators.hsmm import EmptyStateWarning
 from structlearn.models import durations as du
 from structlearn.models import emissions as em
 
@@ -162,12 +164,29 @@ def test_state_without_posterior_mass_keeps_its_parameters():
     m.startprob_, m.transmat_ = gen.startprob_.copy(), gen.transmat_.copy()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        m.fit(X)
+        with pytest.warns(EmptyStateWarning, match=r"^state 2 received no posterior mass"):
+            m.fit(X)
     assert m.emission_.means[2] == 1e6 and m.emission_.variances[2] == 1.0
     assert m.duration_.lam[2] == 24.0
     np.testing.assert_array_equal(m.transmat_[2], gen.transmat_[2])
     for v in (m.startprob_, m.transmat_, m.emission_.means, m.duration_.lam):
         assert np.all(np.isfinite(v))
+
+
+def test_em_from_given_parameters_runs_with_fewer_rows_than_states():
+    """Issue 13 item 8: with every parameter given (init_params=""), EM needs no initialisation from the
+    data, so 2 rows for 3 states are enough."""
+    gen = true_model()
+    m = HiddenSemiMarkovModel(3, duration=copy.deepcopy(gen.duration_), emission=copy.deepcopy(gen.emission_),
+                              max_duration=40, init_params="", params="st", n_iter=5)
+    m.startprob_, m.transmat_ = gen.startprob_.copy(), gen.transmat_.copy()
+    X = np.array([[0.1], [0.2]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m.fit(X)
+    h = np.array(m.monitor_.history)
+    np.testing.assert_allclose(h[0], gen.score(X), rtol=1e-12)
+    assert np.all(np.isfinite(h)) and np.all(np.diff(h) >= -1e-10)
 
 
 def test_convergence_warning_and_monitor(capsys):

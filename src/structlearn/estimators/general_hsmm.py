@@ -7,26 +7,24 @@ semi-Markov structure), one E-step and the EM loop (:mod:`structlearn.learning.g
 a_(i,d')(j,d) and in their M-step. The explicit-duration model is
 :class:`structlearn.estimators.hsmm.HiddenSemiMarkovModel`.
 """
-import copy
 import math
-import warnings
 from collections import namedtuple
 
 import numpy as np
 from sklearn.base import BaseEstimator
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from ..learning import general_hsmm_em as _gem
 from ..learning import hsmm_em as _em
-from ..learning.em import ConvergenceMonitor, run_em
+from ..learning.em import run_em
 from ..models import emissions as _emi
 from ..models import general_hsmm as _g
 from ..models.censoring import CENSORING
 from ..models.distribution import check_stochastic_rows, families_from_file, family_to_file
 from ..utils.validation import check_lengths
-from .hsmm import HiddenSemiMarkovModel
+from ._em_restarts import fit_restarts, warn_empty_states
+from ._hsmm_queries import cum_scale, state_runs
 
 __all__ = ["GeneralHSMM", "VariableTransitionHMM", "ResidentialTimeHMM", "SegmentFiltered"]
 
@@ -135,31 +133,11 @@ class _SuperLabelHSMM(BaseEstimator):
         X, lengths, offsets = self._validate_data(X, lengths)
         self.max_duration_ = int(self.max_duration)
         self.n_features_in_ = X.shape[1]
-        rng = check_random_state(self.random_state)
-        fixed = {a: copy.deepcopy(getattr(self, a)) for a, c in
-                 (("startprob_", "s"), ("transmat_", "t"), ("emission_", "e"))
-                 if c not in self.init_params and hasattr(self, a)}
-        best = None
-        for restart in range(self.n_init):
-            seed = rng.randint(2**31 - 1)
-            for a, v in fixed.items():
-                setattr(self, a, copy.deepcopy(v))
-            self._init_params(X, lengths, np.random.RandomState(seed), restart)
-            monitor = ConvergenceMonitor(self.tol, self.n_iter, self.verbose)
-            ll = run_em(lambda: _gem.e_step(self._potentials(), X, lengths, offsets),
-                        lambda counts: self._m_step_all(counts, X), monitor)
-            if best is None or ll > best[0]:
-                best = (ll, {a: copy.deepcopy(getattr(self, a))
-                             for a in ("startprob_", "transmat_", "emission_")}, monitor)
-        ll, snap, monitor = best
-        for a, v in snap.items():
-            setattr(self, a, v)
-        self.monitor_ = monitor
-        self.converged_ = bool(monitor.converged)
-        self.log_likelihood_ = ll
-        if not self.converged_ and self.n_iter > 0:
-            warnings.warn(f"EM did not converge in n_iter={self.n_iter} iterations; increase `n_iter` "
-                          f"or `tol`", ConvergenceWarning)
+        fit_restarts(self, {"startprob_": "s", "transmat_": "t", "emission_": "e"},
+                     lambda rng, restart: self._init_params(X, lengths, rng, restart),
+                     lambda monitor, restart: run_em(
+                         lambda: _gem.e_step(self._potentials(), X, lengths, offsets),
+                         lambda counts: self._m_step_all(counts, X), monitor))
         return self
 
     def _m_step_all(self, counts, X):
@@ -170,9 +148,7 @@ class _SuperLabelHSMM(BaseEstimator):
             self.transmat_ = tm
         if "e" in self.params:
             self.emission_.fit(X, counts["gamma"])
-            for j in np.flatnonzero(counts["gamma"].sum(axis=0) <= 0):
-                warnings.warn(f"state {int(j)} received no posterior mass in the E-step; its "
-                              f"emission parameters are kept", RuntimeWarning)
+        warn_empty_states(counts["gamma"])
 
     def _init_params(self, X, lengths, rng, restart):
         M, D = self.n_states, self.max_duration_
@@ -278,7 +254,7 @@ class _SuperLabelHSMM(BaseEstimator):
             lse = m + np.log(np.exp(alpha - m).sum(axis=1, keepdims=True))
             ended = np.nan_to_num(np.exp(alpha - lse))
             nxt = np.nan_to_num(np.exp(pred - lse))
-        ll = HiddenSemiMarkovModel._cum_scale(fm.log_scale, lengths, offsets) + lse[:, 0]
+        ll = cum_scale(fm.log_scale, lengths, offsets) + lse[:, 0]
         return SegmentFiltered(ended.reshape(-1, M, D), nxt.reshape(-1, M, D), ll)
 
     # -- decoding ------------------------------------------------------------------------------------
@@ -314,7 +290,7 @@ class _SuperLabelHSMM(BaseEstimator):
             segs = None
             if return_segments:
                 segs = [np.column_stack([r, r[:, 1] - r[:, 0] + 1]).astype(np.int64)
-                        for r in HiddenSemiMarkovModel._runs(states, lengths, offsets)]
+                        for r in state_runs(states, lengths, offsets)]
         return (log_prob, states.astype(np.int64), segs) if return_segments else \
             (log_prob, states.astype(np.int64))
 

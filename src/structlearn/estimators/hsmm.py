@@ -1,19 +1,15 @@
 """The explicit-duration hidden semi-Markov model estimator (scikit-learn API).
 
-The model — its parameters as semi-Markov potentials — is :mod:`structlearn.models.hsmm`; EM is
+The model — its parameters as semi-Markov potentials — is :mod:`structlearn.models.hsmm`; filtering,
+prediction and segment queries are the mixin :mod:`structlearn.estimators._hsmm_queries`; EM is
 :mod:`structlearn.learning.hsmm_em` driven by :func:`structlearn.learning.em.run_em`; the duration and
 emission families are :mod:`structlearn.models.durations` and :mod:`structlearn.models.emissions`.
 """
-import copy
 import math
 import sys
-import warnings
-from collections import namedtuple
 
 import numpy as np
-from scipy import special
 from sklearn.base import BaseEstimator
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
@@ -26,28 +22,17 @@ from ..models.censoring import CENSORING
 from ..models.distribution import families_from_file, family_to_file
 from ..structures.chain import LinearChain
 from ..utils.validation import check_lengths
+from ._em_restarts import EmptyStateWarning, fit_restarts, warn_empty_states
+from ._hsmm_queries import Filtered, Prediction, SegmentEnds, SegmentQueries, state_runs
 
-__all__ = ["HiddenSemiMarkovModel", "Filtered", "Prediction", "SegmentEnds"]
-
-#: Filtering result (Yu 2010 §2.2.2), all float64: ``state`` (N, K) P(S_t = j | o_1:t); ``end`` (N, K)
-#: P(S_t] = j | o_1:t) (a j-segment ends at t); ``log_likelihood`` (N,) log P(o_1:t).
-Filtered = namedtuple("Filtered", ["state", "end", "log_likelihood"])
-
-#: One-step prediction (Yu 2010 §2.2.2), float64 (N, K): ``start`` P(S_[t+1 = j | o_1:t) (a j-segment
-#: starts at t+1; rows sum to P(a segment ends at t | o_1:t)); ``state`` P(S_{t+1} = j | o_1:t).
-Prediction = namedtuple("Prediction", ["start", "state"])
-
-#: Joint MAP of the state ending at t and its duration (Yu 2010 eq. (10)): ``states`` (N,) int64,
-#: ``durations`` (N,) int64, ``probs`` (N,) float64 = max_{j,d} η_t(j, d) (posterior, not normalised
-#: by P(a segment ends at t)).
-SegmentEnds = namedtuple("SegmentEnds", ["states", "durations", "probs"])
+__all__ = ["HiddenSemiMarkovModel", "Filtered", "Prediction", "SegmentEnds", "EmptyStateWarning"]
 
 _FORMAT = "hidden-semi-markov-model"
 _FORMAT_VERSION = 1
 _LETTERS = "stde"
 
 
-class HiddenSemiMarkovModel(BaseEstimator):
+class HiddenSemiMarkovModel(SegmentQueries, BaseEstimator):
     r"""Explicit-duration hidden semi-Markov model with exact inference and EM (Yu 2010, §2–§3.1).
 
     Parameters
@@ -306,40 +291,16 @@ class HiddenSemiMarkovModel(BaseEstimator):
         emission = _emi.make_emission(self.emission)
         X, lengths, offsets = self._validate_data(X, lengths, emission)
         n_obs = int((~np.isnan(X).all(axis=1)).sum())
-        if n_obs < K:
-            raise ValueError(f"fewer observed rows ({n_obs}) than states (n_states={K}); the model "
-                             f"cannot be estimated")
+        if n_obs < K and "e" in self.init_params:
+            raise ValueError(f"fewer observed rows ({n_obs}) than states (n_states={K}): the emissions "
+                             f"cannot be initialised from the data; set `emission` with its parameters and "
+                             f"leave 'e' out of `init_params`")
         self.max_duration_ = int(self.max_duration if self.max_duration is not None
                                  else max(1, int(lengths.max())))
         self.n_features_in_ = X.shape[1]
-        rng = check_random_state(self.random_state)
-        best = None
-        # parameters not initialised by fit (left out of init_params) start every restart from
-        # their values at the call of fit, not from the previous restart's estimate
-        fixed = {a: copy.deepcopy(getattr(self, a)) for a, c in
-                 (("startprob_", "s"), ("transmat_", "t"), ("duration_", "d"), ("emission_", "e"))
-                 if c not in self.init_params and hasattr(self, a)}
-        for restart in range(self.n_init):
-            seed = rng.randint(2**31 - 1)
-            for attr in ("emission_", "duration_"):
-                if attr not in fixed and hasattr(self, attr):
-                    delattr(self, attr)
-            for a, v in fixed.items():
-                setattr(self, a, copy.deepcopy(v))
-            self._init_params(X, lengths, np.random.RandomState(seed), restart)
-            monitor = ConvergenceMonitor(self.tol, self.n_iter, self.verbose)
-            ll = self._em(X, lengths, offsets, monitor, restart)
-            if best is None or ll > best[0]:
-                best = (ll, self._snapshot(), monitor)
-        ll, snap, monitor = best
-        self._restore(snap)
-        self.monitor_ = monitor
-        self.converged_ = bool(monitor.converged)
-        self.log_likelihood_ = ll
-        if not self.converged_ and self.n_iter > 0:
-            warnings.warn(f"EM did not converge in n_iter={self.n_iter} iterations (last gain "
-                          f"{monitor.history[-1] - monitor.history[-2] if len(monitor.history) > 1 else float('nan'):.3g}"
-                          f" >= tol={self.tol}); increase `n_iter` or `tol`", ConvergenceWarning)
+        fit_restarts(self, {"startprob_": "s", "transmat_": "t", "duration_": "d", "emission_": "e"},
+                     lambda rng, restart: self._init_params(X, lengths, rng, restart),
+                     lambda monitor, restart: self._em(X, lengths, offsets, monitor, restart))
         return self
 
     def _em(self, X, lengths, offsets, monitor, restart):
@@ -354,7 +315,7 @@ class HiddenSemiMarkovModel(BaseEstimator):
 
         def m_step(sm):
             self.startprob_, self.transmat_ = _em.m_step(self._potentials(), X, lengths, offsets, sm,
-                                                         self.params)
+                                                         self.params, on_empty=warn_empty_states)
 
         def progress(it, ll):
             if bar is not None:
@@ -366,14 +327,6 @@ class HiddenSemiMarkovModel(BaseEstimator):
         finally:
             if bar is not None:
                 bar.close()
-
-    def _snapshot(self):
-        return {"startprob_": self.startprob_.copy(), "transmat_": self.transmat_.copy(),
-                "duration_": copy.deepcopy(self.duration_), "emission_": copy.deepcopy(self.emission_)}
-
-    def _restore(self, snap):
-        for k, v in snap.items():
-            setattr(self, k, v)
 
     # ================================================================================================
     # likelihood and smoothing
@@ -449,72 +402,6 @@ class HiddenSemiMarkovModel(BaseEstimator):
         return _model.expected_counts(sm, X, lengths, offsets, self.emission_)
 
     # ================================================================================================
-    # filtering and prediction (forward messages only)
-    # ================================================================================================
-    def filter(self, X, lengths=None):
-        """Filtered probabilities given the observations so far (Yu 2010 §2.2.2).
-
-        ``state[t, j]`` = P(S_t = j | o_1:t), ``end[t, j]`` = P(S_t] = j | o_1:t) (a j-segment ends
-        exactly at t), ``log_likelihood[t]`` = log P(o_1:t). The prefix likelihood follows the
-        generative (right-censored) process: the segment running at t scores its survivor
-        function, whatever ``censoring`` (with ``"both"`` the first segment follows the
-        residual-life law).
-
-        Returns
-        -------
-        Filtered
-            ``state`` (N, K), ``end`` (N, K), ``log_likelihood`` (N,), float64.
-
-        Notes
-        -----
-        Uses only forward messages (:meth:`SemiMarkov.forward`) plus one pass over d: time
-        O(N·(D·K + K²)), memory O(N·K).
-        """
-        X, lengths, offsets, sm = self._prepare(X, lengths)
-        terms, fm = self._potentials().filter_terms(sm, lengths, offsets)
-        norm = special.logsumexp(terms["open"], axis=1)
-        with np.errstate(invalid="ignore"):
-            state = np.exp(terms["open"] - norm[:, None])
-            end = np.exp(terms["closed"] - norm[:, None])
-        bad = norm == -np.inf
-        state[bad] = 0.0
-        end[bad] = 0.0
-        c = self._cum_scale(fm.log_scale, lengths, offsets)
-        return Filtered(state, end, c + norm)
-
-    @staticmethod
-    def _cum_scale(log_scale, lengths, offsets):
-        c = np.cumsum(log_scale)
-        starts = offsets[:-1][lengths > 0]
-        prev = np.r_[0.0, c][starts]
-        return c - np.repeat(prev, lengths[lengths > 0])
-
-    def predict_next(self, X, lengths=None):
-        """One-step prediction given o_1:t (Yu 2010 §2.2.2).
-
-        Returns
-        -------
-        Prediction
-            ``start[t, j]`` = P(S_[t+1 = j | o_1:t) = Σ_{i≠j} P(S_t] = i | o_1:t) a_ij (a j-segment
-            starts at t+1) and ``state[t, j]`` = P(S_{t+1} = j | o_1:t) (the running segment
-            continues, or a new one starts), both (N, K) float64.
-        """
-        X, lengths, offsets, sm = self._prepare(X, lengths)
-        potentials = self._potentials()
-        terms, _ = potentials.filter_terms(sm, lengths, offsets)
-        norm = special.logsumexp(terms["open"], axis=1)
-        trans = potentials.log_transitions()
-        log_start = special.logsumexp(terms["closed"][:, :, None] + trans[None], axis=1)
-        log_state = np.logaddexp(log_start, terms["cont"])
-        with np.errstate(invalid="ignore"):
-            start = np.exp(log_start - norm[:, None])
-            state = np.exp(log_state - norm[:, None])
-        bad = norm == -np.inf
-        start[bad] = 0.0
-        state[bad] = 0.0
-        return Prediction(start, state)
-
-    # ================================================================================================
     # decoding
     # ================================================================================================
     def decode(self, X, lengths=None, algorithm="viterbi", return_segments=False):
@@ -548,7 +435,7 @@ class HiddenSemiMarkovModel(BaseEstimator):
             states = sm.argmax()
             log_prob = float(sm.max().sum())
             if return_segments:  # a chain path is a segmentation: its runs (a_ii = 0)
-                segs = (self._runs(states, lengths, offsets) if isinstance(sm, LinearChain)
+                segs = (state_runs(states, lengths, offsets) if isinstance(sm, LinearChain)
                         else sm.argmax_segments())
         else:
             sm._raise_if_infeasible(sm.log_partition(), "the MAP states")
@@ -556,120 +443,14 @@ class HiddenSemiMarkovModel(BaseEstimator):
             states = np.argmax(gamma, axis=1).astype(np.int64)
             with np.errstate(divide="ignore"):
                 log_prob = float(np.log(gamma.max(axis=1)).sum())
-            segs = self._runs(states, lengths, offsets) if return_segments else None
+            segs = state_runs(states, lengths, offsets) if return_segments else None
         if return_segments:
             return log_prob, states, segs
         return log_prob, states
 
-    @staticmethod
-    def _runs(states, lengths, offsets):
-        out = []
-        for b in range(lengths.shape[0]):
-            o, T = int(offsets[b]), int(lengths[b])
-            lab = states[o:o + T]
-            if T == 0:
-                out.append(np.zeros((0, 3), dtype=np.int64))
-                continue
-            st = np.flatnonzero(np.r_[True, lab[1:] != lab[:-1]])
-            en = np.r_[st[1:] - 1, T - 1]
-            out.append(np.stack([st, en, lab[st]], axis=1).astype(np.int64))
-        return out
-
     def predict(self, X, lengths=None):
         """Viterbi states (Yu 2010 eq. (11)), int64 array (N,)."""
         return self.decode(X, lengths)[1]
-
-    def map_segment_ends(self, X, lengths=None):
-        """Joint MAP of the state ending at t and its duration, (ŝ_t, d̂_t) = argmax η_t(i, d)
-        (Yu 2010 eq. (10)).
-
-        Returns
-        -------
-        SegmentEnds
-            ``states`` (N,), ``durations`` (N,) int64 and ``probs`` (N,) float64 = η_t(ŝ_t, d̂_t).
-            Memory O(N·D·K).
-        """
-        eta = self.posterior_durations(X, lengths)
-        N, D, K = eta.shape
-        flat = eta.reshape(N, D * K)
-        arg = np.argmax(flat, axis=1)
-        return SegmentEnds((arg % K).astype(np.int64), (arg // K + 1).astype(np.int64),
-                           flat[np.arange(N), arg])
-
-    def confidence(self, X, lengths=None):
-        """Confidence of the eq. (10) estimate (Yu 2010 §2.2.4):
-        max_{j,d} η_t(j, d) / Σ_{j,d} η_t(j, d), shape (N,) float64 in [0, 1].
-
-        Low values show where state estimation errors are likely; 0 where no segment can end at t.
-        """
-        eta = self.posterior_durations(X, lengths)
-        tot = eta.sum(axis=(1, 2))
-        mx = eta.max(axis=(1, 2))
-        return np.divide(mx, tot, out=np.zeros_like(tot), where=tot > 0)
-
-    def segment_posterior(self, X, segments, lengths=None, sequence=0, exact_start=True,
-                          exact_end=True):
-        """Posterior probability of a subpath P[s_{t+1:t+k} | o] (Yu 2010 §2.2.4).
-
-        Parameters
-        ----------
-        X, lengths
-            Observations as in :meth:`fit`.
-        segments : array-like of int, shape (S, 3)
-            Consecutive (start, end, state) rows (local to ``sequence``, end inclusive) covering
-            [t+1, t+k]; consecutive states must differ.
-        sequence : int, default 0
-            Which sequence of the batch.
-        exact_start, exact_end : bool, default True
-            Require the first segment to start exactly at its start (the state differs just before)
-            and the last to end exactly at its end. With False, the first (last) segment may extend
-            earlier (later), i.e. only the labels of the covered tokens are constrained.
-
-        Returns
-        -------
-        float
-            L' / L where L' sums the paths through the constrained lattice (Yu 2010 §2.2.4, the
-            constrained forward–backward of Culotta & McCallum 2004). Time O(T·(D·K + K²)).
-
-        Raises
-        ------
-        ValueError
-            Malformed segments (not consecutive, outside the sequence, bad state) or a sequence
-            with zero likelihood.
-        """
-        X, lengths, offsets, _ = self._prepare(X, lengths)
-        B = lengths.shape[0]
-        if isinstance(sequence, bool) or not isinstance(sequence, (int, np.integer)) or not 0 <= sequence < B:
-            raise ValueError(f"`sequence` must be an integer in [0, {B}); got {sequence!r}")
-        o, T = int(offsets[sequence]), int(lengths[sequence])
-        seg = np.asarray(segments)
-        if seg.ndim != 2 or seg.shape[1] != 3 or seg.shape[0] < 1 or not np.issubdtype(seg.dtype, np.integer):
-            raise ValueError(f"`segments` must be an int array of shape (S, 3) with S >= 1 (start, end, "
-                             f"state); got shape {seg.shape}, dtype {seg.dtype}")
-        s, e, k = seg[:, 0], seg[:, 1], seg[:, 2]
-        if (s[0] < 0 or e[-1] >= T or np.any(e < s) or np.any(s[1:] != e[:-1] + 1)
-                or k.min() < 0 or k.max() >= self.n_states):
-            raise ValueError(f"`segments` must be consecutive (start, end, state) rows inside [0, {T}) "
-                             f"with states in [0, {self.n_states}); got {seg.tolist()}")
-        if np.any(k[1:] == k[:-1]):
-            return 0.0
-        Xb = X[o:o + T]
-        lb = np.array([T])
-        sm = self._potentials().semi_markov(Xb, lb)
-        log_z = float(sm.log_partition()[0])
-        if log_z == -np.inf:
-            raise ValueError(f"sequence {sequence} has zero likelihood; its subpath posterior is "
-                             f"undefined")
-        allowed = np.ones((T, self.n_states), dtype=bool)
-        for si, ei, ki in seg:
-            allowed[si:ei + 1] = False
-            allowed[si:ei + 1, ki] = True
-        if exact_start and s[0] > 0:
-            allowed[s[0] - 1, k[0]] = False
-        if exact_end and e[-1] < T - 1:
-            allowed[e[-1] + 1, k[-1]] = False
-        log_zc = float(sm.constrain(allowed).log_partition()[0])
-        return math.exp(log_zc - log_z) if log_zc > -np.inf else 0.0
 
     # ================================================================================================
     # sampling, model selection

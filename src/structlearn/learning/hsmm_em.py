@@ -100,12 +100,13 @@ def check_possible(log_z, lengths, offsets, max_duration, censoring):
                             if censoring == "none" else "") + ")")
 
 
-def m_step(potentials, X, lengths, offsets, sm, params):
+def m_step(potentials, X, lengths, offsets, sm, params, on_empty=None):
     """Re-estimate the parameters named by the letters of ``params`` (``s`` start, ``t`` transitions,
     ``d`` durations, ``e`` emissions) from the posterior of ``sm``.
 
     Returns the new (startprob, transmat); the duration and emission objects of ``potentials`` are
-    refitted in place. A state without posterior mass keeps its parameters.
+    refitted in place. A state without posterior mass keeps its parameters; ``on_empty(gamma)`` (e.g. a
+    warning naming such states) is called with the (N, K) state posteriors when they are computed.
     """
     K = potentials.n_states
     p = params
@@ -118,6 +119,8 @@ def m_step(potentials, X, lengths, offsets, sm, params):
         xi = edge.copy()
         if chain:
             xi[np.arange(K), np.arange(K)] = 0.0
+        if on_empty is not None:
+            on_empty(gamma)
     if "s" in p:
         first = offsets[:-1][lengths > 0]
         g0 = gamma[first].sum(axis=0)

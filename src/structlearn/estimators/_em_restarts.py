@@ -1,0 +1,89 @@
+"""The EM restart loop shared by the hidden semi-Markov estimators (explicit-duration and general family).
+
+:func:`fit_restarts` runs ``n_init`` restarts of EM (each through :func:`structlearn.learning.em.run_em`),
+keeps the restart with the highest log-likelihood and sets ``monitor_``, ``converged_`` and
+``log_likelihood_``; :func:`warn_empty_states` names the states an E-step left without posterior mass.
+"""
+import copy
+import warnings
+
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import check_random_state
+
+from ..learning.em import ConvergenceMonitor
+
+__all__ = ["fit_restarts", "warn_empty_states", "EmptyStateWarning"]
+
+
+class EmptyStateWarning(RuntimeWarning):
+    """An E-step gave a state no posterior mass: the M-step kept that state's parameters."""
+
+
+def warn_empty_states(gamma, what="parameters"):
+    """Warn (:class:`EmptyStateWarning`) naming every state whose posterior occupancy Σ_t γ_t(j) is 0;
+    ``gamma`` (N, K) float64."""
+    occupancy = np.asarray(gamma).sum(axis=0)
+    empty = np.flatnonzero(~(occupancy > 0))
+    if empty.size:
+        names = ", ".join(str(int(j)) for j in empty)
+        warnings.warn(f"state{'s' if empty.size > 1 else ''} {names} received no posterior mass in the "
+                      f"E-step; {'their' if empty.size > 1 else 'its'} {what} are kept", EmptyStateWarning,
+                      stacklevel=3)
+
+
+def fit_restarts(estimator, attributes, initialize, run):
+    """EM with ``estimator.n_init`` restarts; the estimator ends with the best restart's parameters.
+
+    Parameters
+    ----------
+    estimator : the host estimator (``n_init``, ``init_params``, ``random_state``, ``tol``, ``n_iter``,
+        ``verbose``).
+    attributes : dict attribute name -> ``init_params`` letter
+        The fitted parameters. One whose letter is not in ``init_params`` and that is set at the call
+        starts every restart from its value at the call (not from the previous restart's estimate);
+        the others are removed before each restart and set by ``initialize``.
+    initialize : callable (rng, restart) -> None
+        Sets the initial parameters of a restart.
+    run : callable (monitor, restart) -> float
+        Runs EM from them and returns the final log-likelihood.
+
+    Returns
+    -------
+    float
+        The best log-likelihood (also ``estimator.log_likelihood_``).
+
+    Warns
+    -----
+    ConvergenceWarning
+        When the kept restart did not converge within ``n_iter`` iterations.
+    """
+    est = estimator
+    rng = check_random_state(est.random_state)
+    fixed = {a: copy.deepcopy(getattr(est, a)) for a, c in attributes.items()
+             if c not in est.init_params and hasattr(est, a)}
+    best = None
+    for restart in range(est.n_init):
+        seed = rng.randint(2**31 - 1)
+        for a in attributes:
+            if a in fixed:
+                setattr(est, a, copy.deepcopy(fixed[a]))
+            elif hasattr(est, a):
+                delattr(est, a)
+        initialize(np.random.RandomState(seed), restart)
+        monitor = ConvergenceMonitor(est.tol, est.n_iter, est.verbose)
+        ll = run(monitor, restart)
+        if best is None or ll > best[0]:
+            best = (ll, {a: copy.deepcopy(getattr(est, a)) for a in attributes}, monitor)
+    ll, snapshot, monitor = best
+    for a, v in snapshot.items():
+        setattr(est, a, v)
+    est.monitor_ = monitor
+    est.converged_ = bool(monitor.converged)
+    est.log_likelihood_ = ll
+    if not est.converged_ and est.n_iter > 0:
+        h = monitor.history
+        gain = h[-1] - h[-2] if len(h) > 1 else float("nan")
+        warnings.warn(f"EM did not converge in n_iter={est.n_iter} iterations (last gain {gain:.3g} >= "
+                      f"tol={est.tol}); increase `n_iter` or `tol`", ConvergenceWarning, stacklevel=3)
+    return ll
