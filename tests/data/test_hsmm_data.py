@@ -55,6 +55,30 @@ def test_fetal_lamb_matches_hmmlearn_and_hsmm_durations_improve():
     assert nb.log_likelihood_ > m.log_likelihood_  # non-geometric durations fit better
 
 
+def test_geometric_default_is_the_hmm_on_old_faithful():
+    """Issue 13 item 5: with duration="geometric" and no max_duration the law is not truncated, so a
+    one-state model is the i.i.d. Gaussian (before: off by exactly log N) and a two-state one is the HMM
+    hmmlearn scores with the same parameters (self-transition 1 - p_j)."""
+    hmm = require_module("hmmlearn.hmm")
+    path = require_data("old_faithful")
+    x = np.genfromtxt(path / "faithful.csv", delimiter=",", skip_header=1, usecols=2)
+    X = x[:, None]
+    one = HiddenSemiMarkovModel(1, duration="geometric", random_state=0).fit(X)
+    iid = -0.5 * np.sum(np.log(2 * np.pi * x.var()) + (x - x.mean()) ** 2 / x.var())
+    np.testing.assert_allclose(one.score(X), iid, rtol=1e-12)
+    np.testing.assert_allclose(one.log_likelihood_, iid, rtol=1e-12)
+    two = HiddenSemiMarkovModel(2, duration="geometric", n_iter=500, tol=1e-8, random_state=0).fit(X)
+    p = two.duration_.p
+    h = hmm.GaussianHMM(2, covariance_type="diag", init_params="", params="")
+    h.startprob_ = two.startprob_
+    h.transmat_ = np.diag(1 - p) + p[:, None] * two.transmat_
+    h.means_ = two.emission_.means.reshape(2, 1)
+    h.covars_ = two.emission_.variances.reshape(2, 1)
+    np.testing.assert_allclose(two.score(X), h.score(X), rtol=1e-10)
+    best = max(hmm.GaussianHMM(2, n_iter=1000, tol=1e-8, random_state=s).fit(X).score(X) for s in range(3))
+    assert abs(two.log_likelihood_ - best) < 1e-3
+
+
 @pytest.mark.parametrize("family", [
     "poisson", *(pytest.param(f, marks=pytest.mark.slow)
                  for f in ("nonparametric", "negative_binomial", "gamma"))])

@@ -51,6 +51,10 @@ class HiddenSemiMarkovModel(SegmentQueries, BaseEstimator):
         ``Categorical(n_features=V)``, ``MultivariateGaussian("diag")``, ``GaussianMixture(3)``).
     max_duration : int, optional
         Longest duration D (>= 1). Default: the longest sequence seen by ``fit``. Cost grows as D.
+        With ``duration="geometric"`` and no ``max_duration`` the law is the untruncated geometric, so
+        the model is exactly the HMM with self-transitions 1 - p_j (likelihood, posteriors, Viterbi
+        and EM run on the chain); D then only bounds the duration-indexed outputs
+        (``posterior_durations``, ``filter``, ...), which truncate the law at D.
     censoring : {"none", "right", "both"}, default "right"
         Boundary conditions (Yu 2010 §2.2.1): ``"none"`` — the first segment starts at the first and
         the last ends at the last observation; ``"right"`` — the last segment may go on after the
@@ -177,7 +181,9 @@ class HiddenSemiMarkovModel(SegmentQueries, BaseEstimator):
         """The model of the current parameters (see :class:`structlearn.models.hsmm.HSMMPotentials`)."""
         return _model.HSMMPotentials(self.startprob_, self.transmat_, self.duration_, self.emission_,
                                      self.max_duration_, self.censoring,
-                                     allow_chain=not getattr(self, "_no_chain", False))
+                                     allow_chain=not getattr(self, "_no_chain", False),
+                                     untruncated=(self.max_duration is None
+                                                  and isinstance(self.duration_, _dur.Geometric)))
 
     def _hmm_equivalent(self):
         """The first-order chain equal to this HSMM, or None (:meth:`HSMMPotentials.hmm_equivalent`)."""

@@ -143,8 +143,10 @@ def m_step(potentials, X, lengths, offsets, sm, params, on_empty=None):
             leaves = leaves + gamma[last].sum(axis=0)
         tot = stays + leaves
         pn = np.asarray(duration.p, dtype=np.float64).copy()
-        ok = (tot > 0) & (leaves > 0)
-        pn[ok] = leaves[ok] / tot[ok]
+        ok = tot > 0
+        # a state never left (one state, an absorbing state) has the MLE p = 0: the smallest positive
+        # float keeps the law proper while its chain self-transition 1 - p is 1 in float64
+        pn[ok] = np.maximum(leaves[ok] / tot[ok], np.finfo(np.float64).tiny)
         duration.p = pn
     elif "d" in p:
         dm = sm.duration_marginals()

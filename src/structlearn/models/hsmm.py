@@ -79,9 +79,14 @@ class HSMMPotentials:
     allow_chain : bool, default True
         Whether :meth:`structure` may return the first-order chain equal to the model
         (:meth:`hmm_equivalent`).
+    untruncated : bool, default False
+        Geometric durations only: the law is the untruncated geometric (the HMM), so the chain is used
+        whatever ``max_duration``; ``max_duration`` then only bounds the duration-indexed outputs of
+        the semi-Markov structure.
     """
 
-    def __init__(self, startprob, transmat, duration, emission, max_duration, censoring, allow_chain=True):
+    def __init__(self, startprob, transmat, duration, emission, max_duration, censoring, allow_chain=True,
+                 untruncated=False):
         self.startprob = startprob
         self.transmat = transmat
         self.duration = duration
@@ -89,6 +94,7 @@ class HSMMPotentials:
         self.max_duration = int(max_duration)
         self.censoring = censoring
         self.allow_chain = allow_chain
+        self.untruncated = bool(untruncated)
 
     @property
     def n_states(self):
@@ -126,14 +132,14 @@ class HSMMPotentials:
         H = diag(1 - p) + diag(p) A (Yu 2010 §1, §4.6; the residual-life law of a geometric duration is
         the same geometric law, so "both" equals "right"). The only difference is the truncation at
         D, so the chain is used only when (1 - p_j)^D < 1e-20 for every state: then both models agree
-        to float64 precision. ``end`` is log p_j under ``censoring="none"`` (the last segment ends
+        to float64 precision — or always when the geometric law is ``untruncated``. ``end`` is log p_j under ``censoring="none"`` (the last segment ends
         at the last observation), else 0. The chain costs O(N·K²) instead of O(N·(D·K + K²)).
         """
         if not isinstance(self.duration, Geometric) or not self.allow_chain:
             return None
         p = np.asarray(self.duration.p, dtype=np.float64)
         with np.errstate(divide="ignore"):
-            if np.any(self.max_duration * np.log1p(-p) > -46.0):
+            if not self.untruncated and np.any(self.max_duration * np.log1p(-p) > -46.0):
                 return None
             H = np.diag(1.0 - p) + p[:, None] * self.transmat
             return _log(H), _log(self.startprob), (np.log(p) if self.censoring == "none"
