@@ -23,6 +23,7 @@ from ..models.distribution import families_from_file, family_to_file
 from ..structures.chain import LinearChain
 from ..utils.validation import check_lengths
 from ._em_restarts import EmptyStateWarning, fit_restarts, warn_empty_states
+from ._hsmm_online import OnlineMixin
 from ._hsmm_queries import Filtered, Prediction, SegmentEnds, SegmentQueries, state_runs
 
 __all__ = ["HiddenSemiMarkovModel", "Filtered", "Prediction", "SegmentEnds", "EmptyStateWarning"]
@@ -32,7 +33,7 @@ _FORMAT_VERSION = 1
 _LETTERS = "stde"
 
 
-class HiddenSemiMarkovModel(SegmentQueries, BaseEstimator):
+class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, BaseEstimator):
     r"""Explicit-duration hidden semi-Markov model with exact inference and EM (Yu 2010, §2–§3.1).
 
     Parameters

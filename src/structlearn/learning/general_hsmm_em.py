@@ -14,13 +14,16 @@ from .hsmm_em import check_possible
 __all__ = ["e_step", "m_step_general", "m_step_residential", "m_step_variable", "initial_pmf"]
 
 
-def e_step(potentials, X, lengths, offsets):
+def e_step(potentials, X, lengths, offsets, allowed=None):
     """(counts, total log-likelihood) of the current parameters; ``ValueError`` naming the first
-    sequence with zero likelihood."""
+    sequence with zero likelihood. ``allowed`` (N, M) bool, optional: the states each row may take
+    (labels; the log-likelihood is then log P(o, s ∈ allowed))."""
     sm = potentials.semi_markov(X, lengths, offsets)
+    M, D = potentials.log_start.shape
+    if allowed is not None:
+        sm = sm.constrain(np.repeat(allowed, D, axis=1))
     log_z = sm.log_partition()
     check_possible(log_z, lengths, offsets, potentials.max_duration, potentials.censoring)
-    M, D = potentials.log_start.shape
     return segment_counts(sm, M, D, offsets, lengths), float(log_z.sum())
 
 

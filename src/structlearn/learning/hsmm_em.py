@@ -79,10 +79,17 @@ def initial_mean_durations(labels, lengths, K, D, rng, jitter):
     return np.clip(means, 1.05, max(1.05, 0.75 * D))
 
 
-def e_step(potentials, X, lengths, offsets):
+def e_step(potentials, X, lengths, offsets, allowed=None):
     """(structure, total log-likelihood) of the current parameters; ``ValueError`` naming the first
-    sequence with zero likelihood."""
+    sequence with zero likelihood.
+
+    ``allowed`` (N, K) bool, optional: the states each row may take (partial or full labels). The
+    structure is then restricted to the paths they allow and the log-likelihood is the one of the
+    observations *and* the labels, log P(o, s ∈ allowed); EM on it is monotone as well.
+    """
     sm = potentials.structure(X, lengths, allow_chain=True)
+    if allowed is not None:
+        sm = sm.constrain(allowed)
     log_z = sm.log_partition()
     check_possible(log_z, lengths, offsets, potentials.max_duration, potentials.censoring)
     return sm, float(log_z.sum())
