@@ -179,8 +179,11 @@ def test_expected_counts_match_enumeration(mode):
     np.testing.assert_allclose(ec["occupancy"][0], g.sum(0), rtol=1e-9)
     np.testing.assert_allclose(ec["first_state"][0], g[0], rtol=1e-9)
     n_seg = eta.sum(axis=(0, 1))
-    np.testing.assert_allclose(ec["n_starts"][0], n_seg, rtol=1e-9)
-    np.testing.assert_allclose(ec["n_ends"][0], n_seg, rtol=1e-9)
+    starts, ends_in = oracle.commence_terminate(pi, A, pmf, log_b(probs, x), mode)
+    np.testing.assert_allclose(ec["n_starts"][0], starts, rtol=1e-9)
+    np.testing.assert_allclose(ec["n_ends"][0], ends_in, rtol=1e-9)
+    if mode == "none":
+        np.testing.assert_allclose(ec["n_ends"][0], n_seg, rtol=1e-9)
     d = np.arange(1, eta.shape[1] + 1)
     np.testing.assert_allclose(ec["mean_duration"][0], np.einsum("tdk,d->k", eta, d) / n_seg,
                                rtol=1e-9)
@@ -192,6 +195,26 @@ def test_expected_counts_match_enumeration(mode):
                                    atol=1e-12)
     np.testing.assert_allclose(ec["mean_observation"][0, :, 0], (g * x[:, None]).sum(0) / g.sum(0),
                                rtol=1e-9)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("seed,K,D,T", [(0, 1, 3, 1), (1, 2, 3, 2), (2, 2, 4, 5), (4, 3, 2, 4), (5, 1, 4, 3)])
+def test_commencements_and_terminations_under_censoring(mode, seed, K, D, T):
+    """Expectation (f) of Yu 2010 §2.2.2 against enumeration of the censored segments' hidden parts."""
+    pi, A, pmf, probs, x = random_problem(seed, K=K, D=D, T=T, missing=False, zero_dur=False)
+    m = build(pi, A, pmf, probs, mode)
+    starts, ends = oracle.commence_terminate(pi, A, pmf, log_b(probs, x), mode)
+    ec = m.expected_counts(x[:, None])
+    np.testing.assert_allclose(ec["n_starts"][0], starts, rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(ec["n_ends"][0], ends, rtol=RTOL, atol=ATOL)
+
+
+def test_right_censored_single_segment_terminates_with_its_hazard():
+    """Issue 13 item 2: K=1, D=3, uniform durations, T=1, right censoring: n_ends = p(1)/S(1) = 1/3."""
+    m = build(np.ones(1), np.zeros((1, 1)), np.full((3, 1), 1 / 3), np.full((1, 2), 0.5), "right")
+    ec = m.expected_counts(np.zeros((1, 1)))
+    np.testing.assert_allclose(ec["n_ends"][0], [1 / 3], rtol=1e-14)
+    np.testing.assert_allclose(ec["n_starts"][0], [1.0], rtol=1e-14)
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -161,3 +161,61 @@ def expanded_hmm_loglik(pi, A, pmf, log_b, censoring):
     else:
         total = alpha.sum()
     return math.log(total) if total > 0 else -math.inf
+
+
+def commence_terminate(pi, A, pmf, log_b, censoring):
+    """Expected number of segments of each state that commence / terminate inside the window, (K,) each
+    (Yu 2010 §2.2.2 expectation (f)), by enumerating the hidden parts of the censored segments.
+
+    Every segmentation is extended by the time ``e`` the first segment had already run before the first
+    observation (``"both"``: e = 0..D-1, the stationary law p(L) / mu of (total L, elapsed e), e < L) and
+    by the total duration ``L`` of the last segment (``"right"``/``"both"``: any L >= its observed
+    length, weight p(L)). A segment commences in the window unless it is the first with e > 0, and
+    terminates in it unless it is the last with L longer than what was observed.
+    """
+    T, K = log_b.shape
+    D = pmf.shape[0]
+    mus = pmf.T @ np.arange(1, D + 1)
+    starts = np.zeros(K)
+    ends = np.zeros(K)
+    total = 0.0
+    for segs in segmentations(T, D, K, distinct=True):
+        base = pi[segs[0][2]]
+        for i, (s, e, k) in enumerate(segs):
+            base *= math.exp(float(log_b[s:e + 1, k].sum()))
+            if i + 1 < len(segs):
+                base *= A[k, segs[i + 1][2]]
+        for i in range(1, len(segs) - 1):
+            s, e, k = segs[i]
+            base *= pmf[e - s, k]
+        n = len(segs)
+        s0, e0, k0 = segs[0]
+        sl, el, kl = segs[-1]
+        elapsed = range(D) if censoring == "both" else [0]
+        for ea in elapsed:
+            d0 = e0 - s0 + 1 + ea  # the first segment's length so far (all of it if it is also the last)
+            totals = range(1, D + 1) if censoring != "none" else None
+            if n == 1:
+                cands = [L for L in (totals or [d0]) if L >= d0]
+                for L in cands:
+                    w = base * (pmf[L - 1, k0] / (mus[k0] if censoring == "both" else 1.0))
+                    total += w
+                    starts[k0] += w * (ea == 0)
+                    ends[k0] += w * (L == d0)
+                continue
+            if censoring == "both":
+                if d0 > D:
+                    continue
+                w_first = pmf[d0 - 1, k0] / mus[k0]
+            else:
+                w_first = pmf[d0 - 1, k0]
+            dl = el - sl + 1
+            for L in (totals or [dl]):
+                if L < dl:
+                    continue
+                w = base * w_first * pmf[L - 1, kl]
+                total += w
+                for i, (s, e, k) in enumerate(segs):
+                    starts[k] += w * (i > 0 or ea == 0)
+                    ends[k] += w * (i < n - 1 or L == dl)
+    return starts / total, ends / total

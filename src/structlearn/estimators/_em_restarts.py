@@ -13,7 +13,7 @@ from sklearn.utils import check_random_state
 
 from ..learning.em import ConvergenceMonitor
 
-__all__ = ["fit_restarts", "warn_empty_states", "EmptyStateWarning"]
+__all__ = ["fit_restarts", "warn_empty_states", "EmptyStateWarning", "label_mask"]
 
 
 class EmptyStateWarning(RuntimeWarning):
@@ -30,6 +30,46 @@ def warn_empty_states(gamma, what="parameters"):
         warnings.warn(f"state{'s' if empty.size > 1 else ''} {names} received no posterior mass in the "
                       f"E-step; {'their' if empty.size > 1 else 'its'} {what} are kept", EmptyStateWarning,
                       stacklevel=3)
+
+
+def label_mask(labels, n_rows, n_states):
+    """Validated partial labels and the mask they allow.
+
+    Parameters
+    ----------
+    labels : array-like of int, shape (N,), or None
+        Known state of every row, -1 where unknown.
+    n_rows, n_states : int
+
+    Returns
+    -------
+    labels : ndarray of int64, shape (N,), or None
+    allowed : ndarray of bool, shape (N, K), or None
+        All states where the label is unknown, only the label where it is known.
+
+    Raises
+    ------
+    ValueError
+        Wrong shape, non-integer values, or a value outside [-1, K).
+    """
+    if labels is None:
+        return None, None
+    arr = np.asarray(labels)
+    if arr.shape != (n_rows,):
+        raise ValueError(f"`labels` must have shape ({n_rows},) (one state per row of X, -1 = unknown); "
+                         f"got {arr.shape}")
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        raise ValueError(f"`labels` must hold integer states (-1 = unknown); got dtype {arr.dtype}")
+    arr = arr.astype(np.int64)
+    bad = np.flatnonzero((arr < -1) | (arr >= n_states))
+    if bad.size:
+        raise ValueError(f"`labels` must lie in [-1, {n_states}) (-1 = unknown); got {int(arr[bad[0]])} "
+                         f"at row {int(bad[0])}")
+    allowed = np.ones((n_rows, n_states), dtype=bool)
+    known = np.flatnonzero(arr >= 0)
+    allowed[known] = False
+    allowed[known, arr[known]] = True
+    return arr, allowed
 
 
 def fit_restarts(estimator, attributes, initialize, run):

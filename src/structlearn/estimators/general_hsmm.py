@@ -23,7 +23,7 @@ from ..models import general_hsmm as _g
 from ..models.censoring import CENSORING
 from ..models.distribution import check_stochastic_rows, families_from_file, family_to_file
 from ..utils.validation import check_lengths
-from ._em_restarts import fit_restarts, warn_empty_states
+from ._em_restarts import fit_restarts, label_mask, warn_empty_states
 from ._hsmm_queries import cum_scale, state_runs
 
 __all__ = ["GeneralHSMM", "VariableTransitionHMM", "ResidentialTimeHMM", "SegmentFiltered"]
@@ -112,13 +112,18 @@ class _SuperLabelHSMM(BaseEstimator):
         return self._prepare(X, lengths)[3]
 
     # -- EM ----------------------------------------------------------------------------------------------
-    def fit(self, X, lengths=None):
+    def fit(self, X, lengths=None, labels=None):
         """Estimate the parameters by EM (Yu 2010 §2.3.1) with ``n_init`` restarts.
 
         Parameters
         ----------
         X : array-like of float64, shape (N, F)
             Packed observations (NaN = missing). lengths : array-like of int (B,), optional.
+        labels : array-like of int, shape (N,), optional
+            Known states, -1 where unknown: EM on the paths that agree with them, maximising
+            log P(o, s ∈ labels) (as :meth:`HiddenSemiMarkovModel.fit
+            <structlearn.estimators.hsmm.HiddenSemiMarkovModel.fit>`); fully labelled data give the
+            closed-form estimate in one M-step.
 
         Returns
         -------
@@ -133,10 +138,11 @@ class _SuperLabelHSMM(BaseEstimator):
         X, lengths, offsets = self._validate_data(X, lengths)
         self.max_duration_ = int(self.max_duration)
         self.n_features_in_ = X.shape[1]
+        known, allowed = label_mask(labels, X.shape[0], self.n_states)
         fit_restarts(self, {"startprob_": "s", "transmat_": "t", "emission_": "e"},
-                     lambda rng, restart: self._init_params(X, lengths, rng, restart),
+                     lambda rng, restart: self._init_params(X, lengths, rng, restart, known),
                      lambda monitor, restart: run_em(
-                         lambda: _gem.e_step(self._potentials(), X, lengths, offsets),
+                         lambda: _gem.e_step(self._potentials(), X, lengths, offsets, allowed),
                          lambda counts: self._m_step_all(counts, X), monitor))
         return self
 
@@ -150,10 +156,10 @@ class _SuperLabelHSMM(BaseEstimator):
             self.emission_.fit(X, counts["gamma"])
         warn_empty_states(counts["gamma"])
 
-    def _init_params(self, X, lengths, rng, restart):
+    def _init_params(self, X, lengths, rng, restart, known=None):
         M, D = self.n_states, self.max_duration_
         ip = self.init_params
-        labels = _em.initial_labels(X, M, self.init, rng, restart)
+        labels = _em.initial_labels(X, M, self.init, rng, restart, known)
         if "e" in ip or not hasattr(self, "emission_"):
             self.emission_ = _emi.make_emission(self.emission)
             if not hasattr(self.emission_, "initialize"):

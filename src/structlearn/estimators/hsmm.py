@@ -22,7 +22,7 @@ from ..models.censoring import CENSORING
 from ..models.distribution import families_from_file, family_to_file
 from ..structures.chain import LinearChain
 from ..utils.validation import check_lengths
-from ._em_restarts import EmptyStateWarning, fit_restarts, warn_empty_states
+from ._em_restarts import EmptyStateWarning, fit_restarts, label_mask, warn_empty_states
 from ._hsmm_online import OnlineMixin
 from ._hsmm_queries import Filtered, Prediction, SegmentEnds, SegmentQueries, state_runs
 
@@ -226,7 +226,7 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, BaseEstimator):
                              f"parameters for {K} states: {obj!r}")
         return obj
 
-    def _init_params(self, X, lengths, rng, restart):
+    def _init_params(self, X, lengths, rng, restart, known=None):
         K = self.n_states
         D = self.max_duration_
         ip = self.init_params
@@ -234,7 +234,7 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, BaseEstimator):
 
         def init_emission(emission):
             nonlocal labels
-            labels = _em.initial_labels(X, K, self.init, rng, restart)
+            labels = _em.initial_labels(X, K, self.init, rng, restart, known)
             emission.initialize(X, K, labels, rng)
 
         def init_duration(duration):
@@ -242,6 +242,8 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, BaseEstimator):
             if lab is None:
                 lab = np.argmax(self.emission_.log_density(X), axis=1)
                 lab[np.isnan(X).all(axis=1)] = -1
+                if known is not None:
+                    lab[known >= 0] = known[known >= 0]
             jitter = bool(restart) or self.init == "random"
             duration.initialize(K, D, _em.initial_mean_durations(lab, lengths, K, D, rng, jitter), rng)
 
@@ -268,7 +270,7 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, BaseEstimator):
             raise ValueError("'t' is not in `init_params`: set `transmat_` before fit")
         self._check_params()
 
-    def fit(self, X, lengths=None):
+    def fit(self, X, lengths=None, labels=None):
         """Estimate the parameters by EM (Yu 2010 §2.3.1) with ``n_init`` restarts.
 
         Parameters
@@ -277,6 +279,14 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, BaseEstimator):
             Packed observations of all sequences (a 1-d array is one feature). NaN = missing.
         lengths : array-like of int, shape (B,), optional
             Sequence lengths summing to N; default one sequence.
+        labels : array-like of int, shape (N,), optional
+            Known states, -1 where unknown (supervised and semi-supervised estimation). EM then runs
+            on the paths that agree with the labels (the E-step is the forward–backward of the
+            constrained structure, :meth:`SemiMarkov.constrain`) and maximises log P(o, s ∈ labels),
+            which is ``log_likelihood_``; the initial state labels take the known ones. With every row
+            labelled the segmentation is known (runs of a state are its segments), the E-step is
+            deterministic and one M-step gives the closed-form maximum-likelihood estimate (exact for
+            censoring "none"; censored first/last durations are completed by EM).
 
         Returns
         -------
@@ -305,12 +315,13 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, BaseEstimator):
         self.max_duration_ = int(self.max_duration if self.max_duration is not None
                                  else max(1, int(lengths.max())))
         self.n_features_in_ = X.shape[1]
+        known, allowed = label_mask(labels, X.shape[0], K)
         fit_restarts(self, {"startprob_": "s", "transmat_": "t", "duration_": "d", "emission_": "e"},
-                     lambda rng, restart: self._init_params(X, lengths, rng, restart),
-                     lambda monitor, restart: self._em(X, lengths, offsets, monitor, restart))
+                     lambda rng, restart: self._init_params(X, lengths, rng, restart, known),
+                     lambda monitor, restart: self._em(X, lengths, offsets, monitor, restart, allowed))
         return self
 
-    def _em(self, X, lengths, offsets, monitor, restart):
+    def _em(self, X, lengths, offsets, monitor, restart, allowed=None):
         bar = None
         if self.verbose:
             from tqdm import tqdm
@@ -318,7 +329,7 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, BaseEstimator):
                        file=sys.stderr, leave=False)
 
         def e_step():
-            return _em.e_step(self._potentials(), X, lengths, offsets)
+            return _em.e_step(self._potentials(), X, lengths, offsets, allowed)
 
         def m_step(sm):
             self.startprob_, self.transmat_ = _em.m_step(self._potentials(), X, lengths, offsets, sm,
@@ -400,13 +411,18 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, BaseEstimator):
             Σ_t γ_t(i) I(o_t = v) — categorical emissions only; ``"mean_observation"`` (B, K, F): (d)
             Σ_t γ_t(i) o_t / Σ_t γ_t(i) over observed entries (NaN where a state has no mass);
             ``"first_state"`` (B, K): (e) γ_1(i); ``"n_starts"``, ``"n_ends"`` (B, K): (f) expected
-            number of segments of i that begin / end in the window (the first segment begins at
-            t = 1 and the last ends at T, so both equal the expected number of i-segments);
+            number of times i commenced / terminated in the window: a left-censored first segment
+            (``"both"``) commenced at t = 1 only with probability p(d)/S(d) of its observed length d,
+            a right-censored last one terminated at T with probability p(d)/S(d) (and a segment
+            covering the whole sequence under ``"both"`` with S(d)/Σ_{m>=d} S(m)); with
+            ``"none"`` both equal the expected number of i-segments;
             ``"mean_duration"`` (B, K): (g) Σ_t Σ_d d η_t(i, d) / Σ_t Σ_d η_t(i, d) (observed
             segment lengths; NaN without mass). All float64.
         """
         X, lengths, offsets, sm = self._prepare(X, lengths)
-        return _model.expected_counts(sm, X, lengths, offsets, self.emission_)
+        potentials = self._potentials()
+        return _model.expected_counts(sm, X, lengths, offsets, self.emission_, potentials.log_pmf(),
+                                      self.censoring)
 
     # ================================================================================================
     # decoding

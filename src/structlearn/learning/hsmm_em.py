@@ -14,9 +14,19 @@ __all__ = ["initial_labels", "mean_run_lengths", "initial_mean_durations", "e_st
            "check_possible"]
 
 
-def initial_labels(X, n_states, method, rng, restart):
+def initial_labels(X, n_states, method, rng, restart, known=None):
     """Initial hard state labels (N,) (-1 = unlabelled row): k-means, quantiles of the first feature, or
-    random. Falls back to random labels when there are fewer distinct complete rows than states."""
+    random. Falls back to random labels when there are fewer distinct complete rows than states. Rows
+    with a ``known`` (N,) state (>= 0) take it; when every row is known no clustering is done."""
+    if known is not None and np.all(known >= 0):
+        return known.copy()
+    labels = _unsupervised_labels(X, n_states, method, rng, restart)
+    if known is not None:
+        labels[known >= 0] = known[known >= 0]
+    return labels
+
+
+def _unsupervised_labels(X, n_states, method, rng, restart):
     K = n_states
     N = X.shape[0]
     labels = np.full(N, -1, dtype=np.int64)

@@ -235,10 +235,34 @@ def transition_marginals(sm):
     return gamma, xi
 
 
-def expected_counts(sm, X, lengths, offsets, emission):
+def _censored_fractions(log_pmf, censoring, n_rows):
+    """For an observed length d (rows, (n_rows, K)): the probability that a censored segment commenced
+    (started inside the window) or terminated (ended inside it), given the censoring mode.
+
+    Returns (first_starts, single_starts, last_ends, single_ends): a first segment under "both" has
+    observed part S(d)/μ of which p(d)/μ began at the first observation; a last segment under "right" /
+    "both" scores S(d) of which p(d) ended at the last; a segment covering the whole sequence under
+    "both" scores Σ_{m>=d} S(m)/μ of which S(d)/μ began (or ended) at the window's edge.
+    """
+    K = log_pmf.shape[1]
+    one = np.ones((n_rows, K))
+    if censoring == "none":
+        return one, one, one, one
+    ls = log_survivor(log_pmf)
+    with np.errstate(invalid="ignore"):
+        hazard = np.nan_to_num(np.exp(log_pmf - ls))[:n_rows]
+        if censoring == "right":
+            return one, one, hazard, hazard
+        edge = np.nan_to_num(np.exp(ls - log_tail_sum(ls)))[:n_rows]
+    return hazard, edge, hazard, edge
+
+
+def expected_counts(sm, X, lengths, offsets, emission, log_pmf=None, censoring="none"):
     r"""The expectations (a)–(g) of Yu 2010 §2.2.2, per sequence, from the SemiMarkov structure ``sm`` of
     the observations ``X`` (see :meth:`HiddenSemiMarkovModel.expected_counts
-    <structlearn.estimators.hsmm.HiddenSemiMarkovModel.expected_counts>` for the keys)."""
+    <structlearn.estimators.hsmm.HiddenSemiMarkovModel.expected_counts>` for the keys). ``log_pmf``
+    (D, K) and ``censoring`` decide whether a censored first / last segment commenced / terminated in the
+    window (expectation (f))."""
     gamma, xi = sm.marginals()
     B = lengths.shape[0]
     K = gamma.shape[1]
@@ -274,9 +298,14 @@ def expected_counts(sm, X, lengths, offsets, emission):
     cnt = tot.sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         mean_dur = np.where(cnt > 0, np.einsum("bdk,d->bk", tot, d) / cnt, np.nan)
+    n_starts, n_ends = n_seg.copy(), n_seg.copy()
+    if censoring != "none":
+        fs, ss, le, se = _censored_fractions(log_pmf, censoring, tot.shape[1])
+        n_starts -= ((1 - fs) * dm.first + (1 - ss) * dm.single).sum(axis=1)
+        n_ends -= ((1 - le) * dm.last + (1 - se) * dm.single).sum(axis=1)
     out = {"ends_before": ends_before, "starts_by": starts_by, "occupancy": occ,
-           "mean_observation": mean_obs, "first_state": first, "n_starts": n_seg,
-           "n_ends": n_seg.copy(), "mean_duration": mean_dur}
+           "mean_observation": mean_obs, "first_state": first, "n_starts": n_starts,
+           "n_ends": n_ends, "mean_duration": mean_dur}
     if isinstance(emission, Categorical):
         V = emission.probs.shape[1]
         sc = np.zeros((B, K, V))
