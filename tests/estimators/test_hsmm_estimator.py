@@ -359,7 +359,8 @@ def test_bad_probabilities():
     m = true_model()
     X = np.zeros((5, 1))
     m.transmat_ = np.array([[0.0, 0.5, 0.4], [0.4, 0.0, 0.6], [0.5, 0.5, 0.0]])
-    with pytest.raises(ValueError, match=r"transmat_` rows must sum to 1 \(row 0 sums to 0.9"):
+    with pytest.raises(ValueError, match=r"transmat_` rows must sum to 1 \(or be all zero: an absorbing "
+                                         r"final state\); row 0 sums to 0.9"):
         m.score(X)
     m.transmat_ = np.array([[0.2, 0.5, 0.3], [0.4, 0.0, 0.6], [0.5, 0.5, 0.0]])
     with pytest.raises(ValueError, match="zero diagonal"):

@@ -82,7 +82,8 @@ def fit_restarts(estimator, attributes, initialize, run):
     attributes : dict attribute name -> ``init_params`` letter
         The fitted parameters. One whose letter is not in ``init_params`` and that is set at the call
         starts every restart from its value at the call (not from the previous restart's estimate);
-        the others are removed before each restart and set by ``initialize``.
+        the others are removed before each restart and set by ``initialize`` (an optional one, e.g.
+        ``endprob_``, may stay absent).
     initialize : callable (rng, restart) -> None
         Sets the initial parameters of a restart.
     run : callable (monitor, restart) -> float
@@ -114,10 +115,14 @@ def fit_restarts(estimator, attributes, initialize, run):
         monitor = ConvergenceMonitor(est.tol, est.n_iter, est.verbose)
         ll = run(monitor, restart)
         if best is None or ll > best[0]:
-            best = (ll, {a: copy.deepcopy(getattr(est, a)) for a in attributes}, monitor)
+            best = (ll, {a: copy.deepcopy(getattr(est, a)) for a in attributes if hasattr(est, a)},
+                    monitor)
     ll, snapshot, monitor = best
-    for a, v in snapshot.items():
-        setattr(est, a, v)
+    for a in attributes:
+        if a in snapshot:
+            setattr(est, a, snapshot[a])
+        elif hasattr(est, a):
+            delattr(est, a)
     est.monitor_ = monitor
     est.converged_ = bool(monitor.converged)
     est.log_likelihood_ = ll

@@ -21,7 +21,7 @@ from ..models import hsmm as _model
 from ..models.censoring import CENSORING
 from ..models.distribution import families_from_file, family_to_file
 from ..structures.chain import LinearChain
-from ..utils.validation import check_lengths
+from ..utils.validation import check_allowed_mask, check_lengths
 from ._em_restarts import EmptyStateWarning, fit_restarts, label_mask, warn_empty_states
 from ._hsmm_online import OnlineMixin
 from ._hsmm_queries import Filtered, Prediction, SegmentEnds, SegmentQueries, state_runs
@@ -86,7 +86,14 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, BaseEstimator):
     startprob_ : ndarray, shape (K,)
         π_j.
     transmat_ : ndarray, shape (K, K)
-        a_ij, zero diagonal, rows sum to one (K >= 2).
+        a_ij, zero diagonal, rows sum to one (K >= 2). Left-right models: a row may be all zero (an
+        absorbing final state, which can only be the last segment); EM keeps structural zeros (set
+        ``transmat_`` and leave ``t`` out of ``init_params``).
+    endprob_ : ndarray, shape (K,) or absent/None
+        Optional end probabilities e_j (``censoring="none"`` only; set before ``fit`` with ``t`` left
+        out of ``init_params``): the sequence ends after a j-segment with probability e_j, rows of
+        ``transmat_`` sum to 1 - e_j, and the last segment scores log e_j. EM re-estimates them with
+        ``t`` (e_i ∝ expected ends in i, a_ij ∝ expected i → j transitions).
     duration_, emission_ : objects
         Fitted duration and emission distributions.
     max_duration_ : int
@@ -172,8 +179,15 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, BaseEstimator):
 
     def _check_params(self):
         """Validate user-settable probabilities (raises ValueError naming the attribute)."""
-        self.startprob_, self.transmat_ = _model.check_probabilities(self.startprob_, self.transmat_,
-                                                                     self.n_states)
+        ep = getattr(self, "endprob_", None)
+        if ep is not None and self.censoring != "none":
+            raise ValueError(f"`endprob_` needs censoring='none' (with {self.censoring!r} the last segment "
+                             f"has not ended at the last observation); set endprob_ = None or "
+                             f"censoring='none'")
+        self.startprob_, self.transmat_, ep = _model.check_probabilities(self.startprob_, self.transmat_,
+                                                                         self.n_states, ep)
+        if ep is not None:
+            self.endprob_ = ep
 
     # ================================================================================================
     # the adapter: parameters -> semi-Markov potentials
@@ -184,7 +198,8 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, BaseEstimator):
                                      self.max_duration_, self.censoring,
                                      allow_chain=not getattr(self, "_no_chain", False),
                                      untruncated=(self.max_duration is None
-                                                  and isinstance(self.duration_, _dur.Geometric)))
+                                                  and isinstance(self.duration_, _dur.Geometric)),
+                                     endprob=getattr(self, "endprob_", None))
 
     def _hmm_equivalent(self):
         """The first-order chain equal to this HSMM, or None (:meth:`HSMMPotentials.hmm_equivalent`)."""
@@ -316,7 +331,8 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, BaseEstimator):
                                  else max(1, int(lengths.max())))
         self.n_features_in_ = X.shape[1]
         known, allowed = label_mask(labels, X.shape[0], K)
-        fit_restarts(self, {"startprob_": "s", "transmat_": "t", "duration_": "d", "emission_": "e"},
+        fit_restarts(self, {"startprob_": "s", "transmat_": "t", "endprob_": "t", "duration_": "d",
+                            "emission_": "e"},
                      lambda rng, restart: self._init_params(X, lengths, rng, restart, known),
                      lambda monitor, restart: self._em(X, lengths, offsets, monitor, restart, allowed))
         return self
@@ -332,8 +348,11 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, BaseEstimator):
             return _em.e_step(self._potentials(), X, lengths, offsets, allowed)
 
         def m_step(sm):
-            self.startprob_, self.transmat_ = _em.m_step(self._potentials(), X, lengths, offsets, sm,
-                                                         self.params, on_empty=warn_empty_states)
+            potentials = self._potentials()
+            self.startprob_, self.transmat_ = _em.m_step(potentials, X, lengths, offsets, sm, self.params,
+                                                         on_empty=warn_empty_states)
+            if potentials.endprob is not None:
+                self.endprob_ = potentials.endprob
 
         def progress(it, ll):
             if bar is not None:
@@ -427,7 +446,7 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, BaseEstimator):
     # ================================================================================================
     # decoding
     # ================================================================================================
-    def decode(self, X, lengths=None, algorithm="viterbi", return_segments=False):
+    def decode(self, X, lengths=None, algorithm="viterbi", return_segments=False, constraints=None):
         """Most likely states.
 
         Parameters
@@ -439,6 +458,10 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, BaseEstimator):
         return_segments : bool, default False
             Also return per-sequence (n_seg, 3) int64 arrays of (start, end, state) rows (local,
             end inclusive); for ``"map"`` the runs of equal states.
+        constraints : array-like of bool, shape (N, K), optional
+            The states each row may take (Yu 2010 §2.2.3, constrained estimates): only paths that
+            agree are considered, so ``"viterbi"`` gives the best allowed segmentation and ``"map"`` the
+            argmax of the posterior given o and the constraint (P(S_t = j | o, s ∈ allowed)).
 
         Returns
         -------
@@ -449,19 +472,29 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, BaseEstimator):
         Raises
         ------
         ValueError
-            Unknown algorithm, or a sequence with zero likelihood (message names it).
+            Unknown algorithm, a bad ``constraints`` mask, or a sequence with zero likelihood — under
+            the constraints: no allowed segmentation (the message names the sequence).
+
+        Notes
+        -----
+        Time O(N·(D·K + K²)) (O(N·K²) on the chain of geometric durations), memory O(N·K).
         """
         if algorithm not in ("viterbi", "map"):
             raise ValueError(f"`algorithm` must be 'viterbi' or 'map'; got {algorithm!r}")
         X, lengths, offsets, sm = self._prepare(X, lengths, allow_chain=True)
+        if constraints is not None:
+            sm = sm.constrain(check_allowed_mask(constraints, (X.shape[0], self.n_states), "constraints"))
+        under = " under `constraints`" if constraints is not None else ""
         if algorithm == "viterbi":
+            best = sm.max()
+            sm._raise_if_infeasible(best, "the Viterbi path" + under)
             states = sm.argmax()
-            log_prob = float(sm.max().sum())
+            log_prob = float(best.sum())
             if return_segments:  # a chain path is a segmentation: its runs (a_ii = 0)
                 segs = (state_runs(states, lengths, offsets) if isinstance(sm, LinearChain)
                         else sm.argmax_segments())
         else:
-            sm._raise_if_infeasible(sm.log_partition(), "the MAP states")
+            sm._raise_if_infeasible(sm.log_partition(), "the MAP states" + under)
             gamma = sm.marginals().unary
             states = np.argmax(gamma, axis=1).astype(np.int64)
             with np.errstate(divide="ignore"):
@@ -470,6 +503,69 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, BaseEstimator):
         if return_segments:
             return log_prob, states, segs
         return log_prob, states
+
+    def align(self, X, states, lengths=None):
+        """Forced alignment: the best segmentation of each sequence into the given order of states
+        (Yu 2010 §2.2.3, segmentation given the labels; speech recognition's forced alignment).
+
+        Parameters
+        ----------
+        X, lengths
+            Observations as in :meth:`fit`.
+        states : array-like of int, shape (S,), or a list of B of them
+            The states of the consecutive segments of each sequence (one array for a single sequence),
+            consecutive entries different (an explicit-duration HSMM has no self-transitions).
+
+        Returns
+        -------
+        log_prob : ndarray of float64, shape (B,)
+            log max P(o, segmentation) over the segmentations with exactly that state order.
+        segments : list of B int64 arrays, shape (S_b, 3)
+            (start, end, state) rows, local to the sequence, end inclusive.
+
+        Raises
+        ------
+        ValueError
+            Wrong number of state lists, a state out of range, equal consecutive states, or an order
+            that cannot cover a sequence (too many segments for its length, durations that cannot
+            reach it, a forbidden transition) — named by sequence.
+
+        Notes
+        -----
+        Runs the semi-Markov Viterbi of :class:`~structlearn.structures.SemiMarkov` over the S_b
+        positions of the order (a left-right model): time O(T·(D·S + S²)) per sequence.
+        """
+        X, lengths, offsets, _ = self._prepare(X, lengths)
+        B = lengths.shape[0]
+        K = self.n_states
+        orders = [states] if B == 1 and np.ndim(states) == 1 and not (
+            len(states) and np.ndim(states[0]) == 1) else list(states)
+        if len(orders) != B:
+            raise ValueError(f"`states` must give one state order per sequence ({B}); got {len(orders)}")
+        potentials = self._potentials()
+        log_prob = np.empty(B)
+        out = []
+        for b, order in enumerate(orders):
+            order = np.asarray(order)
+            if (order.ndim != 1 or order.size == 0 or not np.issubdtype(order.dtype, np.integer)
+                    or order.min() < 0 or order.max() >= K):
+                raise ValueError(f"`states` of sequence {b} must be a non-empty 1-d int array of states in "
+                                 f"[0, {K}); got {order.tolist() if order.ndim <= 1 else order.shape}")
+            if np.any(order[1:] == order[:-1]):
+                i = int(np.flatnonzero(order[1:] == order[:-1])[0])
+                raise ValueError(f"`states` of sequence {b} repeats state {int(order[i])} at positions {i} "
+                                 f"and {i + 1}: consecutive segments must differ")
+            o, T = int(offsets[b]), int(lengths[b])
+            sm = potentials.alignment(X[o:o + T], order)
+            best = float(sm.max()[0])
+            if best == -np.inf:
+                raise ValueError(f"sequence {b} (length {T}) cannot be segmented into the {order.size} "
+                                 f"segments of `states` with non-zero probability")
+            seg = sm.argmax_segments()[0]
+            seg[:, 2] = order[seg[:, 2]]
+            log_prob[b] = best
+            out.append(seg)
+        return log_prob, out
 
     def predict(self, X, lengths=None):
         """Viterbi states (Yu 2010 eq. (11)), int64 array (N,)."""
@@ -541,6 +637,8 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, BaseEstimator):
         dname, darr, dcfg = family_to_file(self.duration_, _dur, "duration")
         ename, earr, ecfg = family_to_file(self.emission_, _emi, "emission")
         arrays = {"startprob_": self.startprob_, "transmat_": self.transmat_, **darr, **earr}
+        if getattr(self, "endprob_", None) is not None:
+            arrays["endprob_"] = self.endprob_
         params = {k: v for k, v in self.get_params().items() if k not in ("duration", "emission",
                                                                            "random_state")}
         params["duration"] = self.duration if isinstance(self.duration, str) else dname
@@ -574,6 +672,8 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, BaseEstimator):
         model.duration_, model.emission_ = fam["duration"], fam["emission"]
         model.startprob_ = np.asarray(arrays["startprob_"], dtype=np.float64)
         model.transmat_ = np.asarray(arrays["transmat_"], dtype=np.float64)
+        if "endprob_" in arrays:
+            model.endprob_ = np.asarray(arrays["endprob_"], dtype=np.float64)
         model.max_duration_ = int(meta["max_duration_"])
         model.n_features_in_ = int(meta["n_features_in_"])
         model.converged_ = bool(meta.get("converged_", False))

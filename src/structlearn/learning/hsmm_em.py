@@ -121,8 +121,8 @@ def m_step(potentials, X, lengths, offsets, sm, params, on_empty=None):
     """Re-estimate the parameters named by the letters of ``params`` (``s`` start, ``t`` transitions,
     ``d`` durations, ``e`` emissions) from the posterior of ``sm``.
 
-    Returns the new (startprob, transmat); the duration and emission objects of ``potentials`` are
-    refitted in place. A state without posterior mass keeps its parameters; ``on_empty(gamma)`` (e.g. a
+    Returns the new (startprob, transmat); the duration and emission objects of ``potentials`` (and its
+    ``endprob``, when it has end probabilities) are refitted in place. A state without posterior mass keeps its parameters; ``on_empty(gamma)`` (e.g. a
     warning naming such states) is called with the (N, K) state posteriors when they are computed.
     """
     K = potentials.n_states
@@ -147,6 +147,14 @@ def m_step(potentials, X, lengths, offsets, sm, params, on_empty=None):
         c = xi.copy()
         np.fill_diagonal(c, 0.0)
         tot = c.sum(axis=1)
+        endprob = getattr(potentials, "endprob", None)
+        if endprob is not None:  # e_i ∝ expected ends in i (censoring "none": the last segment ends at T)
+            ends = gamma[offsets[1:][lengths > 0] - 1].sum(axis=0)
+            tot = tot + ends
+            ep = endprob.copy()
+            ok = tot > 0
+            ep[ok] = ends[ok] / tot[ok]
+            potentials.endprob = ep
         tm = transmat.copy()
         ok = tot > 0
         tm[ok] = c[ok] / tot[ok, None]

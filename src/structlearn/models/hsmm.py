@@ -38,10 +38,13 @@ def _log(x):
         return np.log(np.asarray(x, dtype=np.float64))
 
 
-def check_probabilities(startprob, transmat, K):
-    """π (K,) and A (K, K) as float64 arrays, validated: stochastic, A with a zero diagonal (K >= 2).
+def check_probabilities(startprob, transmat, K, endprob=None):
+    """π (K,), A (K, K) and the optional end probabilities e (K,) as float64 arrays, validated.
 
-    Raises ``ValueError`` naming the attribute (``startprob_``, ``transmat_``).
+    A is non-negative with a zero diagonal (K >= 2); each row i sums to 1 - e_i (to 1 without e), or is
+    all zero — an absorbing state (a left-right model's final state), which can only be the last
+    segment. Raises ``ValueError`` naming the attribute (``startprob_``, ``transmat_``, ``endprob_``).
+    Returns (startprob, transmat, endprob) (endprob None when not given).
     """
     sp = np.asarray(startprob, dtype=np.float64)
     if sp.shape != (K,):
@@ -53,15 +56,31 @@ def check_probabilities(startprob, transmat, K):
         raise ValueError(f"`transmat_` must have shape ({K}, {K}); got {tm.shape}")
     if np.any(tm < 0):
         raise ValueError("`transmat_` must be non-negative")
+    ep = None
+    if endprob is not None:
+        ep = np.asarray(endprob, dtype=np.float64)
+        if ep.shape != (K,) or np.any(ep < 0) or np.any(ep > 1):
+            raise ValueError(f"`endprob_` must be None or probabilities of shape ({K},); got shape "
+                             f"{ep.shape}" + (f", values {ep.tolist()}" if ep.shape == (K,) else ""))
     if K >= 2:
         if np.any(np.diag(tm) != 0):
             raise ValueError("`transmat_` must have a zero diagonal (an explicit-duration HSMM has "
                              "no self-transitions, Yu 2010 §3.1; durations model the stay)")
         s = tm.sum(axis=1)
-        if not np.allclose(s, 1.0, atol=1e-8):
-            i = int(np.argmax(np.abs(s - 1)))
-            raise ValueError(f"`transmat_` rows must sum to 1 (row {i} sums to {s[i]:.6g})")
-    return sp, tm
+        want = 1.0 - ep if ep is not None else np.ones(K)
+        bad = ~(np.isclose(s, want, rtol=0, atol=1e-8) | ((s == 0) & (ep is None)))
+        if np.any(bad):
+            i = int(np.flatnonzero(bad)[0])
+            raise ValueError("`transmat_` rows must sum to 1" + (" - endprob_" if ep is not None else
+                             " (or be all zero: an absorbing final state)")
+                             + f"; row {i} sums to {s[i]:.6g}" + (f", endprob_[{i}] = {ep[i]:.6g}"
+                                                                   if ep is not None else ""))
+    elif ep is not None and not np.isclose(ep[0], 1.0, rtol=0, atol=1e-8):
+        raise ValueError(f"`endprob_` of a one-state model must be [1.0] (it has nowhere else to go); "
+                         f"got {ep.tolist()}")
+    if np.all(tm.sum(axis=1) == 0) and K >= 2:
+        raise ValueError("`transmat_` has no non-zero row: every state is absorbing")
+    return sp, tm, ep
 
 
 class HSMMPotentials:
@@ -79,6 +98,9 @@ class HSMMPotentials:
     allow_chain : bool, default True
         Whether :meth:`structure` may return the first-order chain equal to the model
         (:meth:`hmm_equivalent`).
+    endprob : ndarray (K,), optional
+        End probabilities e_j (``censoring="none"``): the last segment, which ends at the last
+        observation, scores log e_j. None: every state may end with weight 1.
     untruncated : bool, default False
         Geometric durations only: the law is the untruncated geometric (the HMM), so the chain is used
         whatever ``max_duration``; ``max_duration`` then only bounds the duration-indexed outputs of
@@ -86,7 +108,7 @@ class HSMMPotentials:
     """
 
     def __init__(self, startprob, transmat, duration, emission, max_duration, censoring, allow_chain=True,
-                 untruncated=False):
+                 untruncated=False, endprob=None):
         self.startprob = startprob
         self.transmat = transmat
         self.duration = duration
@@ -95,6 +117,11 @@ class HSMMPotentials:
         self.censoring = censoring
         self.allow_chain = allow_chain
         self.untruncated = bool(untruncated)
+        self.endprob = endprob
+
+    def log_end(self):
+        """End log-potentials (K,): log e_j, or 0 without end probabilities."""
+        return np.zeros(self.n_states) if self.endprob is None else _log(self.endprob)
 
     @property
     def n_states(self):
@@ -121,9 +148,29 @@ class HSMMPotentials:
         tab = duration_tables(self.log_pmf(), self.censoring)
         Dc = max(1, min(self.max_duration, int(lengths.max()) if lengths.size else 1))
         return SemiMarkov(unary, tab["middle"][:Dc], self.log_transitions(), lengths=lengths,
-                          start=_log(self.startprob), end=np.zeros(self.n_states), allow_same_label=False,
+                          start=_log(self.startprob), end=self.log_end(), allow_same_label=False,
                           first_duration=tab["first"][:Dc], last_duration=tab["last"][:Dc],
                           single_duration=tab["single"][:Dc])
+
+    def alignment(self, X, order):
+        """The left-right SemiMarkov over the positions of a state ``order`` (S,) on one sequence ``X``
+        (T rows): label p is the p-th segment, of state order[p]; it may only be followed by p + 1, the
+        first segment is position 0 and the last position S - 1 (forced alignment)."""
+        T = X.shape[0]
+        S = order.shape[0]
+        tab = duration_tables(self.log_pmf(), self.censoring)
+        Dc = max(1, min(self.max_duration, T))
+        trans = np.full((S, S), -np.inf)
+        lt = self.log_transitions()
+        trans[np.arange(S - 1), np.arange(1, S)] = lt[order[:-1], order[1:]]
+        start = np.full(S, -np.inf)
+        start[0] = _log(self.startprob)[order[0]]
+        end = np.full(S, -np.inf)
+        end[-1] = self.log_end()[order[-1]]
+        return SemiMarkov(self.emission.log_density(X)[:, order], tab["middle"][:Dc, order], trans,
+                          lengths=np.array([T]), start=start, end=end, allow_same_label=False,
+                          first_duration=tab["first"][:Dc, order], last_duration=tab["last"][:Dc, order],
+                          single_duration=tab["single"][:Dc, order])
 
     def hmm_equivalent(self):
         """(log H, log start, log end) of the first-order chain equal to this HSMM, or None.
@@ -143,7 +190,7 @@ class HSMMPotentials:
                 return None
             H = np.diag(1.0 - p) + p[:, None] * self.transmat
             return _log(H), _log(self.startprob), (np.log(p) if self.censoring == "none"
-                                                   else np.zeros_like(p))
+                                                   else np.zeros_like(p)) + self.log_end()
 
     def structure(self, X, lengths, allow_chain=False):
         """The SemiMarkov structure, or with ``allow_chain`` the chain equivalent when it exists."""
@@ -176,7 +223,11 @@ class HSMMPotentials:
             if K == 1:
                 raise ValueError("a 1-state HSMM has no transitions: its samples are limited to one "
                                  "segment; ask for at most max_duration observations")
-            k = int(rng.choice(K, p=self.transmat[k]))
+            row = self.transmat[k]
+            leave = row.sum()
+            if leave <= 0 or (self.endprob is not None and rng.random_sample() >= leave):
+                break  # the process ended (absorbing state or end probability): a shorter sample
+            k = int(rng.choice(K, p=row / leave))
             d = int(self.duration.sample(np.array([k]), D, rng)[0])
         segments = np.array(segs, dtype=np.int64)
         states = np.repeat(segments[:, 2], segments[:, 1] - segments[:, 0] + 1)
