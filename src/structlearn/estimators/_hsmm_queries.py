@@ -10,7 +10,7 @@ from collections import namedtuple
 import numpy as np
 from scipy import special
 
-__all__ = ["SegmentQueries", "Filtered", "Prediction", "SegmentEnds", "cum_scale", "state_runs"]
+__all__ = ["SegmentQueries", "SubpathQueries", "Filtered", "Prediction", "SegmentEnds", "cum_scale", "state_runs"]
 
 #: Filtering result (Yu 2010 §2.2.2), all float64: ``state`` (N, K) P(S_t = j | o_1:t); ``end`` (N, K)
 #: P(S_t] = j | o_1:t) (a j-segment ends at t); ``log_likelihood`` (N,) log P(o_1:t).
@@ -50,7 +50,95 @@ def state_runs(states, lengths, offsets):
     return out
 
 
-class SegmentQueries:
+class SubpathQueries:
+    """The confidence of the segment-end estimate and subpath posteriors (Yu 2010 §2.2.4), shared by the
+    explicit-duration HSMM and the general family. The host provides ``_prepare``, ``posterior_durations``
+    (rows first), ``n_states`` and the hooks ``_one_sequence_structure`` / ``_state_mask``.
+    """
+
+    def confidence(self, X, lengths=None):
+        """Confidence of the eq. (10) estimate (Yu 2010 §2.2.4):
+        max_{j,d} η_t(j, d) / Σ_{j,d} η_t(j, d), shape (N,) float64 in [0, 1].
+
+        Low values show where state estimation errors are likely; 0 where no segment can end at t.
+        """
+        eta = self.posterior_durations(X, lengths)
+        tot = eta.sum(axis=(1, 2))
+        mx = eta.max(axis=(1, 2))
+        return np.divide(mx, tot, out=np.zeros_like(tot), where=tot > 0)
+
+    def segment_posterior(self, X, segments, lengths=None, sequence=0, exact_start=True,
+                          exact_end=True):
+        """Posterior probability of a subpath P[s_{t+1:t+k} | o] (Yu 2010 §2.2.4).
+
+        Parameters
+        ----------
+        X, lengths
+            Observations as in :meth:`fit`.
+        segments : array-like of int, shape (S, 3)
+            Consecutive (start, end, state) rows (local to ``sequence``, end inclusive) covering
+            [t+1, t+k]; consecutive states must differ.
+        sequence : int, default 0
+            Which sequence of the batch.
+        exact_start, exact_end : bool, default True
+            Require the first segment to start exactly at its start (the state differs just before)
+            and the last to end exactly at its end. With False, the first (last) segment may extend
+            earlier (later), i.e. only the labels of the covered tokens are constrained.
+
+        Returns
+        -------
+        float
+            L' / L where L' sums the paths through the constrained lattice (Yu 2010 §2.2.4, the
+            constrained forward–backward of Culotta & McCallum 2004). Time O(T·(D·K + K²)).
+
+        Raises
+        ------
+        ValueError
+            Malformed segments (not consecutive, outside the sequence, bad state) or a sequence
+            with zero likelihood.
+        """
+        X, lengths, offsets, _ = self._prepare(X, lengths)
+        B = lengths.shape[0]
+        if isinstance(sequence, bool) or not isinstance(sequence, (int, np.integer)) or not 0 <= sequence < B:
+            raise ValueError(f"`sequence` must be an integer in [0, {B}); got {sequence!r}")
+        o, T = int(offsets[sequence]), int(lengths[sequence])
+        seg = np.asarray(segments)
+        if seg.ndim != 2 or seg.shape[1] != 3 or seg.shape[0] < 1 or not np.issubdtype(seg.dtype, np.integer):
+            raise ValueError(f"`segments` must be an int array of shape (S, 3) with S >= 1 (start, end, "
+                             f"state); got shape {seg.shape}, dtype {seg.dtype}")
+        s, e, k = seg[:, 0], seg[:, 1], seg[:, 2]
+        if (s[0] < 0 or e[-1] >= T or np.any(e < s) or np.any(s[1:] != e[:-1] + 1)
+                or k.min() < 0 or k.max() >= self.n_states):
+            raise ValueError(f"`segments` must be consecutive (start, end, state) rows inside [0, {T}) "
+                             f"with states in [0, {self.n_states}); got {seg.tolist()}")
+        if np.any(k[1:] == k[:-1]):
+            return 0.0
+        sm = self._one_sequence_structure(X[o:o + T])
+        log_z = float(sm.log_partition()[0])
+        if log_z == -np.inf:
+            raise ValueError(f"sequence {sequence} has zero likelihood; its subpath posterior is "
+                             f"undefined")
+        allowed = np.ones((T, self.n_states), dtype=bool)
+        for si, ei, ki in seg:
+            allowed[si:ei + 1] = False
+            allowed[si:ei + 1, ki] = True
+        if exact_start and s[0] > 0:
+            allowed[s[0] - 1, k[0]] = False
+        if exact_end and e[-1] < T - 1:
+            allowed[e[-1] + 1, k[-1]] = False
+        log_zc = float(sm.constrain(self._state_mask(allowed)).log_partition()[0])
+        return math.exp(log_zc - log_z) if log_zc > -np.inf else 0.0
+
+    # hooks of the host model (the explicit-duration HSMM; the general family overrides them)
+    def _one_sequence_structure(self, X_seq):
+        return self._potentials().semi_markov(X_seq, np.array([X_seq.shape[0]]))
+
+    def _state_mask(self, allowed):
+        """A (T, K) mask over states as a mask over the structure's labels."""
+        return allowed
+
+
+class SegmentQueries(SubpathQueries):
     """Filtering, one-step prediction, the joint MAP of segment ends, confidence and subpath posteriors.
 
     The host estimator provides ``_prepare(X, lengths)`` → (X, lengths, offsets, structure),
@@ -134,77 +222,3 @@ class SegmentQueries:
         return SegmentEnds((arg % K).astype(np.int64), (arg // K + 1).astype(np.int64),
                            flat[np.arange(N), arg])
 
-    def confidence(self, X, lengths=None):
-        """Confidence of the eq. (10) estimate (Yu 2010 §2.2.4):
-        max_{j,d} η_t(j, d) / Σ_{j,d} η_t(j, d), shape (N,) float64 in [0, 1].
-
-        Low values show where state estimation errors are likely; 0 where no segment can end at t.
-        """
-        eta = self.posterior_durations(X, lengths)
-        tot = eta.sum(axis=(1, 2))
-        mx = eta.max(axis=(1, 2))
-        return np.divide(mx, tot, out=np.zeros_like(tot), where=tot > 0)
-
-    def segment_posterior(self, X, segments, lengths=None, sequence=0, exact_start=True,
-                          exact_end=True):
-        """Posterior probability of a subpath P[s_{t+1:t+k} | o] (Yu 2010 §2.2.4).
-
-        Parameters
-        ----------
-        X, lengths
-            Observations as in :meth:`fit`.
-        segments : array-like of int, shape (S, 3)
-            Consecutive (start, end, state) rows (local to ``sequence``, end inclusive) covering
-            [t+1, t+k]; consecutive states must differ.
-        sequence : int, default 0
-            Which sequence of the batch.
-        exact_start, exact_end : bool, default True
-            Require the first segment to start exactly at its start (the state differs just before)
-            and the last to end exactly at its end. With False, the first (last) segment may extend
-            earlier (later), i.e. only the labels of the covered tokens are constrained.
-
-        Returns
-        -------
-        float
-            L' / L where L' sums the paths through the constrained lattice (Yu 2010 §2.2.4, the
-            constrained forward–backward of Culotta & McCallum 2004). Time O(T·(D·K + K²)).
-
-        Raises
-        ------
-        ValueError
-            Malformed segments (not consecutive, outside the sequence, bad state) or a sequence
-            with zero likelihood.
-        """
-        X, lengths, offsets, _ = self._prepare(X, lengths)
-        B = lengths.shape[0]
-        if isinstance(sequence, bool) or not isinstance(sequence, (int, np.integer)) or not 0 <= sequence < B:
-            raise ValueError(f"`sequence` must be an integer in [0, {B}); got {sequence!r}")
-        o, T = int(offsets[sequence]), int(lengths[sequence])
-        seg = np.asarray(segments)
-        if seg.ndim != 2 or seg.shape[1] != 3 or seg.shape[0] < 1 or not np.issubdtype(seg.dtype, np.integer):
-            raise ValueError(f"`segments` must be an int array of shape (S, 3) with S >= 1 (start, end, "
-                             f"state); got shape {seg.shape}, dtype {seg.dtype}")
-        s, e, k = seg[:, 0], seg[:, 1], seg[:, 2]
-        if (s[0] < 0 or e[-1] >= T or np.any(e < s) or np.any(s[1:] != e[:-1] + 1)
-                or k.min() < 0 or k.max() >= self.n_states):
-            raise ValueError(f"`segments` must be consecutive (start, end, state) rows inside [0, {T}) "
-                             f"with states in [0, {self.n_states}); got {seg.tolist()}")
-        if np.any(k[1:] == k[:-1]):
-            return 0.0
-        Xb = X[o:o + T]
-        lb = np.array([T])
-        sm = self._potentials().semi_markov(Xb, lb)
-        log_z = float(sm.log_partition()[0])
-        if log_z == -np.inf:
-            raise ValueError(f"sequence {sequence} has zero likelihood; its subpath posterior is "
-                             f"undefined")
-        allowed = np.ones((T, self.n_states), dtype=bool)
-        for si, ei, ki in seg:
-            allowed[si:ei + 1] = False
-            allowed[si:ei + 1, ki] = True
-        if exact_start and s[0] > 0:
-            allowed[s[0] - 1, k[0]] = False
-        if exact_end and e[-1] < T - 1:
-            allowed[e[-1] + 1, k[-1]] = False
-        log_zc = float(sm.constrain(allowed).log_partition()[0])
-        return math.exp(log_zc - log_z) if log_zc > -np.inf else 0.0

@@ -22,9 +22,9 @@ from ..models import emissions as _emi
 from ..models import general_hsmm as _g
 from ..models.censoring import CENSORING
 from ..models.distribution import check_stochastic_rows, families_from_file, family_to_file
-from ..utils.validation import check_lengths
+from ..utils.validation import check_allowed_mask, check_lengths
 from ._em_restarts import fit_restarts, label_mask, warn_empty_states
-from ._hsmm_queries import cum_scale, state_runs
+from ._hsmm_queries import Prediction, SegmentEnds, SubpathQueries, cum_scale, state_runs
 
 __all__ = ["GeneralHSMM", "VariableTransitionHMM", "ResidentialTimeHMM", "SegmentFiltered"]
 
@@ -37,7 +37,7 @@ SegmentFiltered = namedtuple("SegmentFiltered", ["ended", "next", "log_likelihoo
 _FORMAT_VERSION = 1
 
 
-class _SuperLabelHSMM(BaseEstimator):
+class _SuperLabelHSMM(SubpathQueries, BaseEstimator):
     """The surface shared by the three estimators (fit / score / posteriors / decode / filter / sample /
     information criteria / model files). Subclasses define ``_general()`` (log π, log a), ``_m_step``,
     ``_init_transitions`` and ``_check_params``."""
@@ -105,6 +105,13 @@ class _SuperLabelHSMM(BaseEstimator):
         self._check_params()
         X, lengths, offsets = self._validate_data(X, lengths)
         return X, lengths, offsets, self._potentials().semi_markov(X, lengths, offsets)
+
+    def _one_sequence_structure(self, X_seq):
+        T = X_seq.shape[0]
+        return self._potentials().semi_markov(X_seq, np.array([T]), np.array([0, T]))
+
+    def _state_mask(self, allowed):
+        return np.repeat(allowed, self.max_duration_, axis=1)
 
     def to_structure(self, X, lengths=None):
         """The super-label :class:`~structlearn.structures.SemiMarkov` structure of this model on ``X``
@@ -221,10 +228,78 @@ class _SuperLabelHSMM(BaseEstimator):
         return np.nan_to_num(eta).reshape(-1, self.n_states, self.max_duration_)
 
     def expected_counts(self, X, lengths=None):
-        """Expected counts of the E-step (:func:`structlearn.models.general_hsmm.segment_counts`):
-        ``first`` (M, D), ``trans`` (M, D, M, D), ``segments`` (M, D), ``gamma`` (N, M)."""
+        r"""The expectations (a)–(g) of Yu 2010 §2.2.2 per sequence (the keys of
+        :meth:`HiddenSemiMarkovModel.expected_counts
+        <structlearn.estimators.hsmm.HiddenSemiMarkovModel.expected_counts>`), and the E-step counts.
+
+        Returns
+        -------
+        dict of float64 arrays
+            ``"ends_before"`` (N, M), ``"starts_by"`` (N, M), ``"occupancy"`` (B, M), ``"symbol_counts"``
+            (B, M, V) (categorical emissions), ``"mean_observation"`` (B, M, F), ``"first_state"`` (B, M),
+            ``"n_starts"`` / ``"n_ends"`` (B, M) — (f): segments that commence / terminate in the window;
+            a right-censored last segment of observed length l and label (j, d) terminated iff d = l; under
+            ``"both"`` the first segment (π_(j,d) is the law of the state in progress and its remaining
+            duration, not of when it began) is not counted as a commencement — ``"mean_duration"`` (B, M)
+            (observed segment lengths). E-step counts (:func:`structlearn.models.general_hsmm.segment_counts`):
+            ``"first"`` (M, D), ``"trans"`` (M, D, M, D), ``"segments"`` (M, D), ``"gamma"`` (N, M).
+            Time O(N·(M·D)²) (the forward–backward), memory O(N·M·D).
+        """
         X, lengths, offsets, sm = self._prepare(X, lengths)
-        return _g.segment_counts(sm, self.n_states, self.max_duration_, offsets, lengths)
+        M, D = self.n_states, self.max_duration_
+        out = _g.segment_counts(sm, M, D, offsets, lengths)
+        fm, bm = sm.forward(), sm.backward()
+        with np.errstate(invalid="ignore"):
+            starts = np.nan_to_num(np.exp(fm.alpha_star + bm.beta_start)).reshape(-1, M, D).sum(2)
+            ends = np.nan_to_num(np.exp(fm.alpha + bm.beta_end)).reshape(-1, M, D).sum(2)
+        gamma = out["gamma"]
+        B = lengths.shape[0]
+        dm = sm.duration_marginals()
+        Dc = dm.middle.shape[1]
+        label_d = np.tile(np.arange(1, D + 1), M)  # full duration of every super-label
+        observed = np.arange(1, Dc + 1)[:, None]
+        censored = (label_d[None, :] > observed)  # (Dc, M·D): the last segment went on after T
+        last = dm.last + dm.single  # (B, Dc, M·D)
+        not_ended = (last * censored[None]).reshape(B, Dc, M, D).sum(axis=(1, 3))
+        tot = (dm.middle + dm.first + dm.last + dm.single).reshape(B, Dc, M, D).sum(axis=3)  # observed l
+        n_seg = tot.sum(axis=1)
+        ell = np.arange(1, Dc + 1, dtype=np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean_dur = np.where(n_seg > 0, np.einsum("blm,l->bm", tot, ell) / n_seg, np.nan)
+        ends_before = np.zeros_like(gamma)
+        starts_by = np.zeros_like(gamma)
+        occ = np.zeros((B, M))
+        first = np.zeros((B, M))
+        n_starts = np.zeros((B, M))
+        F = X.shape[1]
+        mean_obs = np.full((B, M, F), np.nan)
+        obs = ~np.isnan(X)
+        x0 = np.where(obs, X, 0.0)
+        for b in range(B):
+            o, T = int(offsets[b]), int(lengths[b])
+            if T == 0:
+                continue
+            g = gamma[o:o + T]
+            ends_before[o:o + T] = np.cumsum(np.r_[np.zeros((1, M)), ends[o:o + T - 1]], axis=0)
+            starts_by[o:o + T] = np.cumsum(starts[o:o + T], axis=0)
+            occ[b], first[b] = g.sum(0), g[0]
+            n_starts[b] = starts[o:o + T].sum(0) - (g[0] if self.censoring == "both" else 0.0)
+            num, den = g.T @ x0[o:o + T], g.T @ obs[o:o + T].astype(np.float64)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                mean_obs[b] = np.where(den > 0, num / den, np.nan)
+        out.update(ends_before=ends_before, starts_by=starts_by, occupancy=occ, first_state=first,
+                   mean_observation=mean_obs, n_starts=n_starts, n_ends=n_seg - not_ended,
+                   mean_duration=mean_dur)
+        if isinstance(self.emission_, _emi.Categorical):
+            V = self.emission_.probs.shape[1]
+            sc = np.zeros((B, M, V))
+            for b in range(B):
+                o, T = int(offsets[b]), int(lengths[b])
+                x = X[o:o + T, 0]
+                for v in range(V):
+                    sc[b, :, v] = gamma[o:o + T][x == v].sum(0)
+            out["symbol_counts"] = sc
+        return out
 
     def filter(self, X, lengths=None):
         """Filtered and predicted segment probabilities per duration (Yu 2010 §2.2.2).
@@ -238,22 +313,9 @@ class _SuperLabelHSMM(BaseEstimator):
             does not enter: the filter at the last row is the one of a segment ending there). Time
             O(N·(M·D)²).
         """
-        check_is_fitted(self, "startprob_")
-        self._check_params()
-        X, lengths, offsets = self._validate_data(X, lengths)
+        X, lengths, offsets, fm, pred = self._prefix_forward(X, lengths)
         M, D = self.n_states, self.max_duration_
-        ls, la = self._general()
-        # the forward of the uncensored structure: at every t (the last row too) α_t(j, d) is a segment
-        # that ends at t, whatever happens after
-        sm = _g.GeneralHSMMPotentials(ls, la, self.emission_, "none").semi_markov(X, lengths, offsets)
-        fm = sm.forward()
         alpha = fm.alpha
-        # the prediction made at t is the forward's α̂*[t+1] = ⊕ α̂[t] + log a (same scale c_t); only
-        # the last row of each sequence has no next row and gets its transition stage here
-        pred = np.empty_like(alpha)
-        pred[:-1] = fm.alpha_star[1:]
-        last = offsets[1:][lengths > 0] - 1
-        pred[last] = np.logaddexp.reduce(alpha[last][:, :, None] + sm._trans[None], axis=1)
         with np.errstate(invalid="ignore"):
             m = alpha.max(axis=1, keepdims=True)
             m = np.where(np.isfinite(m), m, 0.0)
@@ -263,8 +325,89 @@ class _SuperLabelHSMM(BaseEstimator):
         ll = cum_scale(fm.log_scale, lengths, offsets) + lse[:, 0]
         return SegmentFiltered(ended.reshape(-1, M, D), nxt.reshape(-1, M, D), ll)
 
+    def predict_next(self, X, lengths=None):
+        """One-step prediction given o_1:t (Yu 2010 §2.2.2), the generative (right-censored) prefix.
+
+        Returns
+        -------
+        Prediction
+            ``start[t, j]`` = P(S_[t+1 = j | o_1:t) = Σ_d P(S_[t+1:t+d] = j | o_1:t) (a j-segment starts at
+            t+1; rows sum to P(a segment ends at t | o_1:t)) and ``state[t, j]`` = P(S_{t+1} = j | o_1:t)
+            (the running segment goes on, or a new one starts), both (N, M) float64.
+
+        Raises
+        ------
+        ValueError
+            For segment emissions (the law of a segment's first observations is not defined by
+            b_(j,d)).
+
+        Notes
+        -----
+        Forward messages only, plus one pass over the elapsed time l with the tails Σ_{d>=l} α*_(j,d):
+        time O(N·((M·D)² + M·D²)), memory O(N·M·D).
+        """
+        X, lengths, offsets, fm, pred = self._prefix_forward(X, lengths)
+        M, D = self.n_states, self.max_duration_
+        N = X.shape[0]
+        if getattr(self, "segment_emission", None) is not None:
+            raise ValueError("`predict_next` needs per-state emissions: a segment emission b_(j,d) does not "
+                             "define the probability of a segment's first observations")
+        unary = self.emission_.log_density(X) - fm.log_scale[:, None]
+        a_star = fm.alpha_star.reshape(N, M, D)
+        # tail[s, j, l-1] = log Σ_{d >= l} α̂*[s, (j, d)]: a j-segment started at s lasts at least l
+        tail = np.logaddexp.accumulate(a_star[:, :, ::-1], axis=2)[:, :, ::-1]
+        tail = np.concatenate([tail, np.full((N, M, 1), -np.inf)], axis=2)
+        local = np.arange(N) - np.repeat(offsets[:-1], lengths)
+        open_ = np.full((N, M), -np.inf)
+        cont = np.full((N, M), -np.inf)
+        acc = np.zeros((N, M))
+        for ell in range(1, min(D, int(lengths.max()) if lengths.size else 1) + 1):
+            idx = np.flatnonzero(local >= ell - 1)
+            s0 = idx - (ell - 1)
+            acc[idx] += unary[s0]
+            open_[idx] = np.logaddexp(open_[idx], tail[s0, :, ell - 1] + acc[idx])
+            cont[idx] = np.logaddexp(cont[idx], tail[s0, :, ell] + acc[idx])
+        norm = np.logaddexp.reduce(open_, axis=1)
+        log_start = np.logaddexp.reduce(pred.reshape(N, M, D), axis=2)
+        with np.errstate(invalid="ignore"):
+            start = np.nan_to_num(np.exp(log_start - norm[:, None]))
+            state = np.nan_to_num(np.exp(np.logaddexp(log_start, cont) - norm[:, None]))
+        return Prediction(start, state)
+
+    def _prefix_forward(self, X, lengths):
+        """(X, lengths, offsets, forward messages of the uncensored structure, the prediction α̂*[t+1]
+        made at every t) — at every t (the last row too) α̂_t(j, d) is a segment ending at t."""
+        check_is_fitted(self, "startprob_")
+        self._check_params()
+        X, lengths, offsets = self._validate_data(X, lengths)
+        ls, la = self._general()
+        sm = _g.GeneralHSMMPotentials(ls, la, self.emission_, "none").semi_markov(X, lengths, offsets)
+        fm = sm.forward()
+        # the prediction made at t is the forward's α̂*[t+1] = ⊕ α̂[t] + log a (same scale c_t); only the
+        # last row of each sequence has no next row and gets its transition stage here
+        pred = np.empty_like(fm.alpha)
+        pred[:-1] = fm.alpha_star[1:]
+        last = offsets[1:][lengths > 0] - 1
+        pred[last] = np.logaddexp.reduce(fm.alpha[last][:, :, None] + sm._trans[None], axis=1)
+        return X, lengths, offsets, fm, pred
+
+    def map_segment_ends(self, X, lengths=None):
+        """Joint MAP of the state ending at t and its duration, argmax_{j,d} η_t(j, d) (Yu 2010 eq. (10)).
+
+        Returns
+        -------
+        SegmentEnds
+            ``states`` (N,), ``durations`` (N,) int64 (the full d) and ``probs`` (N,) float64. Memory
+            O(N·M·D).
+        """
+        eta = self.posterior_durations(X, lengths)
+        N, M, D = eta.shape
+        flat = eta.reshape(N, M * D)
+        arg = np.argmax(flat, axis=1)
+        return SegmentEnds((arg // D).astype(np.int64), (arg % D + 1).astype(np.int64), flat[np.arange(N), arg])
+
     # -- decoding ------------------------------------------------------------------------------------
-    def decode(self, X, lengths=None, algorithm="viterbi", return_segments=False):
+    def decode(self, X, lengths=None, algorithm="viterbi", return_segments=False, constraints=None):
         """Most likely states: ``"viterbi"`` the best (state, duration) path (Yu 2010 eq. (11), log_prob
         = log max P(o, s)); ``"map"`` the per-time argmax of γ_t (log_prob = Σ_t log max_j γ_t(j)).
 
@@ -274,12 +417,21 @@ class _SuperLabelHSMM(BaseEstimator):
         arrays of (start, end, state, duration) rows (local, end inclusive; the duration is the full d,
         which exceeds end - start + 1 for a censored last segment). ``"map"`` gives the runs and d = the
         run length.
+
+        ``constraints`` (N, M) bool, optional: the states each row may take (Yu 2010 §2.2.3); only the
+        paths that agree are decoded (``ValueError`` naming the sequence when none does).
         """
         if algorithm not in ("viterbi", "map"):
             raise ValueError(f"`algorithm` must be 'viterbi' or 'map'; got {algorithm!r}")
         X, lengths, offsets, sm = self._prepare(X, lengths)
         D = self.max_duration_
+        under = ""
+        if constraints is not None:
+            mask = check_allowed_mask(constraints, (X.shape[0], self.n_states), "constraints")
+            sm = sm.constrain(self._state_mask(mask))
+            under = " under `constraints`"
         if algorithm == "viterbi":
+            sm._raise_if_infeasible(sm.max(), "the Viterbi path" + under)
             labels = sm.argmax()
             log_prob = float(sm.max().sum())
             states = labels // D
@@ -288,7 +440,7 @@ class _SuperLabelHSMM(BaseEstimator):
                 segs = [np.column_stack([s[:, 0], s[:, 1], s[:, 2] // D, s[:, 2] % D + 1]).astype(np.int64)
                         for s in sm.argmax_segments()]
         else:
-            sm._raise_if_infeasible(sm.log_partition(), "the MAP states")
+            sm._raise_if_infeasible(sm.log_partition(), "the MAP states" + under)
             gamma = sm.marginals(edge="none").unary.reshape(-1, self.n_states, D).sum(2)
             states = np.argmax(gamma, axis=1).astype(np.int64)
             with np.errstate(divide="ignore"):
