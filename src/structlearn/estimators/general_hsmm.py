@@ -7,6 +7,7 @@ semi-Markov structure), one E-step and the EM loop (:mod:`structlearn.learning.g
 a_(i,d')(j,d) and in their M-step. The explicit-duration model is
 :class:`structlearn.estimators.hsmm.HiddenSemiMarkovModel`.
 """
+import copy
 import math
 from collections import namedtuple
 
@@ -20,6 +21,7 @@ from ..learning import hsmm_em as _em
 from ..learning.em import run_em
 from ..models import emissions as _emi
 from ..models import general_hsmm as _g
+from ..models import segment_emissions as _seg
 from ..models.censoring import CENSORING
 from ..models.distribution import check_stochastic_rows, families_from_file, family_to_file
 from ..utils.validation import check_allowed_mask, check_lengths
@@ -81,7 +83,7 @@ class _SuperLabelHSMM(SubpathQueries, BaseEstimator):
                                  f"t transitions, e emissions); got {v!r}")
 
     def _validate_data(self, X, lengths):
-        emission = getattr(self, "emission_", None) or _emi.make_emission(self.emission)
+        emission = getattr(self, "emission_", None) or self._make_emission()
         X = _emi.check_observations(emission, X)
         lengths, offsets = check_lengths(lengths, X.shape[0], rows_name="the observations `X`")
         return X, lengths, offsets
@@ -96,9 +98,19 @@ class _SuperLabelHSMM(SubpathQueries, BaseEstimator):
         setattr(self, name, a)
 
     # -- the adapter -----------------------------------------------------------------------------------
-    def _potentials(self):
+    def _make_emission(self):
+        """A fresh copy of the ``emission`` argument (per-state emissions; GeneralHSMM: or segment ones)."""
+        return _emi.make_emission(self.emission)
+
+    def _is_segmental(self):
+        return hasattr(self.emission_, "log_segment")
+
+    def _potentials(self, censoring=None):
         ls, la = self._general()
-        return _g.GeneralHSMMPotentials(ls, la, self.emission_, self.censoring)
+        censoring = self.censoring if censoring is None else censoring
+        if self._is_segmental():
+            return _g.GeneralHSMMPotentials(ls, la, None, censoring, segment_emission=self.emission_.log_segment)
+        return _g.GeneralHSMMPotentials(ls, la, self.emission_, censoring)
 
     def _prepare(self, X, lengths):
         check_is_fitted(self, "startprob_")
@@ -149,17 +161,38 @@ class _SuperLabelHSMM(SubpathQueries, BaseEstimator):
         fit_restarts(self, {"startprob_": "s", "transmat_": "t", "emission_": "e"},
                      lambda rng, restart: self._init_params(X, lengths, rng, restart, known),
                      lambda monitor, restart: run_em(
-                         lambda: _gem.e_step(self._potentials(), X, lengths, offsets, allowed),
-                         lambda counts: self._m_step_all(counts, X), monitor))
+                         lambda: self._e_step(X, lengths, offsets, allowed),
+                         lambda counts: self._m_step_all(counts, X, lengths), monitor))
         return self
 
-    def _m_step_all(self, counts, X):
+    def _e_step(self, X, lengths, offsets, allowed):
+        if not self._is_segmental():
+            return _gem.e_step(self._potentials(), X, lengths, offsets, allowed)
+        # segment emissions are re-estimated from η_t(j, d) (Yu 2010 §2.3.1 item 3): the same E-step, which
+        # also returns the segment-end posteriors
+        potentials = self._potentials()
+        sm = potentials.semi_markov(X, lengths, offsets)
+        M, D = self.n_states, self.max_duration_
+        if allowed is not None:
+            sm = sm.constrain(self._state_mask(allowed))
+        log_z = sm.log_partition()
+        _em.check_possible(log_z, lengths, offsets, D, self.censoring)
+        counts = _g.segment_counts(sm, M, D, offsets, lengths)
+        fm, bm = sm.forward(), sm.backward()
+        with np.errstate(invalid="ignore"):
+            counts["eta"] = np.nan_to_num(np.exp(fm.alpha + bm.beta_end)).reshape(-1, M, D)
+        return counts, float(log_z.sum())
+
+    def _m_step_all(self, counts, X, lengths):
         sp, tm = self._m_step(counts)
         if "s" in self.params:
             self.startprob_ = sp
         if "t" in self.params:
             self.transmat_ = tm
-        if "e" in self.params:
+        if "e" in self.params and self._is_segmental():
+            if hasattr(self.emission_, "fit"):
+                self.emission_.fit(X, lengths, counts["eta"])
+        elif "e" in self.params:
             self.emission_.fit(X, counts["gamma"])
         warn_empty_states(counts["gamma"])
 
@@ -168,11 +201,15 @@ class _SuperLabelHSMM(SubpathQueries, BaseEstimator):
         ip = self.init_params
         labels = _em.initial_labels(X, M, self.init, rng, restart, known)
         if "e" in ip or not hasattr(self, "emission_"):
-            self.emission_ = _emi.make_emission(self.emission)
-            if not hasattr(self.emission_, "initialize"):
+            self.emission_ = self._make_emission()
+            if self._is_segmental():
+                if hasattr(self.emission_, "initialize") and "e" in ip:
+                    self.emission_.initialize(X, lengths, M, D, rng)
+            elif not hasattr(self.emission_, "initialize"):
                 raise ValueError("the emission object has no `initialize`; set its parameters and "
                                  "leave 'e' out of `init_params`")
-            self.emission_.initialize(X, M, labels, rng)
+            else:
+                self.emission_.initialize(X, M, labels, rng)
         jitter = bool(restart) or self.init == "random"
         pmf = _gem.initial_pmf(_em.initial_mean_durations(labels, lengths, M, D, rng, jitter), D)
         init = self._initial(pmf, rng if jitter else None)
@@ -349,7 +386,7 @@ class _SuperLabelHSMM(SubpathQueries, BaseEstimator):
         X, lengths, offsets, fm, pred = self._prefix_forward(X, lengths)
         M, D = self.n_states, self.max_duration_
         N = X.shape[0]
-        if getattr(self, "segment_emission", None) is not None:
+        if self._is_segmental():
             raise ValueError("`predict_next` needs per-state emissions: a segment emission b_(j,d) does not "
                              "define the probability of a segment's first observations")
         unary = self.emission_.log_density(X) - fm.log_scale[:, None]
@@ -380,8 +417,7 @@ class _SuperLabelHSMM(SubpathQueries, BaseEstimator):
         check_is_fitted(self, "startprob_")
         self._check_params()
         X, lengths, offsets = self._validate_data(X, lengths)
-        ls, la = self._general()
-        sm = _g.GeneralHSMMPotentials(ls, la, self.emission_, "none").semi_markov(X, lengths, offsets)
+        sm = self._potentials("none").semi_markov(X, lengths, offsets)
         fm = sm.forward()
         # the prediction made at t is the forward's α̂*[t+1] = ⊕ α̂[t] + log a (same scale c_t); only the
         # last row of each sequence has no next row and gets its transition stage here
@@ -462,7 +498,13 @@ class _SuperLabelHSMM(SubpathQueries, BaseEstimator):
         check_is_fitted(self, "startprob_")
         self._check_params()
         rng = check_random_state(random_state)
-        states, segments, _ = self._potentials().sample(int(n_samples), rng)
+        states, segments, durations = self._potentials().sample(int(n_samples), rng)
+        if self._is_segmental():
+            if not hasattr(self.emission_, "sample"):
+                raise ValueError("the segment emission has no `sample`: cannot draw observations")
+            parts = [self.emission_.sample(int(j), int(d), rng)[:e - s + 1]
+                     for (s, e, j), d in zip(segments, durations)]
+            return np.concatenate(parts), states, segments
         return self.emission_.sample(states, rng), states, segments
 
     def _n_free(self):
@@ -488,16 +530,28 @@ class _SuperLabelHSMM(SubpathQueries, BaseEstimator):
     def save(self, path):
         """Write the fitted model to ``path`` (versioned ``.npz`` + JSON header; no pickle).
 
-        Raises ``ValueError`` for a custom (non-structlearn) emission object."""
+        Raises ``ValueError`` for a custom (non-structlearn) emission object or a callable segment
+        emission (a file runs no code)."""
         from ..utils.modelfile import save_model
         check_is_fitted(self, "startprob_")
-        ename, earr, ecfg = family_to_file(self.emission_, _emi, "emission")
-        params = {k: v for k, v in self.get_params().items() if k not in ("emission", "random_state")}
-        params["emission"] = self.emission if isinstance(self.emission, str) else ename
+        seg_meta = None
+        if self._is_segmental():
+            if not isinstance(self.emission_, _seg.CategoricalSegments):
+                raise ValueError(f"cannot save a model with the segment emission {self.emission_!r}: only "
+                                 f"CategoricalSegments can be written to a model file")
+            ename, ecfg = None, None
+            earr = {f"segment_probs_{d}": p for d, p in enumerate(self.emission_.probs, start=1)}
+            seg_meta = {"family": "categorical_segments", "n_symbols": self.emission_.n_symbols,
+                        "pseudocount": self.emission_.pseudocount}
+        else:
+            ename, earr, ecfg = family_to_file(self.emission_, _emi, "emission")
+        params = {k: v for k, v in self.get_params().items()
+                  if k not in ("emission", "random_state", "segment_emission")}
+        params["emission"] = self.emission if isinstance(self.emission, str) else (ename or "gaussian")
         rs = self.random_state
         params["random_state"] = int(rs) if isinstance(rs, (int, np.integer)) else None
         meta = {"emission_family": ename, "emission_config": ecfg, "max_duration_": self.max_duration_,
-                "n_features_in_": int(self.n_features_in_)}
+                "n_features_in_": int(self.n_features_in_), "segment_emission": seg_meta}
         save_model(path, format_name=self._file_format, version=_FORMAT_VERSION,
                    estimator=f"structlearn.{type(self).__name__}", params=params, metadata=meta,
                    arrays={"startprob_": self.startprob_, "transmat_": self.transmat_, **earr})
@@ -508,12 +562,22 @@ class _SuperLabelHSMM(SubpathQueries, BaseEstimator):
         from ..utils.modelfile import ModelFileError, load_model
         header, arrays = load_model(path, expected_format=cls._file_format, supported_version=_FORMAT_VERSION)
         meta = header["metadata"]
-        fam = families_from_file(meta, arrays, {"emission": (_emi, _emi.EmissionDistribution)})
-        if fam["emission"] is None:
-            raise ModelFileError(f"{path!r}: the header names no structlearn emission family "
-                                 f"({meta.get('emission_family')!r})")
-        model = cls(**header["params"])
-        model.emission_ = fam["emission"]
+        seg = meta.get("segment_emission")
+        if seg is not None:
+            if seg.get("family") != "categorical_segments":
+                raise ModelFileError(f"{path!r}: unknown segment emission family {seg.get('family')!r}")
+            D = int(meta["max_duration_"])
+            emission = _seg.CategoricalSegments(int(seg["n_symbols"]), pseudocount=float(seg["pseudocount"]),
+                                                probs=[arrays[f"segment_probs_{d}"] for d in range(1, D + 1)])
+            model = cls(**header["params"], segment_emission=copy.deepcopy(emission))
+        else:
+            fam = families_from_file(meta, arrays, {"emission": (_emi, _emi.EmissionDistribution)})
+            if fam["emission"] is None:
+                raise ModelFileError(f"{path!r}: the header names no structlearn emission family "
+                                     f"({meta.get('emission_family')!r})")
+            emission = fam["emission"]
+            model = cls(**header["params"])
+        model.emission_ = emission
         model.startprob_ = np.asarray(arrays["startprob_"], dtype=np.float64)
         model.transmat_ = np.asarray(arrays["transmat_"], dtype=np.float64)
         model.max_duration_ = int(meta["max_duration_"])
@@ -533,6 +597,14 @@ class GeneralHSMM(_SuperLabelHSMM):
         at t = 1 and its remaining duration).
     n_iter, tol, n_init, init, params, init_params, random_state, verbose : as
         :class:`~structlearn.estimators.hsmm.HiddenSemiMarkovModel` (letters s, t, e).
+    segment_emission : None, callable or segment emission object, default None
+        Segment emissions b_(j,d)(o_{t+1:t+d}) (Yu 2010 §2.1, eq. (1)) instead of per-state ones (then
+        ``emission`` is unused): a callable ``X_seq -> (T, D, M)`` of log b_(j,d) of the segment ending at
+        each row (fixed; see :class:`~structlearn.models.segment_emissions.SegmentLogLikelihood`) or an
+        object of the protocol of :mod:`structlearn.models.segment_emissions`, e.g.
+        ``CategoricalSegments(V)``, the categorical segment table re-estimated by EM from η_t(j, d)
+        (copied, never modified). Needs ``censoring="none"`` (the law of a cut segment's observed part
+        is not given by b_(j,d)); ``predict_next`` is not available.
 
     Attributes
     ----------
@@ -549,6 +621,30 @@ class GeneralHSMM(_SuperLabelHSMM):
 
     _file_format = "general-hsmm"
 
+    def __init__(self, n_states=2, max_duration=20, emission="gaussian", censoring="right", n_iter=100,
+                 tol=1e-4, n_init=1, init="kmeans", params="ste", init_params="ste", random_state=None,
+                 verbose=False, segment_emission=None):
+        super().__init__(n_states=n_states, max_duration=max_duration, emission=emission, censoring=censoring,
+                         n_iter=n_iter, tol=tol, n_init=n_init, init=init, params=params,
+                         init_params=init_params, random_state=random_state, verbose=verbose)
+        self.segment_emission = segment_emission
+
+    def _validate_hyper(self):
+        super()._validate_hyper()
+        if self.segment_emission is not None:
+            self._make_emission()
+            if self.censoring != "none":
+                raise ValueError(f"segment emissions need censoring='none' (a censored segment's observed "
+                                 f"part has no law under b_(j,d)); got censoring={self.censoring!r}")
+
+    def _make_emission(self):
+        se = self.segment_emission
+        if se is None:
+            return super()._make_emission()
+        if hasattr(se, "log_segment"):
+            return copy.deepcopy(se)
+        return _seg.SegmentLogLikelihood(se)
+
     def _general(self):
         return _g._log(self.startprob_), _g._log(self.transmat_)
 
@@ -561,6 +657,9 @@ class GeneralHSMM(_SuperLabelHSMM):
                              "(no self-transitions, Yu 2010 §2.1)")
         if M > 1:
             self._check_array("transmat_", (M, D, M, D), 2)
+        emission = getattr(self, "emission_", None)
+        if hasattr(emission, "check"):
+            emission.check(M, D)
 
     def _initial(self, pmf, rng):
         M, D = pmf.shape[1], pmf.shape[0]
