@@ -2,11 +2,12 @@
 map_segment_ends, segment_posterior, constrained decoding) against enumeration of (state, duration) paths
 (tests/oracles/general_hsmm.py) and against the explicit-duration model."""
 import math
+import warnings
 
 import numpy as np
 import pytest
 
-from structlearn import GeneralHSMM, HiddenSemiMarkovModel
+from structlearn import GeneralHSMM, HiddenSemiMarkovModel, ResidentialTimeHMM, VariableTransitionHMM
 from structlearn.models import durations as du
 from structlearn.models import emissions as em
 from structlearn.models import general_hsmm as g
@@ -153,3 +154,27 @@ def test_expected_counts_and_prediction_equal_the_explicit_duration_model(censor
     pa, pb = ed.predict_next(X, lengths), gen.predict_next(X, lengths)
     np.testing.assert_allclose(pb.start, pa.start, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(pb.state, pa.state, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("cls", [GeneralHSMM, ResidentialTimeHMM, VariableTransitionHMM])
+def test_em_is_monotone_on_100_random_problems_per_model(cls):
+    """Issue 13 checks: EM never decreases the likelihood, 100 random problems per model (every censoring
+    mode the model has, random M, D, lengths, emissions and restarts)."""
+    for seed in range(100):
+        rng = np.random.default_rng(seed)
+        censoring = cls._censoring_modes[seed % len(cls._censoring_modes)]
+        M = int(rng.integers(2, 4))
+        D = int(rng.integers(1, 5)) + (cls is VariableTransitionHMM)
+        lengths = list(rng.integers(2, 12, size=int(rng.integers(1, 4))))
+        X = rng.normal(0, 2, (sum(lengths), 1))
+        m = cls(n_states=M, max_duration=D, censoring=censoring, n_iter=6, tol=0.0, random_state=seed,
+                init=("kmeans", "quantile", "random")[seed % 3])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                m.fit(X, lengths)
+            except ValueError as exc:  # censoring "none": a length the durations cannot reach
+                assert "zero likelihood" in str(exc), exc
+                continue
+        h = np.array(m.monitor_.history)
+        assert np.all(np.diff(h) >= -1e-8 * (1 + np.abs(h[:-1]))), (seed, h)
