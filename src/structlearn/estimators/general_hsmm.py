@@ -21,6 +21,7 @@ from ..learning import hsmm_em as _em
 from ..learning.em import run_em
 from ..models import emissions as _emi
 from ..models import general_hsmm as _g
+from ..models import hsmm as _hsmm_model
 from ..models import segment_emissions as _seg
 from ..models.censoring import CENSORING
 from ..models.distribution import check_stochastic_rows, families_from_file, family_to_file
@@ -289,53 +290,21 @@ class _SuperLabelHSMM(SubpathQueries, BaseEstimator):
         with np.errstate(invalid="ignore"):
             starts = np.nan_to_num(np.exp(fm.alpha_star + bm.beta_start)).reshape(-1, M, D).sum(2)
             ends = np.nan_to_num(np.exp(fm.alpha + bm.beta_end)).reshape(-1, M, D).sum(2)
-        gamma = out["gamma"]
         B = lengths.shape[0]
         dm = sm.duration_marginals()
         Dc = dm.middle.shape[1]
         label_d = np.tile(np.arange(1, D + 1), M)  # full duration of every super-label
-        observed = np.arange(1, Dc + 1)[:, None]
-        censored = (label_d[None, :] > observed)  # (Dc, M·D): the last segment went on after T
-        last = dm.last + dm.single  # (B, Dc, M·D)
-        not_ended = (last * censored[None]).reshape(B, Dc, M, D).sum(axis=(1, 3))
-        tot = (dm.middle + dm.first + dm.last + dm.single).reshape(B, Dc, M, D).sum(axis=3)  # observed l
-        n_seg = tot.sum(axis=1)
-        ell = np.arange(1, Dc + 1, dtype=np.float64)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            mean_dur = np.where(n_seg > 0, np.einsum("blm,l->bm", tot, ell) / n_seg, np.nan)
-        ends_before = np.zeros_like(gamma)
-        starts_by = np.zeros_like(gamma)
-        occ = np.zeros((B, M))
-        first = np.zeros((B, M))
-        n_starts = np.zeros((B, M))
-        F = X.shape[1]
-        mean_obs = np.full((B, M, F), np.nan)
-        obs = ~np.isnan(X)
-        x0 = np.where(obs, X, 0.0)
-        for b in range(B):
-            o, T = int(offsets[b]), int(lengths[b])
-            if T == 0:
-                continue
-            g = gamma[o:o + T]
-            ends_before[o:o + T] = np.cumsum(np.r_[np.zeros((1, M)), ends[o:o + T - 1]], axis=0)
-            starts_by[o:o + T] = np.cumsum(starts[o:o + T], axis=0)
-            occ[b], first[b] = g.sum(0), g[0]
-            n_starts[b] = starts[o:o + T].sum(0) - (g[0] if self.censoring == "both" else 0.0)
-            num, den = g.T @ x0[o:o + T], g.T @ obs[o:o + T].astype(np.float64)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                mean_obs[b] = np.where(den > 0, num / den, np.nan)
-        out.update(ends_before=ends_before, starts_by=starts_by, occupancy=occ, first_state=first,
-                   mean_observation=mean_obs, n_starts=n_starts, n_ends=n_seg - not_ended,
-                   mean_duration=mean_dur)
-        if isinstance(self.emission_, _emi.Categorical):
-            V = self.emission_.probs.shape[1]
-            sc = np.zeros((B, M, V))
-            for b in range(B):
-                o, T = int(offsets[b]), int(lengths[b])
-                x = X[o:o + T, 0]
-                for v in range(V):
-                    sc[b, :, v] = gamma[o:o + T][x == v].sum(0)
-            out["symbol_counts"] = sc
+        censored = label_d[None, :] > np.arange(1, Dc + 1)[:, None]  # (Dc, M·D): went on after T
+        not_ended = ((dm.last + dm.single) * censored[None]).reshape(B, Dc, M, D).sum(axis=(1, 3))
+        observed = (dm.middle + dm.first + dm.last + dm.single).reshape(B, Dc, M, D).sum(axis=3)
+        ex = _hsmm_model.state_expectations(out["gamma"], starts, ends, X, lengths, offsets, self.emission_,
+                                            observed)
+        n_seg = ex.pop("n_segments")
+        first_rows = offsets[:-1][lengths > 0]
+        first_starts = np.zeros((B, M))
+        if self.censoring == "both":  # the first segment was in progress at t = 1: not a commencement
+            first_starts[lengths > 0] = out["gamma"][first_rows]
+        out.update(ex, n_starts=n_seg - first_starts, n_ends=n_seg - not_ended)
         return out
 
     def filter(self, X, lengths=None):

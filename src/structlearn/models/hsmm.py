@@ -30,7 +30,8 @@ from .censoring import duration_tables, log_mean, log_survivor, log_tail_sum
 from .durations import Geometric
 from .emissions import Categorical
 
-__all__ = ["HSMMPotentials", "check_probabilities", "expected_counts", "transition_marginals"]
+__all__ = ["HSMMPotentials", "check_probabilities", "expected_counts", "state_expectations",
+           "transition_marginals"]
 
 
 def _log(x):
@@ -308,17 +309,30 @@ def _censored_fractions(log_pmf, censoring, n_rows):
     return hazard, edge, hazard, edge
 
 
-def expected_counts(sm, X, lengths, offsets, emission, log_pmf=None, censoring="none"):
-    r"""The expectations (a)–(g) of Yu 2010 §2.2.2, per sequence, from the SemiMarkov structure ``sm`` of
-    the observations ``X`` (see :meth:`HiddenSemiMarkovModel.expected_counts
-    <structlearn.estimators.hsmm.HiddenSemiMarkovModel.expected_counts>` for the keys). ``log_pmf``
-    (D, K) and ``censoring`` decide whether a censored first / last segment commenced / terminated in the
-    window (expectation (f))."""
-    gamma, xi = sm.marginals()
+def state_expectations(gamma, starts, ends, X, lengths, offsets, emission, durations):
+    r"""The per-state expectations (a)–(e), (g) of Yu 2010 §2.2.2 and the expected number of segments,
+    shared by the explicit-duration and the general HSMM.
+
+    Parameters
+    ----------
+    gamma : (N, K) float64, γ_t(j). starts, ends : (N, K) float64
+        P(a j-segment starts at row t | o) and P(one ends at row t | o) (the last row of a sequence is
+        not used: ``ends_before`` counts the ends followed by a transition).
+    X, lengths, offsets : the validated batch. emission : the per-state emission (``symbol_counts`` for
+        :class:`~structlearn.models.emissions.Categorical`).
+    durations : (B, L, K) float64
+        Expected number of j-segments of observed length l per sequence (the duration marginals summed
+        over the first/middle/last/single tables).
+
+    Returns
+    -------
+    dict of float64 arrays
+        ``ends_before``, ``starts_by`` (N, K); ``occupancy``, ``first_state``, ``n_segments``,
+        ``mean_duration`` (B, K); ``mean_observation`` (B, K, F); ``symbol_counts`` (B, K, V) for
+        categorical emissions.
+    """
     B = lengths.shape[0]
     K = gamma.shape[1]
-    out_from = xi.sum(axis=2)  # i ends at t (followed by a transition)
-    into = xi.sum(axis=1)  # j starts at t+1
     ends_before = np.zeros_like(gamma)
     starts_by = np.zeros_like(gamma)
     occ = np.zeros((B, K))
@@ -333,30 +347,21 @@ def expected_counts(sm, X, lengths, offsets, emission, log_pmf=None, censoring="
         if T == 0:
             continue
         g = gamma[o:o + T]
-        ends_before[o:o + T] = np.cumsum(np.r_[np.zeros((1, K)), out_from[o:o + T - 1]], axis=0)
-        st = np.r_[g[:1], into[o:o + T - 1]]
-        starts_by[o:o + T] = np.cumsum(st, axis=0)
+        ends_before[o:o + T] = np.cumsum(np.r_[np.zeros((1, K)), ends[o:o + T - 1]], axis=0)
+        starts_by[o:o + T] = np.cumsum(starts[o:o + T], axis=0)
         occ[b] = g.sum(0)
         first[b] = g[0]
-        n_seg[b] = st.sum(0)
+        n_seg[b] = starts[o:o + T].sum(0)
         num = g.T @ x0[o:o + T]
         den = g.T @ obs[o:o + T].astype(np.float64)
         with np.errstate(invalid="ignore", divide="ignore"):
             mean_obs[b] = np.where(den > 0, num / den, np.nan)
-    dm = sm.duration_marginals()
-    tot = dm.middle + dm.first + dm.last + dm.single  # (B, D, K)
-    d = np.arange(1, tot.shape[1] + 1, dtype=np.float64)
-    cnt = tot.sum(axis=1)
+    ell = np.arange(1, durations.shape[1] + 1, dtype=np.float64)
+    cnt = durations.sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        mean_dur = np.where(cnt > 0, np.einsum("bdk,d->bk", tot, d) / cnt, np.nan)
-    n_starts, n_ends = n_seg.copy(), n_seg.copy()
-    if censoring != "none":
-        fs, ss, le, se = _censored_fractions(log_pmf, censoring, tot.shape[1])
-        n_starts -= ((1 - fs) * dm.first + (1 - ss) * dm.single).sum(axis=1)
-        n_ends -= ((1 - le) * dm.last + (1 - se) * dm.single).sum(axis=1)
-    out = {"ends_before": ends_before, "starts_by": starts_by, "occupancy": occ,
-           "mean_observation": mean_obs, "first_state": first, "n_starts": n_starts,
-           "n_ends": n_ends, "mean_duration": mean_dur}
+        mean_dur = np.where(cnt > 0, np.einsum("blk,l->bk", durations, ell) / cnt, np.nan)
+    out = {"ends_before": ends_before, "starts_by": starts_by, "occupancy": occ, "mean_observation": mean_obs,
+           "first_state": first, "n_segments": n_seg, "mean_duration": mean_dur}
     if isinstance(emission, Categorical):
         V = emission.probs.shape[1]
         sc = np.zeros((B, K, V))
@@ -367,4 +372,28 @@ def expected_counts(sm, X, lengths, offsets, emission, log_pmf=None, censoring="
             for v in range(V):
                 sc[b, :, v] = gamma[o:o + T][ok & (x == v)].sum(0)
         out["symbol_counts"] = sc
+    return out
+
+
+def expected_counts(sm, X, lengths, offsets, emission, log_pmf=None, censoring="none"):
+    r"""The expectations (a)–(g) of Yu 2010 §2.2.2, per sequence, from the SemiMarkov structure ``sm`` of
+    the observations ``X`` (see :meth:`HiddenSemiMarkovModel.expected_counts
+    <structlearn.estimators.hsmm.HiddenSemiMarkovModel.expected_counts>` for the keys). ``log_pmf``
+    (D, K) and ``censoring`` decide whether a censored first / last segment commenced / terminated in the
+    window (expectation (f))."""
+    gamma, xi = sm.marginals()
+    starts = np.zeros_like(gamma)  # j starts at t: after a transition at t - 1, or the first segment
+    starts[1:] = xi.sum(axis=1)[:-1]
+    first_rows = offsets[:-1][lengths > 0]
+    starts[first_rows] = gamma[first_rows]
+    dm = sm.duration_marginals()
+    out = state_expectations(gamma, starts, xi.sum(axis=2), X, lengths, offsets, emission,
+                             dm.middle + dm.first + dm.last + dm.single)
+    n_seg = out.pop("n_segments")
+    n_starts, n_ends = n_seg.copy(), n_seg.copy()
+    if censoring != "none":
+        fs, ss, le, se = _censored_fractions(log_pmf, censoring, dm.middle.shape[1])
+        n_starts -= ((1 - fs) * dm.first + (1 - ss) * dm.single).sum(axis=1)
+        n_ends -= ((1 - le) * dm.last + (1 - se) * dm.single).sum(axis=1)
+    out.update(n_starts=n_starts, n_ends=n_ends)
     return out
