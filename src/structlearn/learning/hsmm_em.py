@@ -11,7 +11,7 @@ from ..models.censoring import complete_counts
 from ..structures.chain import LinearChain
 
 __all__ = ["initial_labels", "mean_run_lengths", "initial_mean_durations", "e_step", "m_step",
-           "check_possible"]
+           "expected_statistics", "m_step_from_statistics", "check_possible"]
 
 
 def initial_labels(X, n_states, method, rng, restart, known=None):
@@ -117,73 +117,100 @@ def check_possible(log_z, lengths, offsets, max_duration, censoring):
                             if censoring == "none" else "") + ")")
 
 
+def expected_statistics(potentials, sm, lengths, offsets, params):
+    """The E-step's expected sufficient statistics of π, A (and the end probabilities) and the durations,
+    for the letters of ``params`` (Yu 2010 §2.3.1).
+
+    Returns
+    -------
+    stats : dict of float64 arrays
+        ``"start"`` (K,) expected first states; ``"trans"`` (K, K) expected i → j transitions (zero
+        diagonal) and ``"ends"`` (K,) expected last states when the model has end probabilities;
+        durations: ``"counts"`` (D, K) and ``"left"`` (K,) completed by
+        :func:`~structlearn.models.censoring.complete_counts`, or on the chain of geometric durations
+        ``"stays"`` / ``"leaves"`` (K,) (its self-transitions and exits).
+    gamma : ndarray of float64, shape (N, K), or None
+        γ_t(j) when it was computed (any of ``s``, ``t``, ``e``, or the chain).
+    """
+    chain = isinstance(sm, LinearChain)
+    stats = {}
+    gamma = None
+    if any(c in params for c in "ste") or ("d" in params and chain):
+        gamma, edge = sm.marginals(edge="total")  # (K, K) expected transition counts
+        xi = edge.copy()
+        np.fill_diagonal(xi, 0.0)  # on the chain the diagonal is staying in a segment
+    last = offsets[1:][lengths > 0] - 1
+    if "s" in params:
+        stats["start"] = gamma[offsets[:-1][lengths > 0]].sum(axis=0)
+    if "t" in params:
+        stats["trans"] = xi
+        if getattr(potentials, "endprob", None) is not None:  # censoring "none": the last segment ends at T
+            stats["ends"] = gamma[last].sum(axis=0)
+    if "d" in params and chain:
+        leaves = xi.sum(axis=1)
+        if potentials.censoring == "none":
+            leaves = leaves + gamma[last].sum(axis=0)
+        stats["stays"], stats["leaves"] = np.diag(edge).copy(), leaves
+    elif "d" in params:
+        dm = sm.duration_marginals()  # (B, D', K) per table, D' = min(D, longest sequence)
+        D = potentials.max_duration
+        tables = {name: np.pad(getattr(dm, name).sum(axis=0), ((0, D - dm.middle.shape[1]), (0, 0)))
+                  for name in dm._fields}
+        stats["counts"], stats["left"] = complete_counts(tables, potentials.duration.log_pmf(D),
+                                                         potentials.censoring)
+    return stats, gamma
+
+
+def m_step_from_statistics(potentials, stats):
+    """The M-step of π, A (end probabilities) and the durations from :func:`expected_statistics` (or their
+    running averages, :mod:`structlearn.learning.hsmm_online`).
+
+    Returns the new (startprob, transmat); the duration object (and ``endprob``) of ``potentials`` are
+    refitted in place. Parameters whose statistics are absent, and states without mass, keep their values.
+    """
+    startprob, transmat = potentials.startprob, potentials.transmat
+    if "start" in stats and stats["start"].sum() > 0:
+        startprob = stats["start"] / stats["start"].sum()
+    if "trans" in stats and potentials.n_states >= 2:
+        c = stats["trans"]
+        tot = c.sum(axis=1)
+        if "ends" in stats:  # e_i ∝ expected ends in i, a_ij ∝ expected i -> j (rows sum to 1 - e_i)
+            tot = tot + stats["ends"]
+            ok = tot > 0
+            ep = potentials.endprob.copy()
+            ep[ok] = stats["ends"][ok] / tot[ok]
+            potentials.endprob = ep
+        ok = tot > 0
+        transmat = transmat.copy()
+        transmat[ok] = c[ok] / tot[ok, None]
+    duration = potentials.duration
+    if "stays" in stats:
+        # Baum–Welch update of the equivalent HMM's self-transitions: p = leaves / (stays + leaves); a
+        # state never left (one state, an absorbing state) has the MLE p = 0: the smallest positive float
+        # keeps the law proper while its chain self-transition 1 - p is 1 in float64
+        tot = stats["stays"] + stats["leaves"]
+        ok = tot > 0
+        p = np.asarray(duration.p, dtype=np.float64).copy()
+        p[ok] = np.maximum(stats["leaves"][ok] / tot[ok], np.finfo(np.float64).tiny)
+        duration.p = p
+    elif "counts" in stats:
+        duration.fit(stats["counts"], stats["left"])
+    return startprob, transmat
+
+
 def m_step(potentials, X, lengths, offsets, sm, params, on_empty=None):
     """Re-estimate the parameters named by the letters of ``params`` (``s`` start, ``t`` transitions,
     ``d`` durations, ``e`` emissions) from the posterior of ``sm``.
 
     Returns the new (startprob, transmat); the duration and emission objects of ``potentials`` (and its
-    ``endprob``, when it has end probabilities) are refitted in place. A state without posterior mass keeps its parameters; ``on_empty(gamma)`` (e.g. a
-    warning naming such states) is called with the (N, K) state posteriors when they are computed.
+    ``endprob``, when it has end probabilities) are refitted in place. A state without posterior mass
+    keeps its parameters; ``on_empty(gamma)`` (e.g. a warning naming such states) is called with the
+    (N, K) state posteriors when they are computed.
     """
-    K = potentials.n_states
-    p = params
-    startprob, transmat = potentials.startprob, potentials.transmat
-    duration = potentials.duration
-    need_marg = any(c in p for c in "ste")
-    chain = isinstance(sm, LinearChain)
-    if need_marg or chain:
-        gamma, edge = sm.marginals(edge="total")  # (K, K) expected transition counts
-        xi = edge.copy()
-        if chain:
-            xi[np.arange(K), np.arange(K)] = 0.0
-        if on_empty is not None:
-            on_empty(gamma)
-    if "s" in p:
-        first = offsets[:-1][lengths > 0]
-        g0 = gamma[first].sum(axis=0)
-        if g0.sum() > 0:
-            startprob = g0 / g0.sum()
-    if "t" in p and K >= 2:
-        c = xi.copy()
-        np.fill_diagonal(c, 0.0)
-        tot = c.sum(axis=1)
-        endprob = getattr(potentials, "endprob", None)
-        if endprob is not None:  # e_i ∝ expected ends in i (censoring "none": the last segment ends at T)
-            ends = gamma[offsets[1:][lengths > 0] - 1].sum(axis=0)
-            tot = tot + ends
-            ep = endprob.copy()
-            ok = tot > 0
-            ep[ok] = ends[ok] / tot[ok]
-            potentials.endprob = ep
-        tm = transmat.copy()
-        ok = tot > 0
-        tm[ok] = c[ok] / tot[ok, None]
-        transmat = tm
-    if "d" in p and chain:
-        # Baum–Welch update of the equivalent HMM's self-transitions: p = leaves / (stays + leaves)
-        stays = np.diag(edge).copy()
-        leaves = xi.sum(axis=1)
-        if potentials.censoring == "none":
-            last = offsets[1:][lengths > 0] - 1
-            leaves = leaves + gamma[last].sum(axis=0)
-        tot = stays + leaves
-        pn = np.asarray(duration.p, dtype=np.float64).copy()
-        ok = tot > 0
-        # a state never left (one state, an absorbing state) has the MLE p = 0: the smallest positive
-        # float keeps the law proper while its chain self-transition 1 - p is 1 in float64
-        pn[ok] = np.maximum(leaves[ok] / tot[ok], np.finfo(np.float64).tiny)
-        duration.p = pn
-    elif "d" in p:
-        dm = sm.duration_marginals()
-        D = potentials.max_duration
-        tables = {}
-        for name in ("middle", "first", "last", "single"):
-            a = getattr(dm, name).sum(axis=0)
-            if a.shape[0] < D:
-                a = np.concatenate([a, np.zeros((D - a.shape[0], K))])
-            tables[name] = a
-        counts, left = complete_counts(tables, duration.log_pmf(D), potentials.censoring)
-        duration.fit(counts, left)
-    if "e" in p:
+    stats, gamma = expected_statistics(potentials, sm, lengths, offsets, params)
+    if gamma is not None and on_empty is not None:
+        on_empty(gamma)
+    startprob, transmat = m_step_from_statistics(potentials, stats)
+    if "e" in params:
         potentials.emission.fit(X, gamma)
     return startprob, transmat

@@ -38,9 +38,8 @@ durations ≤ 2.9 %, transitions ≤ 0.028 (Poisson and nonparametric durations)
 import numpy as np
 
 from ..models import emissions as _emi
-from ..models.censoring import complete_counts
-from ..structures.chain import LinearChain
-from .hsmm_em import e_step
+from .hsmm_em import e_step, expected_statistics
+from .hsmm_em import m_step_from_statistics as _batch_m_step
 
 __all__ = ["step_size", "check_emission_supported", "emission_statistics", "emission_m_step",
            "chunk_statistics", "OnlineStatistics", "m_step_from_statistics"]
@@ -179,29 +178,7 @@ def chunk_statistics(potentials, X, lengths, offsets, params):
     Time O(N·(D·K + K²)), memory O(N·K + D·K) (the semi-Markov forward–backward).
     """
     sm, ll = e_step(potentials, X, lengths, offsets)
-    gamma, edge = sm.marginals(edge="total")
-    chain = isinstance(sm, LinearChain)
-    xi = edge.copy()
-    np.fill_diagonal(xi, 0.0)
-    stats = {}
-    if "s" in params:
-        stats["start"] = gamma[offsets[:-1][lengths > 0]].sum(axis=0)
-    if "t" in params:
-        stats["trans"] = xi
-        if getattr(potentials, "endprob", None) is not None:  # expected ends in j: at the last row
-            stats["ends"] = gamma[offsets[1:][lengths > 0] - 1].sum(axis=0)
-    if "d" in params and chain:
-        leaves = xi.sum(axis=1)
-        if potentials.censoring == "none":
-            leaves = leaves + gamma[offsets[1:][lengths > 0] - 1].sum(axis=0)
-        stats["stays"], stats["leaves"] = np.diag(edge).copy(), leaves
-    elif "d" in params:
-        dm = sm.duration_marginals()  # (B, D', K) per table, D' = min(D, longest sequence)
-        D = potentials.max_duration
-        tables = {name: np.pad(getattr(dm, name).sum(axis=0), ((0, D - dm.middle.shape[1]), (0, 0)))
-                  for name in dm._fields}
-        stats["counts"], stats["left"] = complete_counts(tables, potentials.duration.log_pmf(D),
-                                                         potentials.censoring)
+    stats, gamma = expected_statistics(potentials, sm, lengths, offsets, params)
     if "e" in params:
         stats["emission"] = emission_statistics(potentials.emission, X, gamma)
     return stats, ll, gamma
@@ -251,30 +228,7 @@ def m_step_from_statistics(potentials, stats):
     its ``endprob``, when it has end probabilities) are refitted in place. Parameters whose statistics
     are absent, and states without mass, keep their values.
     """
-    startprob, transmat = potentials.startprob, potentials.transmat
-    if "start" in stats and stats["start"].sum() > 0:
-        startprob = stats["start"] / stats["start"].sum()
-    if "trans" in stats and potentials.n_states >= 2:
-        c = stats["trans"]
-        tot = c.sum(axis=1)
-        if "ends" in stats:  # e_i ∝ expected ends in i, a_ij ∝ expected i -> j (rows sum to 1 - e_i)
-            tot = tot + stats["ends"]
-            ok = tot > 0
-            ep = potentials.endprob.copy()
-            ep[ok] = stats["ends"][ok] / tot[ok]
-            potentials.endprob = ep
-        ok = tot > 0
-        transmat = transmat.copy()
-        transmat[ok] = c[ok] / tot[ok, None]
-    duration = potentials.duration
-    if "stays" in stats:
-        tot = stats["stays"] + stats["leaves"]
-        ok = tot > 0
-        p = np.asarray(duration.p, dtype=np.float64).copy()
-        p[ok] = np.maximum(stats["leaves"][ok] / tot[ok], np.finfo(np.float64).tiny)
-        duration.p = p
-    elif "counts" in stats:
-        duration.fit(stats["counts"], stats["left"])
+    startprob, transmat = _batch_m_step(potentials, stats)
     if "emission" in stats:
         emission_m_step(potentials.emission, stats["emission"])
     return startprob, transmat
