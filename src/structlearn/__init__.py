@@ -13,6 +13,12 @@ _LAZY = {
     "GeneralHSMM": "structlearn.estimators.general_hsmm",
     "VariableTransitionHMM": "structlearn.estimators.general_hsmm",
     "ResidentialTimeHMM": "structlearn.estimators.general_hsmm",
+    "HiddenMarkovModel": "structlearn.estimators.hmm",
+    "GaussianHMM": "structlearn.estimators.hmm",
+    "GMMHMM": "structlearn.estimators.hmm",
+    "CategoricalHMM": "structlearn.estimators.hmm",
+    "MultinomialHMM": "structlearn.estimators.hmm",
+    "PoissonHMM": "structlearn.estimators.hmm",
 }
 
 

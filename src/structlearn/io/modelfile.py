@@ -23,6 +23,12 @@ MODEL_FORMATS = {
     "general-hsmm": "structlearn.estimators.general_hsmm:GeneralHSMM",
     "residential-time-hmm": "structlearn.estimators.general_hsmm:ResidentialTimeHMM",
     "variable-transition-hmm": "structlearn.estimators.general_hsmm:VariableTransitionHMM",
+    "hidden-markov-model": "structlearn.estimators.hmm:HiddenMarkovModel",
+    "gaussian-hmm": "structlearn.estimators.hmm:GaussianHMM",
+    "gmm-hmm": "structlearn.estimators.hmm:GMMHMM",
+    "categorical-hmm": "structlearn.estimators.hmm:CategoricalHMM",
+    "multinomial-hmm": "structlearn.estimators.hmm:MultinomialHMM",
+    "poisson-hmm": "structlearn.estimators.hmm:PoissonHMM",
 }
 
 
