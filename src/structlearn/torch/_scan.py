@@ -1,0 +1,152 @@
+"""Pure-torch chain recursions (any device, differentiable to any order): the sequential forward,
+the O(log T)-depth parallel scan in the log semiring, and Viterbi with back-pointers.
+
+These are the torch twins of :mod:`structlearn.kernels.chain` for devices the Numba engine cannot
+reach (CUDA) and for double differentiation; on CPU the engine is used (it is faster: see
+``benchmarks/bench_torch.py``). Transitions come as ``trans4`` of shape (B or 1, T or 1, K, K),
+"from, to"; step t (from token t-1 to t) uses ``trans4[:, t - 1]`` (or ``[:, 0]`` when stationary).
+
+Recurrences (Lafferty et al. 2001; Sutton & McCallum 2012 §4.1)::
+
+    α[0, j] = start[j] + unary[0, j]
+    α[t, j] = unary[t, j] + ⊕_i (α[t-1, i] + trans[t-1, i, j])
+    log Z   = ⊕_j (α[L-1, j] + end[j])
+
+The scan writes the same sum as a product of K×K matrices M_t[i, j] = trans[t-1, i, j] + unary[t, j]
+in the log semiring, log Z = ⊕ (α0 ⊗ M_1 ⊗ … ⊗ M_{L-1} + end), reduced pairwise in ⌈log₂ T⌉ levels
+(padding steps are the semiring identity), as in Rush 2020 ("Torch-Struct", §4, parallel scan).
+"""
+from typing import Tuple
+
+import torch
+
+from ._batch import logsumexp
+
+#: Elements of one (n, K, K, K) block of a log-semiring matrix product (bounds its memory).
+_CHUNK_ELEMS = 1 << 24
+
+
+def step_transition(trans4: torch.Tensor, t: int) -> torch.Tensor:
+    """Transition of the step from token t-1 to t: (B or 1, K, K)."""
+    return trans4[:, t - 1] if trans4.shape[1] > 1 else trans4[:, 0]
+
+
+def forward_sequential(unary, trans4, start, end, lengths):
+    """log Z (B,) by the sequential forward recursion; time O(B·T·K²), depth O(T)."""
+    B, T, K = unary.shape
+    if T == 0:
+        return unary.new_zeros(B)
+    alpha = start + unary[:, 0]
+    for t in range(1, T):
+        new = logsumexp(alpha[:, :, None] + step_transition(trans4, t), dim=1) + unary[:, t]
+        alpha = torch.where((lengths > t)[:, None], new, alpha)
+    log_z = logsumexp(alpha + end, dim=-1)
+    return torch.where(lengths > 0, log_z, torch.zeros_like(log_z))
+
+
+def log_identity(K, like):
+    """K×K identity of the log semiring: 0 on the diagonal, -inf elsewhere."""
+    eye = torch.full((K, K), float("-inf"), dtype=like.dtype, device=like.device)
+    return eye.fill_diagonal_(0.0)
+
+
+def _chunks(n, K):
+    step = max(1, _CHUNK_ELEMS // max(1, K ** 3))
+    return [(a, min(n, a + step)) for a in range(0, n, step)]
+
+
+class _LogMatmul(torch.autograd.Function):
+    """C[n, i, j] = ⊕_k A[n, i, k] + B[n, k, j] (log semiring), computed and differentiated in
+    blocks so that the (n, K, K, K) sum never lives in memory at once (autograd of a broadcast
+    logsumexp keeps it). Backward: ∂C[i,j]/∂A[i,k] = ∂C[i,j]/∂B[k,j] = exp(A[i,k] + B[k,j] - C[i,j]);
+    written with torch ops, so it is differentiable again (entropy gradients)."""
+
+    @staticmethod
+    def forward(ctx, A, B):
+        n, K = A.shape[0], A.shape[-1]
+        parts = [torch.logsumexp(A[a:b, :, :, None] + B[a:b, None, :, :], dim=2) for a, b in _chunks(n, K)]
+        C = torch.cat(parts) if parts else A.new_empty((0, K, K))
+        ctx.save_for_backward(A, B, C)
+        return C
+
+    @staticmethod
+    def backward(ctx, G):
+        A, B, C = ctx.saved_tensors
+        n, K = A.shape[0], A.shape[-1]
+        Cs = torch.where(torch.isfinite(C), C, torch.zeros_like(C))
+        gA, gB = [], []
+        for a, b in _chunks(n, K):
+            P = torch.exp(A[a:b, :, :, None] + B[a:b, None, :, :] - Cs[a:b, :, None, :])  # [n, i, k, j]
+            PG = P * G[a:b, :, None, :]
+            gA.append(PG.sum(-1))
+            gB.append(PG.sum(1))
+        if not gA:
+            return torch.zeros_like(A), torch.zeros_like(B)
+        return torch.cat(gA), torch.cat(gB)
+
+
+def log_matmul(A, B):
+    """Log-semiring product of stacks of K×K matrices, (..., K, K) each (same leading shape)."""
+    lead = A.shape[:-2]
+    K = A.shape[-1]
+    out = _LogMatmul.apply(A.reshape(-1, K, K), B.reshape(-1, K, K))
+    return out.reshape(lead + (K, K))
+
+
+def forward_scan(unary, trans4, start, end, lengths):
+    """log Z (B,) by a pairwise (tree) reduction of the step matrices: depth O(log T), work
+    O(B·T·K³), memory O(B·T·K²) (plus blocks of (n, K, K, K))."""
+    B, T, K = unary.shape
+    if T == 0:
+        return unary.new_zeros(B)
+    a0 = start + unary[:, 0]
+    if T == 1:
+        log_z = logsumexp(a0 + end, dim=-1)
+        return torch.where(lengths > 0, log_z, torch.zeros_like(log_z))
+    tr = trans4 if trans4.shape[1] > 1 else trans4.expand(trans4.shape[0], T, K, K)
+    M = tr[:, :T - 1] + unary[:, 1:, None, :]                           # (B, T-1, K, K)
+    M = M.expand(B, T - 1, K, K)
+    eye = log_identity(K, unary)
+    active = torch.arange(1, T, device=unary.device)[None, :] < lengths[:, None]
+    M = torch.where(active[:, :, None, None], M, eye)
+    while M.shape[1] > 1:
+        if M.shape[1] % 2:
+            M = torch.cat([M, eye.expand(B, 1, K, K)], dim=1)
+        M = log_matmul(M[:, 0::2], M[:, 1::2])
+    P = M[:, 0]
+    log_z = logsumexp((a0[:, :, None] + P + end[None, None, :]).reshape(B, K * K), dim=-1)
+    return torch.where(lengths > 0, log_z, torch.zeros_like(log_z))
+
+
+def viterbi(unary: torch.Tensor, trans4: torch.Tensor, start: torch.Tensor, end: torch.Tensor,
+            lengths: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Max-product decoding: best scores (B,) and labels (B, T) (-1 at padding).
+
+    δ[0, j] = start[j] + unary[0, j]; δ[t, j] = unary[t, j] + max_i δ[t-1, i] + trans[t-1, i, j],
+    back-pointers bp[t, j] = argmax_i (identity at padding steps), then the back-trace. Written
+    with tensor ops only (TorchScript-compatible; no data-dependent Python control flow).
+    """
+    B, T, K = unary.shape
+    if T == 0:
+        return unary.new_zeros(B), torch.zeros((B, 0), dtype=torch.int64, device=unary.device)
+    ident = torch.arange(K, device=unary.device).expand(B, K)
+    delta = start + unary[:, 0]
+    bps = [ident]
+    for t in range(1, T):
+        tr = trans4[:, t - 1] if trans4.shape[1] > 1 else trans4[:, 0]
+        best, bp = (delta[:, :, None] + tr).max(dim=1)
+        on = (lengths > t)[:, None]
+        delta = torch.where(on, best + unary[:, t], delta)
+        bps.append(torch.where(on, bp, ident))
+    bp_all = torch.stack(bps, dim=1)                                 # (B, T, K); row 0 unused
+    score, last = (delta + end).max(dim=-1)
+    labels = [last]
+    cur = last
+    for t in range(T - 1, 0, -1):
+        cur = bp_all[:, t].gather(1, cur[:, None])[:, 0]
+        labels.append(cur)
+    y = torch.stack(labels, dim=1).flip([1])
+    on = torch.arange(T, device=unary.device)[None, :] < lengths[:, None]
+    y = torch.where(on, y, torch.full_like(y, -1))
+    score = torch.where(lengths > 0, score, torch.zeros_like(score))
+    return score, y
