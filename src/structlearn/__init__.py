@@ -19,6 +19,8 @@ _LAZY = {
     "CategoricalHMM": "structlearn.estimators.hmm",
     "MultinomialHMM": "structlearn.estimators.hmm",
     "PoissonHMM": "structlearn.estimators.hmm",
+    "select_order": "structlearn.estimators.order_selection",
+    "OrderSelection": "structlearn.estimators.order_selection",
 }
 
 
