@@ -1,4 +1,5 @@
-"""Benchmark: explicit-duration HSMM inference against Python peers and hmmlearn (issue 4).
+"""Benchmark: HSMM inference against Python peers and hmmlearn (issue 4), and every model of the HSMM
+family against its arithmetic bound (issue 13).
 
 Workload (issue 4): one sequence of T = 10⁵ observations, M = 5 states, D = 100, univariate
 Gaussian emissions. Measured, each in a fresh subprocess (so peak memory is the operation's own):
@@ -23,11 +24,31 @@ downloads Eigen at build time). Install the peer with
 ``pip install --no-deps --target /tmp/peers/gaussian-hsmm gaussian-hsmm`` and pass
 ``--peer-path /tmp/peers/gaussian-hsmm`` (default), or it is skipped.
 
+**Family table** (``--section family``, issue 13; in this process, so the bound shares its conditions):
+the explicit-duration model (``HiddenSemiMarkovModel``, Poisson durations), the residential-time HMM
+(Yu 2010 §3.3), the variable-transition HMM (§3.2) and the general HSMM (§2.1) on the same simulated
+sequence (T, M = 5, D = 100), each with
+
+* ``E-step`` — log-likelihood and every expected count its M-step reads (explicit duration: the structure's
+  ``log_partition``, ``marginals(edge="total")`` and ``duration_marginals``; the others:
+  :func:`structlearn.learning.general_hsmm_em.e_step`);
+* ``EM it`` — one EM iteration: that E-step, the M-step and the emission refit;
+* ``bound`` — a plain Numba loop ``y[j] += x[i] * a[i, j]`` over an (I, J) matrix, T times: the
+  multiply-adds each recursion needs once per token, in the loop form LLVM vectorises best (T·M·D for
+  explicit duration, (I, J) = (M, D); T·M²·D for residential time and variable transition, (M, M·D); T·(M·D)²
+  for the general model, (M·D, M·D));
+* ``× bound`` = E-step / bound and ``EM/E`` = EM iteration / E-step (the issue's goals: <= 3 and <= 1.5).
+
+The general model's row runs on a shorter sequence (``--general-T``, default 5000: its T·(M·D)² = 1.25·10⁹
+multiply-adds per pass), stated in the output; its transition is the residential-time one times random
+noise per (i, d'), so no factored form applies. Best of ``--repeat`` runs, the bound measured alongside.
+
 Run::
 
     .venv/bin/python benchmarks/bench_hsmm.py [--T 100000] [--peer-T 2000] [--repeat 3]
+                                              [--section all|peers|family] [--general-T 5000]
 
-Prints a table with seconds, peak extra memory (MiB, ru_maxrss) and ratios.
+Prints tables with seconds, peak extra memory (MiB, ru_maxrss, peers) and ratios.
 """
 import argparse
 import json
@@ -35,6 +56,10 @@ import os
 import subprocess
 import sys
 import time
+
+# One BLAS thread for every contender (children inherit it): on a shared machine OpenBLAS worker threads
+# spin, and each of the M-steps' small weighted dot products then takes milliseconds (measured 100x).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 M, D = 5, 100
 
@@ -68,8 +93,6 @@ def make_data(T, seed=0):
 
 
 def structlearn_model(kind, censoring="none"):
-    import numpy as np
-
     from structlearn import HiddenSemiMarkovModel
     from structlearn.models import durations as du
     from structlearn.models import emissions as em
@@ -198,17 +221,168 @@ def measure(case, T, peer_path, repeat):
     return best
 
 
+# ------------------------------------------------------------------------------------------------
+# the family against its arithmetic bound (issue 13)
+# ------------------------------------------------------------------------------------------------
+def _bound_kernel():
+    import numpy as np
+    from numba import njit
+
+    @njit
+    def bound(x, a, T):
+        """T passes of y[j] += x[i] * a[i, j] over the (I, J) matrix a: I·J multiply-adds per token."""
+        I, J = a.shape
+        y = np.zeros(J)
+        s = 0.0
+        for _ in range(T):
+            for i in range(I):
+                xi = x[i]
+                for j in range(J):
+                    y[j] += xi * a[i, j]
+            s += y[0]
+            x[0] = y[1] * 1e-300  # a dependence between tokens, as in a recursion
+        return s
+
+    return bound
+
+
+def family_models(M_=M, D_=D, seed=0):
+    """(name, make_potentials, m_step) of the four models: the explicit-duration one from
+    :func:`structlearn_model`, the others from their own parameterisations of the same parameters
+    (durations: the geometric pmfs of the mean durations, truncated to D)."""
+    import numpy as np
+
+    from structlearn.learning import general_hsmm_em as gem
+    from structlearn.models import emissions as em
+    from structlearn.models import general_hsmm as g
+    start, trans, means, variances, dur_means = make_params(seed)
+    pmf = gem.initial_pmf(dur_means, D_)  # (D, M)
+    rt_start = start[:, None] * pmf.T  # π_(j, d)
+    rt_trans = trans[:, :, None] * pmf.T[None]  # a_i(j, d)
+    surv = np.cumsum(pmf[::-1], axis=0)[::-1]
+    h = np.where(surv > 0, pmf / np.maximum(surv, 1e-300), 1.0)
+    h[-1] = 1.0
+    vt_trans = h[:, :, None] * trans[None]  # (τ, i, j): leave after τ with hazard h_i(τ), then a_ij
+    vt_trans[:, np.arange(M_), np.arange(M_)] = 1.0 - h
+    rng = np.random.default_rng(seed + 7)
+    _, la = g.residential_time(rt_start, rt_trans)
+    la = la + np.log(rng.uniform(0.5, 1.5, la.shape))  # depends on d': the general model
+    la = la - np.logaddexp.reduce(np.where(np.eye(M_, dtype=bool)[:, None, :, None], -np.inf, la),
+                                  axis=(2, 3), keepdims=True)
+
+    def emission():
+        return em.Gaussian(means, variances)
+
+    return [
+        ("residential time (§3.3)",
+         lambda: g.GeneralHSMMPotentials(*g.residential_time(rt_start, rt_trans), emission(), "right"),
+         lambda c: gem.m_step_residential(c, rt_start, rt_trans)),
+        ("variable transition (§3.2)",
+         lambda: g.GeneralHSMMPotentials(*g.variable_transition(start, vt_trans, "right"), emission(),
+                                         "right"),
+         lambda c: gem.m_step_variable(c, start, vt_trans)),
+        ("general (§2.1)",
+         lambda: g.GeneralHSMMPotentials(np.log(rt_start), la, emission(), "right"),
+         lambda c: gem.m_step_general(c, rt_start, np.exp(la))),
+    ]
+
+
+def run_family(T, general_T, repeat):
+    """Rows (name, T, work per token, E-step s, EM it s, bound s) of the family table."""
+    import numpy as np
+
+    from structlearn.learning import general_hsmm_em as gem
+    from structlearn.learning import hsmm_em
+    bound = _bound_kernel()
+    rows = []
+    # explicit duration (the estimator's own E-step and M-step)
+    ed = structlearn_model("poisson", censoring="right")
+    X = make_data(T)
+    L, O = np.array([T]), np.array([0, T])
+
+    def ed_estep(x=X, L=L, O=O):
+        sm, ll = hsmm_em.e_step(ed._potentials(), x, L, O)
+        sm.marginals(edge="total")
+        sm.duration_marginals()
+        return sm
+
+    def ed_em(x=X, L=L, O=O):
+        pots = ed._potentials()
+        sm, ll = hsmm_em.e_step(pots, x, L, O)
+        hsmm_em.m_step(pots, x, L, O, sm, "stde")
+
+    small = make_data(300, seed=3)
+    sl, so = np.array([300]), np.array([0, 300])
+    ed_estep(small, sl, so)
+    ed_em(small, sl, so)
+    rows.append(("explicit duration (§3.1)", T, (M, D), ed_estep, ed_em))
+    for name, make, m_step in family_models():
+        t_row = general_T if name.startswith("general") else T
+        Xr = X if t_row == T else make_data(t_row)
+        Lr, Or = np.array([t_row]), np.array([0, t_row])
+        pots = make()
+
+        def estep(pots=pots, x=Xr, L=Lr, O=Or):
+            return gem.e_step(pots, x, L, O)
+
+        def em_it(pots=pots, x=Xr, L=Lr, O=Or, m_step=m_step):
+            counts, _ = gem.e_step(pots, x, L, O)
+            m_step(counts)
+            pots.emission.fit(x, counts["gamma"])
+
+        estep(pots, small, sl, so)
+        em_it(pots, small, sl, so)
+        K = M * D
+        rows.append((name, t_row, (K, K) if name.startswith("general") else (M, K), estep, em_it))
+    out = []
+    for name, t_row, shape, estep, em_it in rows:
+        a = np.random.default_rng(1).random(shape)
+        x = np.random.default_rng(0).random(shape[0])
+        bound(x, a, 2)
+        tb, te, ti = float("inf"), float("inf"), float("inf")
+        for _ in range(repeat):  # interleaved, so the three share the machine's conditions
+            t0 = time.perf_counter()
+            bound(x, a, t_row)
+            tb = min(tb, time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            estep()
+            te = min(te, time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            em_it()
+            ti = min(ti, time.perf_counter() - t0)
+        out.append((name, t_row, shape[0] * shape[1], te, ti, tb))
+        print(f"  measured {name}", flush=True)
+    return out
+
+
+def print_family(rows, T, general_T, repeat):
+    print(f"\nHSMM family against the arithmetic bound: M={M}, D={D}, T={T} (general model: T={general_T}), "
+          f"best of {repeat}; NUMBA_NUM_THREADS={os.environ.get('NUMBA_NUM_THREADS', 'default')}")
+    print(f"{'model':<28} {'T':>7} {'madd/token':>10} {'E-step s':>9} {'EM it s':>9} {'bound s':>9} "
+          f"{'x bound':>8} {'EM/E':>6}")
+    for name, t_row, work, te, ti, tb in rows:
+        print(f"{name:<28} {t_row:>7} {work:>10} {te:9.4f} {ti:9.4f} {tb:9.4f} {te / tb:8.2f} {ti / te:6.2f}")
+    print("(goals: x bound <= 3, EM/E <= 1.5)")
+
+
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="HSMM inference benchmark (issue 4)")
+    ap = argparse.ArgumentParser(description="HSMM inference benchmark (issues 4 and 13)")
     ap.add_argument("--T", type=int, default=100_000)
     ap.add_argument("--peer-T", type=int, default=2000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--peer-path", default="/tmp/peers/gaussian-hsmm")
+    ap.add_argument("--section", choices=("all", "peers", "family"), default="all")
+    ap.add_argument("--general-T", type=int, default=5000)
     ap.add_argument("--child", default=None)
     args = ap.parse_args(argv)
     if args.child:
         print(json.dumps(run_case(args.child, args.T, args.peer_path)))
         return
+    if args.section in ("all", "family"):
+        rows = run_family(args.T, args.general_T, args.repeat)
+        print_family(rows, args.T, args.general_T, args.repeat)
+        if args.section == "family":
+            return
 
     T = args.T
     print(f"HSMM benchmark: T={T}, M={M}, D={D}, Gaussian emissions; best of {args.repeat}; "

@@ -81,3 +81,74 @@ def general_posterior(pi, A, log_b, censoring):
             states[st:en + 1] = j
     return {"log_z": post["log_z"], "gamma": gamma, "first": first, "trans": trans, "eta": eta,
             "viterbi": (top, states)}
+
+
+# ------------------------------------------------------------------------------------------------------
+# the super-label structure in log potentials (any transitions, same-state ones included)
+# ------------------------------------------------------------------------------------------------------
+def label_paths(T, M, D, open_end):
+    """Every segmentation of 0..T-1 into super-labels k = j·D + d - 1 as a tuple of (start, end, k):
+    a label lasts exactly d tokens, except (with ``open_end``) the last one, cut after l <= d."""
+    out = []
+
+    def extend(t, prefix):
+        if t == T:
+            out.append(tuple(prefix))
+            return
+        for j in range(M):
+            for d in range(1, D + 1):
+                k = j * D + d - 1
+                e = t + d - 1
+                if e > T - 1:
+                    if open_end:
+                        out.append(tuple(prefix) + ((t, T - 1, k),))
+                    continue
+                prefix.append((t, e, k))
+                extend(e + 1, prefix)
+                prefix.pop()
+
+    extend(0, [])
+    return out
+
+
+def super_label_posterior(unary, D, start, transition, end, open_end):
+    """Brute force over :func:`label_paths` with per-state log unaries (T, M), log start / end (K,) and a
+    dense log transition (K, K): log Z, token marginals (T, K), start and end posteriors (T, K), expected
+    transitions (K, K), first labels (K,), segments per label (K,), γ (T, M) and the best (score, labels
+    (T,))."""
+    T, M = unary.shape
+    K = M * D
+    items = []
+    for path in label_paths(T, M, D, open_end):
+        s = start[path[0][2]] + end[path[-1][2]]
+        for (a, b) in zip(path[:-1], path[1:]):
+            s += transition[a[2], b[2]]
+        for (st, en, k) in path:
+            s += float(np.sum(unary[st:en + 1, k // D]))
+        items.append((path, s))
+    post = posterior(items)
+    token = np.zeros((T, K))
+    pstart = np.zeros((T, K))
+    pend = np.zeros((T, K))
+    trans = np.zeros((K, K))
+    first = np.zeros(K)
+    segments = np.zeros(K)
+    gamma = np.zeros((T, M))
+    for path, _, p in post["weighted"]:
+        first[path[0][2]] += p
+        for (a, b) in zip(path[:-1], path[1:]):
+            trans[a[2], b[2]] += p
+        for (st, en, k) in path:
+            token[st:en + 1, k] += p
+            gamma[st:en + 1, k // D] += p
+            pstart[st, k] += p
+            pend[en, k] += p
+            segments[k] += p
+    top, arg = best(items)
+    labels = None
+    if arg is not None:
+        labels = np.zeros(T, dtype=np.int64)
+        for (st, en, k) in arg:
+            labels[st:en + 1] = k
+    return {"log_z": post["log_z"], "token": token, "pstart": pstart, "pend": pend, "trans": trans,
+            "first": first, "segments": segments, "gamma": gamma, "best": (top, labels)}

@@ -46,6 +46,10 @@ every posterior is a local sum: P(k-segment starts at s) = exp(α̂*[s, k] + β�
 P(k-segment [s, e]) = exp(α̂*[s, k] + w(s, e, k) - Σ_{u=s..e} inc[u] + β̂_end[e, k]), and
 log Z = Σ_t inc[t] + z_fin with z_fin = ⊕_k α̂[T-1, k] + end[k].
 
+The duration marginals of the LOG semiring without ``segment`` come with the scaled backward (each of
+its window terms, times the forward's α̂* factor, is a segment posterior), so no pass replays the
+forward's windows for them; with ``segment`` :func:`semimarkov_expectations` does.
+
 The kernels are split along their seams: the segment window (one loop for every recursion) in
 :mod:`~structlearn.kernels.semimarkov_window`, the linear-space passes of the LOG semiring without
 ``segment`` (the fast path: forward, backward, expectations) in
@@ -180,18 +184,23 @@ def _backward_seq(unary, durations, transition, end, segment, has_segment, o, T,
 
 @njit(cache=True, parallel=True)
 def semimarkov_backward(unary, durations, transition, end, segment, has_segment, offsets, inc,
-                        z_fin):
+                        z_fin, alpha_star):
     """Backward pass (LOG semiring) normalised by the forward's ``inc`` and ``z_fin``:
     ``beta_end`` (N, K) β̂_end[e, k] and ``beta_start`` (N, K) β̂_start[s, k] of the module
     docstring; -inf rows for infeasible sequences (z_fin = -inf). Without ``segment`` it runs the
-    scaled pass (:func:`~structlearn.kernels.semimarkov_scaled.backward_pass`). Time
-    O(N·(D·K + K²)), memory O(N·K)."""
+    scaled pass (:func:`~structlearn.kernels.semimarkov_scaled.backward_pass`), which also returns
+    ``duration_marginals`` (B, 4, D, K) (the expected segments per table, duration and label, from the
+    forward's ``alpha_star``); with ``segment`` that array is empty (B, 0, 0, 0) (see
+    :func:`semimarkov_expectations`). Time O(N·(D·K + K²)), memory O(N·K)."""
     N, K = unary.shape
+    D = durations.shape[1]
     B = offsets.shape[0] - 1
     beta_end = np.empty((N, K))
     beta_start = np.empty((N, K))
     ed, mdur = duration_factors(durations)
     _, _, er, rmax = transition_factors(transition)
+    nd = 0 if has_segment else D
+    dm = np.zeros((B, 4, K, nd))
     for b in prange(B):
         o, T = sequence(offsets, b)
         if T == 0:
@@ -206,8 +215,8 @@ def semimarkov_backward(unary, durations, transition, end, segment, has_segment,
                           z_fin[b], beta_end, beta_start)
         else:
             backward_pass(unary, durations, ed, mdur, transition, er, rmax, end, o, T, inc, z_fin[b],
-                          beta_end, beta_start)
-    return beta_end, beta_start
+                          beta_end, beta_start, alpha_star, dm[b], True)
+    return beta_end, beta_start, np.ascontiguousarray(dm.transpose(0, 1, 3, 2))
 
 
 # --------------------------------------------------------------------------------------------------

@@ -11,10 +11,10 @@ backward, the segment expectations; :func:`backward_pass` is its mirror.
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, uint64
 
 from ..semirings import LOG, reduce_pair
-from .semimarkov_window import (FIRST, MIDDLE, NEG_INF, normalise, table, window, window_lse,
+from .semimarkov_window import (FIRST, MIDDLE, NEG_INF, table, window, window_lse,
                                 window_scratch)
 
 # Linear-space fast path (LOG semiring, no `segment`). Inside a block of ends, the segment sum
@@ -58,7 +58,7 @@ def _ufin(x):
     return 0.0 if x == NEG_INF else x
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _window_anchor(unary, alpha_star, inc, o, a, lo, k, P, ex, m, blocked):
     """Start a block of ends at a: P[k, s] for lo <= s <= a (P[k, a] = 0), anchor m[k] = the
     largest live x = α̂*[s, k] - P[k, s] and ex[k, s] = exp(x - m[k]) for the live starts."""
@@ -77,52 +77,29 @@ def _window_anchor(unary, alpha_star, inc, o, a, lo, k, P, ex, m, blocked):
         ex[k, s] = math.exp(x - mk) if x > NEG_INF else 0.0
 
 
-@njit(cache=True, inline="always")
-def _window_step(unary, alpha_star, ed, o, t, T, k, lo, D, P, ex, m, blocked):
-    """Add start t to label k's window (P[k, t] must be set) and return (S, dm): the longest
-    allowed duration dm of a k-segment ending at t and S = Σ_{d<=dm} ex[k, t-d+1] · ed[c, k, d-1].
-    Raises the anchor when a new term exceeds it by > _RESCALE; re-anchors on the largest term of
-    the window once when S < _TINY (the caller falls back to log space if S stays below)."""
-    x = alpha_star[o + t, k] - P[k, t]
-    if x > NEG_INF:
-        if m[k] == NEG_INF or x > m[k] + _RESCALE:
-            f = 0.0 if m[k] == NEG_INF else math.exp(m[k] - x)
-            for s in range(max(lo, t - D + 1, blocked[k] + 1), t):
-                ex[k, s] *= f
-            m[k] = x
-        ex[k, t] = math.exp(x - m[k])
-    else:
-        ex[k, t] = 0.0
-    if unary[o + t, k] == NEG_INF:
-        blocked[k] = t
-    dm = min(D, t + 1, t - blocked[k])
-    if dm <= 0:
-        return 0.0, 0
+@njit(cache=True)
+def _window_retry(alpha_star, ed, o, t, T, k, dm, P, ex, m):
+    """Cold path of the forward's window sum (S < _TINY): re-anchor label k's window on its largest term
+    and return the sum S = Σ_{d<=dm} ex[k, t-d+1] · ed[c, k, d-1] again (the caller falls back to log
+    space if it stays below _TINY)."""
+    mk = NEG_INF
+    for s in range(t - dm + 1, t + 1):
+        xs = alpha_star[o + s, k] - P[k, s]
+        if xs > mk:
+            mk = xs
+    if mk == NEG_INF:
+        return 0.0
+    for s in range(t - dm + 1, t + 1):  # every start a later end can use
+        xs = alpha_star[o + s, k] - P[k, s]
+        ex[k, s] = math.exp(xs - mk) if xs > NEG_INF else 0.0
+    m[k] = mk
     c_mid = table(1, t, T)
-    c_first = table(0, t, T)
     S = 0.0
-    for attempt in range(2):
-        S = 0.0
-        edk = ed[c_mid, k]
-        exk = ex[k]
-        for d in range(1, min(dm, t) + 1):
-            S += exk[t - d + 1] * edk[d - 1]
-        if dm == t + 1:
-            S += exk[0] * ed[c_first, k, t]
-        if S >= _TINY or attempt == 1:
-            break
-        mk = NEG_INF
-        for s in range(t - dm + 1, t + 1):
-            xs = alpha_star[o + s, k] - P[k, s]
-            if xs > mk:
-                mk = xs
-        if mk == NEG_INF:
-            break
-        for s in range(t - dm + 1, t + 1):  # every start a later end can use
-            xs = alpha_star[o + s, k] - P[k, s]
-            ex[k, s] = math.exp(xs - mk) if xs > NEG_INF else 0.0
-        m[k] = mk
-    return S, dm
+    for d in range(1, min(dm, t) + 1):
+        S += ex[k, t - d + 1] * ed[c_mid, k, d - 1]
+    if dm == t + 1:
+        S += ex[k, 0] * ed[table(0, t, T), k, t]
+    return S
 
 
 @njit(cache=True)
@@ -179,6 +156,22 @@ def stage1_lin(v, tmat, ef, fmax, out, K, buf):
             out[k] = reduce_pair(LOG, v, tmat[k], K)[0]
 
 
+@njit(cache=True)
+def _stage1_exact(V, rv, tmat, k, K):
+    """Cold path of the scaled passes' transition stage: log Σ_j exp(V[rv, j] + tmat[k, j])."""
+    m = NEG_INF
+    for j in range(K):
+        x = V[rv, j] + tmat[k, j]
+        if x > m:
+            m = x
+    if m == NEG_INF:
+        return m
+    s = 0.0
+    for j in range(K):
+        s += math.exp(V[rv, j] + tmat[k, j] - m)
+    return m + math.log(s)
+
+
 @njit(cache=True, inline="always")
 def _pass_scratch(K, T, blocked0):
     """Arrays of a scaled pass over a sequence of length T: window factors (K, T), block prefix P
@@ -204,7 +197,7 @@ def _exact_window(unary, durations, inc, left, right, use_left, use_right, o, T,
 _NO_SEGMENT = np.zeros((1, 1, 1))
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath={"reassoc", "contract"})
 def forward_pass(unary, durations, ed, mdur, transition_t, ec, cmax, start, o, T, alpha, alpha_star,
                  inc):
     """The normalised LOG forward of one sequence: :func:`_forward_body` with ``expect`` False."""
@@ -212,7 +205,7 @@ def forward_pass(unary, durations, ed, mdur, transition_t, ec, cmax, start, o, T
                          alpha_star, inc, False, alpha, _NO_DMARG)
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath={"reassoc", "contract"})
 def expectation_pass(unary, durations, ed, mdur, o, T, alpha_star, inc, beta_end, dmarg_b):
     """The window replay of a finished forward: :func:`_forward_body` with ``expect`` True."""
     # transition_t, ec, cmax, start and alpha are not read in this mode (stand-ins of their types)
@@ -254,12 +247,53 @@ def _forward_body(unary, durations, ed, mdur, transition_t, ec, cmax, start, o, 
                 if t == 0:
                     for k in range(K):
                         alpha_star[o, k] = start[k]
-                else:
-                    stage1_lin(alpha[o + t - 1], transition_t, ec, cmax, alpha_star[o + t], K, buf)
+                else:  # (stage1_rows, written out: a helper with array arguments costs reference counts)
+                    r = o + t - 1
+                    mv = NEG_INF
+                    for j in range(K):
+                        if alpha[r, j] > mv:
+                            mv = alpha[r, j]
+                    for j in range(K):
+                        buf[j] = math.exp(alpha[r, j] - mv) if mv > NEG_INF else 0.0
+                    for k in range(K):
+                        S1 = 0.0
+                        for j in range(K):
+                            S1 += buf[j] * ec[k, j]
+                        if mv == NEG_INF:
+                            alpha_star[o + t, k] = NEG_INF
+                        elif S1 >= _TINY:
+                            alpha_star[o + t, k] = mv + cmax[k] + math.log(S1)
+                        else:
+                            alpha_star[o + t, k] = _stage1_exact(alpha, r, transition_t, k, K)
             c_mid = table(1, t, T)
             c_first = table(0, t, T)
+            ut = uint64(t)
             for k in range(K):
-                S, dm = _window_step(unary, alpha_star, ed, o, t, T, k, lo, D, P, ex, m, blocked)
+                # the window step of label k (written out: a helper with array arguments called per
+                # (t, k) costs reference counts): add start t, raising the anchor when its term exceeds
+                # it by > _RESCALE, then S = Σ_{d<=dm} ex[k, t-d+1] · ed[c, k, d-1]
+                x = alpha_star[o + t, k] - P[k, t]
+                if x > NEG_INF:
+                    if m[k] == NEG_INF or x > m[k] + _RESCALE:
+                        f = 0.0 if m[k] == NEG_INF else math.exp(m[k] - x)
+                        for s in range(max(lo, t - D + 1, blocked[k] + 1), t):
+                            ex[k, s] *= f
+                        m[k] = x
+                    ex[k, t] = math.exp(x - m[k])
+                else:
+                    ex[k, t] = 0.0
+                if unary[o + t, k] == NEG_INF:
+                    blocked[k] = t
+                dm = min(D, t + 1, t - blocked[k])
+                S = 0.0
+                if dm > 0:
+                    for c in range(min(dm, t)):  # unsigned indices: no negative-index tests
+                        cu = uint64(c)
+                        S += ex[k, ut - cu] * ed[c_mid, k, cu]
+                    if dm == t + 1:
+                        S += ex[k, 0] * ed[c_first, k, t]
+                    if S < _TINY:
+                        S = _window_retry(alpha_star, ed, o, t, T, k, dm, P, ex, m)
                 if not expect:
                     # stage 2: α̃[t, k] = P[k, t] + unary[t, k] + m[k] + max_dur[k] + log S
                     if dm <= 0:
@@ -276,13 +310,12 @@ def _forward_body(unary, durations, ed, mdur, transition_t, ec, cmax, start, o, 
                     continue
                 if S >= _TINY:
                     C = math.exp(m[k] + mdur[k] + P[k, t + 1] + be)
-                    exk = ex[k]
                     sw = 0.0
                     for d in range(1, dm + 1):
                         s = t - d + 1
                         sw += unary[o + s, k]
                         c = c_first if s == 0 else c_mid
-                        p = C * exk[s] * ed[c, k, d - 1]
+                        p = C * ex[k, s] * ed[c, k, d - 1]
                         if p > 0.0:
                             total += p * (sw + durations[c, d - 1, k])
                             dmarg_b[c, d - 1, k] += p
@@ -295,21 +328,37 @@ def _forward_body(unary, durations, ed, mdur, transition_t, ec, cmax, start, o, 
                             total += p * wv[d - 1, k]
                             dmarg_b[table(t - d + 1, t, T), d - 1, k] += p
             if not expect:
-                mm = normalise(at, alpha, inc, o, t, K)
+                # normalise (semimarkov_window.normalise, written out: the inlined helper's array
+                # arguments cost reference counts per token)
+                mm = NEG_INF
+                for k in range(K):
+                    if at[k] > mm:
+                        mm = at[k]
+                if mm == NEG_INF:
+                    mm = 0.0
+                inc[o + t] = mm
+                for k in range(K):
+                    alpha[o + t, k] = at[k] - mm
                 total += mm
                 for k in range(K):
                     P[k, t + 1] = P[k, t] + _ufin(unary[o + t, k]) - mm
     return total
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath={"reassoc", "contract"})
 def backward_pass(unary, durations, ed, mdur, transition, er, rmax, end, o, T, inc, z_fin, beta_end,
-                  beta_start):
+                  beta_start, alpha_star, dm_b, want_dm):
     """Mirror of :func:`forward_pass`, the normalised LOG backward of one sequence: blocks of starts
     from the right, block-local suffix
     P[k, e+1] = -Σ_{u=h..e} (unary[u, k] - inc[u]) (P[k, s] = Σ_{u=s..h-1} for s <= h, h = one past
     the block), ey[k, e] = exp(β̂_end[e, k] - P[k, e+1] - m[k]) and
-    β̂_start[s, k] = P[k, s] + m[k] + max_dur[k] + log Σ_d ey[k, s+d-1] · ed[c, k, d-1]."""
+    β̂_start[s, k] = P[k, s] + m[k] + max_dur[k] + log Σ_d ey[k, s+d-1] · ed[c, k, d-1].
+
+    With ``want_dm`` it also adds the duration marginals of the sequence to ``dm_b`` (4, K, D)
+    [table, label, d-1], from the forward's ``alpha_star``: each window term is, times
+    C = exp(α̂*[s, k] + P[k, s] + m[k] + max_dur[k]), the posterior of its segment (C · S is
+    P(a k-segment starts at s) <= 1 and S >= _TINY, so C <= 1e200). This is what the forward's window
+    replay (:func:`expectation_pass`) computes, for one multiply-add per term of the backward."""
     K = unary.shape[1]
     D = durations.shape[1]
     L = D
@@ -336,8 +385,24 @@ def backward_pass(unary, durations, ed, mdur, transition, er, rmax, end, o, T, i
             if t == T - 1:
                 for k in range(K):
                     beta_end[o + t, k] = end[k] - z_fin
-            else:
-                stage1_lin(beta_start[o + t + 1], transition, er, rmax, beta_end[o + t], K, buf)
+            else:  # (stage1_rows, written out)
+                r = o + t + 1
+                mv = NEG_INF
+                for j in range(K):
+                    if beta_start[r, j] > mv:
+                        mv = beta_start[r, j]
+                for j in range(K):
+                    buf[j] = math.exp(beta_start[r, j] - mv) if mv > NEG_INF else 0.0
+                for k in range(K):
+                    S1 = 0.0
+                    for j in range(K):
+                        S1 += buf[j] * er[k, j]
+                    if mv == NEG_INF:
+                        beta_end[o + t, k] = NEG_INF
+                    elif S1 >= _TINY:
+                        beta_end[o + t, k] = mv + rmax[k] + math.log(S1)
+                    else:
+                        beta_end[o + t, k] = _stage1_exact(beta_start, r, transition, k, K)
             # stage 2 (start t): window sum of ey · ed over ends t … t+dm-1
             c_mid = FIRST if t == 0 else MIDDLE
             c_last = table(t, T - 1, T)
@@ -362,14 +427,14 @@ def backward_pass(unary, durations, ed, mdur, transition, er, rmax, end, o, T, i
                     beta_start[o + t, k] = NEG_INF
                     continue
                 S = 0.0
+                ut = uint64(t)
                 for attempt in range(2):
                     S = 0.0
-                    edk = ed[c_mid, k]
-                    eyk = ey[k]
-                    for d in range(1, min(dm, T - 1 - t) + 1):
-                        S += eyk[t + d - 1] * edk[d - 1]
+                    for c in range(min(dm, T - 1 - t)):
+                        cu = uint64(c)
+                        S += ey[k, ut + cu] * ed[c_mid, k, cu]
                     if dm == T - t:
-                        S += eyk[T - 1] * ed[c_last, k, dm - 1]
+                        S += ey[k, T - 1] * ed[c_last, k, dm - 1]
                     if S >= _TINY or attempt == 1:
                         break
                     mk = NEG_INF
@@ -385,7 +450,20 @@ def backward_pass(unary, durations, ed, mdur, transition, er, rmax, end, o, T, i
                     m[k] = mk
                 if S >= _TINY:
                     beta_start[o + t, k] = P[k, t] + m[k] + mdur[k] + math.log(S)
+                    if want_dm and alpha_star[o + t, k] > NEG_INF:
+                        C = math.exp(alpha_star[o + t, k] + P[k, t] + m[k] + mdur[k])
+                        n = min(dm, T - 1 - t)
+                        ut = uint64(t)
+                        for c in range(n):
+                            cu = uint64(c)
+                            dm_b[c_mid, k, cu] += C * ey[k, ut + cu] * ed[c_mid, k, cu]
+                        if dm == T - t:
+                            dm_b[c_last, k, dm - 1] += C * ey[k, T - 1] * ed[c_last, k, dm - 1]
                 else:
-                    lse = _exact_window(unary, durations, inc, beta_end, beta_end, False, True, o,
-                                        T, t, dm, False, k)[2]
+                    vv, _, lse = _exact_window(unary, durations, inc, beta_end, beta_end, False, True, o,
+                                               T, t, dm, False, k)
                     beta_start[o + t, k] = lse - inc[o + t]
+                    if want_dm and alpha_star[o + t, k] > NEG_INF:
+                        for d in range(1, dm + 1):
+                            p = math.exp(alpha_star[o + t, k] + vv[d - 1, k] - inc[o + t])
+                            dm_b[table(t, t + d - 1, T), k, d - 1] += p

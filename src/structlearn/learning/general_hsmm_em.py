@@ -17,14 +17,20 @@ __all__ = ["e_step", "m_step_general", "m_step_residential", "m_step_variable", 
 def e_step(potentials, X, lengths, offsets, allowed=None):
     """(counts, total log-likelihood) of the current parameters; ``ValueError`` naming the first
     sequence with zero likelihood. ``allowed`` (N, M) bool, optional: the states each row may take
-    (labels; the log-likelihood is then log P(o, s ∈ allowed))."""
+    (labels; the log-likelihood is then log P(o, s ∈ allowed)).
+
+    ``counts`` is a :class:`~structlearn.models.general_hsmm.ExpectedCounts` mapping: the statistics the
+    structure's transition makes cheap are computed here (``enter`` for the residential-time form,
+    ``leave`` for the variable-transition form, ``trans`` for the general one: time O(N·M²·D) or
+    O(N·(M·D)²)), any other when an M-step reads it."""
     sm = potentials.semi_markov(X, lengths, offsets)
     M, D = potentials.log_start.shape
     if allowed is not None:
         sm = sm.constrain(np.repeat(allowed, D, axis=1))
-    log_z = sm.log_partition()
-    check_possible(log_z, lengths, offsets, potentials.max_duration, potentials.censoring)
-    return segment_counts(sm, M, D, offsets, lengths), float(log_z.sum())
+    check_possible(sm.log_partition(), lengths, offsets, potentials.max_duration, potentials.censoring)
+    counts = segment_counts(sm, M, D, offsets, lengths, lazy=True)
+    # after the posterior: the value its consistency check confirmed (or recomputed exactly)
+    return counts, float(sm.log_partition().sum())
 
 
 def _start(counts, old):
@@ -40,8 +46,8 @@ def m_step_general(counts, startprob, transmat):
 
 def m_step_residential(counts, startprob, transmat):
     """Residential time (§3.3): π_(j,d) as the general model, a_i(j,d) ∝ Σ_{d'} E[ξ_t(i,d'; j,d)]
-    (M, M, D)."""
-    return _start(counts, startprob), normalise_rows(counts["trans"].sum(axis=1), transmat, (1, 2))
+    (M, M, D) (``counts["enter"]``)."""
+    return _start(counts, startprob), normalise_rows(counts["enter"], transmat, (1, 2))
 
 
 def m_step_variable(counts, startprob, transmat):
@@ -56,7 +62,7 @@ def m_step_variable(counts, startprob, transmat):
     with np.errstate(invalid="ignore", divide="ignore"):
         h = np.where(surv > 0, n / surv, 1.0 - old_diag)
     h[:, -1] = 1.0
-    dest = counts["trans"].sum(axis=3)  # (i, τ, j)
+    dest = counts["leave"]  # (i, τ, j) = Σ_d E[ξ(i,τ; j,d)]
     old_q = transmat.transpose(1, 0, 2).copy()
     old_q[np.arange(M), :, np.arange(M)] = 0.0
     q = normalise_rows(dest, normalise_rows(old_q, old_q, (2,)), (2,))

@@ -6,12 +6,17 @@ transitions a_(i,d')(j,d) = P(S_[t+1:t+d] = j | S_[t-d'+1:t] = i) with zero self
 (Σ_{j≠i, d} a_(i,d')(j,d) = 1), and emissions: per-state b_j(o_t) (conditionally independent, their product
 over a segment) or segment emissions b_(j,d)(o_{t+1:t+d}).
 
-**Adapter.** Every model of the family is read by one structure: :class:`~structlearn.structures.SemiMarkov`
-over the M·D *super-labels* k = j·D + (d - 1), label k allowed only duration d (duration table 0 at d,
--inf elsewhere). Then the engine's two-stage recursion is exactly Yu's forward (4) and backward (5):
-α[t, k] = α_t(j, d), α*[t+1, k] = Σ_{(i,d')} α_t(i, d') a_(i,d')(j,d), the transition marginals are
-ξ_t(i, d'; j, d) (eq. (7)), the token marginals summed over d are γ_t(j) (eq. (8)). Cost of the recursion:
-O(T·(M·D)²) time (the transition stage) and O(T·M·D) memory — Yu's O(M²D²T) for the general model.
+**Adapter.** Every model of the family is read by one structure over the M·D *super-labels*
+k = j·D + (d - 1), label k a segment of exactly duration d:
+:class:`~structlearn.structures.semimarkov_super.SuperLabelSemiMarkov` (per-state emissions), or with
+segment emissions the generic :class:`~structlearn.structures.SemiMarkov` (duration table 0 at d, -inf
+elsewhere). The two-stage recursion is exactly Yu's forward (4) and backward (5): α[t, k] = α_t(j, d),
+α*[t+1, k] = Σ_{(i,d')} α_t(i, d') a_(i,d')(j,d), the transition marginals are ξ_t(i, d'; j, d)
+(eq. (7)), the token marginals summed over d are γ_t(j) (eq. (8)). Its cost is set by the transition
+(:func:`factor_transitions`): a general a_(i,d')(j,d) is a dense (M·D)² stage, O(T·(M·D)²) time (Yu's
+O(M²D²T)); the residential-time and variable-transition forms (and the explicit-duration one) factor
+through the M states, O(T·M²·D) time (Yu 2010 §3.2–3.3); memory O(T·M²) for the expected counts
+(O(T·M·D) for posteriors per label).
 
 **Special cases** (§2.1, §3) are maps from their own parameters to (log π_(j,d), log a_(i,d')(j,d)):
 :func:`explicit_duration` (a_ij p_j(d), §3.1), :func:`variable_transition` (§3.2: duration-dependent
@@ -29,10 +34,12 @@ law of p_j, :mod:`structlearn.models.censoring`).
 import numpy as np
 
 from ..structures.semimarkov import SemiMarkov
+from ..structures.semimarkov_super import SuperLabelSemiMarkov, super_label_tables
 from .censoring import duration_tables
 
-__all__ = ["GeneralHSMMPotentials", "super_duration_tables", "explicit_duration", "variable_transition",
-           "residential_time", "vt_durations", "segment_counts", "normalise_rows"]
+__all__ = ["GeneralHSMMPotentials", "super_duration_tables", "factor_transitions", "explicit_duration",
+           "variable_transition", "residential_time", "vt_durations", "segment_counts", "ExpectedCounts",
+           "normalise_rows"]
 
 
 def _log(x):
@@ -41,17 +48,43 @@ def _log(x):
 
 
 def super_duration_tables(M, D, Dc, censoring):
-    """(middle, first, last, single) log duration tables (Dc, M·D) of the super-labels.
+    """(middle, first, last, single) log duration tables (Dc, M·D) of the super-labels on the generic
+    semi-Markov structure (:func:`structlearn.structures.semimarkov_super.super_label_tables`): label
+    k = j·D + d - 1 takes exactly duration d; with ``censoring`` "right" or "both" a last (or only)
+    segment of observed length l may carry any label with d >= l."""
+    return super_label_tables(M, D, Dc, censoring != "none")
 
-    Label k = j·D + d - 1 takes exactly duration d (0 there, -inf elsewhere); with ``censoring`` "right"
-    or "both" a last (or only) segment of observed length l may carry any label with d >= l."""
-    ell = np.arange(1, Dc + 1)[:, None]
-    d = np.tile(np.arange(1, D + 1), M)[None, :]
-    exact = np.where(ell == d, 0.0, -np.inf)
-    if censoring == "none":
-        return exact, exact, exact, exact
-    open_ = np.where(ell <= d, 0.0, -np.inf)
-    return exact, exact, open_, open_
+
+def factor_transitions(log_trans):
+    """The cheapest exact form of a super-label transition matrix (M, D, M, D) (self-transition blocks
+    already at -inf).
+
+    Returns
+    -------
+    dict
+        ``{"kind": "residential", "enter": (M, K)}`` when a_(i,d')(j,d) does not depend on d' (Yu 2010
+        §3.3, and the explicit-duration model §3.1): transition[k, k'] = enter[i, k'];
+        ``{"kind": "variable", "leave": (K, M), "enter": (K,)}`` when log a_(i,d')(j,d) = q[(i,d'), j] +
+        v[(j,d)] up to 1e-12 relative (§3.2: a_ij(d') / (1 - a_ii(d')) · p_j(d)); else
+        ``{"kind": "general", "transition": (K, K)}``. The factored kinds are what
+        :class:`~structlearn.structures.semimarkov_super.SuperLabelSemiMarkov` runs in O(T·M²·D).
+    """
+    la = np.asarray(log_trans, dtype=np.float64)
+    M, D = la.shape[0], la.shape[1]
+    K = M * D
+    if np.array_equal(la, np.broadcast_to(la[:, :1], la.shape)):
+        return {"kind": "residential", "enter": np.ascontiguousarray(la[:, 0].reshape(M, K))}
+    fin = np.isfinite(la)
+    with np.errstate(invalid="ignore"):
+        v = np.where(fin, la, -np.inf).max(axis=(0, 1))  # (M, D): [j, d]
+        q = np.where(fin, la - v[None, None], -np.inf).max(axis=3)  # (M, D, M): [i, d', j]
+        rebuilt = q[:, :, :, None] + v[None, None]
+        err = np.abs(np.where(fin, la - rebuilt, 0.0))
+    if np.array_equal(fin, np.isfinite(rebuilt)) and np.all(
+            err <= 1e-12 * (1.0 + np.abs(np.where(fin, la, 0.0)))):
+        return {"kind": "variable", "leave": np.ascontiguousarray(q.reshape(K, M)),
+                "enter": np.ascontiguousarray(v.reshape(K))}
+    return {"kind": "general", "transition": la.reshape(K, K)}
 
 
 class GeneralHSMMPotentials:
@@ -113,21 +146,34 @@ class GeneralHSMMPotentials:
                 seg[o:o + T, d - 1, cols + d - 1] = v[:, d - 1, :]
         return seg
 
+    def factors(self):
+        """The transition in its cheapest exact form (:func:`factor_transitions`), computed once."""
+        if getattr(self, "_factors", None) is None:
+            M, D = self.log_start.shape
+            self._factors = factor_transitions(self.transition_matrix().reshape(M, D, M, D))
+        return self._factors
+
     def semi_markov(self, X, lengths, offsets):
-        """The SemiMarkov structure over the super-labels (X validated). Time to build O(N·M·D)."""
+        """The structure over the super-labels (X validated): a
+        :class:`~structlearn.structures.semimarkov_super.SuperLabelSemiMarkov` with the transition of
+        :meth:`factors` (time O(N·M²·D) per pass for the residential-time and variable-transition forms,
+        O(N·(M·D)²) for the general one), or with ``segment_emission`` the generic
+        :class:`~structlearn.structures.SemiMarkov` (segment potentials, O(N·(M·D)²)). Time to build
+        O(N·M) (O(N·M·D²) with segment emissions)."""
         M, D = self.log_start.shape
-        Dc = max(1, min(D, int(lengths.max()) if lengths.size else 1))
-        middle, first, last, single = super_duration_tables(M, D, Dc, self.censoring)
         if self.segment_emission is not None:
-            unary = np.zeros((X.shape[0], M * D))
-            seg = self.segment_potentials(X, lengths, offsets, Dc)
-        else:
-            unary = np.repeat(self.emission.log_density(X), D, axis=1)
-            seg = None
-        return SemiMarkov(unary, middle, self.transition_matrix(), lengths=lengths,
-                          start=self.log_start.ravel(), end=np.zeros(M * D), segment=seg,
-                          allow_same_label=True, first_duration=first, last_duration=last,
-                          single_duration=single)
+            Dc = max(1, min(D, int(lengths.max()) if lengths.size else 1))
+            middle, first, last, single = super_duration_tables(M, D, Dc, self.censoring)
+            return SemiMarkov(np.zeros((X.shape[0], M * D)), middle, self.transition_matrix(),
+                              lengths=lengths, start=self.log_start.ravel(), end=np.zeros(M * D),
+                              segment=self.segment_potentials(X, lengths, offsets, Dc),
+                              allow_same_label=True, first_duration=first, last_duration=last,
+                              single_duration=single)
+        f = self.factors()
+        trans = {k: v for k, v in f.items() if k != "kind"}
+        return SuperLabelSemiMarkov(self.emission.log_density(X), D, lengths=lengths,
+                                    start=self.log_start.ravel(), open_end=self.censoring != "none",
+                                    **trans)
 
     def sample(self, n_samples, rng):
         """One sequence of the generative process: (states (n,), segments (S, 3) [start, end, state],
@@ -215,24 +261,79 @@ def residential_time(startprob, transmat):
 # ------------------------------------------------------------------------------------------------------
 # expected counts of the general model (the E-step statistics every special case projects)
 # ------------------------------------------------------------------------------------------------------
-def segment_counts(sm, M, D, offsets, lengths):
-    """Expected counts of a super-label structure ``sm``.
+class ExpectedCounts(dict):
+    """The expected counts of a super-label posterior, computed as they are read (a dict whose missing
+    keys are filled on first access).
+
+    Keys: ``first`` (M, D) Σ_sequences P(the first segment is (j, d)); ``segments`` (M, D) expected number
+    of (j, d)-segments (first ones included; a censored last segment counts with its full d); ``gamma``
+    (N, M) γ_t(j) (Yu 2010 eq. (8)); ``trans`` (M, D, M, D) Σ_t ξ_t(i, d'; j, d) (eq. (7), summed);
+    ``enter`` (M, M, D) = trans summed over d' (the residential-time statistics, §3.3); ``leave``
+    (M, D, M) = trans summed over d (the variable-transition destinations, §3.2). Construction runs the
+    posterior with the transition counts that are cheap for the structure (``enter`` / ``leave`` of a
+    factored transition, time O(N·M²·D); ``trans`` of a dense one, O(N·(M·D)²)); reading another
+    transition key costs one more backward pass (``trans`` of a factored structure: O(N·(M·D)²)).
+    """
+
+    KEYS = ("first", "segments", "gamma", "trans", "enter", "leave")
+
+    def __init__(self, sm, M, D, offsets, lengths):
+        super().__init__()
+        self._sm, self._M, self._D = sm, M, D
+        self._offsets, self._lengths = offsets, lengths
+        if isinstance(sm, SuperLabelSemiMarkov):
+            dense = sm.dense_transition is not None
+            natural = {"enter": not dense and sm.enter is not None and sm.enter.ndim == 2,
+                       "leave": not dense and sm.leave is not None, "trans": dense}
+        else:
+            natural = {"trans": True}
+        self._compute({k for k, v in natural.items() if v})
+
+    def _compute(self, which):
+        M, D, sm = self._M, self._D, self._sm
+        if isinstance(sm, SuperLabelSemiMarkov):
+            c = sm.posterior_counts(enter="enter" in which, leave="leave" in which, dense="trans" in which)
+        else:
+            token, edge = sm.marginals(edge="total")
+            first = token[self._offsets[:-1][self._lengths > 0]].sum(axis=0)
+            c = {"first": first, "segments": first + edge.sum(axis=0), "dense": edge,
+                 "gamma": token.reshape(-1, M, D).sum(axis=2)}
+        self.setdefault("first", c["first"].reshape(M, D))
+        self.setdefault("segments", c["segments"].reshape(M, D))
+        self.setdefault("gamma", c["gamma"])
+        if c.get("dense") is not None:
+            trans = c["dense"].reshape(M, D, M, D)
+            self["trans"] = trans
+            self.setdefault("enter", trans.sum(axis=1))
+            self.setdefault("leave", trans.sum(axis=3))
+        if "enter" in c:
+            self.setdefault("enter", c["enter"].reshape(M, M, D))
+        if "leave" in c:
+            self.setdefault("leave", c["leave"].reshape(M, D, M))
+
+    def __missing__(self, key):
+        if key not in self.KEYS:
+            raise KeyError(key)
+        self._compute({key})
+        return self[key]
+
+
+def segment_counts(sm, M, D, offsets, lengths, lazy=False):
+    """Expected counts of a super-label structure ``sm``
+    (:class:`~structlearn.structures.semimarkov_super.SuperLabelSemiMarkov` or the generic
+    :class:`~structlearn.structures.SemiMarkov` over the same labels).
 
     Returns
     -------
     dict of float64 arrays
-        ``first`` (M, D): Σ_sequences P(the first segment is (j, d)); ``trans`` (M, D, M, D):
-        Σ_t ξ_t(i, d'; j, d) (Yu 2010 eq. (7), summed); ``segments`` (M, D): expected number of
-        (j, d)-segments (first ones included; the duration of a censored last segment completed by
-        its posterior); ``gamma`` (N, M): γ_t(j) (eq. (8)).
+        ``first`` (M, D), ``segments`` (M, D), ``gamma`` (N, M), ``trans`` (M, D, M, D), ``enter``
+        (M, M, D), ``leave`` (M, D, M) (see :class:`ExpectedCounts`); with ``lazy`` the
+        :class:`ExpectedCounts` itself, whose transition keys are computed when read.
     """
-    token, edge = sm.marginals(edge="total")
-    first_rows = offsets[:-1][lengths > 0]
-    first = token[first_rows].sum(axis=0).reshape(M, D)
-    trans = edge.reshape(M, D, M, D)
-    segments = first + trans.sum(axis=(0, 1))
-    gamma = token.reshape(-1, M, D).sum(axis=2)
-    return {"first": first, "trans": trans, "segments": segments, "gamma": gamma}
+    counts = ExpectedCounts(sm, M, D, offsets, lengths)
+    if lazy:
+        return counts
+    return {k: counts[k] for k in ExpectedCounts.KEYS}
 
 
 def normalise_rows(counts, old, axes):

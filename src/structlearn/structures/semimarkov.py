@@ -203,9 +203,11 @@ class SemiMarkov(StructureBase):
         alpha, alpha_star, inc, log_z, z_fin, _, _ = self._forward(LOG)
         if "backward" not in self._cache:
             u, durs, trans, _, end, seg, has_seg, offsets = self._kargs()
+            # without `segment` the scaled backward also yields the duration marginals (one
+            # multiply-add per window term), so no pass replays the forward's windows for them
             self._cache["backward"] = _k.semimarkov_backward(u, durs, trans, end, seg, has_seg,
-                                                             offsets, inc, z_fin)
-        beta_end, beta_start = self._cache["backward"]
+                                                             offsets, inc, z_fin, alpha_star)
+        beta_end, beta_start, _ = self._cache["backward"]
         return alpha, alpha_star, inc, beta_end, beta_start, log_z, z_fin
 
     def _segment_list(self, labels, starts, row=None):
@@ -359,6 +361,29 @@ class SemiMarkov(StructureBase):
                 *self._kargs(), alpha, alpha_star, inc, beta_end, beta_start, z_fin)
         return self._cache["expectations"]
 
+    def _expected_score(self):
+        """E[s(y)] per sequence from the marginals (no segment potentials): Σ unary · token + Σ durations
+        · duration marginals + Σ transition · edges + start · P(first) + end · P(last), skipping
+        zero-probability terms (so -inf potentials never give NaN)."""
+        token, edge = self.marginals(edge="sum")
+        self._posterior()
+        dm = self._cache["backward"][2]  # (B, 4, D, K)
+
+        def dot(p, x):
+            return np.where(p > 0, p * np.where(p > 0, x, 0.0), 0.0)
+
+        B = self.batch_size
+        out = np.zeros(B)
+        row_seq = np.repeat(np.arange(B), self.lengths)
+        np.add.at(out, row_seq, dot(token, self.unary).sum(axis=1))
+        out += dot(dm, self._durations[None]).sum(axis=(1, 2, 3))
+        out += dot(edge, self._trans[None]).sum(axis=(1, 2))
+        ne = self.lengths > 0
+        first, last = self.offsets[:-1][ne], self.offsets[1:][ne] - 1
+        out[ne] += (dot(token[first], self.start[None]).sum(axis=1)
+                    + dot(token[last], self.end[None]).sum(axis=1))
+        return out
+
     def duration_marginals(self):
         """Expected number of segments per (duration, label), split by duration table.
 
@@ -369,20 +394,27 @@ class SemiMarkov(StructureBase):
             [b, d-1, k] (see :data:`DurationMarginals`); their sum over fields and d, k is the
             expected number of segments. These are the expected sufficient statistics of the
             duration tables (M-step of a hidden semi-Markov model). Zero for infeasible sequences.
-            Time O(N·D·K).
+            Without ``segment`` they come with the backward pass that :meth:`marginals` needs (one
+            multiply-add per window term, cached: no pass of their own); with ``segment`` an extra
+            pass, time O(N·D·K).
         """
-        dm = self._expectations()[1]
+        if self.segment is None:
+            self._posterior()
+            dm = self._cache["backward"][2]
+        else:
+            dm = self._expectations()[1]
         return DurationMarginals(*(dm[:, c].copy() for c in range(4)))
 
     def entropy(self):
         """Entropy of p(y) over segmentations, H = log Z - E[s(y)] (nats), shape (B,).
 
         E[s(y)] sums every potential times its marginal, skipping zero-probability terms so -inf
-        potentials never give NaN (Rush 2020, "Torch-Struct", entropy semiring by marginals).
+        potentials never give NaN (Rush 2020, "Torch-Struct", entropy semiring by marginals); without
+        ``segment`` from the token, transition and duration marginals (no extra pass).
         -inf for an infeasible sequence, 0 for an empty one. Time O(N·(D·K + K²)).
         """
         log_z = self.log_partition()
-        expected = self._expectations()[0]
+        expected = self._expected_score() if self.segment is None else self._expectations()[0]
         with np.errstate(invalid="ignore"):
             h = np.maximum(log_z - expected, 0.0)
         return np.where(log_z == -np.inf, -np.inf, h)
