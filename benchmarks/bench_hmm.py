@@ -19,7 +19,7 @@ relative difference).
 
 Run::
 
-    .venv/bin/python benchmarks/bench_hmm.py [--repeat 3] [--threads N] [--only "K=5"] [--quick]
+    .venv/bin/python benchmarks/bench_hmm.py [--repeat 5] [--threads N] [--only "K=5"] [--quick]
 
 ``--threads`` sets NUMBA_NUM_THREADS (structlearn's kernels parallelise over sequences; hmmlearn is
 single-threaded C++); ``--blas-threads`` (default 1) the BLAS threads of both libraries (threaded
@@ -165,7 +165,7 @@ def best_time(fn, repeat, budget=20.0):
     return best, value
 
 
-def run(repeat=3, only=None, quick=False, out=sys.stdout):
+def run(repeat=5, only=None, quick=False, out=sys.stdout):
     import numpy as np
     logging.getLogger("hmmlearn").setLevel(logging.ERROR)
     rows = []
@@ -220,7 +220,7 @@ def run(repeat=3, only=None, quick=False, out=sys.stdout):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     ap = argparse.ArgumentParser(description="structlearn.hmm vs hmmlearn (issue 15)")
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--threads", type=int, default=None, help="NUMBA_NUM_THREADS (set before import)")
     ap.add_argument("--blas-threads", type=int, default=1, help="OPENBLAS/MKL threads (default 1)")
     ap.add_argument("--only", default=None, help="run the rows whose name contains this text")

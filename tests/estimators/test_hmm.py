@@ -286,6 +286,23 @@ def test_bad_data_and_lengths():
         S.MultinomialHMM(2, n_trials=5).fit([[2, 3], [2, 2]])
 
 
+def test_multinomial_per_row_n_trials():
+    X = np.array([[2, 3], [1, 1], [0, 4], [3, 0]])
+    m = S.MultinomialHMM(2, n_trials=[5, 2, 4, 3], random_state=0, n_iter=3).fit(X)
+    assert np.isfinite(m.score(X))
+    np.testing.assert_allclose(m.score(X), S.MultinomialHMM(2, random_state=0, n_iter=3).fit(X).score(X))
+    with pytest.raises(ValueError, match="row 2 of X sums to 4 but n_trials=3 for that row"):
+        S.MultinomialHMM(2, n_trials=[5, 2, 3, 3]).fit(X)
+    with pytest.raises(ValueError, match="`n_trials` has 3 entries .* but X has 4 rows"):
+        S.MultinomialHMM(2, n_trials=[5, 2, 4]).fit(X)
+    with pytest.raises(ValueError, match="`n_trials` must be None, a non-negative integer or a 1-d array"):
+        S.MultinomialHMM(2, n_trials=[[5, 2, 4, 3]]).fit(X)
+    with pytest.raises(ValueError, match="one integer `n_trials` \\(it is per row\\)"):
+        m.sample(3)
+    assert S.MultinomialHMM(2, n_trials=7, random_state=0, n_iter=1).fit(
+        np.array([[3, 4], [7, 0], [2, 5]])).sample(4)[0].sum(axis=1).tolist() == [7] * 4
+
+
 def test_impossible_data_scores_minus_inf_and_decode_names_the_sequence():
     m = _categorical_model(V=3)
     m.emissionprob_ = np.array([[0.5, 0.5, 0.0], [0.3, 0.7, 0.0]])  # symbol 2 cannot be emitted

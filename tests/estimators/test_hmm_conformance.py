@@ -308,3 +308,24 @@ def test_real_data_same_fit_as_hmmlearn(name, cls, kw):
         setattr(s, name_, getattr(h, name_))
     np.testing.assert_allclose(s.score(X, lengths), h.score(X, lengths), rtol=RTOL_LL)
     np.testing.assert_array_equal(s.decode(X, lengths)[1], h.decode(X, lengths)[1])
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_multinomial_per_row_n_trials_as_hmmlearn():
+    # hmmlearn's MultinomialHMM takes one number of trials per row; the same log-likelihood and EM
+    rng = np.random.RandomState(0)
+    n = rng.randint(1, 8, 60)
+    X = np.array([rng.multinomial(k, [0.2, 0.3, 0.5]) for k in n])
+    params = {"startprob_": np.array([0.6, 0.4]), "transmat_": np.array([[0.7, 0.3], [0.2, 0.8]]),
+              "emissionprob_": np.array([[0.1, 0.3, 0.6], [0.5, 0.3, 0.2]])}
+    kw = dict(n_components=2, init_params="", n_iter=5, tol=-np.inf)
+    h, s = H.MultinomialHMM(n_trials=n, **kw), S.MultinomialHMM(n_trials=n, **kw)
+    for name, value in params.items():
+        setattr(h, name, value.copy())
+        setattr(s, name, value.copy())
+    np.testing.assert_allclose(s.score(X), h.score(X), rtol=RTOL_LL)
+    h.fit(X)
+    s.fit(X)
+    np.testing.assert_allclose(s.emissionprob_, h.emissionprob_, rtol=RTOL_EM)
+    np.testing.assert_allclose(s.transmat_, h.transmat_, rtol=RTOL_EM)
+    assert s.get_params()["n_trials"] is n  # the argument is kept as given

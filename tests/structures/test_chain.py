@@ -275,3 +275,76 @@ def test_edge_total_equals_sum_of_sums(inst):
     unary, trans, start, end, lengths = inst
     c = LinearChain(unary, trans, lengths=lengths, start=start, end=end)
     _close(c.marginals(edge="total").edge, c.marginals(edge="sum").edge.sum(axis=0))
+
+
+@st.composite
+def spread_batch(draw):
+    """Small batches whose potentials spread far beyond linear space on some tokens (entries -600 or
+    -2000 next to O(1) ones), with -inf entries and transitions near the linear-space limit: the
+    scaled recursion must switch those tokens to log space and back."""
+    K = draw(st.integers(1, 3))
+    lengths = draw(lengths_list(max_len=5))
+    seed = draw(st.integers(0, 2**31 - 1))
+    rng = np.random.default_rng(seed)
+    N = sum(lengths)
+
+    def pot(shape, p_big=0.25, p_inf=0.1):
+        x = rng.uniform(-3, 3, size=shape)
+        big = rng.random(shape) < p_big
+        x[big] = rng.choice([-600.0, -2000.0, 500.0], size=int(big.sum()))
+        x[rng.random(shape) < p_inf] = -np.inf
+        return x
+    trans = rng.uniform(-3, 3, size=(K, K))
+    trans[rng.random((K, K)) < 0.2] = -200.0  # still >= LIN_MIN after the shift
+    trans[rng.random((K, K)) < 0.15] = -np.inf
+    return pot((N, K)), trans, pot((K,), p_inf=0.05), pot((K,), p_inf=0.05), np.array(lengths)
+
+
+@given(spread_batch())
+def test_oracle_with_spread_potentials(inst):
+    unary, trans, start, end, lengths = inst
+    c = LinearChain(unary, trans, lengths=lengths, start=start, end=end)
+    log_z, marg = c.log_partition(), c.marginals()
+    total = c.marginals(edge="total").edge
+    for b, sl, u, tr in _per_seq(unary, trans, lengths):
+        o = chain_oracle(u, tr, start, end)
+        _close(log_z[b], o["log_z"])
+        _close(marg.unary[sl], o["unary"])
+        _close(marg.edge[sl], o["edge"])
+    _close(total, marg.edge.sum(axis=0))
+    assert not np.isnan(marg.unary).any() and not np.isnan(marg.edge).any()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_scaled_recursion_equals_log_space_on_long_spread_chains(seed):
+    # stationary chains run the scaled recursion (log space only on the tokens that need it); the same
+    # chain with its transition repeated per row runs the log-space one: they must agree to rounding,
+    # with tokens thousands of nats apart, -inf potentials and a left-right (fixed-zero) topology
+    rng = np.random.default_rng(seed)
+    K, lengths = 5, [700, 1, 300, 2000]
+    N = sum(lengths)
+    unary = rng.normal(0, 4, size=(N, K))
+    rows = rng.random(N) < 0.05
+    unary[rows, rng.integers(0, K, rows.sum())] -= rng.choice([400.0, 1500.0, 5000.0], size=rows.sum())
+    unary[rng.random((N, K)) < 0.05] = -np.inf
+    unary[np.arange(N), rng.integers(0, K, N)] = rng.normal(0, 1, N)  # every token keeps a label
+    trans = np.log(rng.dirichlet(np.ones(K), size=K))
+    trans[np.tril_indices(K, -2)] = -np.inf  # at most one step back
+    trans[0, K - 1] = trans[0, K - 1] - 150.0  # a weight of ~1e-66
+    start = np.log(rng.dirichlet(np.ones(K)))
+    start[1] = -800.0
+    end = np.zeros(K)
+    end[2] = -np.inf
+    scaled = LinearChain(unary, trans, lengths=lengths, start=start, end=end)
+    logsp = LinearChain(unary, np.broadcast_to(trans, (N, K, K)), lengths=lengths, start=start, end=end)
+    assert scaled.stationary and not logsp.stationary
+    _close(scaled.log_partition(), logsp.log_partition())
+    for edge in ("full", "sum", "total"):
+        a, b = scaled.marginals(edge=edge), logsp.marginals(edge=edge)
+        _close(a.unary, b.unary)
+        _close(a.edge, b.edge)
+    np.testing.assert_allclose(scaled.marginals().unary.sum(axis=1), 1.0, rtol=1e-12)
+    off = scaled.offsets
+    r_lz, r_um = ref.log_partition_and_marginals(unary, trans, start, end, off)
+    _close(scaled.log_partition(), r_lz)
+    _close(scaled.marginals(edge="none").unary, r_um)

@@ -12,10 +12,8 @@ Subclasses (``estimators/hmm.py``) give the constructor, the emission family (``
 letters in ``params`` / ``init_params`` and the hmmlearn-named views of its parameters
 (:class:`EmissionView`).
 """
-import contextlib
 import sys
 
-import numba
 import numpy as np
 from scipy import linalg, special
 from sklearn.base import BaseEstimator
@@ -25,10 +23,12 @@ from sklearn.utils.validation import check_is_fitted
 from ..learning.em import ConvergenceMonitor, run_em
 from ..models import emissions as _emi
 from ..models import hmm_emissions as _hemi
+from ..models._hmm_family import HMMFamily
 from ..models.distribution import families_from_file, family_to_file
 from ..structures.chain import LinearChain
 from ..utils.validation import check_lengths
 from ._em_restarts import fit_restarts, warn_empty_states
+from ._hmm_online import HMMOnlineMixin
 
 __all__ = ["HMMBase", "EmissionView", "stationary_distribution"]
 
@@ -51,31 +51,23 @@ def _log(p):
         return np.log(p)
 
 
-@contextlib.contextmanager
-def _threads_for(n_sequences):
-    """Numba threads limited to the number of sequences while a chain kernel runs: the kernels
-    parallelise over sequences, and launching idle threads for one long sequence costs more than the
-    whole pass on a busy machine (measured: Viterbi of 10⁵ tokens, K = 5, 55 ms with 2 threads, 6.5 ms
-    with 1)."""
-    n = numba.get_num_threads()
-    want = max(1, min(n, int(n_sequences)))
-    if want == n:
-        yield
-        return
-    numba.set_num_threads(want)
-    try:
-        yield
-    finally:
-        numba.set_num_threads(n)
+def _chain(emission, X, lengths, log_start, log_trans):
+    """The chain of the HMM on X: unary log b_j(x_t), transitions log a_ij, start log π_j. The
+    potentials of structlearn's hmmlearn-shaped families are finite or -inf by construction and are
+    not checked again; those of any other emission object are."""
+    unary = emission.log_density(X)
+    if isinstance(emission, HMMFamily):
+        return LinearChain._unchecked(np.ascontiguousarray(unary, dtype=np.float64), log_trans, lengths,
+                                      log_start)
+    return LinearChain(unary, log_trans, lengths=lengths, start=log_start)
 
 
 def _chain_stats(emission, X, lengths, log_start, log_trans):
     """(log-likelihood per sequence (B,), posteriors γ (N, K), expected transitions Σ_t ξ_t (K, K)) of
     one block of sequences: the E-step's unit of work (module-level, for joblib)."""
-    sm = LinearChain(emission.log_density(X), log_trans, lengths=lengths, start=log_start)
-    with _threads_for(sm.batch_size):
-        marg = sm.marginals(edge="total")
-        return sm.log_partition(), marg.unary, marg.edge
+    sm = _chain(emission, X, lengths, log_start, log_trans)
+    marg = sm.marginals(edge="total")
+    return sm.log_partition(), marg.unary, marg.edge
 
 
 def _sequence_blocks(offsets, n_blocks):
@@ -132,7 +124,7 @@ class EmissionView:
             setattr(em, self.name, None)
 
 
-class HMMBase(BaseEstimator):
+class HMMBase(HMMOnlineMixin, BaseEstimator):
     """Shared engine (see the module docstring). Not public: use the classes of :mod:`structlearn.hmm`."""
 
     _format = None  # model-file format name
@@ -243,7 +235,7 @@ class HMMBase(BaseEstimator):
         X = self._check_X(X)
         lengths, offsets = self._lengths(lengths, X)
         log_start, log_trans = self._log_params()
-        sm = LinearChain(self.emission_.log_density(X), log_trans, lengths=lengths, start=log_start)
+        sm = _chain(self.emission_, X, lengths, log_start, log_trans)
         return X, lengths, offsets, sm
 
     def score(self, X, lengths=None):
@@ -263,9 +255,7 @@ class HMMBase(BaseEstimator):
             -inf when some sequence is impossible under the model. Time O(N·K²) + the emission
             densities, memory O(N·K).
         """
-        sm = self._prepare(X, lengths)[3]
-        with _threads_for(sm.batch_size):
-            return float(sm.log_partition().sum())
+        return float(self._prepare(X, lengths)[3].log_partition().sum())
 
     def score_samples(self, X, lengths=None):
         """Log-likelihood and posteriors γ_t(j) = P(z_t = j | X) (Rabiner 1989 eq. 27).
@@ -277,9 +267,8 @@ class HMMBase(BaseEstimator):
             Rows of an impossible sequence are 0.
         """
         sm = self._prepare(X, lengths)[3]
-        with _threads_for(sm.batch_size):
-            gamma = sm.marginals(edge="none").unary
-            return float(sm.log_partition().sum()), gamma
+        gamma = sm.marginals(edge="none").unary
+        return float(sm.log_partition().sum()), gamma
 
     def predict_proba(self, X, lengths=None):
         """Posteriors γ_t(j), shape (n_samples, n_components) float64."""
@@ -311,13 +300,12 @@ class HMMBase(BaseEstimator):
         if algorithm not in ("viterbi", "map"):
             raise ValueError(f"`algorithm` must be 'viterbi' or 'map'; got {algorithm!r}")
         sm = self._prepare(X, lengths)[3]
-        with _threads_for(sm.batch_size):
-            if algorithm == "viterbi":
-                best = sm.max()
-                sm._raise_if_infeasible(best, "the Viterbi path")
-                return float(best.sum()), sm.argmax()
-            sm._raise_if_infeasible(sm.log_partition(), "the MAP states")
-            gamma = sm.marginals(edge="none").unary
+        if algorithm == "viterbi":
+            best, states = sm._viterbi()
+            sm._raise_if_infeasible(best, "the Viterbi path")
+            return float(best.sum()), states  # the chain is private: no copy
+        gamma = sm.marginals(edge="none").unary  # also caches log Z: one forward pass
+        sm._raise_if_infeasible(sm.log_partition(), "the MAP states")
         return float(gamma.max(axis=1).sum()), np.argmax(gamma, axis=1).astype(np.int64)
 
     def predict(self, X, lengths=None):
@@ -454,32 +442,38 @@ class HMMBase(BaseEstimator):
         return (gamma, xi), float(log_z.sum())
 
     def _m_step(self, X, lengths, offsets, stats):
-        """hmmlearn's M-step: π_j ∝ max(α_j − 1 + Σ_b γ_b0(j), 0), a_ij ∝ max(α_ij − 1 + Σ_t ξ_t(i, j), 0),
-        zeros of the current π and A kept (fixed topologies), then the emission object's ``fit``."""
+        """hmmlearn's M-step: π and A from the expected first states and transitions
+        (:meth:`_m_step_chain`), then the emission object's ``fit``."""
         gamma, xi = stats
+        first = offsets[:-1][lengths > 0]
+        self._m_step_chain(gamma[first].sum(axis=0), xi)
+        if set(self.params) & set(self._emission_letters()):
+            warn_empty_states(gamma)
+            self._fit_emission(self.emission_, X, gamma)
+        if self.startprob == "stationary":
+            self.startprob_ = stationary_distribution(self.transmat_)
+
+    def _m_step_chain(self, start_counts, trans_counts):
+        """π_j ∝ max(α_j − 1 + start_counts_j, 0), a_ij ∝ max(α_ij − 1 + trans_counts_ij, 0) (expected
+        first states Σ_b γ_b0 (K,) and transitions Σ_t ξ_t (K, K); batch or averaged online
+        statistics), zeros of the current π and A kept (fixed topologies), for the letters of
+        ``params``; a generalised EM step of A under a stationary start."""
         p = self.params
         sp_prior, tm_prior = self._priors()
         if "s" in p and self.startprob != "stationary":
-            first = offsets[:-1][lengths > 0]
-            sp = np.maximum(sp_prior - 1 + gamma[first].sum(axis=0), 0)
+            sp = np.maximum(sp_prior - 1 + start_counts, 0)
             sp = np.where(self.startprob_ == 0, 0, sp)
             if sp.sum() > 0:
                 self.startprob_ = sp / sp.sum()
         if "t" in p:
-            counts = np.where(self.transmat_ == 0, 0, np.maximum(tm_prior - 1 + xi, 0))
+            counts = np.where(self.transmat_ == 0, 0, np.maximum(tm_prior - 1 + trans_counts, 0))
             tot = counts.sum(axis=1)
             tm = self.transmat_.copy()
             ok = tot > 0  # a state never left keeps its row
             tm[ok] = counts[ok] / tot[ok, None]
             if self.startprob == "stationary":
-                first = offsets[:-1][lengths > 0]
-                tm = self._stationary_step(tm, counts, gamma[first].sum(axis=0))
+                tm = self._stationary_step(tm, counts, start_counts)
             self.transmat_ = tm
-        if set(p) & set(self._emission_letters()):
-            warn_empty_states(gamma)
-            self._fit_emission(self.emission_, X, gamma)
-        if self.startprob == "stationary":
-            self.startprob_ = stationary_distribution(self.transmat_)
 
     def _stationary_step(self, proposal, counts, first):
         """Generalised EM step for A under a stationary start (Dempster, Laird & Rubin 1977 §3): the

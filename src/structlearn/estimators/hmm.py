@@ -339,9 +339,10 @@ class MultinomialHMM(HMMBase):
     ----------
     n_components : int, default 1
         Number of states K.
-    n_trials : int, optional
-        Draws per row; when given every row must sum to it. Sampling needs it (or training rows that
-        all had the same total).
+    n_trials : int or array-like of int, shape (n_samples,), optional
+        Draws per row: one int for every row, or one count per row of X (hmmlearn's array; X must
+        then have that many rows); when given every row must sum to it. Sampling needs one int (or
+        training rows that all had the same total).
     {common}
 
     Emission letter ``e``; defaults ``params=init_params="ste"``, ``n_iter=10``, ``tol=1e-2``.
@@ -380,10 +381,10 @@ class MultinomialHMM(HMMBase):
     n_features = property(_n_features_of, doc="Number of categories F.")
 
     def _new_emission(self):
-        n = self.n_trials
-        if n is not None and (isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0):
-            raise ValueError(f"`n_trials` must be a non-negative integer or None; got {n!r}")
-        em = _hemi.MultinomialHMMEmission(n)
+        if isinstance(self.n_trials, bool):
+            raise ValueError(f"`n_trials` must be None, a non-negative integer or a 1-d array of them; got "
+                             f"{self.n_trials!r}")
+        em = _hemi.MultinomialHMMEmission(self.n_trials)
         em.suffix = "_"
         return em
 
@@ -525,6 +526,9 @@ class HiddenMarkovModel(HMMBase):
 
     def _fit_emission(self, em, X, gamma):
         em.fit(X, gamma)  # every parameter of the family ("e")
+
+    def _online_emission_params(self):
+        return None  # "e": every parameter of the family
 
     def _validate_hyper(self):
         super()._validate_hyper()

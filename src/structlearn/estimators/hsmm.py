@@ -626,16 +626,20 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, BaseEstimator):
     def save(self, path):
         """Write the fitted model to ``path`` (versioned ``.npz`` + JSON header; no pickle).
 
+        Any family of :mod:`structlearn.models.emissions` or :mod:`structlearn.models.hmm_emissions`
+        is saved (its class name, configuration and parameter arrays).
+
         Raises
         ------
         ValueError
             A custom (non-structlearn) duration or emission object.
         """
+        from ..models import hmm_emissions as _hemi
         from ..utils.modelfile import save_model
 
         check_is_fitted(self, "startprob_")
         dname, darr, dcfg = family_to_file(self.duration_, _dur, "duration")
-        ename, earr, ecfg = family_to_file(self.emission_, _emi, "emission")
+        ename, earr, ecfg = family_to_file(self.emission_, (_emi, _hemi), "emission")
         arrays = {"startprob_": self.startprob_, "transmat_": self.transmat_, **darr, **earr}
         if getattr(self, "endprob_", None) is not None:
             arrays["endprob_"] = self.endprob_
@@ -658,17 +662,24 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, BaseEstimator):
 
     @classmethod
     def load(cls, path):
-        """Read a model written by :meth:`save`; runs no code from the file."""
+        """Read a model written by :meth:`save`; runs no code from the file (families are looked up by
+        name in :mod:`structlearn.models.durations`, :mod:`~structlearn.models.emissions` and
+        :mod:`~structlearn.models.hmm_emissions`). An ``emission`` argument that was an object comes
+        back as a fresh object of its family and configuration."""
+        from ..models import hmm_emissions as _hemi
         from ..utils.modelfile import ModelFileError, load_model
 
         header, arrays = load_model(path, expected_format=_FORMAT, supported_version=_FORMAT_VERSION)
         meta = header["metadata"]
         fam = families_from_file(meta, arrays, {"duration": (_dur, _dur.DurationDistribution),
-                                                "emission": (_emi, _emi.EmissionDistribution)})
+                                                "emission": ((_emi, _hemi), _emi.EmissionDistribution)})
         if None in fam.values():
             raise ModelFileError(f"{path!r}: the header names no structlearn duration/emission family "
                                  f"({meta.get('duration_family')!r}, {meta.get('emission_family')!r})")
-        model = cls(**header["params"])
+        params = dict(header["params"])
+        if params.get("emission") == meta.get("emission_family"):  # an object at save: its family
+            params["emission"] = type(fam["emission"])(**(meta.get("emission_config") or {}))
+        model = cls(**params)
         model.duration_, model.emission_ = fam["duration"], fam["emission"]
         model.startprob_ = np.asarray(arrays["startprob_"], dtype=np.float64)
         model.transmat_ = np.asarray(arrays["transmat_"], dtype=np.float64)

@@ -31,15 +31,14 @@ from numba import njit, prange
 
 from ..semirings import LOG
 from ._common import LIN_MIN
-from ._common import exp_shift as _exp_shift
 from ._common import exp_shifted_vec as _exp_shifted_vec
 from ._common import final_sum as _final
 from ._common import local_marginals as _local_marginals
-from ._common import pair_prob as _pair_prob
-from ._common import safe_scale as _safe_scale
 from ._common import vmax as _vmax
-from .chain import (ChainWork, _backward_seq, _chunking, _edge_dst, _forward_seq, _sum_chunks,
-                    _total, chain_passes, chain_viterbi, linear_marginals_seq)
+from .chain import (_backward_seq, _chunking, _edge_dst, _forward_seq, _serial, _sum_chunks, _total,
+                    chain_passes, chain_viterbi, chain_work)
+from .chain_scaled import linear_marginals_seq
+from .chain_steps import _log_edge
 
 
 @njit(cache=True)
@@ -120,7 +119,8 @@ class SparseSetup(NamedTuple):
 @njit(cache=True)
 def _linear_setup(logv, tlogv, start, end):
     """Globally shifted exps of the stored values (CSC and CSR order) and of start/end; ok is False
-    when a finite value falls below LIN_MIN after the shift (then the log-space path runs)."""
+    when a finite transition falls below LIN_MIN after the shift (then the log-space path runs; start
+    / end that do not fit get zeros and are handled in log space)."""
     E = logv.shape[0]
     gmax = _vmax(logv)
     ok = gmax != -np.inf
@@ -134,9 +134,9 @@ def _linear_setup(logv, tlogv, start, end):
                     ok = False
             if tlogv[e] != -np.inf:
                 ec[e] = math.exp(tlogv[e] - gmax)
-    es, smax, ok1 = _exp_shifted_vec(start)
-    ee, emax, ok2 = _exp_shifted_vec(end)
-    return ec, er, gmax, es, smax, ee, emax, ok and ok1 and ok2
+    es, smax, _ = _exp_shifted_vec(start)
+    ee, emax, _ = _exp_shifted_vec(end)
+    return ec, er, gmax, es, smax, ee, emax, ok
 
 
 @njit(cache=True)
@@ -151,20 +151,22 @@ def _setup(indptr, indices, logv, start, end, K):
 
 
 @njit(cache=True)
-def sparse_chain_forward(unary, indptr, indices, logv, start, end, offsets, semiring):
+def sparse_chain_forward(unary, indptr, indices, logv, start, end, offsets, semiring, n_threads=0):
     """Normalised forward scores: ``ahat`` (N, K), ``inc`` (N,) and log Z (or the max score) (B,);
     ``α[r] = ahat[r] + Σ_{r' ≤ r in the same sequence} inc[r']``. Time O(N·(E + K))."""
     tptr, tsrc, tlogv = _csc(indptr, indices, logv, unary.shape[1])
     ecol, cmax = _shifted(tptr, tlogv, unary.shape[1])
-    return chain_passes(unary, (tptr, tsrc, tlogv), start, end, offsets, semiring, ecol, cmax, False)
+    return chain_passes(unary, (tptr, tsrc, tlogv), start, end, offsets, semiring, ecol, cmax, False,
+                        n_threads)
 
 
 @njit(cache=True)
-def sparse_chain_backward(unary, indptr, indices, logv, end, offsets):
+def sparse_chain_backward(unary, indptr, indices, logv, end, offsets, n_threads=0):
     """Normalised backward scores (LOG): ``bhat`` (N, K), ``inc`` (N,), with
     ``β[r] = bhat[r] + Σ_{r' ≥ r in the same sequence} inc[r']``. Time O(N·(E + K))."""
     erow, rmax = _shifted(indptr, logv, unary.shape[1])
-    beta, inc, _ = chain_passes(unary, (indptr, indices, logv), end, end, offsets, LOG, erow, rmax, True)
+    beta, inc, _ = chain_passes(unary, (indptr, indices, logv), end, end, offsets, LOG, erow, rmax, True,
+                                n_threads)
     return beta, inc
 
 
@@ -173,88 +175,95 @@ def _marginals_seq(unary, indptr, indices, logv, st, start, end, o, T, edge_mode
                    dst):
     """Marginals of one sequence (``work``: a :class:`~structlearn.kernels.chain.ChainWork`); returns
     log Z. Edge marginals go to emarg[r] (mode 1) or are added into the (E,) array dst (modes 2, 3)."""
-    K = unary.shape[1]
+    csr = (indptr, indices, logv)
+    if st.lin_ok:
+        return linear_marginals_seq(unary, st, (st.tptr, st.tsrc, st.fwd), (indptr, indices, st.bwd),
+                                    (indptr, indices, st.bwd), ((st.tptr, st.tsrc, st.tlogv), st.ecol,
+                                                                st.cmax),
+                                    (csr, st.erow, st.rmax), (csr, st.erow, st.rmax), start, end, o, T,
+                                    edge_mode, work, umarg, emarg, dst)
     alpha = work.alpha
     beta = work.beta
-    inca = work.inca
     incb = work.incb
-    if st.lin_ok:
-        ok, lz = linear_marginals_seq(unary, st, (st.tptr, st.tsrc, st.fwd), (indptr, indices, st.bwd),
-                                      (indptr, indices, st.bwd), o, T, edge_mode, umarg, emarg, dst)
-        if ok:
-            return lz
-    _forward_seq(unary, (st.tptr, st.tsrc, st.tlogv), start, o, T, LOG, alpha, inca, st.ecol,
+    _forward_seq(unary, (st.tptr, st.tsrc, st.tlogv), start, o, T, LOG, alpha, work.inca, st.ecol,
                  st.cmax)
-    lz = _total(inca, o, T) + _final(alpha[o + T - 1], end, LOG)
+    lz = _total(work.inca, o, T) + _final(alpha[o + T - 1], end, LOG)
     if lz == -np.inf:
         return lz
-    erow = st.erow
-    rmax = st.rmax
-    _backward_seq(unary, (indptr, indices, logv), end, o, T, beta, incb, erow, rmax)
-    v = np.empty(K)
-    q = np.empty(K)
+    _backward_seq(unary, csr, end, o, T, beta, incb, st.erow, st.rmax)
     for r in range(o, o + T):
         log_norm = _local_marginals(alpha[r], beta[r], umarg[r])
         if edge_mode == 0 or r == o + T - 1:
             continue
         # P(y_r = i, y_r+1 = j) = exp(ahat[r, i] + logv[i → j] + unary[r+1, j] + bhat[r+1, j] - log_norm)
         # with the local normaliser log_norm = log Σ_i exp(ahat[r, i] + bhat[r, i]) + incb[r]
-        log_norm += incb[r]
-        out = emarg[r] if edge_mode == 1 else dst
-        for j in range(K):
-            v[j] = unary[r + 1, j] + beta[r + 1, j]
-        qm = _exp_shift(v, q)
-        for i in range(K):
-            if alpha[r, i] == -np.inf or rmax[i] == -np.inf:
-                continue
-            fast, a = _safe_scale(alpha[r, i] + rmax[i] + qm - log_norm)
-            for e in range(indptr[i], indptr[i + 1]):
-                j = indices[e]
-                out[e] += _pair_prob(fast, a, erow[e], q[j], alpha[r, i] + logv[e] + v[j] - log_norm)
+        _log_edge(csr, alpha[r], unary[r + 1], beta[r + 1], st.erow, st.rmax, log_norm + incb[r],
+                  emarg[r] if edge_mode == 1 else dst)
     return lz
 
 
+@njit(cache=True)
+def _marginals_block(unary, indptr, indices, logv, st, start, end, offsets, edge_mode, work, log_z,
+                     umarg, emarg, scratch, c, step):
+    B = offsets.shape[0] - 1
+    for b in range(c * step, min(B, (c + 1) * step)):
+        o = offsets[b]
+        T = offsets[b + 1] - o
+        if T == 0:
+            continue
+        dst = _edge_dst(emarg, scratch, edge_mode, b, c)
+        log_z[b] = _marginals_seq(unary, indptr, indices, logv, st, start, end, o, T, edge_mode, work,
+                                  umarg, emarg, dst)
+
+
 @njit(cache=True, parallel=True)
-def sparse_chain_marginals(unary, indptr, indices, logv, start, end, offsets, edge_mode, n_threads=1):
+def _marginals_par(unary, indptr, indices, logv, st, start, end, offsets, edge_mode, work, log_z, umarg,
+                   emarg, scratch, n_chunks, step):
+    for c in prange(n_chunks):
+        _marginals_block(unary, indptr, indices, logv, st, start, end, offsets, edge_mode, work, log_z,
+                         umarg, emarg, scratch, c, step)
+
+
+@njit(cache=True)
+def sparse_chain_marginals(unary, indptr, indices, logv, start, end, offsets, edge_mode, n_threads=0):
     """log Z (B,), token marginals (N, K) and edge marginals on the stored transitions.
 
     edge_mode 0: none (a (0, E) array); 1: full (N, E), row t = P(y_t = i, y_t+1 = j) for the stored
     (i → j) in CSR order, rows at sequence ends 0; 2: per-sequence sums (B, E); 3: the sum over the
-    batch (1, E) (expected transition counts; pass ``n_threads`` = ``numba.get_num_threads()``).
+    batch (1, E) (expected transition counts; the batch is split into 8 blocks per thread;
+    ``n_threads``: ``numba.get_num_threads()``, see :func:`~structlearn.kernels.chain._serial`).
     Marginals are normalised locally at every token (exact however long the chain). When the
-    potentials allow it exactly, a sequence runs the scaled linear-space recursion (one exp per label
-    and token); otherwise the log-space one. Time O(N·(E + K)), memory O(N·K) plus the edge output.
+    transitions allow it, a sequence runs the scaled linear-space recursion (one exp per label and
+    token; log space only on the tokens that need it,
+    :func:`~structlearn.kernels.chain_scaled.linear_marginals_seq`); otherwise the log-space one.
+    Time O(N·(E + K)), memory O(N·K) plus the edge output. Parallel over blocks of sequences unless
+    :func:`~structlearn.kernels.chain._serial`.
     """
     N, K = unary.shape
     E = indices.shape[0]
     B = offsets.shape[0] - 1
-    s0 = _setup(indptr, indices, logv, start, end, K)
-    # built by its constructor here: a parallel loop captures a named tuple only then (Numba)
-    st = SparseSetup(s0.tptr, s0.tsrc, s0.tlogv, s0.ecol, s0.cmax, s0.erow, s0.rmax, s0.fwd, s0.bwd,
-                     s0.gmax, s0.es, s0.smax, s0.ee, s0.emax, s0.lin_ok)
-    work = ChainWork(np.empty((N, K)), np.empty((N, K)), np.empty(N), np.empty(N))
+    st = _setup(indptr, indices, logv, start, end, K)
+    work = chain_work(N, K)
     log_z = np.zeros(B)
     umarg = np.zeros((N, K))
-    n_chunks, step, rows = _chunking(B, n_threads, edge_mode, N)
+    serial = _serial(B, N, K, n_threads)
+    n_chunks, step, rows = _chunking(B, n_threads, edge_mode, N, serial)
     emarg = np.zeros((rows, E))
     scratch = np.zeros((1, E))
-    for c in prange(n_chunks):
-        for b in range(c * step, min(B, (c + 1) * step)):
-            o = offsets[b]
-            T = offsets[b + 1] - o
-            if T == 0:
-                continue
-            dst = _edge_dst(emarg, scratch, edge_mode, b, c)
-            log_z[b] = _marginals_seq(unary, indptr, indices, logv, st, start, end, o, T, edge_mode,
-                                      work, umarg, emarg, dst)
+    if serial:
+        _marginals_block(unary, indptr, indices, logv, st, start, end, offsets, edge_mode, work, log_z,
+                         umarg, emarg, scratch, 0, step)
+    else:
+        _marginals_par(unary, indptr, indices, logv, st, start, end, offsets, edge_mode, work, log_z,
+                       umarg, emarg, scratch, n_chunks, step)
     if edge_mode == 3:
         return log_z, umarg, _sum_chunks(emarg)
     return log_z, umarg, emarg
 
 
 @njit(cache=True)
-def sparse_chain_viterbi(unary, indptr, indices, logv, start, end, offsets):
+def sparse_chain_viterbi(unary, indptr, indices, logv, start, end, offsets, n_threads=0):
     """Max-product decoding: best scores (B,) and labels (N,) (-1 rows for infeasible sequences).
     Time O(N·(E + K)), memory O(N·K)."""
     tptr, tsrc, tlogv = _csc(indptr, indices, logv, unary.shape[1])
-    return chain_viterbi(unary, (tptr, tsrc, tlogv), start, end, offsets)
+    return chain_viterbi(unary, (tptr, tsrc, tlogv), start, end, offsets, n_threads)

@@ -8,8 +8,17 @@ from .emissions import EmissionDistribution
 __all__ = ["observed_rows", "HMMFamily"]
 
 
+def _all_finite(X):
+    """True when X holds no NaN and no ±inf (one pass without temporaries: their sum is finite; a sum
+    that overflows only sends the caller to its exact checks)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return bool(np.isfinite(X.sum()))
+
+
 def observed_rows(X):
     """Boolean mask (N,) of the observed rows of X; ``ValueError`` for a partly missing row."""
+    if _all_finite(X):
+        return np.ones(X.shape[0], dtype=bool)
     miss = np.isnan(X)
     rows = miss.all(axis=1)
     partial = miss.any(axis=1) & ~rows
@@ -30,11 +39,12 @@ def _as_float_2d(X, n_features=None, what="features"):
         arr = arr[:, None]
     if arr.ndim != 2:
         raise ValueError(f"`X` must be 2-d (n_samples, n_features); got shape {arr.shape}")
-    if np.isinf(arr).any():
-        raise ValueError("`X` contains infinite values; use NaN (a whole row) for a missing observation")
     if n_features is not None and arr.shape[1] != n_features:
         raise ValueError(f"`X` has {arr.shape[1]} columns but the model has {n_features} {what}")
-    observed_rows(arr)
+    if not _all_finite(arr):
+        if np.isinf(arr).any():
+            raise ValueError("`X` contains infinite values; use NaN (a whole row) for a missing observation")
+        observed_rows(arr)
     return arr
 
 
@@ -83,22 +93,36 @@ class HMMFamily(EmissionDistribution):
     def log_density(self, X):
         """log b_j(x_n), shape (N, K) float64; 0 for missing (all-NaN) rows."""
         self._require()
+        if _all_finite(X):
+            return self._log_density(X)
         obs = observed_rows(X)
         out = np.zeros((X.shape[0], self.n_states))
-        if obs.all():
-            return self._log_density(X)
         out[obs] = self._log_density(X[obs])
         return out
 
     def fit(self, X, weights, params=None):
         """MAP update of the parameters named in ``params`` (letters; default all) from posterior weights
-        (N, K) (hmmlearn's M-step); missing rows carry no weight, states without weight keep theirs."""
+        (N, K) (hmmlearn's M-step); missing rows carry no weight, states without weight keep theirs.
+        Families with ``statistics`` (all but the Gaussian mixture) run it as
+        ``m_step(statistics(X, weights), params)``."""
         obs = observed_rows(X)
         Xo, w = (X, weights) if obs.all() else (X[obs], weights[obs])
-        keep = ~(w.sum(axis=0) > 0)
+        w = np.asarray(w, dtype=np.float64)
+        if hasattr(self, "statistics"):
+            return self.m_step(self.statistics(Xo, w), params)
+        return self._update(w.sum(axis=0), lambda p: self._fit(Xo, w, p), params)
+
+    def m_step(self, stats, params=None):
+        """The M-step of :meth:`fit` from weighted sufficient statistics (``statistics(X, weights)``, or
+        an average of several, as online EM keeps them): the parameters named in ``params`` (default
+        all) are set to their MAP estimate; states with no weight (``stats["post"]`` 0) keep theirs."""
+        return self._update(np.asarray(stats["post"]), lambda p: self._m_step(stats, p), params)
+
+    def _update(self, post, step, params):
+        keep = ~(post > 0)
         old = {n: None if getattr(self, n) is None else np.array(getattr(self, n)) for n in self._param_names}
         with np.errstate(divide="ignore", invalid="ignore"):
-            self._fit(Xo, np.asarray(w, dtype=np.float64), self._params(params))
+            step(self._params(params))
         if keep.any():
             self._restore_states(old, keep)
         return self

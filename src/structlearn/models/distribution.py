@@ -71,14 +71,22 @@ class Distribution:
         pass
 
 
+def _module_tuple(module):
+    return tuple(module) if isinstance(module, (tuple, list)) else (module,)
+
+
 def family_to_file(obj, module, what):
     """(family name, arrays prefixed ``"<what>."``, config) of a family object for a model file.
 
-    Raises ``ValueError`` for an object whose class is not one of ``module``'s families (model files
+    ``module``: the module of structlearn's families of this role, or a sequence of such modules (e.g.
+    :mod:`structlearn.models.emissions` and :mod:`structlearn.models.hmm_emissions`); the name written
+    is the class name, which :func:`families_from_file` looks up in the same modules.
+
+    Raises ``ValueError`` for an object whose class is not one of those modules' families (model files
     only name structlearn's families, so loading never executes code).
     """
     name = type(obj).__name__
-    if getattr(module, name, None) is not type(obj):
+    if not any(getattr(m, name, None) is type(obj) for m in _module_tuple(module)):
         raise ValueError(f"cannot save a model with a custom {what} object of type "
                          f"{type(obj).__qualname__}: model files only name structlearn's families "
                          f"(loading never executes code)")
@@ -89,14 +97,17 @@ def family_to_file(obj, module, what):
 def families_from_file(meta, arrays, families):
     """The family objects written by :func:`family_to_file`, by role.
 
-    ``families`` maps a role (``"duration"``, ``"emission"``) to ``(module, base class)``; ``meta``
-    holds ``"<role>_family"`` and ``"<role>_config"``, ``arrays`` the arrays prefixed ``"<role>."``.
-    A role whose family is not a subclass of its base in its module maps to ``None``.
+    ``families`` maps a role (``"duration"``, ``"emission"``) to ``(module or sequence of modules, base
+    class)``; ``meta`` holds ``"<role>_family"`` and ``"<role>_config"``, ``arrays`` the arrays prefixed
+    ``"<role>."``. The family is the first class of that name in the modules; a role whose family is
+    not a subclass of its base there maps to ``None`` (nothing outside those modules is ever built).
     """
     out = {}
     for what, (module, base) in families.items():
-        cls = getattr(module, str(meta.get(f"{what}_family")), None)
-        if not (isinstance(cls, type) and issubclass(cls, base)):
+        name = str(meta.get(f"{what}_family"))
+        found = (getattr(m, name, None) for m in _module_tuple(module))
+        cls = next((c for c in found if isinstance(c, type)), None)
+        if not (cls is not None and issubclass(cls, base)):
             out[what] = None
             continue
         prefix = f"{what}."

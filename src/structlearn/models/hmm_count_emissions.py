@@ -97,7 +97,8 @@ class CategoricalHMMEmission(_DiscreteFamily):
             raise ValueError(f"categorical emissions take one column of symbols, X of shape (n_samples, 1); "
                              f"got X of shape {X.shape}")
         V = self.n_features
-        if V is not None and obs.any() and X[obs, 0].max() >= V:
+        x = X[:, 0] if obs.all() else X[obs, 0]
+        if V is not None and x.size and x.max() >= V:
             bad = int(np.flatnonzero(obs & (np.nan_to_num(X[:, 0], nan=-1) >= V))[0])
             raise ValueError(f"symbol {int(X[bad, 0])} at row {bad} is outside the alphabet 0..{V - 1} "
                              f"(n_features={V}); pass a larger `n_features`")
@@ -110,30 +111,52 @@ class CategoricalHMMEmission(_DiscreteFamily):
     def _log_density(self, X):
         with np.errstate(divide="ignore"):
             table = np.ascontiguousarray(np.log(self.emissionprob).T)  # (V, K): one row per symbol
-        return table[X[:, 0].astype(np.int64)]
+        return np.take(table, X[:, 0].astype(np.int64), axis=0)  # (3x faster than fancy indexing)
 
-    def _fit(self, X, w, params):
+    def statistics(self, X, w):
+        """``post`` Σ_t w_tk (K,) and ``counts`` Σ_t w_tk [x_t = v] (K, V) of symbol rows X (N, 1) under
+        posterior weights w (N, K) (see :meth:`~structlearn.models._hmm_family.HMMFamily.m_step`)."""
+        K = w.shape[1]
+        V = self.n_features
+        x = X[:, 0].astype(np.int64)
+        counts = np.array([np.bincount(x, weights=w[:, k], minlength=V) for k in range(K)]).reshape(K, V)
+        return {"post": w.sum(axis=0), "counts": counts}
+
+    def _m_step(self, stats, params):
         if "e" not in params:
             return
         K, V = self.emissionprob.shape
-        x = X[:, 0].astype(np.int64)
-        counts = np.array([np.bincount(x, weights=w[:, k], minlength=V) for k in range(K)]).reshape(K, V)
         prior = np.broadcast_to(np.asarray(self.emissionprob_prior, dtype=np.float64), (K, V))
-        self._new_probs(np.maximum(prior - 1 + counts, 0))
+        self._new_probs(np.maximum(prior - 1 + stats["counts"], 0))
 
     def sample_one(self, state, rng):
         cdf = np.cumsum(self.emissionprob[state])
         return [(cdf > rng.rand()).argmax()]
 
 
+def _check_n_trials(value, name="n_trials"):
+    """``n_trials`` as None, an int, or an int64 array (one count per row); ``ValueError`` otherwise."""
+    if value is None:
+        return None
+    arr = np.asarray(value)
+    if arr.dtype == bool or not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
+        raise ValueError(f"`{name}` must be None, a non-negative integer or a 1-d array of them (one per "
+                         f"row of X); got {value!r}")
+    if arr.ndim > 1 or not np.all(np.isfinite(arr)) or np.any(arr < 0) or np.any(arr != np.round(arr)):
+        raise ValueError(f"`{name}` must be None, a non-negative integer or a 1-d array of them (one per "
+                         f"row of X); got {value!r}")
+    return int(arr) if arr.ndim == 0 else arr.astype(np.int64)
+
+
 class MultinomialHMMEmission(_DiscreteFamily):
-    """Multinomial counts: x ~ Multinomial(n_trials, emissionprob[j]) (hmmlearn's ``MultinomialHMM``).
+    """Multinomial counts: x_t ~ Multinomial(n_t, emissionprob[j]) (hmmlearn's ``MultinomialHMM``).
 
     Parameters
     ----------
-    n_trials : int, optional
-        Number of trials of every row; when given, rows must sum to it (required for sampling
-        unless every training row had the same total, which is then kept).
+    n_trials : int or array-like of int, shape (n_samples,), optional
+        Number of trials of every row (an int), or of each row of X (an array, as hmmlearn accepts:
+        then X must have exactly that many rows); when given, rows must sum to it. Sampling needs one
+        int (given, or kept from training rows that all had the same total).
     emissionprob : array-like, shape (K, F), optional
 
     log b_j(x) = log n! − Σ_f log x_f! + Σ_f x_f log p_jf with n = Σ_f x_f; ``fit``:
@@ -141,23 +164,31 @@ class MultinomialHMMEmission(_DiscreteFamily):
     """
 
     def __init__(self, n_trials=None, emissionprob=None):
-        self.n_trials = None if n_trials is None else int(n_trials)
+        self.n_trials = _check_n_trials(n_trials)
         self._n_features = None
         self._set_params(emissionprob=emissionprob)
 
     def _config(self):
-        return {"n_trials": self.n_trials}
+        return {"n_trials": _jsonable(self.n_trials)}
 
     def check_X(self, X):
         X, obs = self._check_counts(X, "multinomial counts")
         if self.n_features is not None and X.shape[1] != self.n_features:
             raise ValueError(f"`X` has {X.shape[1]} columns but the model has {self.n_features} features")
-        if self.n_trials is not None and obs.any():
+        n = self.n_trials
+        if n is not None and np.ndim(n) and n.shape[0] != X.shape[0]:
+            raise ValueError(f"`n_trials` has {n.shape[0]} entries (one per row) but X has {X.shape[0]} "
+                             f"rows; pass an int, or one count per row of this X")
+        if n is not None and obs.any():
             tot = X[obs].sum(axis=1)
-            if np.any(tot != self.n_trials):
-                bad = int(np.flatnonzero(obs)[np.flatnonzero(tot != self.n_trials)[0]])
-                raise ValueError(f"row {bad} of X sums to {int(np.nansum(X[bad]))} but n_trials="
-                                 f"{self.n_trials}: every row must count n_trials draws")
+            want = n[obs] if np.ndim(n) else n
+            if np.any(tot != want):
+                i = int(np.flatnonzero(tot != want)[0])
+                bad = int(np.flatnonzero(obs)[i])
+                need = int(want[i]) if np.ndim(n) else n
+                raise ValueError(f"row {bad} of X sums to {int(np.nansum(X[bad]))} but n_trials={need}"
+                                 f"{' for that row' if np.ndim(n) else ''}: every row must count its "
+                                 f"n_trials draws")
         return X
 
     @staticmethod
@@ -170,9 +201,13 @@ class MultinomialHMMEmission(_DiscreteFamily):
         with np.errstate(divide="ignore"):
             return base[:, None] + special.xlogy(X[:, None, :], self.emissionprob[None]).sum(axis=2)
 
-    def _fit(self, X, w, params):
+    def statistics(self, X, w):
+        """``post`` Σ_t w_tk (K,) and ``x`` Σ_t w_tk x_t (K, F) (expected category counts)."""
+        return {"post": w.sum(axis=0), "x": w.T @ X}
+
+    def _m_step(self, stats, params):
         if "e" in params:
-            self._new_probs(w.T @ X)
+            self._new_probs(np.array(stats["x"], dtype=np.float64))
 
     def _initialize(self, X, K, random_state, params):
         super()._initialize(X, K, random_state, params)
@@ -182,9 +217,10 @@ class MultinomialHMMEmission(_DiscreteFamily):
                 self.n_trials = int(tot[0])
 
     def sample_one(self, state, rng):
-        if self.n_trials is None:
-            raise ValueError("sampling a MultinomialHMM needs one `n_trials` (the training rows had "
-                             "different totals); set n_trials")
+        if self.n_trials is None or np.ndim(self.n_trials):
+            why = "it is per row" if self.n_trials is not None else "the training rows had different totals"
+            raise ValueError(f"sampling a MultinomialHMM needs one integer `n_trials` ({why}); set "
+                             f"n_trials to an int")
         return multinomial.rvs(n=self.n_trials, p=self.emissionprob[state], random_state=rng)
 
 
@@ -238,13 +274,17 @@ class PoissonHMMEmission(HMMFamily):
                  - special.gammaln(X + 1)[:, None, :])
         return t.sum(axis=2)
 
-    def _fit(self, X, w, params):
+    def statistics(self, X, w):
+        """``post`` Σ_t w_tk (K,) and ``x`` Σ_t w_tk x_t (K, F)."""
+        return {"post": w.sum(axis=0), "x": w.T @ X}
+
+    def _m_step(self, stats, params):
         if "l" not in params:
             return
-        post = w.sum(axis=0)
+        post = stats["post"]
         ok = post > 0
         n = post.sum()
-        ybar = (w.T @ X)[ok] / post[ok, None]
+        ybar = stats["x"][ok] / post[ok, None]
         new = self.lambdas.copy()
         K, F = new.shape
         new[ok] = ((_per_state(self.lambdas_prior, K, (F,))[ok] + n * ybar)

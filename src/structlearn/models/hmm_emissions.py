@@ -35,6 +35,7 @@ import numpy as np
 from scipy import linalg, special
 from sklearn.utils import check_random_state
 
+from ..kernels import gaussian as _kg
 from ._hmm_family import HMMFamily, _as_float_2d, _check_rows, _jsonable, _per_state, observed_rows
 from .hmm_count_emissions import CategoricalHMMEmission, MultinomialHMMEmission, PoissonHMMEmission
 
@@ -73,33 +74,34 @@ def gaussian_log_density(X, means, covars, covariance_type):
 
     ``means`` (C, F); ``covars`` (C,) spherical, (C, F) diag, (C, F, F) full or (F, F) tied. Diagonal
     variances are floored at the smallest positive float (as hmmlearn); a full covariance that is not
-    positive definite raises ``ValueError``. Time O(N·C·F) (diag) or O(N·C·F²) (full).
+    positive definite raises ``ValueError``. The per-row work runs in the Numba kernels of
+    :mod:`structlearn.kernels.gaussian` (directly on x − μ: no cancellation). Time O(N·C·F) (diag) or
+    O(N·C·F²) (full).
     """
+    XT = np.ascontiguousarray(np.asarray(X, dtype=np.float64).T)  # (F, N): the kernels run along rows
+    means = np.ascontiguousarray(means, dtype=np.float64)
     C, F = means.shape
     if covariance_type in ("spherical", "diag"):
         var = np.asarray(covars, dtype=np.float64)
         var = np.broadcast_to(var.reshape(C, 1) if var.ndim == 1 else var, (C, F))
-        prec = 1.0 / np.maximum(var, np.finfo(np.float64).tiny)
-        # Σ_f (x_f − μ_cf)² / σ²_cf = x²·p − 2 x·(μ p) + μ²·p: two (N, F) @ (F, C) products. X and μ are
-        # first shifted by the data mean, so the expansion cancels only within the data's spread.
-        shift = X.mean(axis=0) if X.shape[0] else np.zeros(F)
-        Xs, mu = X - shift, means - shift
-        maha = (Xs * Xs) @ prec.T - 2.0 * Xs @ (mu * prec).T + (mu * mu * prec).sum(axis=1)
-        return -0.5 * (F * _LOG_2PI - np.log(prec).sum(axis=1) + np.maximum(maha, 0.0))
-    out = np.empty((X.shape[0], C))
+        prec = np.ascontiguousarray(1.0 / np.maximum(var, np.finfo(np.float64).tiny))
+        log_norm = -0.5 * (F * _LOG_2PI - np.log(prec).sum(axis=1))
+        return np.ascontiguousarray(_kg.gaussian_diag_log_density(XT, means, prec, log_norm).T)
     cov = np.broadcast_to(covars, (C, F, F)) if covariance_type == "tied" else covars
+    prec_chol = np.empty((C, F, F))
+    log_norm = np.empty(C)
     for c in range(C):
         if covariance_type != "tied" or c == 0:
             try:
                 L = linalg.cholesky(cov[c], lower=True)
             except linalg.LinAlgError:
                 raise ValueError(f"covariance {c} is not symmetric positive definite") from None
-            # z = L⁻¹(x − μ) as (x − μ) L⁻ᵀ: one small BLAS product instead of a triangular solve per row
-            prec = linalg.solve_triangular(L, np.eye(F), lower=True).T
+            # z = L⁻¹(x − μ) as (x − μ) L⁻ᵀ
+            P = linalg.solve_triangular(L, np.eye(F), lower=True).T
             half_logdet = np.log(np.diag(L)).sum()
-        z = (X - means[c]) @ prec
-        out[:, c] = -0.5 * (F * _LOG_2PI + np.einsum("ij,ij->i", z, z)) - half_logdet
-    return out
+        prec_chol[c] = P
+        log_norm[c] = -0.5 * F * _LOG_2PI - half_logdet
+    return np.ascontiguousarray(_kg.gaussian_full_log_density(XT, means, prec_chol, log_norm).T)
 
 
 def _check_covars(c, covariance_type, K, F, name):
@@ -229,12 +231,20 @@ class GaussianHMMEmission(HMMFamily):
     def _log_density(self, X):
         return gaussian_log_density(X, self.means, self.covars, self.covariance_type)
 
-    def _fit(self, X, w, params):
-        K = w.shape[1]
-        F = X.shape[1]
-        post = w.sum(axis=0)
+    def statistics(self, X, w):
+        """Weighted sufficient statistics of complete rows ``X`` (N, F) under posterior weights ``w``
+        (N, K): ``post`` Σ_t w_tk (K,), ``x`` Σ_t w_tk x_t (K, F) and ``xx`` Σ_t w_tk x_t² (K, F)
+        (spherical, diag) or Σ_t w_tk x_t x_tᵀ (K, F, F) (full, tied); float64. The M-step
+        (:meth:`~structlearn.models._hmm_family.HMMFamily.m_step`) is a function of these only, so batch EM (``fit``) and online EM (averaged
+        statistics, :mod:`structlearn.learning.hmm_online`) share it. Time O(N·K·F) (O(N·K·F²) full,
+        tied)."""
+        xx = w.T @ (X * X) if self.covariance_type in ("spherical", "diag") else _weighted_scatter(X, w)
+        return {"post": w.sum(axis=0), "x": w.T @ X, "xx": xx}
+
+    def _m_step(self, stats, params):
+        post, obs = stats["post"], stats["x"]
+        K, F = obs.shape
         denom = post[:, None]
-        obs = w.T @ X
         mp = _per_state(self.means_prior, K, (F,))
         mw = _per_state(self.means_weight, K, (F,))
         if "m" in params:
@@ -247,12 +257,12 @@ class GaussianHMMEmission(HMMFamily):
         if ct in ("spherical", "diag"):
             cp = _per_state(self.covars_prior, K, (F,))
             cw = _per_state(self.covars_weight, K, (F,))
-            c_n = mw * diff ** 2 + w.T @ (X * X) - 2 * means * obs + means ** 2 * denom
+            c_n = mw * diff ** 2 + stats["xx"] - 2 * means * obs + means ** 2 * denom
             c = (cp + c_n) / np.maximum(np.maximum(cw - 1, 0) + denom, 1e-5)
             self.covars = c.mean(axis=1) if ct == "spherical" else c
             return
         mwk = _per_state(self.means_weight, K, ())  # full / tied: one precision scale per state
-        c_n = _weighted_scatter(X, w)  # Σ_t γ_tk x_t x_tᵀ (K, F, F)
+        c_n = np.array(stats["xx"], dtype=np.float64)  # Σ_t γ_tk x_t x_tᵀ (K, F, F)
         for k in range(K):
             om = np.outer(obs[k], means[k])
             c_n[k] += (mwk[k] * np.outer(diff[k], diff[k]) - om - om.T + np.outer(means[k], means[k]) * post[k])

@@ -37,7 +37,8 @@ class LinearChain(LabelingStructure):
 
     Notes
     -----
-    All methods run Numba kernels in parallel over sequences. Cost per call: time O(N·K²), memory
+    All methods run Numba kernels in parallel over sequences (one sequence, or a batch too small for
+    threads to pay, runs on the calling thread). Cost per call: time O(N·K²), memory
     O(N·K) (forward–backward, Sutton & McCallum 2012, "An introduction to conditional random fields",
     §4.1); ``kbest(k)`` O(N·K²·k log(Kk)).
     Infeasible sequences (every labeling has potential -inf) get ``log_partition`` -inf, zero
@@ -68,6 +69,23 @@ class LinearChain(LabelingStructure):
         self.end = np.zeros(K) if end is None else check_log_potentials(end, "end", (K,))
         self._cache = {}
 
+    @classmethod
+    def _unchecked(cls, unary, transition, lengths, start, end=None):
+        """A stationary chain from potentials its caller guarantees: ``unary`` float64 C-contiguous
+        (N, K), ``transition`` (K, K), ``start`` (and ``end``) (K,), every value finite or -inf. Only
+        the lengths are checked (for the hidden Markov estimators, whose emission families build the
+        potentials: two passes over (N, K) saved per call)."""
+        self = cls.__new__(cls)
+        N, K = unary.shape
+        self._init_batch(N, K, lengths)
+        self.stationary = True
+        self.unary = unary
+        self._trans = np.ascontiguousarray(transition[None] if N else np.zeros((1, K, K)))
+        self.start = start
+        self.end = np.zeros(K) if end is None else end
+        self._cache = {}
+        return self
+
     # -- parameters ---------------------------------------------------------------------------------
     @property
     def transition(self):
@@ -79,7 +97,7 @@ class LinearChain(LabelingStructure):
 
     def _forward(self):
         if "forward" not in self._cache:
-            self._cache["forward"] = _k.chain_forward(*self._args(), LOG)
+            self._cache["forward"] = _k.chain_forward(*self._args(), LOG, get_num_threads())
         return self._cache["forward"]
 
     # -- log semiring -------------------------------------------------------------------------------
@@ -105,7 +123,7 @@ class LinearChain(LabelingStructure):
 
     def backward(self):
         """Backward log-scores β, shape (N, K): log-sum of scores of suffixes after label k at n."""
-        bhat, inc = _k.chain_backward(self.unary, self._trans, self.end, self.offsets)
+        bhat, inc = _k.chain_backward(self.unary, self._trans, self.end, self.offsets, get_num_threads())
         return bhat + _segmented_cumsum(inc[::-1], self.offsets[-1] - self.offsets[::-1])[::-1, None]
 
     def marginals(self, edge="full"):
@@ -139,7 +157,7 @@ class LinearChain(LabelingStructure):
 
         Time O(N·K²); computed from the marginals (Rush 2020, "Torch-Struct", §entropy).
         """
-        log_z, um, em = _k.chain_marginals(*self._args(), 2 if self.stationary else 1)
+        log_z, um, em = _k.chain_marginals(*self._args(), 2 if self.stationary else 1, get_num_threads())
         B, K = self.batch_size, self.n_labels
         seq = np.repeat(np.arange(B), self.lengths)
         expected = np.zeros(B)
@@ -159,22 +177,23 @@ class LinearChain(LabelingStructure):
     def _sampler(self):
         """Forward filtering, backward sampling (see :meth:`LabelingStructure.sample`)."""
         alpha, _, log_z = self._forward()
-        return log_z, lambda u: _k.chain_sample(alpha, log_z, self._trans, self.end, self.offsets, u)
+        return log_z, lambda u: _k.chain_sample(alpha, log_z, self._trans, self.end, self.offsets, u,
+                                                get_num_threads())
 
     # -- max semiring -------------------------------------------------------------------------------
     def _viterbi(self):
         if "viterbi" not in self._cache:
-            self._cache["viterbi"] = _k.chain_viterbi(*self._args())
+            self._cache["viterbi"] = _k.chain_viterbi(*self._args(), get_num_threads())
         return self._cache["viterbi"]
 
     def _kbest(self, k):
-        return _k.chain_kbest(*self._args(), k)
+        return _k.chain_kbest(*self._args(), k, get_num_threads())
 
     # -- other --------------------------------------------------------------------------------------
     def score(self, labels):
         """Log-score s(y) of the packed labeling ``labels`` (N,), shape (B,); -inf if forbidden."""
         labels = check_labels(labels, self.n_rows, self.n_labels)
-        return _k.chain_score(*self._args(), labels)
+        return _k.chain_score(*self._args(), labels, get_num_threads())
 
 
 def _segmented_cumsum(x, offsets):

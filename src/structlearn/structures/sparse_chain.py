@@ -40,7 +40,7 @@ class SparseChain:
     def _fwd(self):
         if "fwd" not in self._cache:
             self._cache["fwd"] = _ks.sparse_chain_forward(*self._args, self.start, self.end, self.offsets,
-                                                          LOG)
+                                                          LOG, get_num_threads())
         return self._cache["fwd"]
 
     def log_partition(self):
@@ -64,7 +64,8 @@ class SparseChain:
 
     def _viterbi(self):
         if "vit" not in self._cache:
-            self._cache["vit"] = _ks.sparse_chain_viterbi(*self._args, self.start, self.end, self.offsets)
+            self._cache["vit"] = _ks.sparse_chain_viterbi(*self._args, self.start, self.end, self.offsets,
+                                                          get_num_threads())
         return self._cache["vit"]
 
     def max(self):
