@@ -6,7 +6,12 @@ character-type trigram; segment features: first/last character attributes and th
 (words seen in training). Trains on GSDSIMP train (full), reports word precision/recall/F1 on
 GSDSIMP test and on the SIGHAN 2005 PKU test gold (a different segmentation standard).
 
-    python examples/cws_gsdsimp.py [--c2 0.3] [--max-iterations N] [--data-home DIR]
+    python examples/cws_gsdsimp.py [--c2 0.3] [--max-iterations N] [--data-home DIR] [--quick]
+                                   [--figures DIR]
+
+``--quick``: train on the first 1,000 GSDSIMP sentences, at most 60 L-BFGS iterations (seconds).
+``--figures DIR``: also save ``cws_training.png`` (the L-BFGS objective per iteration, made with
+:mod:`structlearn.plotting`) into DIR (created if missing; nothing is written without the flag).
 
 Data: ``uner_chinese_gsdsimp`` and ``sighan2005_cws`` under ``$STRUCTLEARN_DATA`` or ``../shared/data``.
 """
@@ -111,8 +116,14 @@ def main(argv=None):
     ap.add_argument("--c2", type=float, default=0.3)
     ap.add_argument("--max-iterations", type=int, default=None)
     ap.add_argument("--data-home", default=None)
+    ap.add_argument("--quick", action="store_true", help="1,000 training sentences, <= 60 iterations")
+    ap.add_argument("--figures", metavar="DIR", default=None,
+                    help="save PNG figures made with structlearn.plotting into DIR")
     args = ap.parse_args(argv)
     train, test = load_gsdsimp("train", args.data_home), load_gsdsimp("test", args.data_home)
+    if args.quick:
+        train = train[:1000]
+        args.max_iterations = args.max_iterations or 60
     t0 = time.perf_counter()
     est = SemiMarkovCRF(allow_same_label=True, c2=args.c2, max_iterations=args.max_iterations,
                         token_attribute="c", segment_features=("first", "last", "span"))
@@ -129,6 +140,14 @@ def main(argv=None):
         pred = est.predict_segments([cws_items(c, True) for c, _ in data])
         p, r, f = word_prf([s for _, s in data], pred)
         print(f"{name}: {len(data)} sentences, word P {p:.4f} R {r:.4f} F1 {f:.4f}")
+    if args.figures:
+        import matplotlib
+        matplotlib.use("Agg")
+        from structlearn import plotting
+
+        ax = plotting.plot_training(est, title=f"SemiMarkovCRF on GSDSIMP ({len(train)} sentences): "
+                                               f"L-BFGS objective")
+        print(f"figure saved to {plotting.save_figure(ax, args.figures, 'cws_training')}")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,15 @@ Protocol: leave-one-day-out cross-validation over the days of each subject (a da
 events is skipped); scores are pooled over all held-out events. Sensor events can fall in two
 overlapping activities; they are kept once per activity instance.
 
-Run:  .venv/bin/python examples/hhmm_placelab.py [--subjects subject1,subject2] [--smooth 0.01]
+Run::
+
+    .venv/bin/python examples/hhmm_placelab.py [--subjects subject1,subject2] [--smooth 0.01] [--alpha 0.1]
+                                               [--max-days N] [--quick] [--figures DIR]
+
+``--quick``: subject1 only, the first 3 days held out. ``--figures DIR`` also saves PNGs made with
+:mod:`structlearn.plotting` into DIR (created if missing; nothing is written without the flag), per
+subject: ``placelab_<subject>_hierarchy.png``, the first day's true heading / category / activity
+segments above the Viterbi parse of the HHMM-3 fitted on the other days (one row per level).
 """
 import argparse
 import csv
@@ -178,13 +186,45 @@ def evaluate(folder, eps=0.01, alpha=0.1, kinds=("hhmm3", "hhmm2", "flat"), max_
     return out, info
 
 
+def save_figures(folder, subject, eps, alpha, directory):
+    """The structlearn.plotting figure of one subject (see the module docstring)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    from structlearn import plotting
+
+    days, taxonomy, vocab = load_subject(folder)
+    days = [d for d in days if len(d["sensors"])]
+    activities = sorted({a for d in days for a in d["activity"]})
+    model = fit("hhmm3", days[1:], activities, taxonomy, len(vocab), eps, alpha)
+    day = days[0]
+    decoded = model.decode(day["sensors"][:, None]).segments[0]
+    truth = []
+    for lv, prefix in zip(LEVELS, ("H:", "C:", "A:")):
+        names = levels(day["activity"], taxonomy)[lv]
+        start = np.flatnonzero(np.r_[True, names[1:] != names[:-1]])
+        stop = np.r_[start[1:], names.size]
+        truth.append([(int(a), int(b), prefix + names[a]) for a, b in zip(start, stop)])
+    ax = plotting.plot_hierarchy(truth + decoded, name_format=lambda s: s[2:], figsize=(12, 4.5),
+                                 merge_repeats=True,
+                                 level_names=[f"{who} {lv}" for who in ("true", "HHMM-3") for lv in LEVELS],
+                                 title=f"PlaceLab {subject}, {day['date']} (held out): sensor events "
+                                       f"labelled by activity, truth above the Viterbi parse")
+    ax.set_xlabel("sensor event")
+    print(f"figure saved to {plotting.save_figure(ax, directory, f'placelab_{subject}_hierarchy')}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--subjects", default="subject1,subject2")
     ap.add_argument("--smooth", type=float, default=0.01)
     ap.add_argument("--alpha", type=float, default=0.1)
     ap.add_argument("--max-days", type=int, default=None, help="hold out only the first days")
+    ap.add_argument("--quick", action="store_true", help="subject1 only, the first 3 days held out")
+    ap.add_argument("--figures", metavar="DIR", default=None,
+                    help="save PNG figures made with structlearn.plotting into DIR")
     args = ap.parse_args()
+    if args.quick:
+        args.subjects, args.max_days = "subject1", 3
     root = get_data_path("mit_placelab_tapia")
     if root is None:
         raise SystemExit("data set 'mit_placelab_tapia' not found ($STRUCTLEARN_DATA or ../shared/data)")
@@ -200,6 +240,8 @@ def main():
         for k, r in res.items():
             print(f"{names[k]:<38}" + "".join(f"{r[lv][0]:>14.3f}{r[lv][1]:>13.3f}" for lv in LEVELS))
         print(f"{'majority class':<38}" + "".join(f"{info['majority'][lv]:>14.3f}{'':>13}" for lv in LEVELS))
+        if args.figures:
+            save_figures(os.path.join(root, subj), subj, args.smooth, args.alpha, args.figures)
 
 
 if __name__ == "__main__":

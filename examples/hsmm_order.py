@@ -19,10 +19,16 @@ binomial searches, whose duration M-step is a numerical maximisation); ``--quick
 
 Run::
 
-    .venv/bin/python examples/hsmm_order.py [--data-home DIR] [--quick] [--n-jobs N]
+    .venv/bin/python examples/hsmm_order.py [--data-home DIR] [--quick] [--n-jobs N] [--figures DIR]
 
 ``--quick``: the earthquakes only, M = 1…3, the HMM and Poisson durations (D = 10), EM with tol 1e-4
 (instead of 1e-5) and 200 iterations at most (instead of 300); both use 3 restarts.
+
+``--figures DIR``: also save PNGs made with :mod:`structlearn.plotting` into DIR (created if missing;
+nothing is written without the flag), per data set: ``order_<data>_segmentation.png`` (the series with
+the Viterbi segments and posterior bands of the overall BIC choice), ``order_<data>_durations.png``
+(its duration pmfs over the decoded segment lengths) and ``order_<data>_training.png`` (EM
+log-likelihood per iteration of the BIC choice of every search).
 """
 import argparse
 import os
@@ -45,6 +51,7 @@ DATA = {"earthquakes": ("poisson", (10, 20, 40), (3, 5)),
         "old_faithful": ("gaussian", (5, 10, 20), (3, 5))}
 FAMILIES = {"HMM (geometric, no D)": "geometric", "HSMM poisson": "poisson",
             "HSMM negative binomial": "negative_binomial", "HSMM nonparametric": "nonparametric"}
+UNITS = {"earthquakes": "years", "old_faithful": "eruptions"}  # one observation of each data set
 GENERAL = {"ResidentialTimeHMM": ResidentialTimeHMM, "GeneralHSMM": GeneralHSMM,
            "VariableTransitionHMM": VariableTransitionHMM}
 
@@ -127,12 +134,35 @@ def report(name, results):
     return overall
 
 
+def save_figures(name, X, results, overall, directory):
+    """The structlearn.plotting figures of data set ``name`` (see the module docstring)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    from structlearn import plotting
+
+    label, row = overall["bic"]
+    res = results[label]
+    model = res.estimators_[next(i for i, r in enumerate(res.table) if r is row)]
+    what = f"{label}, M = {row['n_states']}, D = {row['max_duration']}"
+    curves = {lab: r.best_estimator_ for lab, r in results.items()
+              if getattr(r.best_estimator_, "monitor_", None) is not None}
+    figs = {"segmentation": plotting.plot_segmentation(X, model=model, figsize=(11, 4.5),
+                                                       title=f"{name}: BIC choice {what}"),
+            "durations": plotting.plot_durations(model, X=X, include_censored=True, unit=UNITS[name],
+                                                 title=f"{name}: durations of the BIC choice"),
+            "training": plotting.plot_training(curves, title=f"{name}: EM of each search's BIC choice")}
+    for fig, ax in figs.items():
+        print(f"figure saved to {plotting.save_figure(ax, directory, f'order_{name}_{fig}')}")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-home", default=None)
     parser.add_argument("--quick", action="store_true",
                         help="earthquakes only, M = 1..3, the HMM and Poisson durations, tol 1e-4")
     parser.add_argument("--n-jobs", type=int, default=None, help="parallel fits (joblib)")
+    parser.add_argument("--figures", metavar="DIR", default=None,
+                        help="save PNG figures made with structlearn.plotting into DIR")
     args = parser.parse_args(argv)
     t0 = time.perf_counter()
     out = {}
@@ -141,6 +171,8 @@ def main(argv=None):
         print(f"\n==== {name}: {X.shape[0]} observations ====")
         results = run(name, X, args.quick, args.n_jobs)
         out[name] = {"results": results, "overall": report(name, results)}
+        if args.figures:
+            save_figures(name, X, results, out[name]["overall"], args.figures)
     print(f"\ntotal time {time.perf_counter() - t0:.1f} s")
     return out
 

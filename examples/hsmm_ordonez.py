@@ -40,6 +40,13 @@ richer models starts from the explicit-duration HSMM written in their parameters
 Run::
 
     .venv/bin/python examples/hsmm_ordonez.py [--home A B] [--coarse-slice 900] [--data-home DIR] [--quick]
+                                              [--figures DIR]
+
+``--figures DIR`` also saves PNGs made with :mod:`structlearn.plotting` into DIR (created if missing;
+nothing is written without the flag), per home, for the negative-binomial HSMM at 60 s fitted on all
+days but the first: ``ordonez_<home>_segmentation.png`` (the first day's true activity as a line, the
+Viterbi segments as coloured spans), ``ordonez_<home>_durations.png`` (fitted duration laws over the
+lengths of the labelled training segments) and ``ordonez_<home>_transitions.png``.
 
 Result (structlearn 0.1.0; leave-one-day-out; time-slice / class accuracy on the 60-s slices; ~9 min
 for home A and ~12 min for B on a shared 2-core machine)::
@@ -311,6 +318,40 @@ def report(fine, rows):
         print(f"  {name:<26} {sl:>5}s  " + " ".join(f"{v:4.2f}" for v in rec))
 
 
+def save_figures(fine, directory):
+    """The structlearn.plotting figures of one home (see the module docstring)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    from structlearn import plotting
+
+    X, V = symbols(fine)
+    y, lengths, names = fine.labels, fine.lengths, list(fine.activity_names)
+    K = len(names)
+    r = runs(y, lengths)
+    D = int((r[:, 1] - r[:, 0]).max() + 1)
+    D += max(2, D // 50)
+    test = np.zeros(y.size, dtype=bool)
+    test[:lengths[0]] = True
+    model = fit_model("HSMM (negative binomial)", X[~test], lengths[1:], y[~test], K, V, D)
+    pred = model.predict(X[test], [lengths[0]])
+    axes = plotting.plot_segmentation(y[test].astype(float), pred, state_names=names,
+                                      feature_names=["true activity"], figsize=(12, 4.5), alpha=0.35,
+                                      title=f"home {fine.home}, day 1 (held out): true activity (line), "
+                                            f"Viterbi segments of the negative-binomial HSMM (spans)")
+    axes[0].set_yticks(range(K))
+    axes[0].set_yticklabels(names, fontsize=7)
+    axes[0].set_xlabel("minute of the day")
+    figs = {"segmentation": axes,
+            "durations": plotting.plot_durations(model, y[~test], lengths=lengths[1:], state_names=names,
+                                                 n_cols=4, unit="min", include_censored=True,
+                                                 title=f"home {fine.home}: fitted negative-binomial "
+                                                       f"durations vs labelled training segments"),
+            "transitions": plotting.plot_transitions(model, state_names=names,
+                                                     title=f"home {fine.home}: a_ij (smoothed)")}
+    for name, ax in figs.items():
+        print(f"figure saved to {plotting.save_figure(ax, directory, f'ordonez_{fine.home}_{name}')}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--home", nargs="+", default=["A", "B"], choices=["A", "B"])
@@ -324,6 +365,8 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true",
                     help="home A only, 3 held-out days, HSMM and HMM at 60 s, residential-time HMM "
                          "and HSMM at 30 min")
+    ap.add_argument("--figures", metavar="DIR", default=None,
+                    help="save PNG figures made with structlearn.plotting into DIR")
     args = ap.parse_args(argv)
     results = {}
     homes = ["A"] if args.quick else args.home
@@ -339,6 +382,8 @@ def main(argv=None):
         report(fine, rows)
         print(f"({time.perf_counter() - t:.0f} s)")
         results[home] = {(name, sl): (acc, cls) for name, sl, _, acc, cls, _, _ in rows}
+        if args.figures:
+            save_figures(fine, args.figures)
     return results
 
 

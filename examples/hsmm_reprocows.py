@@ -50,6 +50,13 @@ is below the ``reproppa`` mean (33.3 days, the start of EM) for all fits: 7 cows
 Run::
 
     .venv/bin/python examples/hsmm_reprocows.py [--step-hours 1] [--progesterone] [--data-home DIR] [--quick]
+                                                [--figures DIR]
+
+``--figures DIR`` also saves PNGs made with :mod:`structlearn.plotting` into DIR (created if missing;
+nothing is written without the flag): ``reprocows_segmentation.png`` (activity of the first two cows
+with the unsupervised Viterbi segments and the posterior bands), ``reprocows_durations.png`` (fitted
+gamma duration laws, in days, over the decoded segment lengths of all cows) and
+``reprocows_training.png`` (EM log-likelihood per iteration of every fit).
 
 ``--quick`` averages the hours into 2-hour steps (D = 1,285; ~4× cheaper; the initial emission
 variance is then the variance of the averaged activity) and runs one semi-supervised fit (the last
@@ -225,6 +232,31 @@ def report(name, r, data):
               f"AI {ai.tolist()} -> {[int(d) for d in c['ai_distance_h']]} h")
 
 
+def save_figures(results, data, step, progesterone, directory):
+    """The structlearn.plotting figures of the fits (see the module docstring)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    from structlearn import plotting
+
+    act, prog, lengths, _ = aggregate(data, step)
+    X = np.column_stack([act, prog]) if progesterone else act[:, None]
+    model = results["unsupervised"]["model"]
+    figs = {
+        "segmentation": plotting.plot_segmentation(
+            X, model=model, lengths=lengths, sequences=[0, 1], state_names=STATES, figsize=(11, 6),
+            sequence_names=[f"cow {c}" for c in data.ids],
+            feature_names=["activity", "progesterone"] if progesterone else None,
+            title=f"reprocows: cows {data.ids[0]} and {data.ids[1]}, unsupervised HSMM ({step}-hour steps)"),
+        "durations": plotting.plot_durations(model, X=X, lengths=lengths, state_names=STATES,
+                                             scale=step / 24, unit="days", include_censored=True,
+                                             title="gamma duration laws vs decoded segments (all cows)"),
+        "training": plotting.plot_training({k: r["model"] for k, r in results.items()},
+                                           title="EM log-likelihood per iteration"),
+    }
+    for name, ax in figs.items():
+        print(f"figure saved to {plotting.save_figure(ax, directory, 'reprocows_' + name)}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data-home", default=None)
@@ -232,6 +264,8 @@ def main(argv=None):
     ap.add_argument("--progesterone", action="store_true", help="add progesterone as a 2nd feature")
     ap.add_argument("--quick", action="store_true",
                     help="2-hour steps, one semi-supervised fit (AI - 12 h, first AI of a heat)")
+    ap.add_argument("--figures", metavar="DIR", default=None,
+                    help="save PNG figures made with structlearn.plotting into DIR")
     args = ap.parse_args(argv)
     step = 2 if args.quick else args.step_hours
     if step < 1:
@@ -251,6 +285,8 @@ def main(argv=None):
     for key, r in results.items():
         print(f"{key:<30} {r['cycle_days']:9.2f} {r['oestrus_hours']:11.1f} {r['ppa_days']:8.2f} "
               f"{r['score']:10.2f}  {str(r['n_oestrus']):<22} {r['ai_within_24h']}/{r['n_ai']}")
+    if args.figures:
+        save_figures(results, data, step, args.progesterone, args.figures)
     return results
 
 

@@ -11,8 +11,15 @@ smoothed state posteriors of the BIC-best model.
 Run::
 
     .venv/bin/python examples/old_faithful.py [--out old_faithful_hsmm.png] [--data-home DIR] [--quick]
+                                              [--figures DIR]
 
 Needs matplotlib for the figure (``pip install matplotlib``); without it, only the table is printed.
+``--quick``: the geyser data only, 2 states, 2 duration families, 1 restart (~10 s).
+``--figures DIR``: also save, made with :mod:`structlearn.plotting` for the BIC-best geyser model,
+``DIR/old_faithful_segmentation.png`` (Viterbi segments over the series, posterior bands),
+``old_faithful_durations.png`` (fitted duration pmfs over the decoded segment lengths),
+``old_faithful_training.png`` (EM log-likelihood per iteration of every fitted model) and
+``old_faithful_transitions.png`` (DIR is created if missing; nothing is written without the flag).
 """
 import argparse
 import warnings
@@ -112,11 +119,37 @@ def plot(x, model, path):
     print(f"figure saved to {path}")
 
 
+def save_figures(x, rows, directory):
+    """The structlearn.plotting figures of the BIC-best model of ``rows`` (see the module docstring)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    from structlearn import plotting
+
+    best = min(rows, key=lambda r: r[5])[2]
+    X = x[:, None]
+    names = [f"mean {m:.0f} min" for m in best.emission_.means]
+    kind = type(best.duration_).__name__
+    figs = {
+        "segmentation": plotting.plot_segmentation(
+            X, model=best, state_names=names, figsize=(11, 4.5),
+            title=f"Old Faithful (MASS::geyser): {best.n_states}-state HSMM, {kind} durations"),
+        "durations": plotting.plot_durations(best, X=X, state_names=names, unit="eruptions",
+                                             title="fitted duration pmf vs decoded segment lengths"),
+        "training": plotting.plot_training({f"K={K} {fam}": m for K, fam, m, *_ in rows},
+                                           title="EM log-likelihood per iteration (kept restart)"),
+        "transitions": plotting.plot_transitions(best, state_names=names, title="a_ij (BIC-best)"),
+    }
+    for name, ax in figs.items():
+        print(f"figure saved to {plotting.save_figure(ax, directory, 'old_faithful_' + name)}")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="old_faithful_hsmm.png", help="figure file")
     parser.add_argument("--data-home", default=None)
     parser.add_argument("--quick", action="store_true", help="2 states, 2 families, 1 restart")
+    parser.add_argument("--figures", metavar="DIR", default=None,
+                        help="save PNG figures made with structlearn.plotting into DIR")
     args = parser.parse_args(argv)
     data = load(args.data_home)
     best = None
@@ -124,8 +157,10 @@ def main(argv=None):
         rows = fit_all(data[name], args.quick)
         b = report(name, data[name], rows)
         if name == "geyser":
-            best = b
+            best, geyser_rows = b, rows
     plot(data["geyser"], best[2], args.out)
+    if args.figures:
+        save_figures(data["geyser"], geyser_rows, args.figures)
 
 
 if __name__ == "__main__":
