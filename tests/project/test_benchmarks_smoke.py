@@ -1,8 +1,11 @@
-"""Smoke test of benchmarks/bench_inference.py: it imports, and its contenders agree on a tiny case."""
+"""Smoke tests of the benchmarks: bench_inference.py imports and its contenders agree on a tiny case;
+run_all.py lists every script, runs one and tabulates its summary."""
+import sys
+
 import numpy as np
 import pytest
 
-from tests.conftest import require_module, script_module, skip_unless_ci
+from tests.conftest import ROOT, require_module, script_module, skip_unless_ci
 
 
 @pytest.fixture(scope="module")
@@ -33,3 +36,30 @@ def test_prefix_workloads(bench):
     assert long.lengths.tolist() == [8] and long.log_b.shape == (8, 3)
     wall, cpu, n = bench.timed(bench.hmmlearn_scaling, w, budget=0.05, repeats=1)
     assert n <= w.n_tokens and wall > 0 and cpu >= 0
+
+
+# -- benchmarks/run_all.py -----------------------------------------------------------------------------
+def test_run_all_lists_every_benchmark_script():
+    run_all = script_module("benchmarks/run_all.py")
+    listed = {s for s, *_ in run_all.BENCHMARKS}
+    present = {p.name for p in (ROOT / "benchmarks").glob("bench_*.py")}
+    assert present <= listed, f"add {sorted(present - listed)} to run_all.BENCHMARKS"
+    names = [name for name, _, _ in run_all.commands(quick=True)]
+    assert len(names) == len(present)
+    assert {n for n, _, _ in run_all.commands(quick=True, only=["hmm"])} == {"hmm", "hhmm"}
+
+
+def test_run_all_runs_a_script_and_tabulates_its_summary(tmp_path, capsys):
+    run_all = script_module("benchmarks/run_all.py")
+    script = tmp_path / "bench_fake.py"
+    script.write_text("print('row a 1.0 2.0')\nprint('geometric mean ratio: 2.00x vs peer')\n")
+    status, sec, text = run_all.run_one([sys.executable, str(script)], limit=60)
+    assert status == "ok" and sec >= 0
+    assert run_all.summary_lines(text) == ["geometric mean ratio: 2.00x vs peer"]
+    bad = tmp_path / "bench_bad.py"
+    bad.write_text("raise SystemExit(3)\n")
+    assert run_all.run_one([sys.executable, str(bad)], limit=60)[0] == "failed (rc 3)"
+    md = run_all.table([("fake", status, sec, run_all.summary_lines(text))], markdown=True)
+    assert md.splitlines()[2].startswith("| fake | ok |")
+    assert run_all.main(["--dry-run", "--quick", "--only", "inference"]) == 0
+    assert "bench_inference.py --quick" in capsys.readouterr().out

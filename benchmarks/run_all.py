@@ -1,0 +1,133 @@
+"""Run every side-by-side benchmark and print one table of their ratios.
+
+Each script in ``benchmarks/`` measures structlearn and its peer in one run and prints its own table and a
+summary line (``geometric mean ratio …``, ``ratio …``, ``× …``). This driver runs them one after the other as
+child processes (so one script's Numba threads, imports or crash cannot touch the next), each with a time
+limit, and prints, per script: whether it ran, its wall time and its summary lines. A regression is then
+visible in one command::
+
+    .venv/bin/python benchmarks/run_all.py --quick          # small settings, a few minutes on 2 cores
+    .venv/bin/python benchmarks/run_all.py                  # the scripts' full settings (long)
+    .venv/bin/python benchmarks/run_all.py --only hmm,hsmm  # scripts whose name contains one of these
+    .venv/bin/python benchmarks/run_all.py --dry-run        # the commands, without running them
+    .venv/bin/python benchmarks/run_all.py --markdown       # the final table as Markdown
+
+A script whose peer is not installed reports that itself (and its row shows it); the driver never fails
+because a benchmark did: its exit status is 0 unless ``--strict`` is given and a script failed.
+"""
+import argparse
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import time
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+#: (script, arguments with --quick, arguments of a full run, time limit in seconds with --quick)
+BENCHMARKS = [
+    ("bench_inference.py", ["--quick"], [], 600),
+    ("bench_hmm.py", ["--quick", "--repeat", "1"], [], 600),
+    ("bench_hsmm.py", ["--T", "10000", "--peer-T", "500", "--general-T", "500", "--repeat", "1"], [], 900),
+    ("bench_crf_conll2000.py", ["--max-iterations", "5"], [], 900),
+    ("bench_semicrf.py", ["--sentences", "200", "--iterations", "2"], [], 600),
+    ("bench_higher_order.py", ["--quick"], [], 900),
+    ("bench_tree.py", ["--iterations", "2", "--repeat", "1"], [], 900),
+    ("bench_graph_crf.py", ["--n-train", "20", "--n-test", "10", "--max-iterations", "3"], [], 600),
+    ("bench_factor_graph.py", ["--quick"], [], 600),
+    ("bench_hhmm.py", ["--part", "length", "--lengths", "50,100,200", "--budget", "5"], [], 600),
+    ("bench_torch.py", ["--repeat", "1", "--timeout", "60"], [], 900),
+    ("bench_distributed.py", ["--quick"], [], 600),
+]
+
+#: lines of a script's output that summarise it
+SUMMARY = re.compile(r"(geometric mean|ratio|speed-?up|\d\s*[×x]\b|× |slope|efficiency)", re.IGNORECASE)
+
+
+def summary_lines(text, limit=4):
+    """The summary lines of a benchmark's output (those matching :data:`SUMMARY`, the last ``limit`` of
+    them; the last non-empty line when none matches)."""
+    lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
+    hits = [ln for ln in lines if SUMMARY.search(ln)]
+    if not hits:
+        return lines[-1:]
+    return hits[-limit:]
+
+
+def commands(quick=True, only=None):
+    """(name, argv, limit) of the benchmarks to run (scripts absent from this checkout are left out)."""
+    out = []
+    for script, q_args, f_args, limit in BENCHMARKS:
+        name = script[len("bench_"):-len(".py")]
+        if only and not any(o in name for o in only):
+            continue
+        if not (HERE / script).exists():
+            continue
+        args = q_args if quick else f_args
+        out.append((name, [sys.executable, str(HERE / script), *args], limit if quick else None))
+    return out
+
+
+def run_one(argv, limit):
+    """Run one script: (status, seconds, output). Status is "ok", "failed (rc N)" or "timed out"."""
+    t0 = time.perf_counter()
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=limit, env=env, cwd=HERE.parent)
+        status = "ok" if p.returncode == 0 else f"failed (rc {p.returncode})"
+        text = p.stdout + ("\n" + p.stderr if p.returncode else "")
+    except subprocess.TimeoutExpired as e:
+        status = "timed out"
+        text = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+    return status, time.perf_counter() - t0, text
+
+
+def table(rows, markdown=False):
+    """The final table of (name, status, seconds, summary lines) rows as text."""
+    if markdown:
+        out = ["| benchmark | status | wall s | summary |", "| --- | --- | --- | --- |"]
+        for name, status, sec, summ in rows:
+            out.append(f"| {name} | {status} | {sec:.0f} | {'<br>'.join(s.strip() for s in summ)} |")
+        return "\n".join(out)
+    out = [f"{'benchmark':<16} {'status':<16} {'wall s':>7}  summary"]
+    for name, status, sec, summ in rows:
+        first, *rest = summ or [""]
+        out.append(f"{name:<16} {status:<16} {sec:7.0f}  {first.strip()}")
+        out += [f"{'':<41}  {s.strip()}" for s in rest]
+    return "\n".join(out)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="small settings (a few minutes in all)")
+    ap.add_argument("--only", default=None, help="comma-separated parts of script names")
+    ap.add_argument("--dry-run", action="store_true", help="print the commands only")
+    ap.add_argument("--markdown", action="store_true", help="print the final table as Markdown")
+    ap.add_argument("--strict", action="store_true", help="exit 1 when a benchmark failed")
+    ap.add_argument("--verbose", action="store_true", help="print each script's whole output")
+    args = ap.parse_args(argv)
+    only = [o.strip() for o in args.only.split(",")] if args.only else None
+    cmds = commands(args.quick, only)
+    if args.dry_run:
+        for name, cmd, limit in cmds:
+            print(f"{name}: {' '.join(cmd[1:])}" + (f"  (limit {limit} s)" if limit else ""))
+        return 0
+    rows = []
+    for name, cmd, limit in cmds:
+        print(f"== {name}: {' '.join(pathlib.Path(c).name if i == 1 else c for i, c in enumerate(cmd[1:], 1))}",
+              flush=True)
+        status, sec, text = run_one(cmd, limit)
+        if args.verbose:
+            print(text)
+        summ = summary_lines(text)
+        print(f"   {status} in {sec:.0f} s: {summ[-1].strip() if summ else ''}", flush=True)
+        rows.append((name, status, sec, summ))
+    print()
+    print(table(rows, args.markdown))
+    failed = [r for r in rows if r[1] != "ok"]
+    return 1 if (args.strict and failed) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
