@@ -238,7 +238,7 @@ def test_dump_and_info(model, capsys):
     assert rc == 0, err
     assert "format: linear-chain-crf version 1" in out
     assert f"labels: {len(est.classes_)}" in out and f"attributes: {len(est.attributes_)}" in out
-    assert f"features: {est.size_}" in out
+    assert f"features: {est.num_features_}" in out
     assert "max_iterations=40" in out and f"training: {est.n_iter_} iterations" in out
 
 
@@ -295,7 +295,7 @@ def _error_cases(files, model, tmp):
         (["dump", newer], "newer than this structlearn"),
         (["eval", files / "test.txt"], "eval needs GOLD and PRED"),
         (["eval", files / "test.txt", short], "has 8 sequences but"),
-        (["learn", files / "train.txt"], "required: -m/--model"),
+        (["learn", files / "train.txt"], "-m/--model is required"),
         (["frobnicate"], "invalid choice: 'frobnicate'"),
         (["learn", "-m", tmp / "x.model", "--template", "nosuch", "--format", "conll", files / "train.conll"],
          "unknown template 'nosuch'"),

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.base import clone
-from sklearn.exceptions import NotFittedError
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
 
 from structlearn import LinearChainCRF
 from structlearn.learning.objectives import ChainCLL
@@ -120,7 +120,9 @@ def test_fit_predict_and_outputs():
     assert crf.n_iter_ >= 1 and isinstance(crf.converged_, bool) and crf.training_log_
     assert {"loss", "gradient_norm", "active_features", "seconds"} <= set(crf.training_log_[0])
     assert all(isinstance(k, tuple) for k in crf.state_features_)
-    assert ("<start>", "A") in crf.transition_features_
+    assert ("<start>", "A") in crf.boundary_features_ and ("A", "<end>") in crf.boundary_features_
+    assert all(a in crf.classes_ and b in crf.classes_ for a, b in crf.transition_features_)
+    assert all(w != 0 for w in {**crf.state_features_, **crf.transition_features_}.values())
 
 
 def test_constrained_decoding():
@@ -144,7 +146,7 @@ def test_bio_forbidden_transitions():
     y = [["B-X", "I-X", "O"]] * 5 + [["O", "B-X"]] * 5
     crf = LinearChainCRF(forbidden_transitions="BIO").fit(X, y)
     tf = crf.transition_features_
-    assert tf[("O", "I-X")] == -np.inf and tf[("<start>", "I-X")] == -np.inf
+    assert tf[("O", "I-X")] == -np.inf and crf.boundary_features_[("<start>", "I-X")] == -np.inf
     for seq in crf.predict([[{"w": "b"}, {"w": "b"}, {"w": "b"}], [{"w": "zzz"}]]):
         for a, b in zip(["O"] + seq, seq):
             assert not (b == "I-X" and a == "O")
@@ -173,16 +175,16 @@ def test_l1_gives_sparse_model():
 
 def test_input_formats_equivalent():
     X, y = toy_data(30)
-    Xl = [[[f"w={d['w']}", "bias"] for d in s] for s in X]
+    Xl = [[[f"w:{d['w']}", "bias"] for d in s] for s in X]
     Xd = [[{"w": d["w"], "bias": 1.0} for d in s] for s in X]
     a = LinearChainCRF(c2=0.1).fit(Xl, y)
     b = LinearChainCRF(c2=0.1).fit(Xd, y)
-    assert a.predict(Xl) == b.predict(Xd)
+    assert a.predict(Xl) == b.predict(Xd) and a.attributes_ == b.attributes_
     np.testing.assert_allclose(a.training_log_[-1]["loss"], b.training_log_[-1]["loss"], rtol=1e-10)
     # nested dicts / lists follow python-crfsuite's naming
     nested = [[{"tok": {"w": d["w"]}, "tags": ["x", "y"]} for d in s] for s in X]
     c = LinearChainCRF(c2=0.1).fit(nested, y)
-    assert "tok:w=" + X[0][0]["w"] in c.attributes_ and "tags:x" in c.attributes_
+    assert "tok:w:" + X[0][0]["w"] in c.attributes_ and "tags:x" in c.attributes_
     # sparse matrix + lengths
     lengths = [len(s) for s in X]
     M = sp.random(sum(lengths), 5, density=0.5, random_state=0, format="csr")
@@ -350,3 +352,102 @@ def test_fused_objective_infeasible_sequence_is_a_clear_error():
     model.forbidden_start[yy[packed.offsets[0]]] = True
     with pytest.raises(ValueError, match="zero probability"):
         obj(w)
+
+
+# ------------------------------------------------------------------------------------------ issue 19
+def test_labels_keep_their_type(tmp_path):
+    X, y = toy_data(20)
+    yi = [[{"A": 0, "B": 1, "C": 2}[lab] for lab in s] for s in y]
+    yn = [np.array(s, dtype=np.int64) for s in yi]
+    for labels in (yi, yn):
+        crf = LinearChainCRF(c2=0.1, max_iterations=30, epsilon=1e-2).fit(X, labels)
+        assert sorted(crf.classes_) == [0, 1, 2] and all(type(c) is int for c in crf.classes_)
+        pred = crf.predict(X)
+        assert all(type(lab) is int for s in pred for lab in s)
+        assert crf.score(X, labels) > 0.5
+        assert set(crf.predict_marginals(X[:1])[0][0]) == {0, 1, 2}
+        crf.save(tmp_path / "m.npz")
+        assert LinearChainCRF.load(tmp_path / "m.npz").predict(X) == pred
+    from sklearn.metrics import accuracy_score
+
+    flat = [lab for s in crf.predict(X) for lab in s]
+    assert 0 <= accuracy_score([lab for s in yi for lab in s], flat) <= 1  # no mixed-type error
+
+
+def test_numpy_scalar_and_bytes_attribute_values():
+    X, y = toy_data(20)
+    Xp = [[{"w": d["w"], "bias": True, "num": d["num"]} for d in s] for s in X]
+    Xn = [[{"w": np.str_(d["w"]), "bias": np.bool_(True), "num": np.float64(d["num"])} for d in s] for s in X]
+    Xb = [[{"w": d["w"].encode(), "bias": np.int64(1), "num": d["num"]} for d in s] for s in X]
+    a = LinearChainCRF(c2=0.1).fit(Xp, y)
+    for other in (Xn, Xb):
+        b = LinearChainCRF(c2=0.1).fit(other, y)
+        assert b.attributes_ == a.attributes_
+        np.testing.assert_allclose(b.coef_, a.coef_, rtol=1e-10)
+        assert a.predict(other) == a.predict(Xp)
+    Xf = [[{"w": d["w"], "bias": 1.0, "num": np.float32(d["num"])} for d in s] for s in X]
+    assert LinearChainCRF(c2=0.1).fit(Xf, y).predict(Xf) == a.predict(Xp)
+    with pytest.raises(ValueError, match="UTF-8"):
+        LinearChainCRF().fit([[{"w": b"\xff"}]], [["A"]])
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_sparse_matrix_needs_lengths():
+    X = sp.random(6, 4, density=0.5, format="csr", random_state=0)
+    with pytest.raises(ValueError, match="lengths"):
+        LinearChainCRF().fit(X, [["A"] * 6])
+    crf = LinearChainCRF(max_iterations=5).fit(X, [["A", "B", "A"], ["B", "A", "B"]], lengths=[3, 3])
+    with pytest.raises(ValueError, match="lengths"):
+        crf.predict(X)
+
+
+def test_convergence_warning_points_at_the_caller_once():
+    X, y = toy_data(10)
+    with pytest.warns(ConvergenceWarning) as record:
+        LinearChainCRF(max_iterations=1).fit(X, y)
+    conv = [w for w in record if issubclass(w.category, ConvergenceWarning)]
+    assert len(conv) == 1 and conv[0].filename == __file__
+
+
+def test_impossible_constraints_name_constraint_and_position():
+    X = [[{"w": "a"}, {"w": "b"}, {"w": "c"}]] * 5 + [[{"w": "b"}, {"w": "b"}]] * 5
+    y = [["B-X", "I-X", "O"]] * 5 + [["O", "B-X"]] * 5
+    crf = LinearChainCRF(forbidden_transitions="BIO").fit(X, y)
+    with pytest.raises(ValueError, match=r"`constraints\[1\]` at position 2 \('I-X'\).*positions \[1\]"):
+        crf.predict([X[0], X[0]], constraints=[None, {1: "O", 2: "I-X"}])
+    with pytest.raises(ValueError, match=r"`constraints\[0\]` at position 0 \('I-X'\)"):
+        crf.predict([X[0]], constraints=[{0: "I-X"}])
+    assert crf.predict([X[0]], constraints=[{1: "B-X", 2: "I-X"}])[0][1:] == ["B-X", "I-X"]
+
+
+def test_model_files_of_the_old_attribute_spelling_still_read_dict_input(tmp_path):
+    """Files written before python-crfsuite's "name:value" spelling named {"w": "the"} "w=the": loaded,
+    they answer dict input (and the literal "w=the" list input) with the features they were trained on."""
+    import json
+
+    from structlearn.utils.modelfile import HEADER_KEY
+
+    words = [["the", "dog", "runs"], ["a", "cat", "sleeps"], ["the", "cat", "runs"]]
+    tags = [["D", "N", "V"], ["D", "N", "V"], ["D", "N", "V"]]
+    old_style = [[[f"w={w}"] for w in s] for s in words]  # what the old encoder made of {"w": w}
+    crf = LinearChainCRF(c2=0.1, max_iterations=50).fit(old_style, tags)
+    path = tmp_path / "old.model"
+    crf.save(path)
+    with np.load(path) as z:  # strip the spelling marker: a file of the old layout
+        members = {k: z[k] for k in z.files}
+    header = json.loads(bytes(members[HEADER_KEY]).decode("utf-8"))
+    del header["metadata"]["attribute_spelling"]
+    members[HEADER_KEY] = np.frombuffer(json.dumps(header).encode("utf-8"), dtype=np.uint8)
+    with open(path, "wb") as f:
+        np.savez(f, **members)
+    old = LinearChainCRF.load(path)
+    as_dicts = [[{"w": w} for w in s] for s in words]
+    assert old.predict(as_dicts) == crf.predict(old_style) == old.predict(old_style)
+    pm_new = old.predict_marginals(as_dicts)
+    pm_old = crf.predict_marginals(old_style)
+    for a, b in zip(pm_new, pm_old):
+        for da, db in zip(a, b):
+            assert da.keys() == db.keys()
+            np.testing.assert_allclose([da[k] for k in da], [db[k] for k in da], rtol=1e-12)
+    fresh = LinearChainCRF.load(crf.save(tmp_path / "new.model"))  # today's files: no aliases
+    assert fresh.predict(old_style) == crf.predict(old_style)

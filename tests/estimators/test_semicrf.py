@@ -79,7 +79,7 @@ def _segment_score(est, w, x, segs, K):
     def state(block, item, k):
         tot = 0.0
         for key, v in item.items():
-            name, val = (key + "=" + v, 1.0) if isinstance(v, str) else (key, float(v))
+            name, val = (key + ":" + v, 1.0) if isinstance(v, str) else (key, float(v))
             a = attrs.get(name)
             if a is None:
                 continue
@@ -179,6 +179,21 @@ def test_label_formats_and_predictions():
     est = SemiMarkovCRF(c2=0.01).fit(X[:1], runs)
     assert est.label_format_ == "runs" and est.predict(X[:1]) == runs
     assert est.predict_segments(X[:1]) == [[(0, 2, "a"), (2, 5, "b")]]
+
+
+def test_max_segment_length_rules():
+    X = [[{"w": str(i)} for i in range(5)]] * 2
+    bio = [["B-NP", "I-NP", "O", "B-VP", "B-VP"]] * 2
+    kw = dict(allow_same_label=True, c2=0.01)
+    per_label = {"NP": 2, "O": 1, "VP": 1}
+    assert SemiMarkovCRF(**kw).fit(X, bio).max_lengths_ == per_label
+    assert SemiMarkovCRF(max_segment_length="per-label", **kw).fit(X, bio).max_lengths_ == per_label
+    assert SemiMarkovCRF(max_segment_length="global", **kw).fit(X, bio).max_lengths_ == \
+        {"NP": 2, "O": 2, "VP": 2}
+    assert SemiMarkovCRF(max_segment_length=3, **kw).fit(X, bio).max_lengths_ == \
+        {"NP": 3, "O": 3, "VP": 3}
+    with pytest.raises(ValueError, match="max_segment_length"):
+        SemiMarkovCRF(max_segment_length="longest", **kw).fit(X, bio)
 
 
 def test_bad_input():

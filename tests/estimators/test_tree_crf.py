@@ -135,7 +135,7 @@ def _oracle_potentials(crf, items, parents, edge_attrs=None):
     unary = np.zeros((T, K))
     for t, item in enumerate(items):
         for a, v in item.items():
-            name, val = (f"{a}={v}", 1.0) if isinstance(v, str) else (a, float(v))
+            name, val = (f"{a}:{v}", 1.0) if isinstance(v, str) else (a, float(v))
             for k, c in enumerate(cls):
                 unary[t, k] += val * state.get((name, c), 0.0)
     e = np.zeros((T, K, K))

@@ -2,7 +2,7 @@
 import os
 import sys
 
-__all__ = ["PROG", "CLIError", "Out", "say", "warn", "source", "human_size", "open_model"]
+__all__ = ["PROG", "CLIError", "Out", "say", "warn", "source", "human_size", "open_model", "redirect_say"]
 
 PROG = "structlearn"
 
@@ -29,8 +29,26 @@ class Out:
         sys.stdout.flush()
 
 
+_SAY = []   # a stack of files that say() writes to instead of stdout (learn -l)
+
+
 def say(line=""):
-    print(line, flush=True)
+    print(line, file=_SAY[-1] if _SAY else sys.stdout, flush=True)
+
+
+class redirect_say:
+    """Context manager: ``say`` writes to ``fh`` (the training log of ``learn -l``)."""
+
+    def __init__(self, fh):
+        self.fh = fh
+
+    def __enter__(self):
+        _SAY.append(self.fh)
+        return self.fh
+
+    def __exit__(self, *exc):
+        _SAY.pop()
+        return False
 
 
 def warn(message):
@@ -59,6 +77,15 @@ def open_model(path):
         raise CLIError(f"{path}: is a folder, not a model file")
     with open(path, "rb") as fh:
         magic = fh.read(4)
+    if magic == b"lCRF":  # a CRFsuite model file (crfsuite learn, python-crfsuite, sklearn-crfsuite)
+        from ..estimators.crf import LinearChainCRF
+
+        try:
+            est = LinearChainCRF.load(path)
+        except ValueError as exc:
+            raise CLIError(str(exc)) from None
+        return est, {"format": "linear-chain-crf", "version": "crfsuite (lCRF, FOMC 100)",
+                     "structlearn_version": "-"}
     if magic[:2] != b"PK":  # an .npz is a zip archive; anything else would reach numpy's pickle check
         raise CLIError(f"{path}: not a structlearn model file (expected an .npz archive written by "
                        f"'{PROG} learn'); check the -m argument")

@@ -56,7 +56,7 @@ def cmd_demo(args):
     say(f"chunk F1 (conlleval): {res.f1:.4f}  (precision {res.precision:.4f}, recall {res.recall:.4f})")
     say(f"token accuracy: {res.accuracy:.4f}")
     say(f"iterations: {est.n_iter_} ({'converged' if est.converged_ else 'not converged'}), "
-         f"{per_it:.3f} s/iteration; features: {est.size_}")
+         f"{per_it:.3f} s/iteration; features: {est.num_features_}")
     say(f"time: featurise {t_feat:.2f} s, train {t_train:.2f} s, tag {t_tag:.2f} s, total {total:.2f} s")
     if args.verbose:
         say()

@@ -11,15 +11,17 @@ import time
 import warnings
 from typing import Callable, NamedTuple
 
-from .common import CLIError, human_size, say, warn
+from .common import CLIError, human_size, redirect_say, say, warn
 from .featurize import Featurizer, TreeReader, read_many
 from .params import param_help, parse_forbid, parse_params
 
-__all__ = ["cmd_learn", "STRUCTURES", "Structure", "fit", "format_entry", "estimator_class"]
+__all__ = ["cmd_learn", "STRUCTURES", "Structure", "fit", "format_entry", "estimator_class", "crfsuite_log_entry",
+           "TYPE_ALIASES"]
 
 
 def _chain_summary(est):
-    size = getattr(est, "size_", None)
+    size = getattr(est, "num_features_", None)
+    size = getattr(est, "size_", None) if size is None else size
     size = est.coef_.size if size is None and hasattr(est, "coef_") else size
     return (f"Model: {len(est.classes_)} labels, {len(getattr(est, 'attributes_', ()))} attributes, "
             f"{size} features")
@@ -136,13 +138,15 @@ def _check_options(args, name, structure, defaults):
             continue
         if dest not in structure.options:
             raise CLIError(f"{option} applies to --structure {owner} only")
-        if given is not True and given < 1:
+        if given is not True and not isinstance(given, str) and given < 1:
             raise CLIError(f"{option} expects a positive integer; got {given}")
     if args.algorithm != "lbfgs" and "algorithm" not in defaults:
         raise CLIError(f"-a is not available with --structure {name}")
     if args.algorithm != "lbfgs" and structure.lbfgs_only:
         raise CLIError(f"--structure {name} trains with -a lbfgs only; got -a {args.algorithm}")
     for given, ok, what in ((args.dev is not None, structure.dev, "-e/--dev is"),
+                            (bool(args.crfsuite_log) and (args.quiet or args.verbose), False,
+                             "-L with -q/-v is"),
                             (bool(args.forbid), structure.forbid, "--forbid is"),
                             ((args.format, args.template, args.columns) != (None,) * 3, not structure.trees,
                              "--format/--template/--columns are")):
@@ -150,7 +154,107 @@ def _check_options(args, name, structure, defaults):
             raise CLIError(f"{what} not available with --structure {name}")
 
 
+# CRFSuite 0.13's --type names and its -p names of options that structlearn sets with its own options
+TYPE_ALIASES = {"1d": "chain", "crf1d": "chain", "semim": "semi-markov", "tree": "tree",
+                "chain": "chain", "semi-markov": "semi-markov", "higher-order": "higher-order"}
+_OPTION_PARAMS = {"feature.max_seg_len": "max_segment_length", "feature.order": "order"}
+
+
+def _crfsuite013_aliases(args):
+    """Apply ``--type`` and ``-p feature.max_seg_len=N`` / ``-p feature.order=N`` (CRFSuite 0.13) to
+    ``args``: the structure and the options they stand for."""
+    if getattr(args, "type", None):
+        t = args.type.strip().lower()
+        if t not in TYPE_ALIASES:
+            raise CLIError(f"--type must be one of {', '.join(sorted(TYPE_ALIASES))}; got {args.type!r}")
+        args.structure = TYPE_ALIASES[t]
+    rest = []
+    for item in args.param:
+        name, sep, text = item.partition("=")
+        dest = _OPTION_PARAMS.get(name.strip())
+        if dest is None or not sep:
+            rest.append(item)
+            continue
+        try:
+            value = int(text)
+        except ValueError:
+            raise CLIError(f"-p {name.strip()} expects a positive integer; got {text!r}") from None
+        if dest == "order":
+            if value >= 2 and args.structure == "chain":
+                args.structure = "higher-order"
+            if args.structure == "higher-order":
+                args.order = value
+            elif value != 1:
+                raise CLIError(f"-p feature.order={value} needs --structure chain or higher-order")
+        else:
+            if args.structure == "chain":
+                args.structure = "semi-markov"
+            args.max_segment_length = value
+    args.param = rest
+
+
+def _check_model_path(path):
+    """Fail before training when the model file cannot be written."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise CLIError(f"cannot write the model to {path}: the folder {folder} does not exist")
+    if os.path.isdir(path):
+        raise CLIError(f"cannot write the model to {path}: it is a folder")
+    if not os.access(folder, os.W_OK):
+        raise CLIError(f"cannot write the model to {path}: the folder {folder} is not writable")
+
+
+def _subset(data, idx, name):
+    from .featurize import Data
+
+    return Data([data.X[i] for i in idx], [data.y[i] for i in idx], name,
+                {k: [v[i] for i in idx] for k, v in data.extra.items()})
+
+
+def _groups(args, reader):
+    """(all data, group number 1..G of every instance, G): per file, or round-robin with ``-g N``
+    (CRFsuite: instance i is in group i mod N + 1)."""
+    datas = [reader.read(p) for p in args.train]
+    for d in datas:
+        if d.y is None:
+            raise CLIError(f"{d.name}: the input has no label column; training needs labels")
+    from .featurize import Data
+
+    X, y, extra, group = [], [], {}, []
+    for g, d in enumerate(datas, 1):
+        X.extend(d.X)
+        y.extend(d.y)
+        group.extend([g] * len(d.X))
+        for k, v in d.extra.items():
+            extra.setdefault(k, []).extend(v)
+    data = Data(X, y, ", ".join(args.train), extra)
+    if args.split is not None:
+        if args.split < 1:
+            raise CLIError(f"-g expects a positive number of groups; got {args.split}")
+        group = [i % args.split + 1 for i in range(len(X))]
+        return data, group, args.split
+    return data, group, len(datas)
+
+
+def crfsuite_log_entry(entry):
+    """One iteration in the layout of crfsuite's training log (``***** Iteration #k *****`` ...)."""
+    lines = [f"***** Iteration #{entry.get('iteration', '?')} *****"]
+    if "loss" in entry:
+        lines.append(f"Loss: {entry['loss']:f}")
+    for key, label, fmt in (("weight_norm", "Feature norm", "{:f}"), ("gradient_norm", "Error norm", "{:f}"),
+                            ("active_features", "Active features", "{}"),
+                            ("line_search_evals", "Line search trials", "{}"),
+                            ("step", "Line search step", "{:f}"),
+                            ("dev_accuracy", "Item accuracy (held-out)", "{:.4f}")):
+        if key in entry:
+            lines.append(f"{label}: " + fmt.format(entry[key]))
+    if "seconds" in entry:
+        lines.append(f"Seconds required for this iteration: {entry['seconds']:.3f}")
+    return "\n".join(lines) + "\n"
+
+
 def cmd_learn(args):
+    _crfsuite013_aliases(args)
     name = args.structure
     structure = STRUCTURES[name]
     cls = estimator_class(structure)
@@ -158,19 +262,53 @@ def cmd_learn(args):
     _check_options(args, name, structure, defaults)
     if param_help(args.param, cls, defaults, structure.by_option):
         return 0
+    if not args.train:
+        raise CLIError("learn needs at least one TRAIN file ('-' for standard input)")
+    if args.model is None and not args.cross_validate:
+        raise CLIError("-m/--model is required (except with -x, which stores no model)")
+    if args.model is not None:
+        _check_model_path(args.model)
+    if args.log_file is None:
+        return _learn(args, name, structure, cls, defaults)
+    path = args.log_file or ((args.model or "structlearn") + ".log")
+    try:
+        fh = open(path, "w", encoding="utf-8")
+    except OSError as exc:
+        raise CLIError(f"cannot write the log to {path}: {exc.strerror}") from None
+    with fh, redirect_say(fh):
+        return _learn(args, name, structure, cls, defaults)
+
+
+def _learn(args, name, structure, cls, defaults):
     params = {"algorithm": args.algorithm} if "algorithm" in defaults and not structure.lbfgs_only else {}
     params.update(parse_params(args.param, defaults, structure.by_option))
     if structure.option_params is not None:
         params.update(structure.option_params(args, params))
     if args.forbid:
         params["forbidden_transitions"] = parse_forbid(args.forbid)
+    if "start_end_features" in defaults and "start_end_features" not in params and \
+            args.format in (None, "crfsuite"):
+        params["start_end_features"] = False  # CRFsuite's input, CRFsuite's model (no start/end weights)
+    if "root_features" in defaults and "root_features" not in params:
+        params["root_features"] = False  # CRFSuite 0.13's tree model (no root-label weights)
     params["verbose"] = bool(args.verbose)
     reader = TreeReader() if structure.trees else Featurizer.from_args(args.format, args.template,
                                                                         args.columns)
     t0 = time.perf_counter()
-    data = read_many(reader, args.train)
+    holdout = None
+    if args.dev is not None and not os.path.exists(args.dev) and args.dev.lstrip("-").isdigit():
+        holdout = int(args.dev)
+    if holdout is not None or args.cross_validate or args.split is not None:
+        data, group, n_groups = _groups(args, reader)
+    else:
+        data, group, n_groups = read_many(reader, args.train), None, 1
     dev = None
-    if args.dev is not None:
+    if holdout is not None:
+        if not 1 <= holdout <= n_groups:
+            raise CLIError(f"-e {holdout}: there are {n_groups} groups (files, or -g N); give 1..{n_groups}")
+        dev = _subset(data, [i for i, g in enumerate(group) if g == holdout], f"group {holdout}")
+        data = _subset(data, [i for i, g in enumerate(group) if g != holdout], data.name)
+    elif args.dev is not None:
         dev = reader.read(args.dev)
         if dev.y is None:
             raise CLIError(f"{dev.name}: the held-out input has no label column")
@@ -181,17 +319,17 @@ def cmd_learn(args):
             f"({reader.describe()}; {t_read:.2f} s)")
         if dev is not None:
             say(f"Held-out: {len(dev.X)} {units[0]}, {sum(len(s) for s in dev.X)} {units[1]} from "
-                f"{args.dev}")
+                f"{dev.name if holdout is not None else args.dev}")
         shown = {k: v for k, v in params.items() if k != "verbose"}
         if args.verbose:
             shown = {**{k: v for k, v in defaults.items() if k != "verbose"}, **shown}
         say("Parameters: " + " ".join(f"{k}={v}" for k, v in shown.items()))
+    if args.cross_validate:
+        return _cross_validate(args, structure, cls, params, data, group, n_groups, units)
 
     est = cls(**params)
     t0 = time.perf_counter()
-    fit(est, data.X, data.y, *(() if dev is None else (dev.X, dev.y)),
-        log=not (args.quiet or args.verbose), expect_max_iterations=params.get("max_iterations") is not None,
-        **data.extra)
+    _fit_logged(args, est, data, dev, params)
     seconds = time.perf_counter() - t0
     if not args.quiet:
         log = est.training_log_
@@ -202,11 +340,61 @@ def cmd_learn(args):
         if dev is not None:
             from .report import evaluation_report
 
-            for line in evaluation_report(dev.y, est.predict(dev.X))[3:6]:
+            for line in evaluation_report(dev.y, est.predict(dev.X, **dev.extra))[3:6]:
                 if line:
                     say("Held-out " + line[0].lower() + line[1:])
     record = reader.record()
     est.save(args.model, metadata=None if record is None else {"featurizer": record})
     if not args.quiet:
         say(f"Saved the model to {args.model} ({human_size(os.path.getsize(args.model))})")
+    return 0
+
+
+def _fit_logged(args, est, data, dev, params):
+    """fit with the log in the chosen layout: structlearn's one line per iteration, or crfsuite's (-L)."""
+    if args.crfsuite_log and not (args.quiet or args.verbose):
+        def on_entry(entry):
+            say(crfsuite_log_entry(entry))
+
+        kwargs = dict(data.extra)
+        if dev is not None:
+            kwargs.update(X_dev=dev.X, y_dev=dev.y)
+        if "callback" in inspect.signature(est.fit).parameters:
+            kwargs["callback"] = on_entry
+        fit(est, data.X, data.y, log=False, expect_max_iterations=params.get("max_iterations") is not None,
+            **kwargs)
+        if "callback" not in kwargs:
+            for entry in est.training_log_:
+                say(crfsuite_log_entry(entry))
+        return est
+    return fit(est, data.X, data.y, *(() if dev is None else (dev.X, dev.y)),
+               log=not (args.quiet or args.verbose),
+               expect_max_iterations=params.get("max_iterations") is not None, **data.extra)
+
+
+def _cross_validate(args, structure, cls, params, data, group, n_groups, units):
+    """crfsuite's -x: for every group g, train on the others and evaluate on g; no model is stored."""
+    from .report import evaluation_report
+
+    if n_groups < 2:
+        raise CLIError("-x needs at least two groups: several TRAIN files, or -g N with N >= 2")
+    accs = []
+    for g in range(1, n_groups + 1):
+        train = _subset(data, [i for i, h in enumerate(group) if h != g], data.name)
+        test = _subset(data, [i for i, h in enumerate(group) if h == g], f"group {g}")
+        if not args.quiet:
+            say(f"===== Cross validation ({g}/{n_groups}) =====")
+        est = cls(**params)
+        _fit_logged(args, est, train, None, params)
+        pred = est.predict(test.X, **test.extra)
+        tot = sum(len(s) for s in test.y)
+        acc = sum(a == b for p, t in zip(pred, test.y) for a, b in zip(p, t)) / tot if tot else 1.0
+        accs.append(acc)
+        if not args.quiet:
+            for line in evaluation_report(test.y, pred)[3:6]:
+                if line:
+                    say(line)
+            say()
+    say(f"Cross validation: {n_groups} groups, item accuracy per group "
+        + " ".join(f"{a:.4f}" for a in accs) + f"; mean {sum(accs) / len(accs):.4f}")
     return 0

@@ -14,7 +14,8 @@ _ALIASES = {
 # parameters set by their own options rather than by -p
 NOT_BY_P = {"algorithm": "-a/--algorithm", "verbose": "-v/--verbose"}
 # the type of parameters whose default is None
-_NONE_TYPES = {"max_iterations": int, "random_state": int, "forbidden_transitions": "forbid"}
+_NONE_TYPES = {"max_iterations": int, "random_state": int, "forbidden_transitions": "forbid",
+               "epsilon": float, "max_segment_length": "segment_length"}
 
 
 def _estimator_params():
@@ -120,6 +121,10 @@ def parse_params(items, defaults=None, by_option=None):
                 value = None
             elif kind is int:
                 value = _to_int(name, text)
+            elif kind is float:
+                value = _to_float(name, text)
+            elif kind == "segment_length":
+                value = text.strip() if text.strip() in ("global", "per-label") else _to_int(name, text)
             elif kind == "forbid":
                 value = parse_forbid([text])
             else:

@@ -10,6 +10,17 @@ FORMATS = ("crfsuite", "conll")
 ALGORITHMS = ("lbfgs", "l2sgd", "ap", "pa", "arow")
 
 
+def _segment_length(text):
+    t = text.strip()
+    if t in ("global", "per-label"):
+        return t
+    try:
+        return int(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, 'global' or 'per-label'; got "
+                                         f"{text!r}") from None
+
+
 class _ArgumentParser(argparse.ArgumentParser):
     def error(self, message):
         sub = self.prog.split(" ", 1)[1] if " " in self.prog else ""
@@ -39,16 +50,21 @@ def build_parser():
     # learn
     q = sub.add_parser("learn", help="train a model (like 'crfsuite learn')",
                        description="Train a linear-chain CRF on one or more files and store it in MODEL.")
-    q.add_argument("train", nargs="+", metavar="TRAIN", help="training file(s) ('-' for stdin)")
-    q.add_argument("-m", "--model", required=True, help="file to store the model in")
+    q.add_argument("train", nargs="*", metavar="TRAIN", help="training file(s) ('-' for stdin)")
+    q.add_argument("-m", "--model", default=None,
+                   help="file to store the model in (required except with -x; checked before training)")
     q.add_argument("--structure", choices=tuple(STRUCTURES), default="chain",
                    help="chain: linear-chain CRF (default); tree: tree-structured CRF on CRFSuite-0.13 "
                         "tree files (label<TAB>node<TAB>parent|_<TAB>attr[:value]...); semi-markov: "
                         "semi-Markov CRF labelling whole segments (BIO tags or runs of equal labels); "
                         "higher-order: CRF over label n-grams up to --order (-m names the model file, so "
                         "the model kind is chosen here)")
-    q.add_argument("--max-segment-length", type=int, default=None, metavar="L",
-                   help="semi-markov: longest segment (default: per label, the longest training segment)")
+    q.add_argument("--type", default=None, metavar="TYPE",
+                   help="CRFSuite 0.13's name for --structure: 1d (chain), semim (semi-markov), tree")
+    q.add_argument("--max-segment-length", type=_segment_length, default=None, metavar="L",
+                   help="semi-markov: longest segment, an integer, 'global' (the longest training "
+                        "segment, for every label) or 'per-label' (default: per label, its longest "
+                        "training segment); CRFSuite 0.13: -p feature.max_seg_len=N")
     q.add_argument("--allow-same-label", action="store_true",
                    help="semi-markov: let consecutive segments share a label (chunking, word segmentation)")
     q.add_argument("--segment-features", default="first,last", metavar="F1,F2",
@@ -63,8 +79,22 @@ def build_parser():
                         "(repeatable; CRFsuite names such as feature.minfreq are accepted; "
                         "'-p help' lists them)")
     input_options(q)
-    q.add_argument("-e", "--dev", metavar="DEV", default=None,
-                   help="held-out file: its accuracy is logged every iteration and evaluated at the end")
+    q.add_argument("-e", "--dev", "--holdout", metavar="DEV|M", default=None,
+                   help="held-out data: a file, or (as crfsuite -e M) the number M of a group (the M-th "
+                        "TRAIN file, or with -g N the M-th of N groups) left out of training; its accuracy "
+                        "is logged every iteration and evaluated at the end")
+    q.add_argument("-g", "--split", type=int, default=None, metavar="N",
+                   help="split the instances into N groups (instance i in group i mod N + 1) for -e M "
+                        "and -x, as crfsuite")
+    q.add_argument("-x", "--cross-validate", action="store_true",
+                   help="cross-validation over the groups (TRAIN files or -g N): train on all groups but "
+                        "one, evaluate on it, for each group; no model is stored")
+    q.add_argument("-l", "--log-to-file", dest="log_file", nargs="?", const="", default=None,
+                   metavar="FILE", help="write the training log to FILE (default MODEL.log) instead of "
+                                        "standard output")
+    q.add_argument("-L", "--crfsuite-log", action="store_true",
+                   help="per-iteration log in crfsuite's layout (***** Iteration #k *****, Loss, "
+                        "Feature norm, Error norm, ...)")
     q.add_argument("--forbid", action="append", default=[], metavar="SPEC",
                    help="forbidden transitions: BIO (I-X only after B-X/I-X) or FROM->TO "
                         "(<start>/<end> allowed; repeatable)")
@@ -78,7 +108,9 @@ def build_parser():
                        description="Tag the sequences of INPUT; print one label per line and a blank line "
                                    "after each sequence.")
     q.add_argument("input", metavar="INPUT", help="file to tag ('-' for stdin)")
-    q.add_argument("-m", "--model", required=True, help="model file written by 'structlearn learn'")
+    q.add_argument("-m", "--model", required=True,
+                   help="model file written by 'structlearn learn', or a CRFsuite model file (crfsuite "
+                        "learn, python-crfsuite, sklearn-crfsuite)")
     q.add_argument("-i", "--marginal", action="store_true",
                    help="write label:marginal probability of the predicted label")
     q.add_argument("-p", "--probability", action="store_true",
@@ -120,6 +152,8 @@ def build_parser():
     q.add_argument("model", metavar="MODEL")
     q.add_argument("-n", "--top", type=int, default=50, metavar="N",
                    help="number of state features to print, by decreasing |weight| (0: all; default 50)")
+    q.add_argument("--crfsuite", action="store_true",
+                   help="print the model in the layout of 'crfsuite dump' (linear-chain models)")
 
     # info
     q = sub.add_parser("info", help="print a model's header: format, parameters, sizes, training summary")

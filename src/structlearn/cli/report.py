@@ -136,6 +136,17 @@ def _dump_transitions(trans, cls, out):
 
 def cmd_dump(args):
     est, header = open_model(args.model)
+    if getattr(args, "crfsuite", False):
+        from ..estimators._crfsuite_compat import crfsuite_dump_text
+        from ..estimators.crf import LinearChainCRF
+
+        if not isinstance(est, LinearChainCRF):
+            raise CLIError(f"{args.model}: --crfsuite dumps linear-chain models only; got "
+                           f"{type(est).__name__}")
+        out = Out()
+        out(crfsuite_dump_text(est).rstrip("\n"))
+        out.flush()
+        return 0
     if not hasattr(est, "state_features_"):
         raise CLIError(f"{args.model}: dump is not available for {type(est).__name__} models yet; use "
                        f"'{PROG} info'")
@@ -152,7 +163,7 @@ def cmd_dump(args):
     if hasattr(est, "edge_features_"):
         _dump_edges(est, out)
     else:
-        _dump_transitions(est.transition_features_, cls, out)
+        _dump_transitions({**est.transition_features_, **getattr(est, "boundary_features_", {})}, cls, out)
     out()
     state = est.state_features_
     items = sorted(state.items(), key=lambda kv: (-abs(kv[1]), kv[0]))
@@ -183,8 +194,10 @@ def cmd_info(args):
     out(f"labels: {len(cls)} ({shown})")
     out(f"attributes: {len(est.attributes_)}")
     if hasattr(est, "state_features_"):
-        n_state = len(est.state_features_)
-        out(f"features: {est.size_} (state {n_state}, transitions and start/end {est.size_ - n_state})")
+        n_state = getattr(est.model_, "n_state", None) or len(est.state_features_)
+        n = getattr(est, "num_features_", None)
+        n = est.size_ if n is None else n
+        out(f"features: {n} (state {n_state}, transitions and start/end {n - n_state})")
     else:
         out(f"parameters: {est.coef_.size}")
         if hasattr(est, "max_lengths_"):

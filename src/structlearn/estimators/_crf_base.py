@@ -25,7 +25,33 @@ from ._base import EstimatorBase
 from ._modelfile import ModelFileMixin
 from ._params import accepts, check_param
 
-__all__ = ["CRFBase", "ChainCRFBase"]
+__all__ = ["CRFBase", "ChainCRFBase", "label_key"]
+
+
+def label_key(lab):
+    """A label as stored in ``classes_``: str, int, float and bool labels keep their type (NumPy scalars
+    become the Python ones, ``bytes`` UTF-8 text); anything else its ``str``."""
+    t = type(lab)
+    if t is str or t is int:
+        return lab
+    if isinstance(lab, np.generic):
+        lab = lab.item()
+    if isinstance(lab, bytes):
+        return lab.decode("utf-8")
+    return lab if isinstance(lab, (str, int, float)) else str(lab)
+
+
+def _user_stacklevel():
+    """The ``stacklevel`` of a warning raised here that points at the first caller outside structlearn
+    (the user's ``fit`` call, however deep the estimator's own helpers are)."""
+    import os
+    import sys
+
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package + os.sep):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _progress(verbose, desc):
@@ -96,13 +122,13 @@ class CRFBase(ModelFileMixin, EstimatorBase):
                                  f"every item needs exactly one label")
             o = packed.offsets[s]
             for t, lab in enumerate(seq):
-                lab = str(lab)
+                lab = label_key(lab)
                 k = idx.get(lab)
                 if k is None:
                     if not grow:
                         raise ValueError(f"`{name}[{s}][{t}]`: label {lab!r} was not seen in training "
                                          f"(known labels: {self.classes_[:10]}…)")
-                    if "\t" in lab or "\n" in lab:
+                    if isinstance(lab, str) and ("\t" in lab or "\n" in lab):
                         raise ValueError(f"`{name}[{s}][{t}]`: label {lab!r} contains a tab or newline, "
                                          f"which CRFsuite-format files cannot hold")
                     k = idx[lab] = len(self.classes_)
@@ -115,7 +141,7 @@ class CRFBase(ModelFileMixin, EstimatorBase):
         ``special``."""
         out = []
         for a, b in spec:
-            a, b = str(a), str(b)
+            a, b = label_key(a), label_key(b)
             for lab in (a, b):
                 if lab not in self._label_index and lab not in special:
                     raise ValueError(f"`{name}` names label {lab!r}, which is not in the training labels "
@@ -142,9 +168,10 @@ class CRFBase(ModelFileMixin, EstimatorBase):
                 if not isinstance(pos, (int, np.integer)) or not -n <= pos < n:
                     raise ValueError(f"`constraints[{s}]`: position {pos!r} is outside the sequence "
                                      f"(length {n})")
-                labs = [labs] if isinstance(labs, str) else list(labs)
+                labs = list(labs) if isinstance(labs, (list, tuple, set, frozenset, np.ndarray)) \
+                    else [labs]
                 row = np.zeros(K, bool)
-                for lab in labs:
+                for lab in map(label_key, labs):
                     if lab not in self._label_index:
                         raise ValueError(f"`constraints[{s}]`: unknown {what} {lab!r} at position "
                                          f"{pos}; known labels: {self.classes_[:10]}")
@@ -161,11 +188,11 @@ class CRFBase(ModelFileMixin, EstimatorBase):
             if len(p) != len(g):
                 raise ValueError(f"{sequences} {s}: {len(p)} {items} but {len(g)} labels")
             for t, lab in enumerate(g):
-                if str(lab) not in self._label_index:
+                if label_key(lab) not in self._label_index:
                     raise ValueError(f"`y[{s}][{t}]`: label {lab!r} was not seen in training (known "
                                      f"labels: {self.classes_[:10]}); a CRF cannot predict it")
             tot += len(g)
-            cor += sum(a == str(b) for a, b in zip(p, g))
+            cor += sum(a == label_key(b) for a, b in zip(p, g))
         return cor / tot if tot else 1.0
 
     # ------------------------------------------------------------------------------------------------
@@ -195,6 +222,9 @@ class CRFBase(ModelFileMixin, EstimatorBase):
             Label of the progress bar (``verbose``).
         """
         w0 = np.zeros(model.n_params)
+        # epsilon None (LinearChainCRF's default, as sklearn-crfsuite): CRFsuite's per-algorithm default,
+        # 1e-5 for lbfgs and 0 for ap/pa/arow (every epoch runs)
+        epsilon = self.epsilon if self.epsilon is not None else (1e-5 if algorithm == "lbfgs" else 0.0)
         self.training_log_ = []
         bar = _progress(self.verbose, desc or f"train ({algorithm})")
 
@@ -219,7 +249,7 @@ class CRFBase(ModelFileMixin, EstimatorBase):
                 return on_iteration(entry)
 
             w, n_iter, converged, _ = lbfgs(
-                f, w0, c1=self.c1, m=self.num_memories, epsilon=self.epsilon, period=self.period,
+                f, w0, c1=self.c1, m=self.num_memories, epsilon=epsilon, period=self.period,
                 delta=self.delta, max_iterations=self.max_iterations, linesearch=self.linesearch,
                 max_linesearch=self.max_linesearch, callback=progress, mask=model.free_mask())
         elif algorithm == "l2sgd":
@@ -234,7 +264,7 @@ class CRFBase(ModelFileMixin, EstimatorBase):
             w, n_iter, converged = online.large_margin(
                 algorithm, model, *data,
                 max_iterations=100 if self.max_iterations is None else self.max_iterations,
-                epsilon=self.epsilon, pa_type=self.pa_type, c=self.c,
+                epsilon=epsilon, pa_type=self.pa_type, c=self.c,
                 error_sensitive=self.error_sensitive, averaging=self.averaging,
                 variance=self.variance, gamma=self.gamma, random_state=self.random_state,
                 callback=on_iteration)
@@ -246,8 +276,8 @@ class CRFBase(ModelFileMixin, EstimatorBase):
         self.training_seconds_ = time.perf_counter() - t0
         if not self.converged_ and algorithm == "lbfgs":
             warnings.warn(f"L-BFGS stopped after {self.n_iter_} iterations without meeting the stopping "
-                          f"criteria (epsilon={self.epsilon}, delta={self.delta}); increase "
-                          f"`max_iterations`", ConvergenceWarning)
+                          f"criteria (epsilon={epsilon}, delta={self.delta}); increase "
+                          f"`max_iterations`", ConvergenceWarning, stacklevel=_user_stacklevel())
 
     # ------------------------------------------------------------------------------------------------
     # inspection
@@ -261,10 +291,16 @@ class CRFBase(ModelFileMixin, EstimatorBase):
         return {(names[a], labels[k]): float(v) for a, k, v in zip(attrs, feat, ws)}
 
     @property
-    def size_(self):
-        """Number of parameters that are features."""
+    def num_features_(self):
+        """Number of weights that are features (parameters)."""
         self._check_fitted()
         return int(self.model_.free_mask().sum())
+
+    @property
+    def size_(self):
+        """Number of parameters that are features (:class:`~structlearn.LinearChainCRF`: CRFsuite's
+        meaning, the bytes of its model file)."""
+        return self.num_features_
 
     # ------------------------------------------------------------------------------------------------
     # model files: pair lists as JSON lists, tuples back on loading
@@ -327,7 +363,50 @@ class ChainCRFBase(CRFBase):
         self._check_fitted()
         packed = self._vocab.encode(X, lengths)
         allowed = None if constraints is None else self._constraint_mask(constraints, packed)
-        return packed, self.model_.structure(self.coef_, packed, allowed)
+        structure = self.model_.structure(self.coef_, packed, allowed)
+        if allowed is not None:
+            self._check_feasible(structure, packed, allowed)
+        return packed, structure
+
+    def _check_feasible(self, structure, packed, allowed):
+        """Raise a ValueError naming the sequence, the position and the constraint that leave no labeling.
+
+        The culprit is the first constrained position t such that the constraints at positions ≤ t
+        (with the model's forbidden transitions) admit no labeling; found by bisection, each step one
+        ``log_partition`` of that sequence under the engine. Costs one extra forward pass when feasible.
+        """
+        bad = np.flatnonzero(structure.log_partition() == -np.inf)
+        if not bad.size:
+            return
+        b = int(bad[0])
+        one = packed.select([b])
+        rows = allowed[packed.offsets[b]:packed.offsets[b + 1]]
+        cons = np.flatnonzero(~rows.all(axis=1))
+
+        def feasible(n):  # constraints of the first n constrained positions only
+            mask = np.ones_like(rows)
+            mask[cons[:n]] = rows[cons[:n]]
+            return self.model_.structure(self.coef_, one, mask).log_partition()[0] > -np.inf
+
+        cls = self.classes_
+        if not feasible(0):
+            raise ValueError(f"sequence {b} (length {int(packed.lengths[b])}) has no possible labeling "
+                             f"even without `constraints`: the model's forbidden transitions exclude "
+                             f"every labeling")
+        lo, hi = 0, len(cons)  # feasible(lo), not feasible(hi)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if feasible(mid) else (lo, mid)
+        t = int(cons[hi - 1])
+        labs = [cls[k] for k in np.flatnonzero(rows[t])]
+        if not labs:
+            raise ValueError(f"`constraints[{b}]` at position {t} allows no label (an empty mask row)")
+        before = [int(p) for p in cons[:hi - 1]]
+        raise ValueError(f"`constraints[{b}]` at position {t} ({labs if len(labs) > 1 else labs[0]!r}) "
+                         f"cannot hold together with "
+                         + (f"the constraints at positions {before} and " if before else "")
+                         + "the model's forbidden transitions/starts/ends: no labeling of sequence "
+                         f"{b} satisfies them")
 
     def _split(self, flat, packed):
         return [flat[packed.offsets[b]:packed.offsets[b + 1]] for b in range(len(packed.lengths))]

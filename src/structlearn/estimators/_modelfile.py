@@ -18,6 +18,26 @@ from ..utils.modelfile import ModelFileError, load_model, save_model
 __all__ = ["ModelFileMixin"]
 
 
+#: How a string-valued attribute ``{"w": "the"}`` is named: python-crfsuite's ``"w:the"``. Model files
+#: written before (no ``attribute_spelling`` in their metadata) named it ``"w=the"``.
+ATTRIBUTE_SPELLING = "name:value"
+
+
+def _alias_legacy_spelling(est):
+    """Let a model file of the old spelling read today's input: every attribute ``"k=v"`` of its
+    vocabularies also answers to ``"k:v"`` (unless that name is an attribute of its own), so dict input
+    with string values finds the features it was trained with, and list input ``"k=v"`` still does."""
+    from ..models.features import AttributeVocabulary
+
+    for vocab in vars(est).values():
+        if not isinstance(vocab, AttributeVocabulary):
+            continue
+        for name, i in list(vocab.index.items()):
+            k, sep, v = name.partition("=")
+            if sep and k and (k + ":" + v) not in vocab.index:
+                vocab.index[k + ":" + v] = i
+
+
 def _plain(value):
     """NumPy scalars (and those inside lists, tuples and dicts) as Python ones, for the JSON header."""
     if isinstance(value, np.generic):
@@ -94,6 +114,7 @@ class ModelFileMixin:
                    params=_plain(self._file_params()),
                    metadata={"classes": classes, "n_iter": int(self.n_iter_), "converged": bool(self.converged_),
                              "training_log": _jsonable_log(getattr(self, "training_log_", [])),
+                             "attribute_spelling": ATTRIBUTE_SPELLING,
                              **self._file_metadata(),
                              **({} if metadata is None else {"user": dict(metadata)})},
                    arrays={"coef": np.asarray(self.coef_), **self._file_arrays()})
@@ -116,6 +137,8 @@ class ModelFileMixin:
             est = cls(**cls._params_from_file(dict(header.get("params", {}))))
             est.coef_ = np.asarray(arrays["coef"], dtype=np.float64)
             est._restore(meta, arrays)
+            if meta.get("attribute_spelling") != ATTRIBUTE_SPELLING:
+                _alias_legacy_spelling(est)
             est.n_iter_ = int(meta.get("n_iter", 0))
             est.converged_ = bool(meta.get("converged", True))
             est.training_log_ = list(meta.get("training_log", []))

@@ -210,7 +210,7 @@ class TreeCRF(CRFBase):
         s(x, y) = Σ_n Σ_a x_{n,a} w[a, y_n]                         node attributes × label
                 + Σ_{c ≠ root} w[y_c, y_parent(c)]                 child label × parent label
                 + Σ_{c ≠ root} Σ_e z_{c,e} w[e, y_c, y_parent(c)]  × attributes of the edge (optional)
-                + w_root[y_root]
+                + w_root[y_root]                                    (only with root_features)
 
     and p(y | x) = exp(s(x, y)) / Z(x). Inference is exact on the tree (the engine's
     :class:`~structlearn.structures.Tree`: log-space upward/downward passes, max-product with per-child
@@ -248,6 +248,12 @@ class TreeCRF(CRFBase):
         Accept several roots in one entry of ``parents`` and label each root's tree independently
         (outputs are still per entry: k-best lists and probabilities of the whole forest). Otherwise a
         second root is an error.
+    root_features : bool, default True
+        Learn a weight for the label of the root. ``False`` is CRFSuite 0.13's tree model (which has no
+        root feature; state features are then kept by CRFsuite's frequency rule, as
+        :class:`~structlearn.LinearChainCRF` with ``start_end_features=False``), so its objective,
+        weights and sequence probabilities are that model's. ``structlearn learn --structure tree``
+        uses ``False`` unless ``-p root_features=1`` is given.
     random_state : None, int or RandomState
         Shuffling of online algorithms.
     verbose : bool
@@ -264,7 +270,7 @@ class TreeCRF(CRFBase):
     state_features_ : dict (attribute, label) -> weight
     edge_features_ : dict (child_label, parent_label) -> weight (forbidden pairs -inf)
     edge_attribute_features_ : dict (edge_attribute, child_label, parent_label) -> weight
-    root_features_ : dict label -> weight of the root label
+    root_features_ : dict label -> weight of the root label (empty without ``root_features``)
     n_iter_, converged_, training_log_, coef_, training_seconds_ :
         As :class:`~structlearn.LinearChainCRF`.
 
@@ -283,6 +289,8 @@ class TreeCRF(CRFBase):
               "(child_label, parent_label) pairs with potential -inf; (label, '<root>') forbids the label "
               "at the root"),
         Param("allow_forest", False, "bool", "several roots per tree: label each root's tree independently"),
+        Param("root_features", True, "bool",
+              "weights for the label of the root (False: CRFSuite 0.13's tree model, which has none)"),
         RANDOM_STATE, VERBOSE)
 
     def __init__(self, algorithm="lbfgs", c1=0.0, c2=1.0, max_iterations=None, num_memories=6,
@@ -291,7 +299,7 @@ class TreeCRF(CRFBase):
                  calibration_candidates=10, calibration_max_trials=20, pa_type=1, c=1.0,
                  error_sensitive=True, averaging=True, variance=1.0, gamma=1.0, min_freq=0.0,
                  all_possible_states=False, all_possible_edges=False, forbidden_edges=None,
-                 allow_forest=False, random_state=None, verbose=False):
+                 allow_forest=False, root_features=True, random_state=None, verbose=False):
         self._store_params(locals())
 
     # ------------------------------------------------------------------------------------------------
@@ -434,8 +442,9 @@ class TreeCRF(CRFBase):
         self._check_nonempty(nodes, "nodes", "tree")
         yy = self._fit_labels(y, nodes)
         K = len(self.classes_)
-        attr_ptr, feat_label = build_state_features(nodes, yy, len(vocab), K, self.min_freq,
-                                                    self.all_possible_states)
+        attr_ptr, feat_label = build_state_features(
+            nodes, yy, len(vocab), K, self.min_freq, self.all_possible_states,
+            frequency="count" if self.root_features else "value")
         seq = np.repeat(np.arange(len(nodes.lengths)), nodes.lengths)
         gpar = np.where(local >= 0, local + nodes.offsets[:-1][seq], -1)
         ch = np.flatnonzero(local >= 0)
@@ -452,7 +461,8 @@ class TreeCRF(CRFBase):
         forb, froot = self._forbidden(K)
         if allowed is None:
             self._check_gold_allowed(yy, nodes, local, forb, froot)
-        model = TreeFeatureModel(attr_ptr, feat_label, K, edge_features, eptr, epair, forb, froot)
+        model = TreeFeatureModel(attr_ptr, feat_label, K, edge_features, eptr, epair, forb, froot,
+                                 root=bool(self.root_features))
         self.attributes_ = vocab.names
         self.edge_attributes_ = evocab.names
         self._vocab = vocab
@@ -649,7 +659,8 @@ class TreeCRF(CRFBase):
         """dict label -> weight of that label at the root (-inf where forbidden)."""
         self._check_fitted()
         r = self.model_.root_potentials(self.coef_)
-        return {c: float(r[k]) for k, c in enumerate(self.classes_)}
+        return {c: float(r[k]) for k, c in enumerate(self.classes_)
+                if self.model_.root or self.model_.forbidden_root[k]}
 
     # ------------------------------------------------------------------------------------------------
     # model files
@@ -663,7 +674,7 @@ class TreeCRF(CRFBase):
         m = self.model_
         return {"attr_ptr": m.attr_ptr, "feat_label": m.feat_label, "edge_features": m.edge_features,
                 "edge_attr_ptr": m.edge_attr_ptr, "edge_feat_pair": m.edge_feat_pair,
-                "forbidden": m.forbidden, "forbidden_root": m.forbidden_root}
+                "forbidden": m.forbidden, "forbidden_root": m.forbidden_root, "root": np.array(m.root)}
 
     def _restore(self, meta, arrays):
         self._restore_labels(meta)
@@ -671,7 +682,8 @@ class TreeCRF(CRFBase):
         self._evocab = AttributeVocabulary(self.edge_attributes_)
         self.model_ = TreeFeatureModel(arrays["attr_ptr"], arrays["feat_label"], len(self.classes_),
                                        arrays["edge_features"], arrays["edge_attr_ptr"],
-                                       arrays["edge_feat_pair"], arrays["forbidden"], arrays["forbidden_root"])
+                                       arrays["edge_feat_pair"], arrays["forbidden"], arrays["forbidden_root"],
+                                       root=bool(arrays.get("root", True)))
 
     def _file_consistent(self):
         return super()._file_consistent() and len(self._evocab) == len(self.model_.edge_attr_ptr) - 1

@@ -11,6 +11,8 @@ implementation of Conditional Random Fields", manual section "Data format")::
 * One item (token) per line. The first field is the label; for tagging input it may be empty or an
   unknown label. The remaining TAB-separated fields are attributes ``name`` or ``name:value``; the value
   (a float) defaults to 1.0 and starts after the first unescaped colon. An item may have no attributes.
+  As in CRFsuite's reader, an empty value is 1.0 and an empty name is the attribute ``""`` (CRFSuite 0.13
+  writes the field ``:``).
 * In names (and labels) ``\\:`` stands for a colon and ``\\\\`` for a backslash.
 * A blank (or whitespace-only) line ends a sequence; several blank lines in a row are one separator.
 * A line whose first field starts with ``@`` is a declaration: ``@weight:<float>`` sets the weight of the
@@ -112,9 +114,9 @@ class _Parser:
             if not f:
                 continue
             name, value = _split_field(f)
-            if not name:
-                raise self.error(lineno, f"empty attribute name in field {f!r}", line)
-            v = 1.0 if value is None else self.parse_value(lineno, line, name, value)
+            # as CRFsuite's reader: an empty name is the attribute "" (CRFSuite 0.13 writes ':'), an
+            # empty value is 1.0
+            v = 1.0 if not value else self.parse_value(lineno, line, name, value)
             item[name] = item[name] + v if name in item else v
         return item
 
@@ -226,32 +228,39 @@ def read_crfsuite(path_or_file, *, return_weights=False):
 def read_crfsuite_tree(path_or_file):
     """Read the tree-structured variant of CRFSuite 0.13 (``label<TAB>node<TAB>parent<TAB>attrs…``).
 
-    ``parent`` is ``_`` for the root. Node ids are integers local to their sequence (tree).
+    ``parent`` is ``_`` for the root. Node ids are local to their sequence (tree): integers, or symbolic
+    names (any other text, as CRFSuite 0.13 maps ids through a dictionary); turn them into parent
+    indices with :func:`structlearn.estimators.tree_crf.parents_from_ids`.
 
     Returns
     -------
     X, y : as :func:`read_crfsuite`
-    nodes : list of list of int
-        The node id of each item.
-    parents : list of list of int
+    nodes : list of list of int or str
+        The node id of each item (int when it reads as one).
+    parents : list of list of int or str
         The parent id of each item, -1 for the root.
 
     Raises
     ------
     CRFsuiteFormatError
-        If a node or parent id is not an integer (file and line in the message).
+        An empty node or parent id (file and line in the message).
     """
     nodes, parents = [], []
     cur_nodes, cur_parents = [], []
 
+    def ident(text):
+        try:
+            return int(text)
+        except ValueError:
+            return text  # a symbolic id, mapped through the tree's node ids (as CRFSuite's dictionary)
+
     def on_header(parser, lineno, line, head):
         node, parent = head
-        try:
-            cur_nodes.append(int(node))
-            cur_parents.append(-1 if parent == "_" else int(parent))
-        except ValueError:
-            raise parser.error(lineno, f"node and parent ids must be integers ('_' for the root parent); "
-                               f"got {node!r} and {parent!r}", line) from None
+        if not node or not parent:
+            raise parser.error(lineno, f"empty node or parent id (got {node!r} and {parent!r}); use '_' "
+                               f"for the parent of the root", line)
+        cur_nodes.append(ident(node))
+        cur_parents.append(-1 if parent == "_" else ident(parent))
 
     X, y = _read(path_or_file, 2, False, on_header)
     # split the flat id lists along the sequences
@@ -266,8 +275,13 @@ def read_crfsuite_tree(path_or_file):
 
 def _item_fields(item, where):
     """Item (dict, list of str, list of (name, value)) -> list of escaped 'name[:value]' fields."""
-    if isinstance(item, dict):
-        pairs = item.items()
+    if isinstance(item, dict):  # python-crfsuite's flattening (nested dicts, lists, bytes, NumPy scalars)
+        from ..models.features import item_attributes
+
+        if any(not isinstance(v, (int, float, str)) for v in item.values()):
+            pairs = item_attributes(item)
+        else:
+            pairs = item.items()
     elif isinstance(item, (list, tuple)):
         pairs = [(a, 1.0) if isinstance(a, str) else a for a in item]
     else:
@@ -282,8 +296,10 @@ def _item_fields(item, where):
                              f"got {pair!r}") from None
         if not isinstance(name, str) or not name:
             raise ValueError(f"{where}: attribute names must be non-empty strings; got {name!r}")
-        if isinstance(value, str):  # sklearn-crfsuite convention: {"a": "v"} means attribute "a=v"
-            name, value = f"{name}={value}", 1.0
+        if isinstance(value, bytes):
+            value = value.decode("utf-8")
+        if isinstance(value, str):  # python-crfsuite's convention: {"a": "v"} is attribute "a:v"
+            name, value = f"{name}:{value}", 1.0
         if "\t" in name or "\n" in name or "\r" in name:
             raise ValueError(f"{where}: attribute name {name!r} contains a TAB or a line break, "
                              "which the CRFsuite format cannot hold")

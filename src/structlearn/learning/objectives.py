@@ -134,18 +134,25 @@ class ChainCLL(_CLL):
         super().__init__(model, packed, y, c2=c2, allowed=allowed, c1=c1)
 
     def _fused(self, w):
-        if self.allowed is not None or not hasattr(self.model, "expected_counts"):
+        if self.allowed is not None or not hasattr(self.model, "expected_counts") or \
+                getattr(self.model, "n_trans_attr", 0):
             return None
         return self.model.expected_counts(w, self.packed, self.y)
 
     def _expected(self, chain):
+        if getattr(self.model, "n_trans_attr", 0):  # transition attributes need the per-step pairs
+            m = chain.marginals(edge="full")
+            um = m.unary
+            return (um, m.edge.sum(axis=0), um[self._first].sum(axis=0), um[self._last].sum(axis=0),
+                    m.edge), chain.log_partition()
         m = chain.marginals(edge="total")
         um = m.unary
         return (um, m.edge, um[self._first].sum(axis=0), um[self._last].sum(axis=0)), \
             chain.log_partition()
 
     def _gradient(self, stats):
-        return self.model.gradient(*stats, self.packed)
+        return self.model.gradient(*stats, self.packed) if len(stats) == 4 else \
+            self.model.gradient(*stats[:4], self.packed, stats[4])
 
 
 class TreeCLL(_CLL):

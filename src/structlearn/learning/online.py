@@ -28,8 +28,8 @@ def large_margin_loop(run_epoch, kind, n_params, n_items, *, max_iterations, eps
 
     ``run_epoch(w, u, sigma, counter) -> (loss, errors, counter)`` runs one epoch in place on the
     weights ``w``, the averaging sums ``u`` and the AROW variances ``sigma``. Stops after
-    ``max_iterations`` epochs, or when the fraction of mislabelled items of an epoch is at most
-    ``epsilon``. Returns (w, n_epochs, converged), w averaged for AP and (with ``averaging``) PA.
+    ``max_iterations`` epochs, or when the fraction of mislabelled items of an epoch is below
+    ``epsilon`` (strictly, as CRFsuite: ``epsilon=0`` runs every epoch). Returns (w, n_epochs, converged), w averaged for AP and (with ``averaging``) PA.
     """
     w = np.zeros(n_params)
     u = np.zeros(n_params)
@@ -44,7 +44,7 @@ def large_margin_loop(run_epoch, kind, n_params, n_items, *, max_iterations, eps
         if callback is not None:
             callback({"iteration": epoch, "loss": float(loss), "error_rate": errors / n_items,
                       "active_features": int(np.count_nonzero(w)), "seconds": time.perf_counter() - t0})
-        if errors / n_items <= epsilon:
+        if errors / n_items < epsilon:  # strict, as CRFsuite: epsilon = 0 runs every epoch
             converged = True
             break
     average = kind == AP or (kind == PA and averaging)
@@ -120,8 +120,8 @@ def large_margin(algorithm, model, packed, y, *, max_iterations=100, epsilon=0.0
                  callback=None):
     """Train by AP / PA / AROW; returns (w, n_epochs, converged).
 
-    Stops after ``max_iterations`` epochs, or when the fraction of mislabelled tokens in an epoch is at
-    most ``epsilon``. AP always averages; PA averages when ``averaging``; AROW does not.
+    Stops after ``max_iterations`` epochs, or when the fraction of mislabelled tokens in an epoch is
+    below ``epsilon``. AP always averages; PA averages when ``averaging``; AROW does not.
     """
     kind = KINDS[algorithm]
     rng = check_random_state(random_state)

@@ -6,9 +6,11 @@ Parameter layout of ``w`` (float64, length ``n_params``)::
     w[F:F+K²]             transitions "from, to" (row-major)
     w[F+K²:F+K²+K]        start (label of the first token)
     w[F+K²+K:F+K²+2K]     end (label of the last token)
+    w[F+K²+2K:]           transition attributes (Ta, K, K): x_{t+1,a} · W[a, y_t, y_{t+1}] (optional)
 
 Transitions without a feature (never observed in training, unless ``all_possible_transitions``) keep
-weight 0; forbidden transitions/starts/ends (user constraints such as BIO ``O -> I-X``) are -inf
+weight 0; so do the start and end weights of a model without them (``start_end=False``: CRFsuite's crf1d
+model, whose score is state plus transition weights only); forbidden transitions/starts/ends (user constraints such as BIO ``O -> I-X``) are -inf
 potentials in training and decoding.
 """
 import numba
@@ -34,6 +36,13 @@ class ChainFeatureModel:
         Transitions with potential -inf.
     forbidden_start, forbidden_end : ndarray of bool, shape (K,), optional
         Labels that may not start / end a sequence.
+    start_end : bool, default True
+        Whether the start and end weights are parameters. ``False`` is CRFsuite's model (crf1d has no
+        boundary features): the slots stay in ``w`` with weight 0, so the layout does not change.
+    trans_attr : ndarray of int64, shape (Ta,), optional
+        Attribute ids whose value at token t+1 scales a label-pair weight ``W[a, y_t, y_{t+1}]``: the
+        observation-conditioned transition features t(y', y, x, i) of Sutton & McCallum (2012, §2.6,
+        the seed's transition scores). The chain then gets time-varying transitions (N, K, K).
     """
 
     #: attributes with at least this many label features are dense rows in the fused training kernel
@@ -41,8 +50,11 @@ class ChainFeatureModel:
     dense_min_labels = None
 
     def __init__(self, attr_ptr, feat_label, n_labels, trans_features, forbidden=None,
-                 forbidden_start=None, forbidden_end=None):
+                 forbidden_start=None, forbidden_end=None, start_end=True, trans_attr=None):
         K = int(n_labels)
+        self.start_end = bool(start_end)
+        self.trans_attr = np.ascontiguousarray(np.zeros(0, np.int64) if trans_attr is None else trans_attr,
+                                               dtype=np.int64)
         self.attr_ptr = np.ascontiguousarray(attr_ptr, dtype=np.int64)
         self.feat_label = np.ascontiguousarray(feat_label, dtype=np.int64)
         self.n_labels = K
@@ -61,7 +73,17 @@ class ChainFeatureModel:
 
     @property
     def n_params(self):
-        return self.n_state + self.n_labels ** 2 + 2 * self.n_labels
+        return self.n_state + self.n_labels ** 2 + 2 * self.n_labels + self.n_trans_attr * self.n_labels ** 2
+
+    @property
+    def n_trans_attr(self):
+        """Number of transition attributes Ta."""
+        return self.trans_attr.shape[0]
+
+    def split_trans_attr(self, w):
+        """View (Ta, K, K) of the transition-attribute weights in ``w``."""
+        K, base = self.n_labels, self.n_state + self.n_labels ** 2 + 2 * self.n_labels
+        return w[base:].reshape(self.n_trans_attr, K, K)
 
     def split(self, w):
         """Views (state (F,), trans (K, K), start (K,), end (K,)) into ``w``."""
@@ -74,8 +96,9 @@ class ChainFeatureModel:
         m = np.ones(self.n_params, bool)
         _, tr, st, en = self.split(m)
         tr[...] = self.trans_features
-        st[...] = ~self.forbidden_start
-        en[...] = ~self.forbidden_end
+        st[...] = ~self.forbidden_start & self.start_end
+        en[...] = ~self.forbidden_end & self.start_end
+        self.split_trans_attr(m)[...] = ~self.forbidden
         return m
 
     def transition_potentials(self, w):
@@ -83,6 +106,8 @@ class ChainFeatureModel:
         _, tr, st, en = self.split(w)
         tr = np.where(self.trans_features, tr, 0.0)
         tr[self.forbidden] = -np.inf
+        if not self.start_end:
+            st, en = np.zeros_like(st), np.zeros_like(en)
         st = np.where(self.forbidden_start, -np.inf, st)
         en = np.where(self.forbidden_end, -np.inf, en)
         return tr, st, en
@@ -92,14 +117,45 @@ class ChainFeatureModel:
         return state_potentials(w[:self.n_state], packed.item_ptr, packed.item_attr, packed.item_val,
                                 self.attr_ptr, self.feat_label, self.n_labels)
 
+    def _next_values(self, packed):
+        """Sparse (N, Ta): row n holds the transition-attribute values of token n + 1 of the same
+        sequence (0 on the last token of a sequence), the step n -> n + 1 of time-varying transitions."""
+        import scipy.sparse as sp
+
+        N, Ta = packed.n_items, self.n_trans_attr
+        col = np.full(max(int(packed.item_attr.max(initial=-1)) + 1, 1), -1, np.int64)
+        col[self.trans_attr[self.trans_attr < col.size]] = np.flatnonzero(self.trans_attr < col.size)
+        a = packed.item_attr
+        c = col[a] if a.size else a
+        keep = c >= 0
+        rows = np.repeat(np.arange(N), np.diff(packed.item_ptr))[keep] - 1  # token n+1 -> step n
+        ok = rows >= 0
+        last = np.zeros(N, bool)
+        last[packed.offsets[1:][packed.lengths > 0] - 1] = True
+        ok[ok] = ~last[rows[ok]]
+        return sp.csr_matrix((packed.item_val[keep][ok], (rows[ok], c[keep][ok])), shape=(N, Ta))
+
+    def edge_potentials(self, w, packed):
+        """Transition log-potentials: (K, K), or (N, K, K) with transition attributes (row n: the step
+        from token n to n + 1; forbidden pairs -inf). Time and memory O(N·K²) in the second case."""
+        tr, _, _ = self.transition_potentials(w)
+        if not self.n_trans_attr:
+            return tr
+        K = self.n_labels
+        W = np.where(self.forbidden, 0.0, self.split_trans_attr(w)).reshape(self.n_trans_attr, K * K)
+        out = np.asarray(self._next_values(packed) @ W).reshape(-1, K, K) + tr
+        out[:, self.forbidden] = -np.inf
+        return out
+
     def structure(self, w, packed, allowed=None):
         """The :class:`LinearChain` of a packed batch under weights ``w`` (optionally constrained)."""
         tr, st, en = self.transition_potentials(w)
+        tr = self.edge_potentials(w, packed) if self.n_trans_attr else tr
         chain = LinearChain(self.unary_potentials(w, packed), tr, lengths=packed.lengths, start=st,
                             end=en)
         return chain if allowed is None else chain.constrain(allowed)
 
-    def gradient(self, resid, edge_sum, start_resid, end_resid, packed):
+    def gradient(self, resid, edge_sum, start_resid, end_resid, packed, edge_full=None):
         """Assemble the gradient vector from token residuals.
 
         Parameters
@@ -108,19 +164,26 @@ class ChainFeatureModel:
         edge_sum : (K, K) expected minus observed transition counts.
         start_resid, end_resid : (K,) the same for the first / last labels.
         packed : the batch's packed items.
+        edge_full : (N, K, K) expected minus observed pair indicators per step, optional
+            Needed with transition attributes (their statistics are Σ_n x_{n+1,a} · edge_full[n]).
         """
         state = state_gradient_tokens(resid, packed.item_ptr, packed.item_attr, packed.item_val,
                                       self.attr_ptr, self.feat_label, numba.get_num_threads())
-        return self._vector(state, edge_sum, start_resid, end_resid)
+        g = self._vector(state, edge_sum, start_resid, end_resid)
+        if self.n_trans_attr:
+            K = self.n_labels
+            ta = np.asarray(self._next_values(packed).T @ edge_full.reshape(-1, K * K))
+            self.split_trans_attr(g)[...] = np.where(self.forbidden, 0.0, ta.reshape(-1, K, K))
+        return g
 
     def _vector(self, state, trans, start, end):
         """Parameter-shaped vector of per-feature statistics; entries that are no parameter are 0."""
-        g = np.empty(self.n_params)
+        g = np.zeros(self.n_params)
         gs, gt, gst, gen = self.split(g)
         gs[...] = state
         gt[...] = np.where(self.trans_features, trans, 0.0)
-        gst[...] = np.where(self.forbidden_start, 0.0, start)
-        gen[...] = np.where(self.forbidden_end, 0.0, end)
+        gst[...] = np.where(self.forbidden_start | (not self.start_end), 0.0, start)
+        gen[...] = np.where(self.forbidden_end | (not self.start_end), 0.0, end)
         return g
 
     def expected_counts(self, w, packed, y, n_chunks=None):
@@ -191,6 +254,11 @@ class ChainFeatureModel:
                              int(dense.sum()))
         return self._dense_cache
 
+    def __setstate__(self, state):
+        state.setdefault("start_end", True)
+        state.setdefault("trans_attr", np.zeros(0, np.int64))
+        self.__dict__.update(state)
+
     def __getstate__(self):
         state = self.__dict__.copy()
         state.pop("_dense_cache", None)
@@ -214,7 +282,12 @@ class ChainFeatureModel:
         same = same[:max(packed.n_items - 1, 0)]
         if packed.n_items > 1:
             np.add.at(tr, (y[:-1][same], y[1:][same]), 1.0)
-        return self.gradient(onehot, tr, st, en, packed)
+        full = None
+        if self.n_trans_attr:
+            full = np.zeros((packed.n_items, K, K))
+            idx = np.flatnonzero(same)
+            full[idx, y[idx], y[idx + 1]] = 1.0
+        return self.gradient(onehot, tr, st, en, packed, full)
 
 
 def _chunk_bounds(offsets, n_chunks):

@@ -2,8 +2,11 @@
 
 Items follow python-crfsuite / sklearn-crfsuite conventions:
 
-- ``{"attr": 1.5}`` — attribute ``attr`` with value 1.5 (bool: True -> 1.0, False -> 0.0);
-- ``{"attr": "v"}`` — attribute ``"attr=v"`` with value 1.0;
+- ``{"attr": 1.5}`` — attribute ``attr`` with value 1.5 (bool: True -> 1.0, False -> 0.0); NumPy scalars
+  (``np.float32``, ``np.int64``, ``np.bool_``, ``np.str_``) behave as the Python ones;
+- ``{"attr": "v"}`` — attribute ``"attr:v"`` with value 1.0 (python-crfsuite's spelling, so attribute
+  names, ``state_features_`` keys and CRFsuite model files agree with python-crfsuite's); a ``bytes``
+  value (or key) is UTF-8 text, as python-crfsuite takes it;
 - ``{"prefix": {...}}`` / ``{"prefix": [..]}`` / ``{"prefix": {..set..}}`` — nested attributes named
   ``"prefix:name"``;
 - ``["a", "b"]`` — attributes ``a`` and ``b`` with value 1.0 (a ``"name:value"`` string is taken as is);
@@ -22,27 +25,42 @@ import scipy.sparse as sp
 # ---------------------------------------------------------------------------------------------------
 # attribute encoding
 # ---------------------------------------------------------------------------------------------------
+def _text(value):
+    """A str, np.str_ or UTF-8 bytes value as str, else None."""
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"a bytes attribute value must be UTF-8 text; {value!r} is not "
+                             f"({exc.reason})") from None
+    return None
+
+
 def _flatten(prefix, value, out):
     """Append (name, value) pairs of a nested python-crfsuite attribute value."""
     t = type(value)
-    if t is str:
-        out.append((prefix + "=" + value, 1.0))
-    elif t is bool:
+    text = _text(value)
+    if text is not None:
+        out.append((prefix + ":" + text, 1.0))
+    elif t is bool or isinstance(value, np.bool_):
         out.append((prefix, 1.0 if value else 0.0))
-    elif isinstance(value, numbers.Real):
+    elif isinstance(value, (numbers.Real, np.number)) and not isinstance(value, np.complexfloating):
         out.append((prefix, float(value)))
     elif isinstance(value, dict):
         for k, v in value.items():
             _flatten(prefix + ":" + str(k), v, out)
     elif isinstance(value, (list, tuple, set, frozenset)):
         for v in value:
-            if isinstance(v, str):
-                out.append((prefix + ":" + v, 1.0))
+            text = _text(v)
+            if text is not None:
+                out.append((prefix + ":" + text, 1.0))
             else:
                 raise ValueError(f"attribute {prefix!r}: a list value must hold strings; got {v!r}")
     else:
         raise ValueError(f"attribute {prefix!r}: unsupported value {value!r} of type {t.__name__} "
-                         f"(expected str, number, bool, dict or list of str)")
+                         f"(expected a str, bytes, real number, bool, dict or list of str)")
 
 
 def item_attributes(item):
@@ -50,17 +68,20 @@ def item_attributes(item):
     out = []
     if type(item) is dict or isinstance(item, dict):
         for k, v in item.items():
+            if type(k) is not str and isinstance(k, (str, bytes)):
+                k = _text(k)
             t = type(v)
-            if t is str:
-                out.append((k + "=" + v, 1.0))
-            elif t is float or t is int:
+            if t is str and type(k) is str:
+                out.append((k + ":" + v, 1.0))
+            elif (t is float or t is int) and type(k) is str:
                 out.append((k, float(v)))
             else:
                 _flatten(str(k), v, out)
     elif isinstance(item, (list, tuple, set, frozenset)):
         for a in item:
-            if type(a) is str:
-                out.append((a, 1.0))
+            text = _text(a)
+            if text is not None:
+                out.append((text, 1.0))
             elif isinstance(a, tuple) and len(a) == 2:
                 out.append((str(a[0]), float(a[1])))
             else:
@@ -146,23 +167,33 @@ class AttributeVocabulary:
                                  f"{type(seq).__name__}")
             lens.append(len(seq))
             for t, item in enumerate(seq):
+                n0 = len(names)
                 if type(item) is dict:  # fast path: python-crfsuite's dict of str -> str / number
-                    for k, v in item.items():
-                        tv = type(v)
-                        if tv is str:
-                            append_name(k + "=" + v)
-                            append_val(1.0)
-                        elif tv is float or tv is int:
-                            append_name(k)
-                            append_val(v)
-                        else:
-                            try:
+                    try:
+                        for k, v in item.items():
+                            tv = type(v)
+                            if tv is str:
+                                append_name(k + ":" + v)
+                                append_val(1.0)
+                            elif (tv is float or tv is int) and type(k) is str:
+                                append_name(k)
+                                append_val(v)
+                            else:
                                 pairs = item_attributes({k: v})
-                            except ValueError as exc:
-                                raise ValueError(f"`{name}[{s}][{t}]`: {exc}") from None
-                            for a, w in pairs:
-                                append_name(a)
-                                append_val(w)
+                                for a, w in pairs:
+                                    append_name(a)
+                                    append_val(w)
+                    except ValueError as exc:
+                        raise ValueError(f"`{name}[{s}][{t}]`: {exc}") from None
+                    except TypeError:  # a key that is not a str (bytes): the general path
+                        del names[n0:], vals[n0:]
+                        try:
+                            pairs = item_attributes(item)
+                        except ValueError as exc:
+                            raise ValueError(f"`{name}[{s}][{t}]`: {exc}") from None
+                        for a, w in pairs:
+                            append_name(a)
+                            append_val(w)
                 else:
                     try:
                         pairs = item_attributes(item)
@@ -206,7 +237,9 @@ class AttributeVocabulary:
     def _encode_sparse(self, X, lengths, grow, name):
         X = sp.csr_matrix(X, dtype=np.float64)
         if lengths is None:
-            lengths = [X.shape[0]]
+            raise ValueError(f"`{name}` is a scipy.sparse matrix ({X.shape[0]} rows) but `lengths` is "
+                             f"missing: pass lengths=[...] giving the number of rows of each sequence "
+                             f"(lengths=[{X.shape[0]}] for a single sequence)")
         lengths = np.asarray(lengths, dtype=np.int64)
         if lengths.sum() != X.shape[0] or (lengths < 0).any():
             raise ValueError(f"`lengths` sums to {int(lengths.sum())} but `{name}` has {X.shape[0]} rows")
@@ -225,12 +258,18 @@ class AttributeVocabulary:
         return Packed(ptr, a[keep], X.data[keep].astype(np.float64), lengths)
 
 
-def build_state_features(packed, y, n_attributes, n_labels, min_freq=0.0, all_possible_states=False):
+def build_state_features(packed, y, n_attributes, n_labels, min_freq=0.0, all_possible_states=False,
+                         frequency="count"):
     """State features (attribute, label) as CRFsuite generates them.
 
     Returns ``attr_ptr`` (A + 1,) and ``feat_label`` (F,): the features of attribute a are
     ``feat_label[attr_ptr[a]:attr_ptr[a + 1]]``. With ``all_possible_states`` every attribute seen in
-    training gets every label; otherwise only the pairs observed at least ``min_freq`` times.
+    training gets every label; otherwise only the pairs observed with a frequency of at least
+    ``min_freq``. ``frequency="count"``: the number of items with a non-zero value of the attribute and
+    the label; ``"value"``: CRFsuite's rule (``crf1d_feature.c``, ``crf1df_generate``), the sum of the
+    attribute's values over the items of that label, zeros included — the same for indicator
+    attributes, but a pair whose values sum below ``min_freq`` (e.g. negative, with the default 0) is
+    dropped, and one seen only with value 0 is kept.
     """
     A, K = n_attributes, n_labels
     if all_possible_states:
@@ -241,14 +280,19 @@ def build_state_features(packed, y, n_attributes, n_labels, min_freq=0.0, all_po
         feat_label = np.tile(np.arange(K, dtype=np.int64), int(seen.sum()))
         return attr_ptr, feat_label
     rows = np.repeat(np.arange(packed.n_items, dtype=np.int64), np.diff(packed.item_ptr))
-    nz = packed.item_val != 0
-    flat = packed.item_attr[nz] * K + y[rows[nz]]
-    if A * K <= 2 ** 26:  # counting beats sorting (np.unique) when the (A, K) table is small
-        counts = np.bincount(flat, minlength=A * K)
-        keys = np.flatnonzero(counts)
-        counts = counts[keys]
+    if frequency == "value":
+        flat = packed.item_attr * K + y[rows]
+        keys, inverse = np.unique(flat, return_inverse=True)
+        counts = np.bincount(inverse.ravel(), weights=packed.item_val, minlength=keys.size)
     else:
-        keys, counts = np.unique(flat, return_counts=True)
+        nz = packed.item_val != 0
+        flat = packed.item_attr[nz] * K + y[rows[nz]]
+        if A * K <= 2 ** 26:  # counting beats sorting (np.unique) when the (A, K) table is small
+            counts = np.bincount(flat, minlength=A * K)
+            keys = np.flatnonzero(counts)
+            counts = counts[keys]
+        else:
+            keys, counts = np.unique(flat, return_counts=True)
     keep = counts >= min_freq
     keys = keys[keep]
     attrs = keys // K

@@ -108,11 +108,15 @@ class TreeFeatureModel:
         (child, parent) label pairs with potential -inf.
     forbidden_root : ndarray of bool, shape (K,), optional
         Labels the root may not take.
+    root : bool, default True
+        Whether the root-label weights are parameters. ``False`` is CRFSuite 0.13's tree model (no
+        root feature): the slots stay in ``w`` with weight 0.
     """
 
     def __init__(self, attr_ptr, feat_label, n_labels, edge_features, edge_attr_ptr=None,
-                 edge_feat_pair=None, forbidden=None, forbidden_root=None):
+                 edge_feat_pair=None, forbidden=None, forbidden_root=None, root=True):
         K = int(n_labels)
+        self.root = bool(root)
         self.attr_ptr = np.ascontiguousarray(attr_ptr, dtype=np.int64)
         self.feat_label = np.ascontiguousarray(feat_label, dtype=np.int64)
         self.n_labels = K
@@ -152,7 +156,7 @@ class TreeFeatureModel:
         _, ed, ea, rt = self.split(m)
         ed[...] = self.edge_features
         ea[...] = ~self.forbidden.ravel()[self.edge_feat_pair]
-        rt[...] = ~self.forbidden_root
+        rt[...] = ~self.forbidden_root & self.root
         return m
 
     # -- potentials --------------------------------------------------------------------------------
@@ -188,7 +192,7 @@ class TreeFeatureModel:
 
     def root_potentials(self, w):
         """Root-label log-potentials (K,), forbidden labels -inf."""
-        return np.where(self.forbidden_root, -np.inf, self.split(w)[3])
+        return np.where(self.forbidden_root, -np.inf, self.split(w)[3] if self.root else 0.0)
 
     def structure(self, w, batch, allowed=None):
         """The :class:`~structlearn.structures.Tree` of a batch under weights ``w`` (optionally
@@ -236,7 +240,7 @@ class TreeFeatureModel:
                                         e.item_attr, e.item_val, self.edge_attr_ptr, self.edge_feat_pair,
                                         numba.get_num_threads())
             gea[...] = np.where(self.forbidden.ravel()[self.edge_feat_pair], 0.0, val)
-        gr[...] = np.where(self.forbidden_root, 0.0, root)
+        gr[...] = np.where(self.forbidden_root | (not self.root), 0.0, root)
         return g
 
     def statistics(self, batch, y):
@@ -254,6 +258,10 @@ class TreeFeatureModel:
             full[child, y[child], y[batch.gparent[child]]] = 1.0
         root = np.bincount(y[batch.roots], minlength=K).astype(np.float64)
         return node, esum, full, root
+
+    def __setstate__(self, state):
+        state.setdefault("root", True)
+        self.__dict__.update(state)
 
     def feature_counts(self, batch, y):
         """Observed feature counts f(x, y) (n_params,) of labels ``y`` (N,)."""
