@@ -296,7 +296,7 @@ def test_options_and_presets():
     with pytest.raises(ValueError, match="unknown option"):
         g.infer("bp", dampign=0.5)
     with pytest.raises(ValueError, match="method"):
-        g.infer("mf")
+        g.infer("lbp")
     with pytest.raises(ValueError, match="rho"):
         g.infer("trw", rho=np.zeros(3))
     res = g.infer("bp", options="bp_parallel")

@@ -6,11 +6,12 @@ offers ``log_partition``, ``marginals``, ``argmax``, ``max``, ``kbest``, ``sampl
 """
 from ._base import KBest, Marginals
 from .chain import LinearChain
-from .factor_graph import BPOptions, FactorGraph, GraphInference
+from .factor_graph import BPOptions, FactorGraph, GraphInference, JunctionTree
 from .graphs import GraphBatch
 from .semimarkov import SemiMarkov
 from .sparse_chain import SparseChain
 from .tree import Tree
 
 __all__ = ["LinearChain", "SparseChain", "SemiMarkov", "Tree", "FactorGraph", "BPOptions", "GraphInference",
+           "JunctionTree",
            "GraphBatch", "KBest", "Marginals"]

@@ -1,0 +1,166 @@
+"""Reader and writer of libDAI's factor graph file format (``.fg``).
+
+The format (libDAI, ``doc/fileformats.txt``; Mooij 2010, "libDAI: A Free and Open Source C++ Library for
+Discrete Approximate Inference in Graphical Models", JMLR 11)::
+
+    2                 <- number of factors
+                      <- a blank line before every factor
+    1                 <- number of variables of factor 0
+    4                 <- their labels (non-negative integers)
+    2                 <- their cardinalities
+    2                 <- number of non-zero entries that follow
+    0 0.3             <- linear index and value (linear space, ≥ 0)
+    1 0.7
+
+    2
+    4 7
+    2 3
+    ...
+
+* Variable order: the linear index enumerates the joint states of the factor's variables **in the
+  order listed, the first variable changing fastest** (Fortran order). Internally structlearn tables are
+  C order over the scope (the last variable fastest), so the reader and writer transpose.
+* Entries not listed are 0 (log-potential -inf). Lines starting with ``#`` are comments.
+* Variable labels need not be contiguous: the reader numbers the variables by sorted label
+  (``return_labels=True`` gives the labels); the writer writes labels 0..N-1.
+"""
+import numpy as np
+
+from ..structures.factor_graph import FactorGraph
+from ._files import describe, open_text
+
+__all__ = ["read_fg", "write_fg", "FGFormatError", "graph_factors"]
+
+
+class FGFormatError(ValueError):
+    """A malformed libDAI ``.fg`` file (the message names the file and what was expected)."""
+
+
+def graph_factors(graph, b=0):
+    """Cardinalities (n,), scopes and log-tables (C order over the scope) of graph ``b`` of a
+    :class:`FactorGraph`; variable potentials that are not all 0 become factors of arity 1 first."""
+    if not 0 <= b < graph.batch_size:
+        raise ValueError(f"`graph_index` must lie in 0..{graph.batch_size - 1}; got {b}")
+    n0, n1 = graph.offsets[b], graph.offsets[b + 1]
+    card = graph.n_states[n0:n1].copy()
+    scopes, tables = [], []
+    for v in range(n1 - n0):
+        row = graph.unary[n0 + v, :card[v]]
+        if np.any(row != 0):
+            scopes.append((v,))
+            tables.append(row.copy())
+    f0, f1 = graph.factor_offsets[b], graph.factor_offsets[b + 1]
+    scopes += list(graph.scopes[f0:f1])
+    tables += [graph.table(f) for f in range(f0, f1)]
+    return card, scopes, tables
+
+
+def _tokens(text):
+    out = []
+    for line in text.splitlines():
+        line = line.split("#", 1)[0] if line.lstrip().startswith("#") else line
+        out.extend(line.split())
+    return out
+
+
+def read_fg(source, *, return_labels=False):
+    """Read a libDAI ``.fg`` file into a :class:`~structlearn.structures.FactorGraph`.
+
+    Parameters
+    ----------
+    source : path or file object
+    return_labels : bool
+        Also return the libDAI label of every variable, ndarray of int64, shape (N,) (sorted).
+
+    Returns
+    -------
+    graph : FactorGraph
+        One graph built by :meth:`FactorGraph.from_factors`; tables are the logs of the file's values.
+    labels : ndarray of int64, shape (N,)
+        Only with ``return_labels``.
+
+    Raises
+    ------
+    FGFormatError
+        Missing or non-numeric tokens, negative values, indices out of range, a variable with two
+        cardinalities, trailing tokens.
+    """
+    name = describe(source)
+    with open_text(source) as fh:
+        tok = _tokens(fh.read())
+    pos = [0]
+
+    def take(what, conv=int):
+        if pos[0] >= len(tok):
+            raise FGFormatError(f"{name}: unexpected end of file; expected {what}")
+        t = tok[pos[0]]
+        pos[0] += 1
+        try:
+            return conv(t)
+        except ValueError:
+            raise FGFormatError(f"{name}: expected {what}, got {t!r} (token {pos[0]})") from None
+
+    F = take("the number of factors")
+    raw, cards = [], {}
+    for f in range(F):
+        a = take(f"the number of variables of factor {f}")
+        if a < 1:
+            raise FGFormatError(f"{name}: factor {f} has {a} variables; expected at least 1")
+        labels = [take(f"a variable label of factor {f}") for _ in range(a)]
+        ks = [take(f"a cardinality of factor {f}") for _ in range(a)]
+        for lab, k in zip(labels, ks):
+            if lab < 0 or k < 1:
+                raise FGFormatError(f"{name}: factor {f} has label {lab} / cardinality {k}; expected labels ≥ 0 "
+                                    f"and cardinalities ≥ 1")
+            if cards.setdefault(lab, k) != k:
+                raise FGFormatError(f"{name}: variable {lab} has cardinality {cards[lab]} and {k} (factor {f})")
+        if len(set(labels)) != a:
+            raise FGFormatError(f"{name}: factor {f} repeats a variable: {labels}")
+        size = int(np.prod(ks))
+        lin = np.zeros(size)
+        for _ in range(take(f"the number of non-zero entries of factor {f}")):
+            i = take(f"an entry index of factor {f}")
+            val = take(f"an entry value of factor {f}", float)
+            if not 0 <= i < size:
+                raise FGFormatError(f"{name}: factor {f} has entry index {i}; expected 0..{size - 1}")
+            if not (val >= 0 and np.isfinite(val)):
+                raise FGFormatError(f"{name}: factor {f} has value {val}; expected a finite value ≥ 0")
+            lin[i] = val
+        raw.append((labels, ks, lin))
+    if pos[0] != len(tok):
+        raise FGFormatError(f"{name}: {len(tok) - pos[0]} trailing token(s) after {F} factors")
+    labels_sorted = np.array(sorted(cards), dtype=np.int64)
+    index = {int(lab): i for i, lab in enumerate(labels_sorted)}
+    scopes, tables = [], []
+    for labels, ks, lin in raw:
+        with np.errstate(divide="ignore"):
+            tables.append(np.log(lin.reshape(ks, order="F")))   # first variable fastest
+        scopes.append(tuple(index[lab] for lab in labels))
+    if not cards:
+        raise FGFormatError(f"{name}: no variables (0 factors)")
+    graph = FactorGraph.from_factors([cards[int(lab)] for lab in labels_sorted], scopes, tables)
+    return (graph, labels_sorted) if return_labels else graph
+
+
+def write_fg(target, graph, *, graph_index=0):
+    """Write graph ``graph_index`` of a :class:`FactorGraph` as a libDAI ``.fg`` file.
+
+    Variable potentials that are not all 0 become factors of arity 1 (before the others); values are
+    ``exp`` of the log-tables written with 17 significant digits; zero entries are left out. A variable
+    in no factor gets a factor of arity 1 of ones (a ``.fg`` file declares variables only through
+    factors). Variables are labelled 0..N-1.
+    """
+    card, scopes, tables = graph_factors(graph, graph_index)
+    covered = {v for s in scopes for v in s}
+    for v in range(len(card)):          # a .fg file knows only the variables of its factors
+        if v not in covered:
+            scopes.append((v,))
+            tables.append(np.zeros(int(card[v])))
+    with open_text(target, "w") as fh:
+        fh.write(f"{len(scopes)}\n")
+        for s, t in zip(scopes, tables):
+            with np.errstate(under="ignore"):
+                lin = np.exp(np.asarray(t)).ravel(order="F")
+            nz = np.flatnonzero(lin > 0)
+            fh.write(f"\n{len(s)}\n{' '.join(map(str, s))}\n{' '.join(str(int(card[v])) for v in s)}\n{nz.size}\n")
+            fh.writelines(f"{i} {lin[i]:.17g}\n" for i in nz)
