@@ -1,44 +1,30 @@
-"""HHMM inference time vs sequence length: linear-time (flattened chain on the engine) vs the O(T³)
-inside–outside algorithm of Fine, Singer & Tishby (1998) (Murphy & Paskin 2001, Fig. 3).
+"""HHMM inference benchmarks (Murphy & Paskin 2001, Fig. 3 and §5).
 
-Times log-likelihood + posterior marginals for T in {50, 100, 200, 400, 800, 1600}; inside–outside is
-stopped once a run exceeds ``--budget`` seconds (default 60). Prints the times and the slope of
-log(time) vs log(T) fitted by least squares (expected ≈ 1 and ≈ 3).
+1. ``--part length``: time vs sequence length T on the seed's Figure 1 model (``a (x y)+ b | c (x y)+ d``,
+   shared ``XY``, 10 % symbol noise) for the O(T³) inside–outside algorithm (Fine et al. 1998), the
+   flattened chain (``inference="flat"``) and the chain of slice junction trees (``"jtree"``):
+   log-likelihood + posterior marginals of one sequence, fitted slopes of log time vs log T.
+2. ``--part depth``: balanced hierarchies with Q = 3 children per sub-model and depth D = 2…7, one
+   sequence of T = 200 symbols: build (hierarchy + potentials), log-likelihood and E-step (expected
+   counts) time and peak resident memory of a fresh process for ``flat``, ``jtree`` (cut-level F node),
+   ``jtree-binary`` (the seed's literal DBN, one binary node per F^d) and ``factored-frontier``
+   (log-likelihood only), each run in its own process with a time and memory limit — the depth at which
+   each becomes infeasible — and the factored frontier's log-likelihood error against the exact value.
+3. ``--part sparse``: dense (O(T·S²)) vs sparse (O(T·(E + S))) flattened-chain kernels (E-step and
+   Viterbi, T = 1000, depth 3); ``inference="auto"`` picks the sparse kernels when S > 100 and
+   E/S² < 0.1 (where they win).
 
-Both run on one thread (a single sequence; the engine parallelises over sequences only). Times are the
-best of 7 runs (linear-time) / one run (inside–outside).
+Run:  .venv/bin/python benchmarks/bench_hhmm.py [--part length|depth|sparse|all] [--budget 60]
+      [--depths 2,3,4,5,6,7] [--limit-s 300] [--limit-gb 6]
 
-Run:  .venv/bin/python benchmarks/bench_hhmm.py [--depth 3] [--branch 2] [--budget 60]
-
-Result on the shared 2-core dev machine (load ≈ 8), depth 3, branching 2 (8 configurations, 14 instances)::
-
-         T   linear (s)   inside-outside (s)  |Δ log L|
-        50       0.0004                0.223   4.26e-14
-       100       0.0004                1.234   2.27e-13
-       200       0.0005                4.551   5.68e-14
-       400       0.0007               36.876   2.27e-12
-       800       0.0012              164.260   1.11e-11
-      1600       0.0019                  (stopped: > 60 s at T = 800)
-    slopes: linear-time 0.49 (all T; fixed overhead dominates below T ≈ 400), 0.70 (largest 3 T);
-            inside-outside 2.39 (all run T), 2.59 (largest 3 run T)
-
-Then dense (O(T·S²), LinearChain) vs sparse (O(T·(E + S)), kernels/chain_sparse.py) flattened-chain
-kernels, E-step (expected counts) and Viterbi parse of one sequence, T = 1000, depth 3 (both kernels run
-the scaled linear-space recursion here, in the same order of operations: counts agree exactly).
-``--only-sparse`` runs just this table. Same machine::
-
-    left-to-right sub-models (child i -> i, i + 1 or end)
-    branch      S        E    E/S²  dense E-step  sparse E-step speed-up  dense Viterbi  sparse Viterbi
-         4     64      304   0.074        0.0052         0.0057      0.9         0.0072          0.0028
-         5    125      625   0.040        0.0163         0.0112      1.5         0.0268          0.0040
-         6    216     1116   0.024        0.0442         0.0206      2.1         0.0781          0.0059
-         8    512     2752   0.010        0.2904         0.0521      5.6         0.6198          0.0137
-    fully connected sub-models (E = S²): the sparse E-step is 1.5-7x slower (indirect indexing instead
-    of contiguous vectorised rows), Viterbi about equal.
-
-``inference="auto"`` therefore picks the sparse kernels only when S > 100 and E/S² < 0.1.
+One thread (a single sequence: the engine parallelises over sequences only). The measured tables and
+slopes are in docs/hhmm.md ("Inference on the DBN").
 """
 import argparse
+import json
+import os
+import subprocess
+import sys
 import time
 
 import numba
@@ -47,6 +33,15 @@ import numpy as np
 from structlearn import HierarchicalHMM
 from structlearn.models.emissions import Categorical
 from structlearn.models.hhmm import Hierarchy
+
+FIG1 = {
+    "root": {"children": ["S0", "S1"], "start": [0.5, 0.5], "trans": [[0, 0], [0, 0]], "end": [1, 1]},
+    "S0": {"children": ["a", "XY", "b"], "start": [1, 0, 0],
+           "trans": [[0, 1, 0], [0, 0, 1], [0, 0, 0]], "end": [0, 0, 1]},
+    "S1": {"children": ["c", "XY", "d"], "start": [1, 0, 0],
+           "trans": [[0, 1, 0], [0, 0, 1], [0, 0, 0]], "end": [0, 0, 1]},
+    "XY": {"children": ["x", "y"], "start": [1, 0], "trans": [[0, 1], [0.6, 0]], "end": [0, 0.4]},
+}
 
 
 def balanced_model(depth, branch, n_symbols, seed=0):
@@ -143,58 +138,186 @@ def sparse_vs_dense(depth, branches, T, repeat=3, make=None):
               f"{dv:>14.4f} {sv:>15.4f} {diff:>15.2e}", flush=True)
 
 
+def figure1_model(inference):
+    """Murphy & Paskin's Figure 1 automaton, symbols a b c d x y with 10 % noise."""
+    probs = np.full((6, 6), 0.02)
+    probs[np.arange(6), [0, 4, 5, 1, 2, 3]] = 0.9  # production order a, x, y, b, c, d
+    return HierarchicalHMM(FIG1, Categorical(probs), inference=inference)
+
+
+def time_vs_length(Ts, budget):
+    rng = np.random.RandomState(1)
+    models = {inf: figure1_model(inf) for inf in ("flat", "jtree")}
+    for m in models.values():
+        m.posteriors(rng.randint(6, size=(10, 1)))  # compile / warm up
+    print("\nFigure 1 model (8 stack configurations, depth 3): log-likelihood + posteriors of one "
+          "sequence (best of 5; inside-outside one run)")
+    print(f"{'T':>6} {'inside-outside (s)':>19} {'flat (s)':>10} {'jtree (s)':>10} {'|Δ log L| io':>13} "
+          f"{'|Δ log L| jtree':>16}")
+    times = {"io": [], "flat": [], "jtree": []}
+    io_on = True
+    for T in Ts:
+        X = rng.randint(6, size=(T, 1))
+        out = {}
+        for inf, m in models.items():
+            times[inf].append(timed(lambda: out.setdefault(inf, m.posteriors(X)), repeat=5))
+        ll = out["flat"].log_likelihood[0]
+        t_io, d_io = float("nan"), float("nan")
+        if io_on:
+            t0 = time.perf_counter()
+            lz = models["flat"].inside_outside(X)[0][0]
+            t_io = time.perf_counter() - t0
+            times["io"].append(t_io)
+            d_io = abs(lz - ll)
+            io_on = t_io <= budget
+        print(f"{T:>6} {t_io:>19.3f} {times['flat'][-1]:>10.4f} {times['jtree'][-1]:>10.4f} {d_io:>13.2e} "
+              f"{abs(out['jtree'].log_likelihood[0] - ll):>16.2e}", flush=True)
+    n_io = len(times["io"])
+    print("fitted slopes of log time vs log T (all T / largest 3 T): "
+          + "; ".join(f"{k} {slope(Ts[:len(v)], v):.2f} / {slope(Ts[:len(v)][-3:], v[-3:]):.2f}"
+                      for k, v in (("inside-outside", times["io"]), ("flat", times["flat"]),
+                                   ("jtree", times["jtree"]))) + f" (inside-outside run up to T = {Ts[n_io - 1]})")
+
+
+def _worker(method, depth, Q, T):
+    """One cell of the depth table, in a fresh process: prints a JSON line."""
+    numba.set_num_threads(1)
+    inference = "jtree" if method == "jtree-binary" else method
+    rng = np.random.RandomState(3)
+    X = rng.randint(4, size=(T, 1)).astype(float)
+    out = {}
+    # warm up (compilation of the cached kernels) on a tiny model
+    small = balanced_model(2, 2, 4).set_params(inference=inference)
+    small.log_likelihood(X[:6])
+    if method != "factored-frontier":
+        small.expected_counts(X[:6])
+    t0 = time.perf_counter()
+    model = balanced_model(depth, Q, 4).set_params(inference=inference)
+    model._build()
+    if method == "jtree-binary":
+        from structlearn.models.hhmm_jtree import DBNInference
+        eng = DBNInference(model.hierarchy_, model.finish, f_nodes="binary")
+        logb = model.emission_.log_density(X)
+        off = np.array([0, T])
+        ll_fn, es_fn = (lambda: eng.log_likelihood(logb, off)), (lambda: eng.expected_counts(logb, off))
+        out["max_clique"] = eng.tree.max_clique
+    else:
+        ll_fn, es_fn = (lambda: model.log_likelihood(X)), (lambda: model.expected_counts(X))
+        if method == "flat":
+            model.hierarchy_._a_from  # the flattened chain's atoms
+    if method == "jtree":
+        from structlearn.models.hhmm_jtree import slice_tree
+        out["max_clique"] = slice_tree(tuple([Q] * depth)).max_clique
+    if method == "flat":
+        out["max_clique"] = model.hierarchy_.n_configs ** 2
+    if method == "factored-frontier":
+        out["max_clique"] = Q ** depth  # the joint evidence table of a slice
+    out["build_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    out["ll"] = float(np.sum(ll_fn()))
+    out["ll_s"] = time.perf_counter() - t0
+    if method != "factored-frontier":
+        t0 = time.perf_counter()
+        es_fn()
+        out["estep_s"] = time.perf_counter() - t0
+    print(json.dumps(out), flush=True)
+
+
+def _run_cell(args, limit_s, limit_gb):
+    """Run a worker with a wall-clock and a resident-memory limit; (result dict or None, status, peak MB)."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", *map(str, args)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    t0 = time.perf_counter()
+    peak, status = 0.0, "ok"
+    while True:
+        pid, code, ru = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            peak = max(peak, ru.ru_maxrss / 1024.0)
+            break
+        try:
+            with open(f"/proc/{proc.pid}/status") as fh:
+                rss = next(int(x.split()[1]) for x in fh if x.startswith("VmRSS")) / 1024.0
+            peak = max(peak, rss)
+        except (OSError, StopIteration):
+            rss = 0.0
+        if rss > limit_gb * 1024:
+            status = f"> {limit_gb:g} GB"
+        elif time.perf_counter() - t0 > limit_s:
+            status = f"> {limit_s:g} s"
+        if status != "ok":
+            proc.kill()
+            os.wait4(proc.pid, 0)
+            return None, status, peak
+        time.sleep(0.05)
+    text = proc.stdout.read()
+    if code != 0:
+        return None, "error: " + proc.stderr.read().strip().splitlines()[-1][:60], peak
+    return json.loads(text.strip().splitlines()[-1]), status, peak
+
+
+def time_vs_depth(depths, Q, T, limit_s, limit_gb, methods=("flat", "jtree", "jtree-binary",
+                                                             "factored-frontier")):
+    print(f"\nbalanced hierarchies, Q = {Q} children per sub-model, one sequence of T = {T}; each cell a "
+          f"fresh process limited to {limit_s:g} s and {limit_gb:g} GB resident; peak RSS includes "
+          f"~0.2 GB of interpreter + Numba")
+    print(f"{'D':>2} {'S':>6} {'method':>18} {'largest table':>14} {'build (s)':>10} {'log L (s)':>10} "
+          f"{'E-step (s)':>11} {'peak RSS (MB)':>14} {'log L':>14}")
+    dead = set()
+    summary = []
+    for D in depths:
+        lls = {}
+        for m in methods:
+            if m in dead:
+                print(f"{D:>2} {Q ** D:>6} {m:>18} {'(skipped: infeasible at a smaller depth)':>40}")
+                continue
+            res, status, peak = _run_cell([m, D, Q, T], limit_s, limit_gb)
+            if res is None:
+                dead.add(m)
+                print(f"{D:>2} {Q ** D:>6} {m:>18} {'infeasible: ' + status:>40} {peak:>14.0f}", flush=True)
+                summary.append((D, m, None))
+                continue
+            lls[m] = res["ll"]
+            es = res.get("estep_s", float("nan"))
+            print(f"{D:>2} {Q ** D:>6} {m:>18} {res['max_clique']:>14} {res['build_s']:>10.2f} "
+                  f"{res['ll_s']:>10.3f} {es:>11.3f} {peak:>14.0f} {res['ll']:>14.4f}", flush=True)
+        exact = lls.get("jtree", lls.get("flat"))
+        if exact is not None and "factored-frontier" in lls:
+            err = lls["factored-frontier"] - exact
+            print(f"   factored-frontier log L error at D = {D}: {err:+.4f} nats ({err / abs(exact):+.3%})")
+        if "flat" in lls and "jtree" in lls:
+            print(f"   |Δ log L| flat vs jtree at D = {D}: {abs(lls['flat'] - lls['jtree']):.2e}")
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        _worker(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
+        return
     ap = argparse.ArgumentParser()
-    ap.add_argument("--depth", type=int, default=3)
-    ap.add_argument("--branch", type=int, default=2)
-    ap.add_argument("--budget", type=float, default=60.0)
+    ap.add_argument("--part", default="all", choices=["length", "depth", "sparse", "all"])
+    ap.add_argument("--budget", type=float, default=60.0, help="stop inside-outside after a run this long")
     ap.add_argument("--lengths", default="50,100,200,400,800,1600")
+    ap.add_argument("--depths", default="2,3,4,5,6,7")
+    ap.add_argument("--Q", type=int, default=3)
+    ap.add_argument("--T", type=int, default=200)
+    ap.add_argument("--limit-s", type=float, default=300.0)
+    ap.add_argument("--limit-gb", type=float, default=6.0)
+    ap.add_argument("--methods", default="flat,jtree,jtree-binary,factored-frontier",
+                    help="methods of the depth table")
     ap.add_argument("--sparse-branches", default="2,3,4,5,6",
                     help="branching factors of the dense-vs-sparse comparison (depth --sparse-depth)")
     ap.add_argument("--sparse-depth", type=int, default=3)
     ap.add_argument("--sparse-T", type=int, default=1000)
-    ap.add_argument("--only-sparse", action="store_true", help="run only the dense-vs-sparse table")
     args = ap.parse_args()
-    if args.only_sparse:
-        numba.set_num_threads(1)
-        sparse_vs_dense(args.sparse_depth, [int(x) for x in args.sparse_branches.split(",")],
-                        args.sparse_T)
-        sparse_vs_dense(args.sparse_depth, [int(x) for x in args.sparse_branches.split(",")],
-                        args.sparse_T, make=balanced_model)
-        return
-    Ts = [int(x) for x in args.lengths.split(",")]
     numba.set_num_threads(1)  # one sequence: nothing to parallelise; avoids thread wake-up noise
-    model = balanced_model(args.depth, args.branch, 4)
-    model._build()
-    h = model.hierarchy_
-    print(f"HHMM depth {h.depth}, branching {args.branch}: {h.n_submodels} sub-models, {h.n_configs} "
-          f"stack configurations, {len(h._a_from)} transition atoms, {len(h.instance_paths)} instances")
-    rng = np.random.RandomState(1)
-    model.posteriors(rng.randint(4, size=(10, 1)).astype(float))  # compile / warm up
-    lin, io = [], []
-    io_on = True
-    print(f"{'T':>6} {'linear (s)':>12} {'inside-outside (s)':>20} {'|Δ log L|':>10}")
-    for T in Ts:
-        X = rng.randint(4, size=(T, 1)).astype(float)
-        out = {}
-        t_lin = timed(lambda: out.setdefault("p", model.posteriors(X)), repeat=7)
-        lin.append(t_lin)
-        t_io, diff = float("nan"), float("nan")
-        if io_on:
-            t0 = time.perf_counter()
-            lz = model.inside_outside(X)[0][0]
-            t_io = time.perf_counter() - t0
-            io.append(t_io)
-            diff = abs(lz - out["p"].log_likelihood[0])
-            if t_io > args.budget:
-                io_on = False
-        print(f"{T:>6} {t_lin:>12.4f} {t_io:>20.3f} {diff:>10.2e}", flush=True)
-    print(f"fitted slope of log time vs log T: linear-time {slope(Ts, lin):.2f} (all T), "
-          f"{slope(Ts[-3:], lin[-3:]):.2f} (largest 3 T); inside-outside {slope(Ts[:len(io)], io):.2f} "
-          f"(all run T), {slope(Ts[:len(io)][-3:], io[-3:]):.2f} (largest 3 run T)")
-    sparse_vs_dense(args.sparse_depth, [int(x) for x in args.sparse_branches.split(",")], args.sparse_T)
-    sparse_vs_dense(args.sparse_depth, [int(x) for x in args.sparse_branches.split(",")], args.sparse_T,
-                    make=balanced_model)
+    if args.part in ("length", "all"):
+        time_vs_length([int(x) for x in args.lengths.split(",")], args.budget)
+    if args.part in ("depth", "all"):
+        time_vs_depth([int(x) for x in args.depths.split(",")], args.Q, args.T, args.limit_s,
+                      args.limit_gb, tuple(args.methods.split(",")))
+    if args.part in ("sparse", "all"):
+        branches = [int(x) for x in args.sparse_branches.split(",")]
+        sparse_vs_dense(args.sparse_depth, branches, args.sparse_T)
+        sparse_vs_dense(args.sparse_depth, branches, args.sparse_T, make=balanced_model)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 
 The automaton and its flattening are :mod:`structlearn.models.hhmm` (the DBN view
 :mod:`structlearn.models.hhmm_dbn`); inference runs on :class:`~structlearn.structures.LinearChain` or
-:class:`~structlearn.structures.SparseChain`; EM is :func:`structlearn.learning.em.run_em`.
+:class:`~structlearn.structures.SparseChain` (flattened chain), or on the DBN itself
+(:class:`structlearn.models.hhmm_jtree.DBNInference`: chain of slice junction trees, factored
+frontier); EM is :func:`structlearn.learning.em.run_em`.
 """
 import warnings
 from collections import namedtuple
@@ -18,6 +20,8 @@ from ..models import emissions as _emi
 from ..models.distribution import families_from_file, family_to_file
 from ..models.hhmm import FlatHMM, Hierarchy, log_sum_exp
 from ..models.hhmm_dbn import HHMMDBN
+from ..models.hhmm_jtree import DBNInference
+from ..models.hhmm_parsimonious import MixedMemoryTransitions
 from ..structures._base import Marginals
 from ..structures.chain import LinearChain
 from ..structures.sparse_chain import SparseChain
@@ -27,6 +31,7 @@ __all__ = ["HierarchicalHMM", "HHMMPosteriors", "HHMMDecoded", "HHMMFiltered", "
 
 _FORMAT = "hierarchical-hmm"
 _FORMAT_VERSION = 1
+_INFERENCE = ("auto", "dense", "sparse", "flat", "jtree", "factored-frontier")
 
 
 def _log(x):
@@ -86,14 +91,33 @@ class HierarchicalHMM(BaseEstimator):
         Default ``init_params=""``: EM starts from the given parameters.
     random_state : None, int or RandomState
     verbose : bool
-    inference : {"auto", "dense", "sparse"}, default "auto"
-        Kernel for the flattened chain: ``"dense"`` — the engine's :class:`LinearChain` on the (S, S)
+    inference : {"auto", "flat", "dense", "sparse", "jtree", "factored-frontier"}, default "auto"
+        ``"jtree"``: exact inference on the DBN of Murphy & Paskin 2001 §4–5 without flattening —
+        forward–backward through the chain of junction trees of the 1.5-slice DBN (interface: the Q
+        nodes of all levels; greedy min-weight elimination), time about O(T·D·Q^{1.5D}) and memory
+        O(T·Q^D) for Q values per level instead of the flattened O(T·Q^{2D}); same numbers as the
+        flattened chain to rounding error (log-likelihood, posteriors, EM counts, Viterbi; tested at
+        rtol 1e-10). ``"factored-frontier"``: the approximate left-to-right scheme of Murphy & Weiss
+        2001 (belief state as a product of per-level marginals), time O(T·Q^{D+1}·D); log-likelihood
+        and filtering only (an approximation: :meth:`posteriors`, :meth:`decode` and :meth:`fit`
+        raise). ``"flat"`` is ``"auto"``. The rest choose the kernel of the flattened chain:
+        ``"dense"`` — the engine's :class:`LinearChain` on the (S, S)
         transition matrix, time O(T·S²) per sequence; ``"sparse"`` — the CSR kernels of
         :mod:`structlearn.kernels.chain_sparse`, time O(T·(E + S)) with E the number of legal
         configuration-to-configuration transitions (memory O(T·E) for :meth:`posteriors`, never
         O(S²)); ``"auto"``: sparse when S > 100 and E / S² < 0.1 (where ``benchmarks/bench_hhmm.py``
         measures it faster: the dense kernel's scaled linear-space recursion wins on small or dense
         patterns). Results are identical to rounding error (tested at rtol 1e-10).
+
+    transitions : {"full", "mixed-memory"}, default "full"
+        Parameterisation of the horizontal CPDs EM fits (Murphy & Paskin 2001 §4.2): ``"full"``, one
+        row per sub-model and child (structural zeros kept); ``"mixed-memory"``, for learning when the
+        automaton's structure is unknown: below the root, the next-child distribution of level d is a
+        mixture w_0 M_0[i, ·] + Σ_l w_l M_l[q_l, ·] of small matrices indexed by the finished child i
+        and by each ancestor q_l, (d + 1)·K·(K + 1) + d parameters instead of K^{d-1}·K·(K + 1)
+        (:class:`~structlearn.models.hhmm_parsimonious.MixedMemoryTransitions`; generalised EM: the
+        M-step runs inner EM iterations from the current mixture). Needs unshared sub-models with the
+        same number of children per level.
 
     Attributes
     ----------
@@ -108,12 +132,16 @@ class HierarchicalHMM(BaseEstimator):
     O(T·S) for log-likelihood, filtering, Viterbi and configuration posteriors; memory O(T·S²) (dense)
     or O(T·E) (sparse) for the
     per-step finished-flag posteriors (S = number of stack configurations, E = number of legal
-    transitions between them); the inside–outside reference is O(T³·K·U).
+    transitions between them); the inside–outside reference is O(T³·K·U). ``inference="jtree"``: time
+    O(T·Σ_C |C|) with cliques of (D + 1)·Q^{D+1} entries (Q = values per level, D = depth) and memory
+    O(T·Q^D) for every method (Murphy & Paskin 2001 §5); it also skips building the flattened chain's
+    transition atoms, which is what makes the flat path infeasible from depth 7 with 3 children per
+    sub-model (``benchmarks/bench_hhmm.py --part depth``).
     """
 
     def __init__(self, hierarchy=None, emission="categorical", *, root=None, finish="all", n_iter=100,
                  tol=1e-6, params="ste", init_params="", random_state=None, verbose=False,
-                 inference="auto"):
+                 inference="auto", transitions="full"):
         self.hierarchy = hierarchy
         self.emission = emission
         self.root = root
@@ -125,6 +153,7 @@ class HierarchicalHMM(BaseEstimator):
         self.random_state = random_state
         self.verbose = verbose
         self.inference = inference
+        self.transitions = transitions
 
     # -- construction ------------------------------------------------------------------------------
     @classmethod
@@ -151,8 +180,10 @@ class HierarchicalHMM(BaseEstimator):
             return
         if self.finish not in ("all", "none"):
             raise ValueError(f"`finish` must be 'all' or 'none'; got {self.finish!r}")
-        if self.inference not in ("auto", "dense", "sparse"):
-            raise ValueError(f"`inference` must be 'auto', 'dense' or 'sparse'; got {self.inference!r}")
+        if self.inference not in _INFERENCE:
+            raise ValueError(f"`inference` must be one of {list(_INFERENCE)}; got {self.inference!r}")
+        if self.transitions not in ("full", "mixed-memory"):
+            raise ValueError(f"`transitions` must be 'full' or 'mixed-memory'; got {self.transitions!r}")
         if self.hierarchy is None:
             raise ValueError("`hierarchy` is required (a nested dict or a Hierarchy)")
         h = Hierarchy.from_dict(self.hierarchy, self.root)
@@ -183,11 +214,25 @@ class HierarchicalHMM(BaseEstimator):
     def uses_sparse(self):
         """True when inference runs on the sparse (CSR) chain kernels (see ``inference``)."""
         self._build()
-        if self.inference != "auto":
+        if self.inference not in ("auto", "flat"):
             return self.inference == "sparse"
         h = self.hierarchy_
         S, E = h.n_configs, len(h._pair_keys)
         return S > 100 and E < 0.1 * S * S
+
+    def _dbn_inference(self, what, exact=True):
+        """The DBN engine when ``inference`` is "jtree" or "factored-frontier" (None: flattened chain)."""
+        if self.inference not in ("jtree", "factored-frontier"):
+            return None
+        if exact and self.inference == "factored-frontier":
+            raise ValueError(f"{what} needs exact inference; `inference`='factored-frontier' gives only "
+                             f"log_likelihood, score and filter (use 'jtree' or 'flat')")
+        self._require_emission()
+        key = (self.finish, self.hierarchy_.theta().tobytes())
+        cached = self.__dict__.get("_dbn_cache")
+        if cached is None or cached[0] != key or cached[1].h is not self.hierarchy_:
+            cached = self.__dict__["_dbn_cache"] = (key, DBNInference(self.hierarchy_, self.finish))
+        return cached[1]
 
     def _chain(self, X, lengths, mode="sum"):
         """The flattened chain and (log_start, log pair values (E,), log_end, log atoms (A,))."""
@@ -265,7 +310,13 @@ class HierarchicalHMM(BaseEstimator):
 
         Time O(N·S²) via the engine's LinearChain forward pass. -inf for an impossible sequence.
         """
-        X, lengths, _ = self._data(X, lengths)
+        X, lengths, offsets = self._data(X, lengths)
+        dbn = self._dbn_inference("log_likelihood", exact=False)
+        if dbn is not None:
+            logb = self.emission_.log_density(X)
+            if self.inference == "jtree":
+                return dbn.log_likelihood(logb, offsets)
+            return dbn.ff_log_likelihood(logb, offsets)
         chain, _ = self._chain(X, lengths)
         return chain.log_partition()
 
@@ -280,6 +331,12 @@ class HierarchicalHMM(BaseEstimator):
         """
         X, lengths, offsets = self._data(X, lengths)
         h = self.hierarchy_
+        U, D, N = len(h.instance_paths), h.depth, X.shape[0]
+        dbn = self._dbn_inference("posteriors")
+        if dbn is not None:
+            log_z, gamma, finished, inst_fin = dbn.posteriors(self.emission_.log_density(X), offsets)
+            inst_act = np.asarray(h._anc.T.dot(gamma.T).T) if N else np.zeros((0, U))
+            return HHMMPosteriors(log_z, gamma, h.levels(inst_act), finished, inst_act, inst_fin)
         chain, (ls, lp, le, la) = self._chain(X, lengths)
         mg = self._pair_marginals(chain, "full")
         log_z = chain.log_partition()
@@ -309,13 +366,19 @@ class HierarchicalHMM(BaseEstimator):
 
     def _e_step(self, X, lengths, offsets):
         h = self.hierarchy_
-        chain, (ls, lp, le, la) = self._chain(X, lengths)
-        mg = self._pair_marginals(chain, "total")
-        ll = chain.log_partition()
+        dbn = self._dbn_inference("fit / expected_counts")
+        if dbn is not None:
+            counts, weights, ll = dbn.expected_counts(self.emission_.log_density(X), offsets)
+        else:
+            chain, (ls, lp, le, la) = self._chain(X, lengths)
+            mg = self._pair_marginals(chain, "total")
+            ll = chain.log_partition()
         if np.any(ll == -np.inf):
             b = int(np.flatnonzero(ll == -np.inf)[0])
             raise ValueError(f"sequence {b} has probability 0 under the model (log-likelihood -inf); "
                              f"check the topology, the emissions or `finish`")
+        if dbn is not None:
+            return counts, weights, float(ll.sum())
         with np.errstate(invalid="ignore"):
             ratio = np.exp(la - lp[h._atom_pair])
         atom_counts = mg.edge[h._atom_pair] * ratio
@@ -344,6 +407,12 @@ class HierarchicalHMM(BaseEstimator):
         """
         X, lengths, offsets = self._data(X, lengths)
         h = self.hierarchy_
+        dbn = self._dbn_inference("decode")
+        if dbn is not None:
+            best, cfg, cut = dbn.decode(self.emission_.log_density(X), offsets)
+            states, finished = h.stack_arrays(cfg, cut)
+            segments = [h.segments(states[o:o + T], cut[o:o + T]) for o, T in zip(offsets[:-1], lengths)]
+            return HHMMDecoded(best, states, finished, segments)
         chain, (ls, lp, le, la) = self._chain(X, lengths, mode="max")
         best = chain.max()
         cfg = chain.argmax()
@@ -368,12 +437,17 @@ class HierarchicalHMM(BaseEstimator):
         """Online filtering P(Q^d_t | o_1:t); see :data:`HHMMFiltered`. Time O(N·S²)."""
         X, lengths, offsets = self._data(X, lengths)
         h = self.hierarchy_
-        chain, _ = self._chain(X, lengths)
-        alpha = chain.forward()
-        ll = log_sum_exp(alpha, axis=1) if alpha.shape[0] else np.zeros(0)
-        with np.errstate(invalid="ignore"):
-            post = np.exp(alpha - ll[:, None])
-        post[~np.isfinite(ll)] = 0.0
+        dbn = self._dbn_inference("filter", exact=False)
+        if dbn is not None:
+            logb = self.emission_.log_density(X)
+            post, ll = (dbn.filter if self.inference == "jtree" else dbn.ff_filter)(logb, offsets)
+        else:
+            chain, _ = self._chain(X, lengths)
+            alpha = chain.forward()
+            ll = log_sum_exp(alpha, axis=1) if alpha.shape[0] else np.zeros(0)
+            with np.errstate(invalid="ignore"):
+                post = np.exp(alpha - ll[:, None])
+            post[~np.isfinite(ll)] = 0.0
         act = np.asarray(h._anc.T.dot(post.T).T) if post.shape[0] else np.zeros((0, len(h.instance_paths)))
         state = h.levels(act)
         return HHMMFiltered(post, state, ll)
@@ -438,6 +512,14 @@ class HierarchicalHMM(BaseEstimator):
             self._random_init(X, rng)
         self._require_emission()
         topo = h.theta() > 0
+        self.transition_model_ = None
+        if self.transitions == "mixed-memory":
+            self.transition_model_ = MixedMemoryTransitions(h)
+            rows = [h.trans[m] for m in range(1, h.n_submodels)] + [h.end[m] for m in range(1, h.n_submodels)]
+            if self.inference != "jtree" and any(np.any(r == 0) for r in rows):
+                raise ValueError("transitions='mixed-memory' fills the structural zeros of the horizontal "
+                                 "CPDs, which the flattened chain's topology excludes; use "
+                                 "inference='jtree' or a hierarchy without zero 'trans'/'end' entries")
         monitor = ConvergenceMonitor(self.tol, self.n_iter, self.verbose)
 
         def e_step():
@@ -467,6 +549,8 @@ class HierarchicalHMM(BaseEstimator):
         h = self.hierarchy_
         theta = h.theta()
         new = h.normalize_counts(counts * topo, theta)
+        if getattr(self, "transition_model_", None) is not None and "t" in self.params:
+            new = self.transition_model_.m_step(counts, new, h)
         keep = np.ones_like(theta, dtype=bool)
         for m in range(h.n_submodels):
             K = len(h.children[m])
@@ -624,7 +708,8 @@ class HierarchicalHMM(BaseEstimator):
         ename, earr, ecfg = family_to_file(self.emission_, _emi, "emission")
         h = self.hierarchy_
         arrays = {"theta": h.theta(), **earr}
-        params = {"finish": self.finish, "inference": self.inference, "n_iter": int(self.n_iter),
+        params = {"finish": self.finish, "inference": self.inference, "transitions": self.transitions,
+                  "n_iter": int(self.n_iter),
                   "tol": float(self.tol),
                   "params": self.params, "init_params": self.init_params,
                   "random_state": int(self.random_state) if isinstance(self.random_state,

@@ -345,17 +345,7 @@ class Hierarchy:
         cols = [u for ch in chains for u in ch]
         self._anc = sparse.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(S, U))
 
-        def p_start(u):
-            return self._base[self._inst_sub[u]] + self._inst_pos[u]
-
-        def p_end(u):
-            m = self._inst_sub[u]
-            K = len(self.children[m])
-            return self._base[m] + K + K * K + self._inst_pos[u]
-
-        def p_trans(m, i, j):
-            K = len(self.children[m])
-            return self._base[m] + K + i * K + j
+        p_start, p_end = self._p_start, self._p_end
 
         P = int(self._base[-1])
         self.n_params = P
@@ -363,6 +353,36 @@ class Hierarchy:
         ones = np.ones(len(rows))
         self._m_start = sparse.csr_matrix((ones, (rows, [p_start(u) for u in cols])), shape=(S, P))
         self._m_end = sparse.csr_matrix((ones, (rows, [p_end(u) for u in cols])), shape=(S, P))
+
+    #: attributes built on first use by :meth:`_compile_atoms` (the flattened chain's atoms: O(S·Σ_d K^d)
+    #: Python work, skipped by the DBN inference of deep hierarchies)
+    _ATOM_ATTRS = frozenset({"_a_from", "_a_to", "_a_level", "_m_atom", "_fin", "_atom_index",
+                             "_pair_keys", "_pair_from", "_pair_to", "_atom_pair", "_pair_indptr"})
+
+    def __getattr__(self, name):
+        if name in Hierarchy._ATOM_ATTRS and "_cfg_chain" in self.__dict__:
+            self._compile_atoms()
+            return self.__dict__[name]
+        raise AttributeError(name)
+
+    def _p_start(self, u):
+        return self._base[self._inst_sub[u]] + self._inst_pos[u]
+
+    def _p_end(self, u):
+        m = self._inst_sub[u]
+        K = len(self.children[m])
+        return self._base[m] + K + K * K + self._inst_pos[u]
+
+    def _compile_atoms(self):
+        """The flattened chain's transition atoms (from s, to s', level d*) on the topology."""
+        p_start, p_end = self._p_start, self._p_end
+
+        def p_trans(m, i, j):
+            K = len(self.children[m])
+            return self._base[m] + K + i * K + j
+
+        chains, below, kids_of = self._cfg_chain, self._below, self._kids_of
+        S, U, P = self.n_configs, len(self.instance_paths), self.n_params
         # atoms (from s, to s', level d*) restricted to the topology (non-zero parameters)
         theta = self.theta()
         a_from, a_to, a_lev = [], [], []
