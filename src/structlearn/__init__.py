@@ -1,6 +1,10 @@
 """structlearn: structured probabilistic models for sequences, segments, trees, hierarchies and graphs."""
 __version__ = "0.1.0"
 
+from . import _threading
+
+_threading.configure()  # Numba's fork- and thread-safe layer (TBB), before any kernel runs
+
 _LAZY = {
     "LinearChainCRF": "structlearn.estimators.crf",
     "SemiMarkovCRF": "structlearn.estimators.semicrf",

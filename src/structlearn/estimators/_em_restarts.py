@@ -13,11 +13,24 @@ from sklearn.utils import check_random_state
 
 from ..learning.em import ConvergenceMonitor
 
-__all__ = ["fit_restarts", "warn_empty_states", "EmptyStateWarning", "label_mask"]
+__all__ = ["fit_restarts", "warn_empty_states", "EmptyStateWarning", "label_mask", "check_n_jobs", "n_blocks"]
 
 
 class EmptyStateWarning(RuntimeWarning):
     """An E-step gave a state no posterior mass: the M-step kept that state's parameters."""
+
+
+def user_stacklevel():
+    """The ``stacklevel`` of :func:`warnings.warn` that points at the first frame outside structlearn
+    (the user's ``fit`` call), however deep inside the package the warning is raised."""
+    import os
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(root):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def warn_empty_states(gamma, what="parameters"):
@@ -29,7 +42,23 @@ def warn_empty_states(gamma, what="parameters"):
         names = ", ".join(str(int(j)) for j in empty)
         warnings.warn(f"state{'s' if empty.size > 1 else ''} {names} received no posterior mass in the "
                       f"E-step; {'their' if empty.size > 1 else 'its'} {what} are kept", EmptyStateWarning,
-                      stacklevel=3)
+                      stacklevel=user_stacklevel())
+
+
+def check_n_jobs(n_jobs):
+    """``ValueError`` unless ``n_jobs`` is None or a non-zero integer (joblib's convention, -1 = all cores)."""
+    j = n_jobs
+    if j is not None and (isinstance(j, bool) or not isinstance(j, (int, np.integer)) or j == 0):
+        raise ValueError(f"`n_jobs` must be None or a non-zero integer (-1: all cores); got {j!r}")
+
+
+def n_blocks(n_jobs):
+    """Number of shards the E-step of ``fit`` cuts the data into: joblib's effective number of jobs
+    (1 for None)."""
+    if n_jobs is None:
+        return 1
+    from joblib import effective_n_jobs
+    return int(effective_n_jobs(n_jobs))
 
 
 def label_mask(labels, n_rows, n_states):
@@ -130,5 +159,5 @@ def fit_restarts(estimator, attributes, initialize, run):
         h = monitor.history
         gain = h[-1] - h[-2] if len(h) > 1 else float("nan")
         warnings.warn(f"EM did not converge in n_iter={est.n_iter} iterations (last gain {gain:.3g} >= "
-                      f"tol={est.tol}); increase `n_iter` or `tol`", ConvergenceWarning, stacklevel=3)
+                      f"tol={est.tol}); increase `n_iter` or `tol`", ConvergenceWarning, stacklevel=user_stacklevel())
     return ll

@@ -7,6 +7,9 @@ forward–backward and max-product (Rabiner 1989, "A tutorial on hidden Markov m
 30–35). EM is Baum–Welch (Rabiner 1989 eqs. 37–40, 52–54) run by :func:`structlearn.learning.em.run_em`
 with restarts from :func:`structlearn.estimators._em_restarts.fit_restarts`; the M-step of π and A is
 hmmlearn's MAP update with Dirichlet priors, the emission M-step is the emission object's ``fit``.
+The E-step is the per-shard function :func:`_shard_statistics` mapped over blocks of sequences
+(:mod:`structlearn.learning.shards`: one block, ``n_jobs`` joblib processes, or dask workers through
+:func:`structlearn.distributed.fit`, where the families' additive statistics replace the rows).
 
 Subclasses (``estimators/hmm.py``) give the constructor, the emission family (``_new_emission``), its
 letters in ``params`` / ``init_params`` and the hmmlearn-named views of its parameters
@@ -20,14 +23,16 @@ from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from ..learning import hmm_online as _online
 from ..learning.em import ConvergenceMonitor, run_em
+from ..learning.shards import Shard, ShardStatistics, map_shards, split_shards
 from ..models import emissions as _emi
 from ..models import hmm_emissions as _hemi
 from ..models._hmm_family import HMMFamily
 from ..models.distribution import families_from_file, family_to_file
 from ..structures.chain import LinearChain
 from ..utils.validation import check_lengths
-from ._em_restarts import fit_restarts, warn_empty_states
+from ._em_restarts import check_n_jobs, fit_restarts, n_blocks, warn_empty_states
 from ._hmm_online import HMMOnlineMixin
 
 __all__ = ["HMMBase", "EmissionView", "stationary_distribution"]
@@ -70,14 +75,33 @@ def _chain_stats(emission, X, lengths, log_start, log_trans):
     return sm.log_partition(), marg.unary, marg.edge
 
 
-def _sequence_blocks(offsets, n_blocks):
-    """Contiguous ranges of sequences (b0, b1) with about equal numbers of rows."""
-    B = offsets.shape[0] - 1
-    N = offsets[-1]
-    n_blocks = max(1, min(n_blocks, B))
-    cuts = [0] + [int(np.searchsorted(offsets, N * i / n_blocks)) for i in range(1, n_blocks)] + [B]
-    cuts = sorted(set(min(max(c, 0), B) for c in cuts))
-    return [(a, b) for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
+def _shard_statistics(params, shard):
+    """The E-step of one shard (the per-shard function of :mod:`structlearn.learning.shards`).
+
+    ``params`` = (emission, log π (K,), log A (K, K), update_emission, posteriors): ``update_emission``
+    (bool) whether the emissions are re-estimated; ``posteriors`` keeps γ (N, K) for the emission M-step in this process (``fit``, ``partial_fit``),
+    else the family's additive statistics travel (``"emission"``,
+    :func:`structlearn.learning.hmm_online.emission_statistics`; distributed fits).
+
+    Returns a :class:`~structlearn.learning.shards.ShardStatistics`: ``stats`` ``"start"`` (K,) Σ_b γ of
+    the first rows, ``"trans"`` (K, K) Σ_t ξ_t, ``"occupancy"`` (K,) Σ_t γ_t (and ``"emission"``);
+    ``value`` the shard's log-likelihood; ``ValueError`` naming a sequence of the shard with zero
+    likelihood. Time O(N·K²) plus the emission densities, memory O(N·K).
+    """
+    emission, log_start, log_trans, update_emission, posteriors = params
+    X, lengths, offsets, _ = shard
+    log_z, gamma, xi = _chain_stats(emission, X, lengths, log_start, log_trans)
+    bad = np.flatnonzero(log_z == -np.inf)
+    if bad.size:
+        b = int(bad[0])
+        raise ValueError(f"sequence {b} (rows {offsets[b]}:{offsets[b + 1]}) has zero likelihood under "
+                         f"the current parameters (log-likelihood -inf: no state path can emit it); "
+                         f"check the data against the fixed parameters")
+    stats = _online.chain_statistics(gamma, xi, lengths, offsets)
+    stats["occupancy"] = gamma.sum(axis=0)
+    if update_emission and not posteriors:
+        stats["emission"] = _online.emission_statistics(emission, X, gamma)
+    return ShardStatistics(stats, float(log_z.sum()), int(lengths.shape[0]), gamma if posteriors else None)
 
 
 class EmissionView:
@@ -167,9 +191,7 @@ class HMMBase(HMMOnlineMixin, BaseEstimator):
                                  f"transmat, {self._emission_letters()!r} emission parameters); got {v!r}")
         if self.startprob not in ("free", "stationary"):
             raise ValueError(f"`startprob` must be 'free' or 'stationary'; got {self.startprob!r}")
-        j = self.n_jobs
-        if j is not None and (isinstance(j, bool) or not isinstance(j, (int, np.integer)) or j == 0):
-            raise ValueError(f"`n_jobs` must be None or a non-zero integer (-1: all cores); got {j!r}")
+        check_n_jobs(self.n_jobs)
         self._priors()
 
     def _priors(self):
@@ -398,13 +420,43 @@ class HMMBase(HMMOnlineMixin, BaseEstimator):
             raise ValueError(f"fewer observed rows ({n_obs}) than components (n_components={K}): the "
                              f"emission parameters cannot be initialised from the data; set them and leave "
                              f"their letters out of `init_params`, or use fewer components")
-        self.n_features_in_ = int(X.shape[1])
+        shards = split_shards(Shard(X, lengths, offsets), n_blocks(self.n_jobs))
+        return self._fit_sharded(lambda f, p: map_shards(f, p, shards, self.n_jobs), (X, lengths, None),
+                                 int(lengths.max()), X.shape[1], X)
+
+    def _fit_sharded(self, map_statistics, init_data, max_length, n_features, X=None):
+        """EM with restarts (:func:`fit_restarts`) whose E-step maps the per-shard function over the shards
+        (``map_statistics(statistics, params)`` -> summed ShardStatistics); the initial parameters come
+        from ``init_data`` = (X, lengths, None). ``X``: all rows in this process (posteriors travel;
+        ``fit``) or None (the emission family's additive statistics; :func:`structlearn.distributed.fit`).
+        Returns self."""
+        self.n_features_in_ = int(n_features)
+        Xi, Li, _ = init_data
         fit_restarts(self, {"startprob_": "s", "transmat_": "t", "emission_": _NOT_A_LETTER},
-                     lambda rng, restart: self._initialize(X, lengths, rng, restart),
-                     lambda monitor, restart: self._em(X, lengths, offsets, monitor))
+                     lambda rng, restart: self._initialize(Xi, Li, rng, restart),
+                     lambda monitor, restart: self._em_sharded(map_statistics, monitor, X))
         return self
 
-    def _em(self, X, lengths, offsets, monitor):
+    def _shard_from_data(self, X, lengths=None):
+        """The validated :class:`~structlearn.learning.shards.Shard` of ``X``, ``lengths`` (as ``fit``)."""
+        X = self._check_X(X, self._fresh_emission())
+        return Shard(X, *self._lengths(lengths, X))
+
+    # -- the per-shard interface (structlearn.learning.shards), shared with structlearn.distributed ---------
+    def _updates_emission(self):
+        return bool(set(self.params) & set(self._emission_letters()))
+
+    def _shard_function(self, posteriors=True):
+        """(statistics, params) of the current parameters: ``statistics(params, shard)`` is the E-step of
+        one shard (:func:`_shard_statistics`); ``posteriors`` keeps γ for the emission M-step in this
+        process (else the family's additive statistics travel)."""
+        log_start, log_trans = self._log_params()
+        return _shard_statistics, (self.emission_, log_start, log_trans, self._updates_emission(), posteriors)
+
+    def _em_sharded(self, map_statistics, monitor, X=None):
+        """EM (:func:`run_em`) whose E-step is ``map_statistics(statistics, params)`` -> the summed
+        :class:`~structlearn.learning.shards.ShardStatistics` of all shards: local blocks in ``fit``,
+        dask workers in :func:`structlearn.distributed.fit` (``X`` None: no posteriors travel)."""
         prev = []
 
         def progress(it, ll):
@@ -413,43 +465,31 @@ class HMMBase(HMMOnlineMixin, BaseEstimator):
                 print(_TEMPLATE.format(iter=it + 1, log_prob=ll, delta=delta), file=sys.stderr)
             prev.append(ll)
 
-        return run_em(lambda: self._e_step(X, lengths, offsets),
-                      lambda stats: self._m_step(X, lengths, offsets, stats), monitor, progress)
+        def e_step():
+            total = map_statistics(*self._shard_function(posteriors=X is not None))
+            return total, total.value
+
+        return run_em(e_step, lambda total: self._apply_statistics(total, X), monitor, progress)
 
     def _e_step(self, X, lengths, offsets):
-        """((γ (N, K), Σ_t ξ_t (K, K)), log-likelihood); ``ValueError`` naming an impossible sequence."""
-        log_start, log_trans = self._log_params()
-        em = self.emission_
-        from joblib import effective_n_jobs
-        n = 1 if self.n_jobs is None else effective_n_jobs(self.n_jobs)
-        blocks = _sequence_blocks(offsets, n) if n > 1 else [(0, lengths.shape[0])]
-        if len(blocks) == 1:
-            log_z, gamma, xi = _chain_stats(em, X, lengths, log_start, log_trans)
-        else:
-            from joblib import Parallel, delayed
-            parts = Parallel(n_jobs=self.n_jobs)(
-                delayed(_chain_stats)(em, X[offsets[a]:offsets[b]], lengths[a:b], log_start, log_trans)
-                for a, b in blocks)
-            log_z = np.concatenate([p[0] for p in parts])
-            gamma = np.concatenate([p[1] for p in parts])
-            xi = sum(p[2] for p in parts)
-        bad = np.flatnonzero(log_z == -np.inf)
-        if bad.size:
-            b = int(bad[0])
-            raise ValueError(f"sequence {b} (rows {offsets[b]}:{offsets[b + 1]}) has zero likelihood under "
-                             f"the current parameters (log-likelihood -inf: no state path can emit it); "
-                             f"check the data against the fixed parameters")
-        return (gamma, xi), float(log_z.sum())
+        """((γ (N, K), Σ_t ξ_t (K, K)), log-likelihood) of one block in this process (``partial_fit``);
+        ``ValueError`` naming an impossible sequence."""
+        shards = split_shards(Shard(X, lengths, offsets), n_blocks(self.n_jobs))
+        total = map_shards(*self._shard_function(), shards, self.n_jobs)
+        return (total.posteriors, total.stats["trans"]), total.value
 
-    def _m_step(self, X, lengths, offsets, stats):
-        """hmmlearn's M-step: π and A from the expected first states and transitions
-        (:meth:`_m_step_chain`), then the emission object's ``fit``."""
-        gamma, xi = stats
-        first = offsets[:-1][lengths > 0]
-        self._m_step_chain(gamma[first].sum(axis=0), xi)
-        if set(self.params) & set(self._emission_letters()):
-            warn_empty_states(gamma)
-            self._fit_emission(self.emission_, X, gamma)
+    def _apply_statistics(self, total, X=None):
+        """hmmlearn's M-step of the summed shard statistics: π and A from the expected first states and
+        transitions (:meth:`_m_step_chain`), then the emissions — the object's ``fit`` on the rows ``X``
+        and the posteriors when they are present, else the family's M-step on the summed statistics."""
+        stats = total.stats
+        self._m_step_chain(stats["start"], stats["trans"])
+        if self._updates_emission():
+            warn_empty_states(stats["occupancy"][None, :])
+            if total.posteriors is not None:
+                self._fit_emission(self.emission_, X, total.posteriors)
+            else:
+                _online.emission_m_step(self.emission_, stats["emission"], self._online_emission_params())
         if self.startprob == "stationary":
             self.startprob_ = stationary_distribution(self.transmat_)
 

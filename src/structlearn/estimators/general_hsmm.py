@@ -19,6 +19,7 @@ from sklearn.utils.validation import check_is_fitted
 from ..learning import general_hsmm_em as _gem
 from ..learning import hsmm_em as _em
 from ..learning.em import run_em
+from ..learning.shards import Shard, map_shards, split_shards
 from ..models import emissions as _emi
 from ..models import general_hsmm as _g
 from ..models import hsmm as _hsmm_model
@@ -26,7 +27,7 @@ from ..models import segment_emissions as _seg
 from ..models.censoring import CENSORING
 from ..models.distribution import check_stochastic_rows, families_from_file, family_to_file
 from ..utils.validation import check_allowed_mask, check_lengths
-from ._em_restarts import fit_restarts, label_mask, warn_empty_states
+from ._em_restarts import check_n_jobs, fit_restarts, label_mask, n_blocks, warn_empty_states
 from ._hsmm_queries import Prediction, SegmentEnds, SubpathQueries, cum_scale, state_runs
 
 __all__ = ["GeneralHSMM", "VariableTransitionHMM", "ResidentialTimeHMM", "SegmentFiltered"]
@@ -50,7 +51,7 @@ class _SuperLabelHSMM(SubpathQueries, BaseEstimator):
 
     def __init__(self, n_states=2, max_duration=20, emission="gaussian", censoring="right", n_iter=100,
                  tol=1e-4, n_init=1, init="kmeans", params="ste", init_params="ste", random_state=None,
-                 verbose=False):
+                 verbose=False, n_jobs=None):
         self.n_states = n_states
         self.max_duration = max_duration
         self.emission = emission
@@ -63,6 +64,7 @@ class _SuperLabelHSMM(SubpathQueries, BaseEstimator):
         self.init_params = init_params
         self.random_state = random_state
         self.verbose = verbose
+        self.n_jobs = n_jobs
 
     # -- validation ------------------------------------------------------------------------------------
     def _validate_hyper(self):
@@ -82,6 +84,7 @@ class _SuperLabelHSMM(SubpathQueries, BaseEstimator):
             if not isinstance(v, str) or set(v) - set(self._letters):
                 raise ValueError(f"`{name}` must be a string of letters from {self._letters!r} (s start, "
                                  f"t transitions, e emissions); got {v!r}")
+        check_n_jobs(self.n_jobs)
 
     def _validate_data(self, X, lengths):
         emission = getattr(self, "emission_", None) or self._make_emission()
@@ -156,35 +159,40 @@ class _SuperLabelHSMM(SubpathQueries, BaseEstimator):
         """
         self._validate_hyper()
         X, lengths, offsets = self._validate_data(X, lengths)
-        self.max_duration_ = int(self.max_duration)
-        self.n_features_in_ = X.shape[1]
         known, allowed = label_mask(labels, X.shape[0], self.n_states)
+        shards = split_shards(Shard(X, lengths, offsets, allowed), n_blocks(self.n_jobs))
+        return self._fit_sharded(lambda f, p: map_shards(f, p, shards, self.n_jobs), (X, lengths, known),
+                                 int(lengths.max()), X.shape[1], X, lengths)
+
+    def _fit_sharded(self, map_statistics, init_data, max_length, n_features, X=None, lengths=None):
+        """EM with restarts whose E-step maps the per-shard function over the shards (as
+        :meth:`HiddenSemiMarkovModel._fit_sharded <structlearn.estimators.hsmm.HiddenSemiMarkovModel>`);
+        ``X``, ``lengths``: all rows in this process (posteriors travel) or None. Returns self."""
+        self.max_duration_ = int(self.max_duration)
+        self.n_features_in_ = int(n_features)
+        Xi, Li, known = init_data
         fit_restarts(self, {"startprob_": "s", "transmat_": "t", "emission_": "e"},
-                     lambda rng, restart: self._init_params(X, lengths, rng, restart, known),
-                     lambda monitor, restart: run_em(
-                         lambda: self._e_step(X, lengths, offsets, allowed),
-                         lambda counts: self._m_step_all(counts, X, lengths), monitor))
+                     lambda rng, restart: self._init_params(Xi, Li, rng, restart, known),
+                     lambda monitor, restart: self._em_sharded(map_statistics, monitor, restart, X, lengths))
         return self
 
-    def _e_step(self, X, lengths, offsets, allowed):
-        if not self._is_segmental():
-            return _gem.e_step(self._potentials(), X, lengths, offsets, allowed)
-        # segment emissions are re-estimated from η_t(j, d) (Yu 2010 §2.3.1 item 3): the same E-step, which
-        # also returns the segment-end posteriors
-        potentials = self._potentials()
-        sm = potentials.semi_markov(X, lengths, offsets)
-        M, D = self.n_states, self.max_duration_
-        if allowed is not None:
-            sm = sm.constrain(self._state_mask(allowed))
-        log_z = sm.log_partition()
-        _em.check_possible(log_z, lengths, offsets, D, self.censoring)
-        counts = _g.segment_counts(sm, M, D, offsets, lengths)
-        fm, bm = sm.forward(), sm.backward()
-        with np.errstate(invalid="ignore"):
-            counts["eta"] = np.nan_to_num(np.exp(fm.alpha + bm.beta_end)).reshape(-1, M, D)
-        return counts, float(log_z.sum())
+    def _shard_from_data(self, X, lengths=None):
+        """The validated :class:`~structlearn.learning.shards.Shard` of ``X``, ``lengths`` (as ``fit``)."""
+        return Shard(*self._validate_data(X, lengths))
 
-    def _m_step_all(self, counts, X, lengths):
+    # -- the per-shard interface (structlearn.learning.shards), shared with structlearn.distributed ---------
+    def _shard_function(self, posteriors=True):
+        """(statistics, params) of the current parameters: ``statistics(params, shard)`` is the E-step of
+        one shard (:func:`structlearn.learning.general_hsmm_em.shard_statistics`) with the counts this
+        parameterisation's M-step reads (``_count_keys``)."""
+        return _gem.shard_statistics, (self._potentials(), self._count_keys, "e" in self.params, posteriors)
+
+    def _apply_statistics(self, total, X=None, lengths=None):
+        """The M-step of the summed shard statistics (rows ``X``, ``lengths`` needed when they carry
+        posteriors)."""
+        counts = dict(total.stats)
+        if total.posteriors is not None:
+            counts.update(total.posteriors)
         sp, tm = self._m_step(counts)
         if "s" in self.params:
             self.startprob_ = sp
@@ -194,8 +202,22 @@ class _SuperLabelHSMM(SubpathQueries, BaseEstimator):
             if hasattr(self.emission_, "fit"):
                 self.emission_.fit(X, lengths, counts["eta"])
         elif "e" in self.params:
-            self.emission_.fit(X, counts["gamma"])
-        warn_empty_states(counts["gamma"])
+            if total.posteriors is not None:
+                self.emission_.fit(X, counts["gamma"])
+            else:
+                from ..learning.hsmm_online import emission_m_step
+                emission_m_step(self.emission_, counts["emission"])
+        warn_empty_states(counts["occupancy"][None, :])
+
+    def _em_sharded(self, map_statistics, monitor, restart=0, X=None, lengths=None):
+        """EM (:func:`run_em`) whose E-step is ``map_statistics(statistics, params)`` -> the summed
+        :class:`~structlearn.learning.shards.ShardStatistics` of all shards: local blocks in ``fit``,
+        dask workers in :func:`structlearn.distributed.fit` (``X`` None: no posteriors travel)."""
+        def e_step():
+            total = map_statistics(*self._shard_function(posteriors=X is not None))
+            return total, total.value
+
+        return run_em(e_step, lambda total: self._apply_statistics(total, X, lengths), monitor)
 
     def _init_params(self, X, lengths, rng, restart, known=None):
         M, D = self.n_states, self.max_duration_
@@ -572,7 +594,7 @@ class GeneralHSMM(_SuperLabelHSMM):
     emission : str or emission object (:mod:`structlearn.models.emissions`), per-state b_j(o_t).
     censoring : {"none", "right", "both"} (Yu 2010 §2.2.1; under "both" π_(j,d) is the law of the state
         at t = 1 and its remaining duration).
-    n_iter, tol, n_init, init, params, init_params, random_state, verbose : as
+    n_iter, tol, n_init, init, params, init_params, random_state, verbose, n_jobs : as
         :class:`~structlearn.estimators.hsmm.HiddenSemiMarkovModel` (letters s, t, e).
     segment_emission : None, callable or segment emission object, default None
         Segment emissions b_(j,d)(o_{t+1:t+d}) (Yu 2010 §2.1, eq. (1)) instead of per-state ones (then
@@ -603,10 +625,10 @@ class GeneralHSMM(_SuperLabelHSMM):
 
     def __init__(self, n_states=2, max_duration=20, emission="gaussian", censoring="right", n_iter=100,
                  tol=1e-4, n_init=1, init="kmeans", params="ste", init_params="ste", random_state=None,
-                 verbose=False, segment_emission=None):
+                 verbose=False, segment_emission=None, n_jobs=None):
         super().__init__(n_states=n_states, max_duration=max_duration, emission=emission, censoring=censoring,
                          n_iter=n_iter, tol=tol, n_init=n_init, init=init, params=params,
-                         init_params=init_params, random_state=random_state, verbose=verbose)
+                         init_params=init_params, random_state=random_state, verbose=verbose, n_jobs=n_jobs)
         self.segment_emission = segment_emission
 
     def _validate_hyper(self):
@@ -647,6 +669,8 @@ class GeneralHSMM(_SuperLabelHSMM):
         A = self._off_diagonal(M, rng)
         tm = np.broadcast_to(A[:, None, :, None] * pmf.T[None, None], (M, D, M, D)).copy()
         return {"startprob_": sp, "transmat_": tm}
+
+    _count_keys = ("first", "trans")
 
     def _m_step(self, counts):
         return _gem.m_step_general(counts, self.startprob_, self.transmat_)
@@ -694,6 +718,8 @@ class ResidentialTimeHMM(_SuperLabelHSMM):
         A = self._off_diagonal(M, rng)
         return {"startprob_": np.full(M, 1.0 / M)[:, None] * pmf.T,
                 "transmat_": A[:, :, None] * pmf.T[None, :, :]}
+
+    _count_keys = ("first", "enter")
 
     def _m_step(self, counts):
         return _gem.m_step_residential(counts, self.startprob_, self.transmat_)
@@ -757,6 +783,8 @@ class VariableTransitionHMM(_SuperLabelHSMM):
         tm = h[:, :, None] * A[None]
         tm[:, np.arange(M), np.arange(M)] = 1.0 - h
         return {"startprob_": np.full(M, 1.0 / M), "transmat_": tm}
+
+    _count_keys = ("first", "segments", "leave")
 
     def _m_step(self, counts):
         return _gem.m_step_variable(counts, self.startprob_, self.transmat_)

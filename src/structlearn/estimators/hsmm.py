@@ -15,6 +15,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..learning import hsmm_em as _em
 from ..learning.em import ConvergenceMonitor, run_em
+from ..learning.shards import Shard, map_shards, split_shards
 from ..models import durations as _dur
 from ..models import emissions as _emi
 from ..models import hsmm as _model
@@ -22,7 +23,8 @@ from ..models.censoring import CENSORING
 from ..models.distribution import families_from_file, family_to_file
 from ..structures.chain import LinearChain
 from ..utils.validation import check_allowed_mask, check_lengths
-from ._em_restarts import EmptyStateWarning, fit_restarts, label_mask, warn_empty_states
+from ._em_restarts import (EmptyStateWarning, check_n_jobs, fit_restarts, label_mask, n_blocks,
+                           warn_empty_states)
 from ._hsmm_online import OnlineMixin
 from ._hsmm_queries import Filtered, Prediction, SegmentEnds, SegmentQueries, state_runs
 
@@ -80,6 +82,11 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, BaseEstimator):
     random_state : None, int or numpy.random.RandomState
     verbose : bool, default False
         Show a progress bar (tqdm, stderr) with the log-likelihood per iteration.
+    n_jobs : int, optional
+        Run the E-step of ``fit`` over ``n_jobs`` blocks of whole sequences in joblib worker processes
+        (-1: all cores; the per-shard interface :mod:`structlearn.learning.shards`); default one
+        process (whose kernels still use Numba's threads, ``NUMBA_NUM_THREADS``). Pays off for many
+        long sequences: every iteration sends the parameters and the posteriors between processes.
 
     Attributes
     ----------
@@ -126,7 +133,7 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, BaseEstimator):
 
     def __init__(self, n_states=2, duration="nonparametric", emission="gaussian", max_duration=None,
                  censoring="right", n_iter=100, tol=1e-4, n_init=1, init="kmeans", params="stde",
-                 init_params="stde", random_state=None, verbose=False):
+                 init_params="stde", random_state=None, verbose=False, n_jobs=None):
         self.n_states = n_states
         self.duration = duration
         self.emission = emission
@@ -140,6 +147,7 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, BaseEstimator):
         self.init_params = init_params
         self.random_state = random_state
         self.verbose = verbose
+        self.n_jobs = n_jobs
 
     # ================================================================================================
     # validation
@@ -167,6 +175,7 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, BaseEstimator):
             if not isinstance(v, str) or set(v) - set(_LETTERS):
                 raise ValueError(f"`{name}` must be a string of letters from {_LETTERS!r} (s start, t "
                                  f"transitions, d durations, e emissions); got {v!r}")
+        check_n_jobs(self.n_jobs)
 
     def _emission_for_check(self):
         return getattr(self, "emission_", None) or _emi.make_emission(self.emission)
@@ -327,17 +336,49 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, BaseEstimator):
             raise ValueError(f"fewer observed rows ({n_obs}) than states (n_states={K}): the emissions "
                              f"cannot be initialised from the data; set `emission` with its parameters and "
                              f"leave 'e' out of `init_params`")
-        self.max_duration_ = int(self.max_duration if self.max_duration is not None
-                                 else max(1, int(lengths.max())))
-        self.n_features_in_ = X.shape[1]
         known, allowed = label_mask(labels, X.shape[0], K)
+        shards = split_shards(Shard(X, lengths, offsets, allowed), n_blocks(self.n_jobs))
+        return self._fit_sharded(lambda f, p: map_shards(f, p, shards, self.n_jobs), (X, lengths, known),
+                                 int(lengths.max()), X.shape[1], X)
+
+    def _fit_sharded(self, map_statistics, init_data, max_length, n_features, X=None):
+        """EM with restarts (:func:`fit_restarts`) whose E-step maps the per-shard function over the shards
+        (``map_statistics(statistics, params)`` -> summed ShardStatistics); the initial parameters come
+        from ``init_data`` = (X, lengths, known labels or None). ``X``: the rows of all shards in this
+        process (posteriors travel; ``fit``) or None (additive emission statistics;
+        :func:`structlearn.distributed.fit`). Returns self."""
+        self.max_duration_ = int(self.max_duration if self.max_duration is not None else max(1, int(max_length)))
+        self.n_features_in_ = int(n_features)
+        Xi, Li, known = init_data
         fit_restarts(self, {"startprob_": "s", "transmat_": "t", "endprob_": "t", "duration_": "d",
                             "emission_": "e"},
-                     lambda rng, restart: self._init_params(X, lengths, rng, restart, known),
-                     lambda monitor, restart: self._em(X, lengths, offsets, monitor, restart, allowed))
+                     lambda rng, restart: self._init_params(Xi, Li, rng, restart, known),
+                     lambda monitor, restart: self._em_sharded(map_statistics, monitor, restart, X))
         return self
 
-    def _em(self, X, lengths, offsets, monitor, restart, allowed=None):
+    def _shard_from_data(self, X, lengths=None):
+        """The validated :class:`~structlearn.learning.shards.Shard` of ``X``, ``lengths`` (as ``fit``)."""
+        return Shard(*self._validate_data(X, lengths, _emi.make_emission(self.emission)))
+
+    # -- the per-shard interface (structlearn.learning.shards), shared with structlearn.distributed --
+    def _shard_function(self, posteriors=True):
+        """(statistics, params) of the current parameters: ``statistics(params, shard)`` is the E-step of
+        one shard (:func:`structlearn.learning.hsmm_em.shard_statistics`); ``posteriors`` keeps γ for the
+        emission M-step in this process (else additive emission statistics travel)."""
+        return _em.shard_statistics, (self._potentials(), self.params, posteriors)
+
+    def _apply_statistics(self, total, X=None):
+        """The M-step of the summed shard statistics (rows ``X`` needed when they carry posteriors)."""
+        potentials = self._potentials()
+        self.startprob_, self.transmat_ = _em.apply_statistics(potentials, total, self.params, X,
+                                                               on_empty=warn_empty_states)
+        if potentials.endprob is not None:
+            self.endprob_ = potentials.endprob
+
+    def _em_sharded(self, map_statistics, monitor, restart, X=None):
+        """EM (:func:`run_em`) whose E-step is ``map_statistics(statistics, params)`` -> the summed
+        :class:`~structlearn.learning.shards.ShardStatistics` of all shards: local blocks in ``fit``,
+        dask workers in :func:`structlearn.distributed.fit` (``X`` None: no posteriors travel)."""
         bar = None
         if self.verbose:
             from tqdm import tqdm
@@ -345,14 +386,8 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, BaseEstimator):
                        file=sys.stderr, leave=False)
 
         def e_step():
-            return _em.e_step(self._potentials(), X, lengths, offsets, allowed)
-
-        def m_step(sm):
-            potentials = self._potentials()
-            self.startprob_, self.transmat_ = _em.m_step(potentials, X, lengths, offsets, sm, self.params,
-                                                         on_empty=warn_empty_states)
-            if potentials.endprob is not None:
-                self.endprob_ = potentials.endprob
+            total = map_statistics(*self._shard_function(posteriors=X is not None))
+            return total, total.value
 
         def progress(it, ll):
             if bar is not None:
@@ -360,7 +395,7 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, BaseEstimator):
                 bar.set_postfix(loglik=f"{ll:.6g}")
 
         try:
-            return run_em(e_step, m_step, monitor, progress)
+            return run_em(e_step, lambda total: self._apply_statistics(total, X), monitor, progress)
         finally:
             if bar is not None:
                 bar.close()
@@ -679,6 +714,8 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, BaseEstimator):
         params = dict(header["params"])
         if params.get("emission") == meta.get("emission_family"):  # an object at save: its family
             params["emission"] = type(fam["emission"])(**(meta.get("emission_config") or {}))
+        if params.get("duration") == meta.get("duration_family"):  # e.g. Coxian(n_phases=3)
+            params["duration"] = type(fam["duration"])(**(meta.get("duration_config") or {}))
         model = cls(**params)
         model.duration_, model.emission_ = fam["duration"], fam["emission"]
         model.startprob_ = np.asarray(arrays["startprob_"], dtype=np.float64)

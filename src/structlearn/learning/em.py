@@ -4,6 +4,10 @@
 parameters) with an M-step, records every log-likelihood in a :class:`ConvergenceMonitor` and stops
 when the gain of an iteration falls below ``tol``; after ``n_iter`` M-steps it scores the final
 parameters once more.
+
+The estimators' E-steps are maps of a per-shard function over blocks of sequences, reduced by addition
+(:mod:`structlearn.learning.shards`): in this process, in joblib workers (``n_jobs``) or on dask workers
+(:func:`structlearn.distributed.fit`) — this loop is the same in all three.
 """
 
 __all__ = ["ConvergenceMonitor", "run_em"]

@@ -10,8 +10,10 @@ import numpy as np
 
 from ..models.general_hsmm import normalise_rows, segment_counts
 from .hsmm_em import check_possible
+from .shards import ShardStatistics
 
-__all__ = ["e_step", "m_step_general", "m_step_residential", "m_step_variable", "initial_pmf"]
+__all__ = ["e_step", "m_step_general", "m_step_residential", "m_step_variable", "initial_pmf",
+           "shard_statistics"]
 
 
 def e_step(potentials, X, lengths, offsets, allowed=None):
@@ -79,3 +81,69 @@ def initial_pmf(means, D):
     p = 1.0 / np.maximum(np.asarray(means, dtype=np.float64), 1.0 + 1e-9)
     pmf = p * (1.0 - p) ** d
     return pmf / pmf.sum(axis=0, keepdims=True)
+
+
+def shard_statistics(params, shard):
+    """The E-step of one shard: the per-shard function of :mod:`structlearn.learning.shards`.
+
+    Parameters
+    ----------
+    params : tuple (potentials, keys, emission_letters, posteriors)
+        ``potentials`` the current :class:`~structlearn.models.general_hsmm.GeneralHSMMPotentials`;
+        ``keys`` the additive counts the M-step reads (of ``first``, ``segments``, ``trans``, ``enter``,
+        ``leave``: :class:`~structlearn.models.general_hsmm.ExpectedCounts`); ``emission_letters`` True
+        when the emissions are re-estimated; ``posteriors`` (bool): return γ (N, M) — and for segment
+        emissions η (N, M, D) — for the emission M-step in this process (``fit``), else the emission
+        family's additive statistics ``"emission"``
+        (:func:`structlearn.learning.hsmm_online.emission_statistics`; distributed fits).
+    shard : Shard
+        Validated rows, lengths, offsets and the optional (N, M) ``allowed`` mask of partial labels.
+
+    Returns
+    -------
+    ShardStatistics
+        ``stats``: the ``keys`` (sums over the shard's sequences) and ``"occupancy"`` (M,) Σ_t γ_t(j);
+        ``value``: the shard's log-likelihood; ``posteriors``: ``{"gamma": γ}`` (and ``"eta"``) with
+        ``posteriors``.
+
+    Raises
+    ------
+    ValueError
+        A sequence of the shard with zero likelihood; segment emissions or an emission family without
+        sufficient statistics when ``posteriors`` is False and the emissions are estimated.
+    """
+    potentials, keys, emission, posteriors = params
+    X, lengths, offsets, allowed = shard
+    segmental = potentials.segment_emission is not None
+    if not segmental:
+        counts, ll = e_step(potentials, X, lengths, offsets, allowed)
+        eta = None
+    else:
+        # segment emissions are re-estimated from η_t(j, d) (Yu 2010 §2.3.1 item 3): the same E-step,
+        # which also returns the segment-end posteriors
+        if emission and not posteriors:
+            raise ValueError("segment emissions are re-estimated from the rows and their posteriors "
+                             "(no additive statistics): fit them in one process")
+        sm = potentials.semi_markov(X, lengths, offsets)
+        M, D = potentials.log_start.shape
+        if allowed is not None:
+            sm = sm.constrain(np.repeat(allowed, D, axis=1))
+        log_z = sm.log_partition()
+        check_possible(log_z, lengths, offsets, potentials.max_duration, potentials.censoring)
+        counts = segment_counts(sm, M, D, offsets, lengths)
+        ll = float(log_z.sum())
+        eta = None
+        if emission:
+            fm, bm = sm.forward(), sm.backward()
+            with np.errstate(invalid="ignore"):
+                eta = np.nan_to_num(np.exp(fm.alpha + bm.beta_end)).reshape(-1, M, D)
+    gamma = counts["gamma"]
+    stats = {k: np.asarray(counts[k], dtype=np.float64) for k in keys}
+    stats["occupancy"] = gamma.sum(axis=0)
+    post = None
+    if posteriors:
+        post = {"gamma": gamma} if eta is None else {"gamma": gamma, "eta": eta}
+    elif emission:
+        from .hsmm_online import emission_statistics
+        stats["emission"] = emission_statistics(potentials.emission, X, gamma)
+    return ShardStatistics(stats, ll, int(lengths.shape[0]), post)

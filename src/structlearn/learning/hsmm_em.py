@@ -9,9 +9,11 @@ import numpy as np
 
 from ..models.censoring import complete_counts
 from ..structures.chain import LinearChain
+from .shards import ShardStatistics
 
 __all__ = ["initial_labels", "mean_run_lengths", "initial_mean_durations", "e_step", "m_step",
-           "expected_statistics", "m_step_from_statistics", "check_possible"]
+           "expected_statistics", "m_step_from_statistics", "check_possible", "shard_statistics",
+           "apply_statistics"]
 
 
 def initial_labels(X, n_states, method, rng, restart, known=None):
@@ -213,4 +215,67 @@ def m_step(potentials, X, lengths, offsets, sm, params, on_empty=None):
     startprob, transmat = m_step_from_statistics(potentials, stats)
     if "e" in params:
         potentials.emission.fit(X, gamma)
+    return startprob, transmat
+
+
+def shard_statistics(params, shard):
+    """The E-step of one shard: the per-shard function of :mod:`structlearn.learning.shards`.
+
+    Parameters
+    ----------
+    params : tuple (potentials, letters, posteriors)
+        ``potentials`` the current :class:`~structlearn.models.hsmm.HSMMPotentials`; ``letters`` the
+        parameters to estimate (``s``, ``t``, ``d``, ``e``); ``posteriors`` (bool): return the state
+        posteriors γ for the emission M-step in this process (``fit``), else the emission family's
+        additive sufficient statistics (``"emission"``,
+        :func:`structlearn.learning.hsmm_online.emission_statistics`; distributed fits).
+    shard : Shard
+        Validated rows, lengths, offsets and the optional (N, K) ``allowed`` mask of partial labels.
+
+    Returns
+    -------
+    ShardStatistics
+        ``stats``: the keys of :func:`expected_statistics` for the letters, plus ``"occupancy"`` (K,)
+        Σ_t γ_t(j) when γ was computed and ``"emission"`` (without ``posteriors``, with ``e``); all
+        sums over the shard's sequences. ``value``: log P(o | θ) of the shard (log space; with labels
+        log P(o, s ∈ allowed)). ``posteriors``: γ (N, K) with ``posteriors`` when computed.
+
+    Raises
+    ------
+    ValueError
+        A sequence of the shard with zero likelihood (numbered within the shard), or an emission family
+        without sufficient statistics when ``posteriors`` is False and ``e`` is estimated.
+
+    Time O(N·(D·K + K²)), memory O(N·K) (the semi-Markov forward–backward; O(N·K²) on the chain).
+    """
+    potentials, letters, posteriors = params
+    X, lengths, offsets, allowed = shard
+    sm, ll = e_step(potentials, X, lengths, offsets, allowed)
+    stats, gamma = expected_statistics(potentials, sm, lengths, offsets, letters)
+    if gamma is not None:
+        stats["occupancy"] = gamma.sum(axis=0)
+    if "e" in letters and not posteriors:
+        from .hsmm_online import emission_statistics  # imports this module
+        stats["emission"] = emission_statistics(potentials.emission, X, gamma)
+    return ShardStatistics(stats, ll, int(lengths.shape[0]), gamma if posteriors else None)
+
+
+def apply_statistics(potentials, total, params, X=None, on_empty=None):
+    """The M-step of the summed shard statistics ``total`` (:func:`shard_statistics`): as :func:`m_step`,
+    the emissions refitted from ``X`` and ``total.posteriors`` when they are present, else from
+    ``total.stats["emission"]``. ``on_empty(occupancy[None])`` is called when γ was computed.
+
+    Returns the new (startprob, transmat); the duration and emission objects (and ``endprob``) of
+    ``potentials`` are refitted in place.
+    """
+    stats = total.stats
+    if "occupancy" in stats and on_empty is not None:
+        on_empty(stats["occupancy"][None, :])
+    startprob, transmat = m_step_from_statistics(potentials, stats)
+    if "e" in params:
+        if total.posteriors is not None:
+            potentials.emission.fit(X, total.posteriors)
+        else:
+            from .hsmm_online import emission_m_step
+            emission_m_step(potentials.emission, stats["emission"])
     return startprob, transmat

@@ -1,0 +1,74 @@
+"""Numba's threading layer, chosen when structlearn is imported, so kernels are fork- and thread-safe.
+
+Numba's default layer on Linux is GNU OpenMP when TBB cannot be loaded, and GNU OpenMP is not fork-safe:
+once a parallel kernel has run, a child made by ``fork()`` (a default ``multiprocessing.Pool``, joblib's
+``multiprocessing`` backend, ``concurrent.futures.ProcessPoolExecutor``) aborts with "fork() called from
+a process already using GNU OpenMP, this is unsafe" and the pool waits for it forever. TBB is both fork-
+and thread-safe (Numba's "safe" layer), but the ``tbb`` wheel puts ``libtbb.so.12`` in the environment's
+``lib/``, where the dynamic loader does not look, so Numba reports it missing.
+
+:func:`configure` (run by ``import structlearn``) therefore
+
+1. keeps a layer the user chose (``NUMBA_THREADING_LAYER`` in the environment, or
+   ``numba.config.THREADING_LAYER`` set to anything but ``"default"`` before importing structlearn),
+   only loading TBB for the layers that may use it (so a child process that inherits the variable —
+   joblib's loky workers, dask workers, spawn — finds TBB as its parent did);
+2. otherwise loads ``libtbb.so.12`` from ``sys.prefix/lib`` (or another prefix) by its full path, so the
+   later import of Numba's TBB pool finds it already loaded, and selects ``"tbb"``;
+3. without TBB selects ``"workqueue"``: fork-safe (its pool is recreated in the child), but not safe
+   for parallel kernels launched from several threads at once (Numba aborts); the estimators' ``n_jobs``
+   (processes) are the safe form of parallelism then.
+
+It costs a ``dlopen`` (about 2 ms) and the import of Numba (which every kernel needs anyway); the layer is
+set in ``numba.config`` of this process, never in the environment, so child processes that do not import
+structlearn keep Numba's own default. Threads: ``NUMBA_NUM_THREADS`` (default:
+all cores) or ``numba.set_num_threads``; processes: ``n_jobs`` of the estimators (joblib).
+"""
+import ctypes
+import os
+import sys
+
+__all__ = ["configure", "CHOSEN"]
+
+CHOSEN = None  # the layer configure() selected ("tbb" / "workqueue"), or None when the user chose one
+
+
+def _load_tbb():
+    """Load ``libtbb.so.12`` from the environment's ``lib/`` (True when it is loaded)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    for prefix in dict.fromkeys((sys.prefix, sys.base_prefix, os.path.dirname(os.path.dirname(sys.executable)))):
+        path = os.path.join(prefix, "lib", "libtbb.so.12")
+        if os.path.exists(path):
+            try:
+                ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+                return True
+            except OSError:
+                return False
+    try:  # on the loader's path already (a system TBB)
+        ctypes.CDLL("libtbb.so.12", mode=ctypes.RTLD_GLOBAL)
+        return True
+    except OSError:
+        return False
+
+
+def configure():
+    """Select Numba's threading layer unless the user chose one; returns the layer selected or None."""
+    global CHOSEN
+    requested = os.environ.get("NUMBA_THREADING_LAYER", "").strip().lower()
+    if requested:
+        # the user's choice, or ours inherited by a child process (joblib's loky workers, dask workers,
+        # spawn): a layer that may resolve to TBB needs the library loaded in this process too
+        if requested in ("tbb", "safe", "threadsafe", "forksafe", "default"):
+            _load_tbb()
+        return None
+    from numba import config  # every kernel needs Numba; its pool starts at the first parallel launch
+
+    if getattr(config, "THREADING_LAYER", "default") != "default":
+        return None
+    layer = "tbb" if _load_tbb() else "workqueue"
+    # set in this process only: an environment variable would reach child processes that import Numba
+    # without structlearn (and so without TBB loaded), where Numba then finds no threading layer at all
+    config.THREADING_LAYER = layer
+    CHOSEN = layer
+    return layer

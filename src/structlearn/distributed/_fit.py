@@ -1,0 +1,165 @@
+"""``structlearn.distributed.fit``: EM of structlearn's estimators over persisted dask shards."""
+import pickle
+
+import numpy as np
+
+from ..learning.shards import reduce_statistics
+
+__all__ = ["fit", "shard_bytes"]
+
+
+def _load_shard(estimator, part, kind):
+    """Worker side: one partition -> a validated Shard (the estimator's own validation of ``fit``)."""
+    if kind == "sequences":
+        seqs = [np.asarray(s, dtype=np.float64) for s in part]
+        if not seqs:
+            raise ValueError("a partition of the bag holds no sequence; repartition the bag without empty "
+                             "partitions")
+        seqs = [s[:, None] if s.ndim == 1 else s for s in seqs]
+        return estimator._shard_from_data(np.concatenate(seqs), [s.shape[0] for s in seqs])
+    if isinstance(part, tuple) and len(part) == 2:
+        return estimator._shard_from_data(*part)
+    return estimator._shard_from_data(part)
+
+
+def _identity(x):
+    return x
+
+
+def _shard_meta(shard):
+    """(rows, sequences, longest sequence, features) of a shard."""
+    return (shard.n_rows, int(shard.lengths.shape[0]), int(shard.lengths.max()), int(shard.X.shape[1]))
+
+
+def _check_estimator(estimator):
+    for name in ("_fit_sharded", "_shard_function", "_shard_from_data", "_validate_hyper"):
+        if not hasattr(estimator, name):
+            raise ValueError(f"`estimator` must be one of structlearn's EM estimators (HiddenSemiMarkovModel, "
+                             f"GeneralHSMM, ResidentialTimeHMM, VariableTransitionHMM, the HMMs of "
+                             f"structlearn.hmm); got {type(estimator).__name__}, which has no {name}")
+
+
+def _partitions(data, client, estimator):
+    """Delayed loads of the shards (a bag: one per partition) and their kind."""
+    import dask
+    from dask.bag import Bag
+    from distributed import Future
+
+    if isinstance(data, Bag):
+        parts, kind = data.to_delayed(), "sequences"
+    elif isinstance(data, (list, tuple)) and data:
+        parts, kind = list(data), "block"
+    else:
+        raise ValueError(f"`data` must be a dask bag of sequences or a non-empty list of dask.delayed "
+                         f"objects / futures, each giving X or (X, lengths); got {type(data).__name__}")
+    load = dask.delayed(_load_shard, pure=True)
+    # shard i is loaded on worker i mod W (a loose restriction: another worker takes it when that one is
+    # gone), so the E-step tasks, which run where their shard lives, are balanced over the workers
+    workers = sorted(client.scheduler_info()["workers"])
+    out = []
+    for i, p in enumerate(parts):
+        where = dict(workers=[workers[i % len(workers)]], allow_other_workers=True) if workers else {}
+        if isinstance(p, Future):
+            out.append(client.submit(_load_shard, estimator, p, kind, **where))
+        else:
+            out.append(client.compute(load(estimator, p, kind), **where))
+    return out
+
+
+def fit(estimator, data, client=None, *, init="first", split_every=8, callback=None):
+    """Fit an EM estimator on dask shards; the result equals ``estimator.fit`` on the same data.
+
+    Parameters
+    ----------
+    estimator : HiddenSemiMarkovModel, GeneralHSMM, ResidentialTimeHMM, VariableTransitionHMM or an HMM
+        of :mod:`structlearn.hmm`; fitted in place (its hyper-parameters: ``n_iter``, ``tol``,
+        ``n_init``, ``params``, ``init_params``, ``random_state``, …; ``n_jobs`` is not used).
+    data : dask.bag.Bag or list of dask.delayed / distributed.Future
+        A bag whose elements are sequences (array-like (T,) or (T, F), float64; every partition is one
+        shard), or one delayed object / future per shard giving ``X`` (one sequence) or ``(X,
+        lengths)``. The shards are loaded and validated on the workers and stay there (persisted; a
+        lost one is recomputed from its graph).
+    client : distributed.Client, optional
+        Default: the current client (``distributed.get_client()``).
+    init : "first" or (X, lengths), default "first"
+        Data the parameters in ``init_params`` are initialised from (k-means, quantiles, …, as
+        ``fit`` does on its data): the first shard (gathered to the client once), or arrays given here.
+        With ``init_params=""`` the parameters set on the estimator are used and this is only checked.
+    split_every : int, default 8
+        Fan-in of the tree reduction of the shard statistics.
+    callback : callable (iteration) -> None, optional
+        Called on the client before the E-step of every iteration (progress, or fault injection in
+        tests).
+
+    Returns
+    -------
+    estimator
+        Fitted (``monitor_``, ``converged_``, ``log_likelihood_`` as ``fit``).
+
+    Raises
+    ------
+    ValueError
+        Bad arguments or data (raised on a worker and re-raised here, e.g. a shard with a sequence of zero
+        likelihood); an emission family without additive sufficient statistics (a Gaussian mixture, segment
+        emissions) while ``params`` re-estimates it; partial labels (use ``fit``).
+
+    Notes
+    -----
+    Per iteration the client sends the parameters once (as a task, so a lost worker's copy is
+    recomputed; the workers copy them from each other, one copy per worker) and receives one summed
+    statistics object (the tree reduction runs on the workers); per shard one
+    statistics object of O(K² + D·K + emission size) float64 travels between workers — independent of
+    the number of rows (see ``docs/scaling.md`` and :func:`shard_bytes`). The M-step of the emissions uses
+    the families' sufficient statistics (:mod:`structlearn.learning.hsmm_online`,
+    :mod:`structlearn.learning.hmm_online`) where ``fit`` uses the rows; both give the same estimate up
+    to rounding.
+    """
+    _check_estimator(estimator)
+    if isinstance(split_every, bool) or not isinstance(split_every, (int, np.integer)) or split_every < 2:
+        raise ValueError(f"`split_every` must be an integer >= 2; got {split_every!r}")
+    if callback is not None and not callable(callback):
+        raise ValueError(f"`callback` must be callable or None; got {type(callback).__name__}")
+    estimator._validate_hyper()
+    if client is None:
+        from distributed import get_client
+        client = get_client()
+    shards = _partitions(data, client, estimator)
+    meta = client.gather(client.map(_shard_meta, shards, pure=False))
+    if isinstance(init, str) and init == "first":
+        first = shards[0].result()
+        init_data = (first.X, first.lengths, None)
+    elif isinstance(init, tuple) and len(init) == 2:
+        s = estimator._shard_from_data(*init)
+        init_data = (s.X, s.lengths, None)
+    else:
+        raise ValueError(f"`init` must be 'first' or a tuple (X, lengths); got {init!r}")
+    features = {m[3] for m in meta}
+    if len(features) != 1 or init_data[0].shape[1] not in features:
+        raise ValueError(f"the shards (and `init`) must have the same number of features; got "
+                         f"{sorted(features | {init_data[0].shape[1]})}")
+    calls = [0]
+
+    def map_statistics(function, params):
+        if callback is not None:
+            callback(calls[0])
+        calls[0] += 1
+        # the parameters as a task (not a scatter): the scheduler keeps its lineage, so a worker lost while
+        # holding them does not lose them; workers fetch them from each other (one copy per worker)
+        p = client.submit(_identity, params, pure=False)
+        parts = [client.submit(function, p, s, pure=False) for s in shards]
+        while len(parts) > 1:
+            parts = [client.submit(reduce_statistics, parts[i:i + split_every], pure=False)
+                     for i in range(0, len(parts), split_every)]
+        return parts[0].result()
+
+    try:
+        return estimator._fit_sharded(map_statistics, init_data, max(m[2] for m in meta), features.pop(), None)
+    finally:
+        client.cancel(shards)
+
+
+def shard_bytes(estimator, shard):
+    """(parameter bytes, statistics bytes): the pickled sizes of what one iteration of :func:`fit` sends to
+    a worker and what one shard sends back, for a fitted ``estimator`` and a Shard (``_shard_from_data``)."""
+    function, params = estimator._shard_function(posteriors=False)
+    return len(pickle.dumps(params, protocol=5)), len(pickle.dumps(function(params, shard), protocol=5))
