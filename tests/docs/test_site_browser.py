@@ -1,0 +1,146 @@
+"""The documentation site builds strictly and renders in a real browser.
+
+Builds the site with ``mkdocs build --strict`` into ``build/docs/browser-check/site`` (one cheap gallery
+example and one quick benchmark, so the build-time parts are exercised; see docs/hooks/build_hook.py),
+serves it on localhost and opens it in Debian's headless Chromium driven by Playwright: the home page,
+an API search, one gallery page. No page may log a console error or fail to load a resource. Screenshots
+of the three land in ``build/docs/browser-check/`` (never committed: ``build/`` is ignored).
+
+Needs the ``chromium`` Debian package (``/usr/bin/chromium``; never downloaded by Playwright) and the
+``playwright``, ``mkdocs``, ``mkdocs-material`` and ``mkdocstrings[python]`` packages; outside CI the test
+skips when they are missing, under CI it fails.
+"""
+import functools
+import http.server
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from tests.conftest import ROOT, require_module, skip_unless_ci
+
+CHROMIUM = pathlib.Path(os.environ.get("STRUCTLEARN_CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+OUT = ROOT / "build" / "docs" / "browser-check"
+GALLERY_EXAMPLE = "hhmm_figure1"      # a few seconds with --quick
+BENCHMARK = "bench_factor_graph"      # ~5-30 s with --quick
+
+pytestmark = pytest.mark.slow         # a site build plus a browser: about a minute on 2 cores
+
+
+@pytest.fixture(scope="module")
+def site():
+    for module in ("mkdocs", "material", "mkdocstrings_handlers.python"):
+        require_module(module)
+    if os.environ.get("STRUCTLEARN_DOCS_SKIP_BUILD") and (OUT / "site" / "index.html").exists():
+        return OUT / "site"
+    if OUT.exists():
+        shutil.rmtree(OUT)
+    OUT.mkdir(parents=True)
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1", STRUCTLEARN_DOCS_EXAMPLES=GALLERY_EXAMPLE,
+               STRUCTLEARN_DOCS_BENCHMARKS=BENCHMARK)
+    _drop_inherited_threading_layer(env)
+    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(ROOT / "mkdocs.yml"),
+                           "-d", str(OUT / "site")], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=600)
+    (OUT / "build.log").write_text(proc.stdout + proc.stderr)
+    assert proc.returncode == 0, f"mkdocs build --strict failed:\n{proc.stderr[-6000:]}"
+    return OUT / "site"
+
+
+def _drop_inherited_threading_layer(env):
+    """Importing structlearn (tests/conftest.py does) may export the Numba threading layer it chose for
+    this process; the build's scripts choose their own."""
+    try:
+        from structlearn import _threading
+    except ImportError:
+        return
+    chosen = getattr(_threading, "CHOSEN", None)
+    if chosen and env.get("NUMBA_THREADING_LAYER") == chosen:
+        del env["NUMBA_THREADING_LAYER"]
+
+
+@pytest.fixture(scope="module")
+def server(site):
+    handler = functools.partial(_QuietHandler, directory=str(site))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def browser():
+    require_module("playwright")
+    if not CHROMIUM.exists():
+        skip_unless_ci(f"{CHROMIUM} not found (apt-get install chromium chromium-driver)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_FLAGS)
+        yield b
+        b.close()
+
+
+def _page(browser):
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors = []
+    page.on("console", lambda msg: errors.append(f"console {msg.type}: {msg.text}") if msg.type == "error"
+            else None)
+    page.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
+    page.on("requestfailed", lambda req: errors.append(f"request failed: {req.url} ({req.failure})"))
+    return page, errors
+
+
+def test_site_is_built(site):
+    for page in ("index.html", "api/estimators/index.html", f"gallery/{GALLERY_EXAMPLE}/index.html",
+                 "how-it-works/index.html", "performance/index.html", "search/search_index.json",
+                 "assets/architecture.svg"):
+        assert (site / page).exists(), page
+    assert "LinearChainCRF" in (site / "api" / "estimators" / "index.html").read_text()
+    performance = (site / "performance" / "index.html").read_text()
+    assert f"benchmarks/{BENCHMARK}.py --quick" in performance
+
+
+def test_home_search_and_gallery(server, browser):
+    page, errors = _page(browser)
+
+    page.goto(server + "/", wait_until="networkidle")
+    assert "structlearn" in page.title()
+    assert page.locator("h1").first.inner_text().strip().rstrip("¶") == "structlearn"
+    page.screenshot(path=str(OUT / "home.png"))
+
+    page.locator("input.md-search__input").click()
+    page.keyboard.type("LinearChainCRF")
+    results = page.locator(".md-search-result__item")
+    results.first.wait_for(timeout=20_000)
+    text = page.locator(".md-search-result").inner_text()
+    assert "LinearChainCRF" in text
+    hrefs = [a.get_attribute("href") for a in page.locator(".md-search-result__item a").all()]
+    assert any("api/estimators" in (h or "") for h in hrefs), hrefs
+    page.screenshot(path=str(OUT / "search.png"))
+
+    page.goto(server + f"/gallery/{GALLERY_EXAMPLE}/", wait_until="networkidle")
+    assert page.locator("h1").first.inner_text().strip()
+    widths = page.evaluate("Array.from(document.querySelectorAll('.md-content img'))"
+                           ".map(img => img.complete ? img.naturalWidth : -1)")
+    if "--figures" in (ROOT / "examples" / f"{GALLERY_EXAMPLE}.py").read_text():
+        assert widths and all(w > 0 for w in widths), widths
+    page.screenshot(path=str(OUT / "gallery.png"), full_page=False)
+
+    page.goto(server + "/how-it-works/", wait_until="networkidle")
+    assert page.locator("img[src$='architecture.svg']").evaluate("img => img.naturalWidth") > 0
+    page.close()
+    assert not errors, "\n".join(errors)
