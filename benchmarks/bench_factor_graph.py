@@ -1,6 +1,8 @@
 """FactorGraph side by side with pgmpy: exact inference and loopy BP on grids and random 3-factor graphs.
 
-Run: .venv/bin/python benchmarks/bench_factor_graph.py [--quick] [--pgmpy-max-entries N]
+Run: .venv/bin/python benchmarks/bench_factor_graph.py [--quick] [--pgmpy-max-entries N] [--markdown]
+
+``--markdown`` prints the table as a GitHub Markdown table (for the documentation's performance page).
 
 Rows: 4-connected grids side × side (10…30) with K = 2 and 5 labels (random Gaussian unary and pairwise
 log-potentials, scale 0.5) and connected random graphs of factors of arity 3. Every structlearn time is
@@ -96,10 +98,16 @@ def pgmpy_log_z(g):
     return float(np.log(phi.values.sum())), min(t_ve, t_einsum)
 
 
+MARKDOWN = [False]   # --markdown: rows as GitHub Markdown table rows
+
+
 def row(name, ours_t, ours_err, pg_t, note=""):
     ratio = f"{pg_t / ours_t:9.1f}x" if pg_t is not None else "        —"
     pg = f"{pg_t:9.4f}" if pg_t is not None else "        —"
     err = f"{ours_err:10.2e}" if ours_err is not None else "         —"
+    if MARKDOWN[0]:
+        print(f"| {name} | {ours_t:.4f} | {pg.strip()} | {ratio.strip()} | {err.strip()} | {note} |")
+        return
     print(f"{name:34s} {ours_t:9.4f} {pg:>9s} {ratio:>10s} {err:>10s}  {note}")
 
 
@@ -107,7 +115,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="grids 10 and 30 only")
     ap.add_argument("--pgmpy-max-entries", type=int, default=2**16)
+    ap.add_argument("--markdown", action="store_true", help="the table as a GitHub Markdown table")
     args = ap.parse_args()
+    MARKDOWN[0] = args.markdown
     warnings.simplefilter("ignore", ConvergenceWarning)
     warnings.simplefilter("ignore", FutureWarning)
     try:
@@ -115,13 +125,17 @@ def main():
         version = pgmpy.__version__
     except ImportError:
         version = None
+    bar = "\\|" if args.markdown else "|"
     print(f"pgmpy {version or 'not installed'}; numbers: seconds (structlearn, pgmpy), pgmpy/structlearn, "
-          f"|log Z error| of structlearn")
+          f"{bar}log Z error{bar} of structlearn")
     grid(4, 2).infer("bp")                    # compile
     grid(4, 2).infer("exact")
     random_triples(8, 4, 2).infer("bp")
     sides = [10, 30] if args.quick else [10, 15, 20, 30]
-    print(f"{'case':34s} {'ours[s]':>9s} {'pgmpy[s]':>9s} {'ratio':>10s} {'|dlogZ|':>10s}")
+    if args.markdown:
+        print("\n| case | ours[s] | pgmpy[s] | ratio | \\|dlogZ\\| | note |\n|:--|--:|--:|--:|--:|:--|")
+    else:
+        print(f"{'case':34s} {'ours[s]':>9s} {'pgmpy[s]':>9s} {'ratio':>10s} {'|dlogZ|':>10s}")
     cases = [(f"grid {s}x{s} K={K}", grid(s, K)) for K in (2, 5) for s in sides]
     cases += [(f"3-factors n={n} F={F} K={K}", random_triples(n, F, K, seed=n)) for n, F, K in
               [(21, 14, 2), (31, 20, 2), (21, 14, 3), (101, 60, 2)]]
@@ -137,6 +151,9 @@ def main():
         if exact_t is not None:
             row(f"{name} exact (tw {jt.treewidth})", exact_t, abs(exact - pg) if pg is not None else None, pg_t,
                 "error: vs pgmpy's exact")
+        elif args.markdown:
+            print(f"| {name} exact | — | — | — | — | refused: treewidth {jt.treewidth}, largest clique "
+                  f"{jt.table_sizes.max():.3g} entries |")
         else:
             print(f"{name + ' exact':34s} refused: treewidth {jt.treewidth}, largest clique "
                   f"{jt.table_sizes.max():.3g} entries")

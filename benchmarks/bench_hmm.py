@@ -10,7 +10,7 @@ model itself (so the parameters are those of the timed models, the same in both 
   structlearn ``_e_step``, whose emission statistics are computed in the M-step);
 * ``Viterbi``  — ``decode(X, lengths)``;
 * ``EM iter``  — one E-step plus one M-step (hmmlearn ``_do_estep`` + ``_do_mstep``; structlearn
-  ``_e_step`` + ``_m_step``), from the same parameters.
+  the sharded E-step of ``fit`` + ``_apply_statistics``), from the same parameters.
 
 hmmlearn runs with ``implementation="log"`` (its default) and ``"scaling"``; the ratio columns are
 hmmlearn seconds / structlearn seconds (> 1: structlearn faster) against each. Before timing, the
@@ -19,12 +19,14 @@ relative difference).
 
 Run::
 
-    .venv/bin/python benchmarks/bench_hmm.py [--repeat 5] [--threads N] [--only "K=5"] [--quick]
+    .venv/bin/python benchmarks/bench_hmm.py [--repeat 5] [--threads N] [--only "K=5"] [--quick] [--markdown]
 
 ``--threads`` sets NUMBA_NUM_THREADS (structlearn's kernels parallelise over sequences; hmmlearn is
 single-threaded C++); ``--blas-threads`` (default 1) the BLAS threads of both libraries (threaded
 OpenBLAS on the skinny (N, F) @ (F, K) products of the emission densities and M-steps is up to 50×
-slower than one thread on a busy machine); ``--quick`` divides the lengths by 100 (a smoke run).
+slower than one thread on a busy machine); ``--quick`` divides the lengths by 100 (a smoke run);
+``--markdown`` prints the header and summary as paragraphs and the result table as a GitHub Markdown
+table (no per-row progress lines), for the documentation's performance page.
 """
 import argparse
 import logging
@@ -126,10 +128,14 @@ def operations(model, X, lengths, ours):
         def estep():
             return model._e_step(Xc, lens, offsets)[1]
 
-        def em_iter():
-            stats, ll = model._e_step(Xc, lens, offsets)
-            model._m_step(Xc, lens, offsets, stats)
-            return ll
+        from structlearn.estimators._em_restarts import n_blocks
+        from structlearn.learning.shards import Shard, map_shards, split_shards
+        shards = split_shards(Shard(Xc, lens, offsets), n_blocks(model.n_jobs))
+
+        def em_iter():  # one iteration of fit's EM: sharded E-step, then the M-step of its statistics
+            total = map_shards(*model._shard_function(), shards, model.n_jobs)
+            model._apply_statistics(total, Xc)
+            return total.value
     else:
         from sklearn.utils import check_array
         Xc = check_array(X)
@@ -225,6 +231,7 @@ def main(argv=None):
     ap.add_argument("--blas-threads", type=int, default=1, help="OPENBLAS/MKL threads (default 1)")
     ap.add_argument("--only", default=None, help="run the rows whose name contains this text")
     ap.add_argument("--quick", action="store_true", help="lengths / 100: a smoke run")
+    ap.add_argument("--markdown", action="store_true", help="the result table as a GitHub Markdown table")
     args = ap.parse_args(argv)
     import numba
     import numpy as np
@@ -232,17 +239,27 @@ def main(argv=None):
     print(f"structlearn.hmm vs hmmlearn {hmmlearn.__version__}; numpy {np.__version__}; Numba threads "
           f"{numba.get_num_threads()}; BLAS threads {os.environ.get('OPENBLAS_NUM_THREADS')}; best of "
           f"{args.repeat}; ratio = hmmlearn s / structlearn s")
-    rows = run(args.repeat, args.only, args.quick)
-    print(f"\n{'workload':<38} {'op':<8} {'structlearn s':>13} {'hmmlearn-log':>13} {'ratio':>7} "
-          f"{'hmmlearn-scal':>13} {'ratio':>7}")
-    for name, op, a, b, c, _, _ in rows:
-        print(f"{name:<38} {op:<8} {a:13.4f} {b:13.4f} {b / a:7.2f} {c:13.4f} {c / a:7.2f}")
+    if args.markdown:
+        import io
+        print()
+        rows = run(args.repeat, args.only, args.quick, out=io.StringIO())
+        print("| workload | op | structlearn s | hmmlearn-log | ratio | hmmlearn-scal | ratio |")
+        print("|:--|:--|--:|--:|--:|--:|--:|")
+        for name, op, a, b, c, _, _ in rows:
+            print(f"| {' '.join(name.split())} | {op} | {a:.4f} | {b:.4f} | {b / a:.2f} | {c:.4f} | {c / a:.2f} |")
+    else:
+        rows = run(args.repeat, args.only, args.quick)
+        print(f"\n{'workload':<38} {'op':<8} {'structlearn s':>13} {'hmmlearn-log':>13} {'ratio':>7} "
+              f"{'hmmlearn-scal':>13} {'ratio':>7}")
+        for name, op, a, b, c, _, _ in rows:
+            print(f"{name:<38} {op:<8} {a:13.4f} {b:13.4f} {b / a:7.2f} {c:13.4f} {c / a:7.2f}")
     if rows:
         r_log = np.array([b / a for _, _, a, b, _, _, _ in rows])
         r_sc = np.array([c / a for _, _, a, _, c, _, _ in rows])
+        bar = "\\|" if args.markdown else "|"
         print(f"\ngeometric mean ratio: {np.exp(np.log(r_log).mean()):.2f}x vs log, "
               f"{np.exp(np.log(r_sc).mean()):.2f}x vs scaling; min {r_log.min():.2f}x / {r_sc.min():.2f}x; "
-              f"largest |dlogL|/|logL| {max(r[5] for r in rows):.1e}")
+              f"largest {bar}dlogL{bar}/{bar}logL{bar} {max(r[5] for r in rows):.1e}")
 
 
 if __name__ == "__main__":

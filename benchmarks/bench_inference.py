@@ -30,6 +30,7 @@ torch uses its default intra-op threads.
 
     python benchmarks/bench_inference.py            # default, about 2-3 minutes on 2 cores
     python benchmarks/bench_inference.py --quick    # smaller workloads, under a minute
+    python benchmarks/bench_inference.py --markdown # the table as a GitHub Markdown table (docs)
 
 Needs the ``bench`` extra (hmmlearn; torch-struct + torch for the torch-struct columns, skipped with a
 message when absent).
@@ -454,6 +455,8 @@ def main(argv=None):
                     help="cap on N·K² for structlearn edge='full' (default 4e7 = 320 MB)")
     ap.add_argument("--no-torch", action="store_true", help="skip the torch-struct columns")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--markdown", action="store_true",
+                    help="the result table as a GitHub Markdown table, the notes as paragraphs")
     args = ap.parse_args(argv)
     n_seqs = args.n_seqs or (1000 if args.quick else 5000)
     long_T = args.long or (20_000 if args.quick else 100_000)
@@ -482,9 +485,13 @@ def main(argv=None):
     checked = check_equivalence(use_torch=ts_reason is None)
     print(f"correctness check passed (log Z, posteriors, edge/segment marginals agree): "
           f"{', '.join(checked)}")
+    if args.markdown:
+        print()
     print(f"python {platform.python_version()}, numpy {np.__version__}, numba {numba.__version__} "
           f"({numba.get_num_threads()} threads, layer {numba.threading_layer()}), "
           f"hmmlearn {hmm_version or 'missing: columns skipped'}, {ts_version}")
+    if args.markdown:
+        print()
     env = ", ".join(f"{k}={os.environ[k]}" for k in ("OMP_WAIT_POLICY", "NUMBA_THREADING_LAYER",
                                                      "NUMBA_NUM_THREADS") if k in os.environ)
     print(f"cpus {os.cpu_count()}, load average {os.getloadavg()[0]:.1f} (shared machine: timings "
@@ -578,14 +585,65 @@ def main(argv=None):
                     ref2="semiN")
         torch.set_num_threads(torch_default)
 
-    print_table(rows, refs, n_threads)
+    (print_markdown if args.markdown else print_table)(rows, refs, n_threads)
+    if args.markdown:
+        print()
     if ts_reason is not None:
         print(f"torch-struct columns skipped: {ts_reason}")
     if not hmm_version:
         print("hmmlearn columns skipped: hmmlearn is not installed")
+    if args.markdown:
+        print()
     print(f"total wall time {time.perf_counter() - t_start:.1f} s, load average now "
           f"{os.getloadavg()[0]:.1f}")
     return rows
+
+
+def _ratio_cols(r, refs):
+    """The three ratio cells of a row (empty where it has no reference)."""
+    cols = ["", "", ""]
+    if r["ref"]:
+        ref = refs[(r["group"], r["ref"])]
+        cols[0] = f"{ref['ns'] / r['ns']:.3f}"
+        cols[1] = f"{ref['cpu_ns'] / r['cpu_ns']:.3f}"
+    if r["ref2"]:
+        cols[2] = f"{refs[(r['group'], r['ref2'])]['ns'] / r['ns']:.3f}"
+    return cols
+
+
+def _print_notes(n_threads, markdown=False):
+    print("ratio = structlearn ns/token / this ns/token (< 1: structlearn faster): 'wall' and 'cpu' "
+          "vs structlearn with the same thread count as this row (hmmlearn: 1), "
+          f"'wall {n_threads}t' vs structlearn with Numba's default {n_threads} threads. "
+          "Same outputs on both sides: hmmlearn rows vs structlearn edge='sum' (log Z, posteriors, "
+          "per-sequence expected transition counts); torch-struct chain rows vs edge='full' (log Z, "
+          "posteriors, (N, K, K) edge marginals); semi-Markov rows vs log Z + token, transition and "
+          "segment marginals.")
+    if markdown:
+        print()
+    print(("\\* " if markdown else "* ") + "timed on a prefix (the first sequences, or the first tokens of "
+          "the long one) to fit the time budget or torch-struct's memory cap; ns/token is comparable. "
+          "cpu = process CPU time (all threads; steadier than wall on a busy machine; includes spin-waiting threads).")
+
+
+def print_markdown(rows, refs, n_threads):
+    """The table of :func:`print_table` as one GitHub Markdown table (same rows, numbers and columns)."""
+    print()
+    print("| structure | K | workload | method | tokens timed | wall s | ns/tok wall | ns/tok cpu | "
+          f"ratio wall | ratio cpu | ratio wall {n_threads}t |")
+    print("|:--|--:|:--|:--|--:|--:|--:|--:|--:|--:|--:|")
+    order = []
+    for r in rows:
+        if r["group"] not in order:
+            order.append(r["group"])
+    for r in sorted(rows, key=lambda r: order.index(r["group"])):
+        kind, K, shape, N = r["group"]
+        cut = "\\*" if r["n"] < N else ""
+        cols = _ratio_cols(r, refs)
+        print(f"| {kind} | {K} | {shape} | {r['method'].strip()} | {r['n']}{cut} | {r['wall']:.4f} | "
+              f"{r['ns']:.1f} | {r['cpu_ns']:.1f} | {cols[0]} | {cols[1]} | {cols[2]} |")
+    print()
+    _print_notes(n_threads, markdown=True)
 
 
 def print_table(rows, refs, n_threads):
@@ -618,16 +676,7 @@ def print_table(rows, refs, n_threads):
                   f"{r['wall']:>8.4f} {r['ns']:>11.1f} {r['cpu_ns']:>11.1f} {cols[0]:>7} "
                   f"{cols[1]:>7} {cols[2]:>7}")
         print()
-    print("ratio = structlearn ns/token / this ns/token (< 1: structlearn faster): 'wall' and 'cpu' "
-          "vs structlearn with the same thread count as this row (hmmlearn: 1), "
-          f"'wall {n_threads}t' vs structlearn with Numba's default {n_threads} threads. "
-          "Same outputs on both sides: hmmlearn rows vs structlearn edge='sum' (log Z, posteriors, "
-          "per-sequence expected transition counts); torch-struct chain rows vs edge='full' (log Z, "
-          "posteriors, (N, K, K) edge marginals); semi-Markov rows vs log Z + token, transition and "
-          "segment marginals.")
-    print("* timed on a prefix (the first sequences, or the first tokens of the long one) to fit the "
-          "time budget or torch-struct's memory cap; ns/token is comparable. cpu = process CPU time "
-          "(all threads; steadier than wall on a busy machine; includes spin-waiting threads).")
+    _print_notes(n_threads)
 
 
 if __name__ == "__main__":

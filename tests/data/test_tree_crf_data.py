@@ -23,7 +23,7 @@ from structlearn.io import apply_template, compile_template, read_conllu, read_p
 from structlearn.io.conllu import UPOS_TEMPLATE, conllu_columns
 from structlearn.io.ptb import edge_items, span_items
 from structlearn.models.features import AttributeVocabulary
-from tests.conftest import require_data
+from tests.conftest import require_data, script_module
 
 pytestmark = pytest.mark.slow
 
@@ -121,3 +121,18 @@ def test_ud_upos_tree_crf_and_linear_chain(name):
     print(f"\n{name} UPOS test ({len(keep)} sentences; 60 L-BFGS iterations each): tree CRF "
           f"{acc_tree:.4f} ({t_tree:.1f} s), linear chain {acc_chain:.4f} ({t_chain:.1f} s)")
     assert acc_tree > 0.9 and acc_chain > 0.9
+
+
+@pytest.mark.slow
+def test_sst_tree_crf_example_quick(capsys, tmp_path):
+    """examples/sst_tree_crf.py on a small subset: it prints and returns node and root accuracies and,
+    with --figures, writes its PNGs."""
+    path = require_data("sst")
+    example = script_module("examples/sst_tree_crf.py", "sst_tree_crf_example")
+    res = example.main(["--quick", "--n-train", "150", "--n-test", "100", "--max-iterations", "15",
+                        "--data-home", str(path.parent), "--figures", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "node accuracy" in out and "root accuracy" in out
+    assert 0.0 <= res["root_accuracy"] <= 1.0 and res["node_accuracy"] > 0.5, res
+    assert sorted(f.name for f in tmp_path.glob("*.png")) == ["sst_edges.png", "sst_training.png",
+                                                              "sst_weights.png"]
