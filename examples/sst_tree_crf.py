@@ -71,7 +71,7 @@ def save_figures(crf, n_train, directory):
     figs = {"training": plotting.plot_training(crf, title=f"L-BFGS on SST ({n_train} trees): objective "
                                                           "per iteration"),
             "edges": ax,
-            "weights": plotting.plot_crf_weights(crf, top=10, negative=3,
+            "weights": plotting.plot_crf_weights(crf, top=10, negative=3, labels=names,
                                                  title="TreeCRF on SST: largest state-feature weights per "
                                                        "sentiment label")}
     for name, ax in figs.items():
