@@ -409,7 +409,23 @@ class Gamma(_Parametric):
         return self
 
 
-class LogNormal(_Parametric):
+class _MuSigma(_Parametric):
+    """A family with per-state location ``mu`` (any finite value) and scale ``sigma`` > 0."""
+
+    _param_names = ("mu", "sigma")
+    _ranges = {"mu": (-np.inf, np.inf, False), "sigma": (0.0, np.inf, True)}
+
+    def __init__(self, mu=None, sigma=None, shift=None, estimate_shift=False):
+        super().__init__(shift, estimate_shift, mu=mu, sigma=sigma)
+
+    def _validate(self):
+        self.mu = np.asarray(self.mu, dtype=np.float64)
+        if not np.all(np.isfinite(self.mu)):
+            raise ValueError(f"{type(self).__name__} parameter `mu` must be finite")
+        super()._validate()
+
+
+class LogNormal(_MuSigma):
     """Discretised log-normal durations p_j(d) ∝ F(d) - F(d - 1), F the cdf of exp(N(mu, sigma²))
     (Yu 2010 §4.1).
 
@@ -428,18 +444,6 @@ class LogNormal(_Parametric):
     -----
     M-step: numerical maximisation of Q over (mu, log sigma) from the moments of log(d - 1/2).
     """
-
-    _param_names = ("mu", "sigma")
-    _ranges = {"mu": (-np.inf, np.inf, False), "sigma": (0.0, np.inf, True)}
-
-    def __init__(self, mu=None, sigma=None, shift=None, estimate_shift=False):
-        super().__init__(shift, estimate_shift, mu=mu, sigma=sigma)
-
-    def _validate(self):
-        self.mu = np.asarray(self.mu, dtype=np.float64)
-        if not np.all(np.isfinite(self.mu)):
-            raise ValueError("LogNormal parameter `mu` must be finite")
-        super()._validate()
 
     @staticmethod
     def _log_f(values, d):
@@ -472,7 +476,7 @@ class LogNormal(_Parametric):
 
 
 
-class DiscreteGaussian(_Parametric):
+class DiscreteGaussian(_MuSigma):
     r"""Discretised Gaussian durations p_j(d) ∝ Φ((d + ½ - μ_j)/σ_j) - Φ((d - ½ - μ_j)/σ_j), d >= 1
     (a normal law rounded to the nearest integer, truncated to 1..D; Yu 2010 §4.1).
 
@@ -493,18 +497,6 @@ class DiscreteGaussian(_Parametric):
     M-step: numerical maximisation of Q over (μ, log σ) from the weighted mean and standard
     deviation of d (with Sheppard's correction σ² - 1/12). Cost O(D) per evaluation of Q.
     """
-
-    _param_names = ("mu", "sigma")
-    _ranges = {"mu": (-np.inf, np.inf, False), "sigma": (0.0, np.inf, True)}
-
-    def __init__(self, mu=None, sigma=None, shift=None, estimate_shift=False):
-        super().__init__(shift, estimate_shift, mu=mu, sigma=sigma)
-
-    def _validate(self):
-        self.mu = np.asarray(self.mu, dtype=np.float64)
-        if not np.all(np.isfinite(self.mu)):
-            raise ValueError("DiscreteGaussian parameter `mu` must be finite")
-        super()._validate()
 
     @staticmethod
     def _log_f(values, d):
