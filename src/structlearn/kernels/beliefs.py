@@ -11,7 +11,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..semirings import MAX
-from .messages import _cavity, _factor_cavities, _normalise
+from .messages import _cavity, _factor_cavities, _next_entry, _normalise
 
 
 @njit(cache=True)
@@ -63,16 +63,8 @@ def _beliefs_graph(b, amax, var_pot, card, fptr, fvar, fstride, tab, toff, vptr,
             if val > m:
                 m = val
             o += 1
-            j = a - 1
-            while j >= 0:
-                xs[j] += 1
-                idx += fstride[p0 + j]
-                if xs[j] < card[fvar[p0 + j]]:
-                    break
-                idx -= xs[j] * fstride[p0 + j]
-                xs[j] = 0
-                j -= 1
-            if j < 0:
+            idx, wrapped = _next_entry(xs, idx, a, p0, fstride, card, fvar)
+            if wrapped:
                 break
         if m == -np.inf:
             dead = True
@@ -95,16 +87,8 @@ def _beliefs_graph(b, amax, var_pot, card, fptr, fvar, fstride, tab, toff, vptr,
             if lb > -np.inf:
                 total += math.exp(lb) * (tab[idx] - r * lb)
             o += 1
-            j = a - 1
-            while j >= 0:
-                xs[j] += 1
-                idx += fstride[p0 + j]
-                if xs[j] < card[fvar[p0 + j]]:
-                    break
-                idx -= xs[j] * fstride[p0 + j]
-                xs[j] = 0
-                j -= 1
-            if j < 0:
+            idx, wrapped = _next_entry(xs, idx, a, p0, fstride, card, fvar)
+            if wrapped:
                 break
     log_z[b] = -np.inf if (dead or semiring == MAX) else total
 

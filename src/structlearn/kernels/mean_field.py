@@ -18,6 +18,8 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from .messages import _next_entry
+
 
 @njit(cache=True)
 def _expected(f, target, card, fptr, fvar, fstride, tab, toff, q, xs, out):
@@ -40,16 +42,8 @@ def _expected(f, target, card, fptr, fvar, fstride, tab, toff, q, xs, out):
                 out[x] = -np.inf
             elif out[x] > -np.inf:
                 out[x] += w * th
-        j = a - 1
-        while j >= 0:
-            xs[j] += 1
-            idx += fstride[p0 + j]
-            if xs[j] < card[fvar[p0 + j]]:
-                break
-            idx -= xs[j] * fstride[p0 + j]
-            xs[j] = 0
-            j -= 1
-        if j < 0:
+        idx, wrapped = _next_entry(xs, idx, a, p0, fstride, card, fvar)
+        if wrapped:
             break
 
 
@@ -112,16 +106,8 @@ def _mf_graph(b, amax, var_pot, card, fptr, fvar, fstride, tab, toff, vptr, vslo
                 w *= q[fvar[p0 + j], xs[j]]
             if w > 0.0:
                 total += w * tab[idx]
-            j = a - 1
-            while j >= 0:
-                xs[j] += 1
-                idx += fstride[p0 + j]
-                if xs[j] < card[fvar[p0 + j]]:
-                    break
-                idx -= xs[j] * fstride[p0 + j]
-                xs[j] = 0
-                j -= 1
-            if j < 0:
+            idx, wrapped = _next_entry(xs, idx, a, p0, fstride, card, fvar)
+            if wrapped:
                 break
     elbo[b] = total
 

@@ -53,6 +53,22 @@ RESIDUAL = 2
 SCHEDULES = {"parallel": PARALLEL, "sequential": SEQUENTIAL, "residual": RESIDUAL}
 
 
+@njit(cache=True, inline="always")
+def _next_entry(xs, idx, a, p0, fstride, card, fvar):
+    """Step a factor's assignment ``xs`` (a variables, the last changing fastest) and its flat table
+    index ``idx`` to the next entry; returns (idx, True) after the last one (``xs`` back to zeros)."""
+    j = a - 1
+    while j >= 0:
+        xs[j] += 1
+        idx += fstride[p0 + j]
+        if xs[j] < card[fvar[p0 + j]]:
+            return idx, False
+        idx -= xs[j] * fstride[p0 + j]
+        xs[j] = 0
+        j -= 1
+    return idx, True
+
+
 @njit(cache=True)
 def _cavity(v, skip, var_pot, card, vptr, vslot, slot_fac, msg, rho, out):
     """n_{v→I} into out[:card[v]]; ``skip`` is the slot of I at v (-1: the full belief of v)."""
@@ -141,16 +157,8 @@ def _factor_out(f, target, card, fptr, fvar, fstride, tab, toff, rho, cav, semir
             else:
                 acc[xt] += math.exp(v - m)
         # odometer: last slot fastest
-        j = a - 1
-        while j >= 0:
-            xs[j] += 1
-            idx += fstride[p0 + j]
-            if xs[j] < card[fvar[p0 + j]]:
-                break
-            idx -= xs[j] * fstride[p0 + j]
-            xs[j] = 0
-            j -= 1
-        if j < 0:
+        idx, wrapped = _next_entry(xs, idx, a, p0, fstride, card, fvar)
+        if wrapped:
             break
     if semiring != MAX:
         for x in range(kt):
@@ -190,16 +198,8 @@ def linear_tables(card, fptr, fvar, fstride, tab, toff, boff, rho):
                     else:
                         etab[o] = math.exp(v - hi)
                 o += 1
-                j = a - 1
-                while j >= 0:
-                    xs[j] += 1
-                    idx += fstride[p0 + j]
-                    if xs[j] < card[fvar[p0 + j]]:
-                        break
-                    idx -= xs[j] * fstride[p0 + j]
-                    xs[j] = 0
-                    j -= 1
-                if j < 0:
+                idx, wrapped = _next_entry(xs, idx, a, p0, fstride, card, fvar)
+                if wrapped:
                     break
             if hi == -np.inf:
                 break
