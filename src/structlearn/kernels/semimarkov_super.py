@@ -37,7 +37,8 @@ the linear range is recomputed in log space (dense passes) or marks the sequence
 (factored passes, which keep no per-label history to recompute from). A token at which no segment ends
 (starts, backward) takes the largest open segment's running score as its normaliser
 (:func:`~structlearn.kernels.semimarkov_super_steps.idle_scale`), so one segment that alone spans
-hundreds of tokens stays in range. The backward mirrors this
+hundreds of tokens stays in range. Both passes form their normaliser with
+:func:`~structlearn.kernels.semimarkov_super_steps.combine`. The backward mirrors this
 with its own normalisers incb (so segments that the forward's normaliser absorbs at their end do not
 leave the backward's range) and the posterior weight of a boundary between
 s-1 and s is ω_s = exp(c_{s-1} + cb_s - log Z), cb_s = Σ_{u>=s} incb[u].

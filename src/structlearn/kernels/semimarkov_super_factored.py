@@ -33,9 +33,9 @@ import math
 import numpy as np
 from numba import njit
 
-from .semimarkov_super_steps import (CHECK, FLUSH, RESCALE, ZMIN, add_factor, axpy, factor_state, fill,
-                                     idle_scale, kahan, ring_add, ring_axpy, ring_axpy2, ring_size, scal,
-                                     scale_of, slide, ufin)
+from .semimarkov_super_steps import (CHECK, FLUSH, RESCALE, ZMIN, add_factor, axpy, combine, factor_state,
+                                     fill, idle_scale, kahan, ring_add, ring_axpy, ring_axpy2, ring_size,
+                                     scal, scale_of, slide, ufin)
 from .semimarkov_window import NEG_INF
 
 
@@ -197,14 +197,7 @@ def forward_seq(unary, start, end, open_end, At, has_a, Bf, b_vec, Wab, kap, D, 
         else:
             for j in range(M):
                 S[j] = acc_s[j, t & mask] if live_d[j] > 0 else 0.0
-        cmax = NEG_INF
-        for j in range(M):
-            if S[j] > 0.0 and c[j] > cmax:
-                cmax = c[j]
-        Z = 0.0
-        for j in range(M):
-            w[j] = math.exp(c[j] - cmax) if (S[j] > 0.0 and cmax > NEG_INF) else 0.0
-            Z += S[j] * w[j]
+        cmax, Z = combine(S, c, w, M)
         if cmax == NEG_INF:
             ic = idle_scale(c, top, M)
         else:
@@ -420,14 +413,7 @@ def backward_seq(unary, start, end, open_end, At, has_a, Bf, b_vec, kap, D, o, T
                         for i in range(M):
                             direct_b[i * M + j] += Bf[i, j * D + d - 1] * v
             S[j] = tot
-        cmax = NEG_INF
-        for j in range(M):
-            if S[j] > 0.0 and cb[j] > cmax:
-                cmax = cb[j]
-        Z = 0.0
-        for j in range(M):
-            w[j] = math.exp(cb[j] - cmax) if (S[j] > 0.0 and cmax > NEG_INF) else 0.0
-            Z += S[j] * w[j]
+        cmax, Z = combine(S, cb, w, M)
         if cmax == NEG_INF:
             incb = idle_scale(cb, top, M)
         else:
