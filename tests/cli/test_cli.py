@@ -93,7 +93,8 @@ def test_learn_prints_log_and_saves(files, capsys, tmp_path):
     assert all(re.search(r"loss [\d.]+ .*\|g\| .*active \d+ .*dev-acc [\d.]+ .*\d\.\d{3}s$", line)
                for line in iters)
     assert "Training: 5 iterations, not converged" in out
-    assert "Held-out item accuracy" in out and "Saved the model" in out
+    assert "Held-out evaluation of the final model:" in out and "Item accuracy: " in out
+    assert "Saved the model" in out
     assert err == ""  # max_iterations given explicitly: no ConvergenceWarning repeated
     est = LinearChainCRF.load(path)
     assert est.n_iter_ == 5 and len(est.training_log_) == 5

@@ -104,21 +104,100 @@ def test_cross_validation(capsys, tmp_path):
     line = [ln for ln in out.splitlines() if ln.startswith("Cross validation:")][0]
     accs = [float(v) for v in line.split("group ")[1].split(";")[0].split()]
     assert len(accs) == 3 and all(0 <= v <= 1 for v in accs)
+    assert not list(tmp_path.glob("*.model"))  # no -m: no model, as crfsuite
     rc, out, err = run(capsys, "learn", "-x", a)
     assert rc == 2 and "two groups" in err
+    # each fold prints crfsuite's evaluation table; with -m the model of every group is stored after
+    model = tmp_path / "cv.model"
+    rc, out, err = run(capsys, "learn", "-x", "-m", model, a, b)
+    assert rc == 0, err
+    lines = out.splitlines()
+    assert [ln for ln in lines if ln.startswith("=====")] == [
+        "===== Cross validation (1/2) =====", "===== Cross validation (2/2) =====",
+        "===== Final model: every group (24 sequences) ====="]
+    assert sum(ln.startswith("Performance by label") for ln in lines) == 2
+    assert model.exists() and f"Saved the model to {model}" in out
+    assert len(LinearChainCRF.load(model).classes_) == 2
 
 
-def test_log_to_file_and_crfsuite_layout(capsys, tmp_path):
+def test_log_to_file_and_crfsuite_layout(capsys, tmp_path, monkeypatch):
     (train,) = _files(tmp_path, 1)
     model = tmp_path / "m.model"
-    rc, out, err = run(capsys, "learn", "-L", "-l", tmp_path / "train.log", "-m", model, train)
+    rc, out, err = run(capsys, "learn", "--crfsuite-log", "--log-file", tmp_path / "train.log", "-m", model,
+                       train)
     assert rc == 0, err
     assert out == ""
     log = (tmp_path / "train.log").read_text()
     assert "***** Iteration #1 *****" in log and "Loss: " in log and "Feature norm: " in log
     assert "Seconds required for this iteration: " in log and "Saved the model" in log
-    rc, out, err = run(capsys, "learn", "-l", "-m", model, train)
-    assert rc == 0 and out == "" and "iter    1" in (tmp_path / "m.model.log").read_text()
+    rc, out, err = run(capsys, "learn", "--log-file", tmp_path / "plain.log", "-m", model, train)
+    assert rc == 0 and out == "" and "iter    1" in (tmp_path / "plain.log").read_text()
+    # crfsuite's -l: the log file is named BASE_ALGORITHM_PARAMS in the working folder (-L sets BASE),
+    # in crfsuite's layout; crfsuite's learn -l -m MODEL TRAIN is not mistaken for a log file name
+    monkeypatch.chdir(tmp_path)
+    rc, out, err = run(capsys, "learn", "-l", "-p", "c2=1", "-p", "max_iterations=5", "-m", model, train)
+    assert rc == 0 and out == "", err
+    log = (tmp_path / "log.crfsuite_lbfgs_c2=1_max_iterations=5").read_text()
+    assert "***** Iteration #1 *****" in log and "Saved the model" in log
+    rc, out, err = run(capsys, "learn", "-a", "averaged-perceptron", "-l", "-L", "run", "-p",
+                       "max_iterations=2", "-m", model, train)
+    assert rc == 0 and out == "", err
+    assert "Saved the model" in (tmp_path / "run_averaged-perceptron_max_iterations=2").read_text()
+    rc, out, err = run(capsys, "learn", "--log-file", tmp_path, "-m", model, train)
+    assert rc == 2 and "is a folder" in err
+
+
+def _table(lines, start):
+    """The crfsuite evaluation table that starts at ``lines[start]``: {label: (match, model, ref)},
+    item (correct, total), instance (correct, total)."""
+    assert lines[start] == "Performance by label (#match, #model, #ref) (precision, recall, F1):"
+    rows, i = {}, start + 1
+    while lines[i].startswith("    "):
+        lab, rest = lines[i].strip().split(": ", 1)
+        rows[lab] = tuple(int(v) for v in rest.split(")")[0].strip("(").split(", "))
+        i += 1
+    assert lines[i].startswith("Macro-average precision, recall, F1: (")
+    item = lines[i + 1].split(": ")[1].split(" (")[0].split(" / ")
+    inst = lines[i + 2].split(": ")[1].split(" (")[0].split(" / ")
+    assert lines[i + 1].startswith("Item accuracy: ") and lines[i + 2].startswith("Instance accuracy: ")
+    return rows, tuple(map(int, item)), tuple(map(int, inst))
+
+
+def test_holdout_prints_crfsuite_evaluation_table(capsys, tmp_path):
+    a, b = _files(tmp_path)
+    model = tmp_path / "m.model"
+    rc, out, err = run(capsys, "learn", "--crfsuite-log", "-p", "max_iterations=4", "-m", model, "-e", "2",
+                       a, b)
+    assert rc == 0, err
+    lines = out.splitlines()
+    starts = [i for i, ln in enumerate(lines) if ln.startswith("Performance by label")]
+    assert len(starts) == 4 + 1  # every iteration, and the final model
+    from structlearn.io.crfsuite import read_crfsuite
+
+    X, y = read_crfsuite(str(b))
+    pred = LinearChainCRF.load(model).predict(X)
+    rows, item, inst = _table(lines, starts[-1])
+    for lab in "AB":
+        assert rows[lab] == (sum(p == t == lab for ps, ts in zip(pred, y) for p, t in zip(ps, ts)),
+                             sum(p == lab for ps in pred for p in ps), sum(t == lab for ts in y for t in ts))
+    assert item == (sum(p == t for ps, ts in zip(pred, y) for p, t in zip(ps, ts)), sum(map(len, y)))
+    assert inst == (sum(list(p) == list(t) for p, t in zip(pred, y)), len(y))
+    # the iteration tables are those of the weights of that iteration: the last one is the final model's
+    assert _table(lines, starts[-2]) == (rows, item, inst)
+
+
+def test_crfsuite_evaluation_macro_average_counts_every_model_label():
+    from structlearn.cli.report import crfsuite_evaluation, label_counts
+
+    y = [["A", "A", "C"], ["A"]]
+    p = [["A", "B", "C"], ["B"]]   # B never in the reference: asterisks, 0 in the macro average
+    counts = label_counts(y, p, ["A", "B"])  # C is no model label: an item, never correct
+    assert counts == ([1, 0], [1, 2], [3, 0], (1, 4, 0, 2))
+    lines = crfsuite_evaluation(["A", "B"], counts)
+    assert lines[1] == "    A: (1, 1, 3) (1.0000, 0.3333, 0.5000)"
+    assert lines[2] == "    B: (0, 2, 0) (******, ******, ******)"
+    assert lines[3] == "Macro-average precision, recall, F1: (0.500000, 0.166667, 0.250000)"
+    assert lines[4:] == ["Item accuracy: 1 / 4 (0.2500)", "Instance accuracy: 0 / 2 (0.0000)"]
 
 
 def test_dump_in_crfsuite_layout_matches_python_crfsuite(capsys, tmp_path):

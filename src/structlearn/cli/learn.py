@@ -16,7 +16,7 @@ from .featurize import Featurizer, TreeReader, read_many
 from .params import param_help, parse_forbid, parse_params
 
 __all__ = ["cmd_learn", "STRUCTURES", "Structure", "fit", "format_entry", "estimator_class", "crfsuite_log_entry",
-           "TYPE_ALIASES"]
+           "crfsuite_log_name", "TYPE_ALIASES"]
 
 
 def _chain_summary(est):
@@ -146,7 +146,7 @@ def _check_options(args, name, structure, defaults):
         raise CLIError(f"--structure {name} trains with -a lbfgs only; got -a {args.algorithm}")
     for given, ok, what in ((args.dev is not None, structure.dev, "-e/--dev is"),
                             (bool(args.crfsuite_log) and (args.quiet or args.verbose), False,
-                             "-L with -q/-v is"),
+                             "--crfsuite-log with -q/-v is"),
                             (bool(args.forbid), structure.forbid, "--forbid is"),
                             ((args.format, args.template, args.columns) != (None,) * 3, not structure.trees,
                              "--format/--template/--columns are")):
@@ -236,24 +236,34 @@ def _groups(args, reader):
     return data, group, len(datas)
 
 
-def crfsuite_log_entry(entry):
-    """One iteration in the layout of crfsuite's training log (``***** Iteration #k *****`` ...)."""
+def crfsuite_log_entry(entry, labels=None):
+    """One iteration in the layout of crfsuite's training log (``***** Iteration #k *****`` ...); with
+    the held-out counts of the entry (``"dev_counts"``) and the model's ``labels``, crfsuite's
+    evaluation table follows, as ``crfsuite learn -e`` prints it every iteration."""
     lines = [f"***** Iteration #{entry.get('iteration', '?')} *****"]
     if "loss" in entry:
         lines.append(f"Loss: {entry['loss']:f}")
+    table = labels is not None and "dev_counts" in entry
     for key, label, fmt in (("weight_norm", "Feature norm", "{:f}"), ("gradient_norm", "Error norm", "{:f}"),
                             ("active_features", "Active features", "{}"),
                             ("line_search_evals", "Line search trials", "{}"),
                             ("step", "Line search step", "{:f}"),
                             ("dev_accuracy", "Item accuracy (held-out)", "{:.4f}")):
-        if key in entry:
+        if key in entry and not (table and key == "dev_accuracy"):
             lines.append(f"{label}: " + fmt.format(entry[key]))
     if "seconds" in entry:
         lines.append(f"Seconds required for this iteration: {entry['seconds']:.3f}")
+    if table:
+        from .report import crfsuite_evaluation
+
+        lines.extend(crfsuite_evaluation(list(labels), entry["dev_counts"]))
     return "\n".join(lines) + "\n"
 
 
 def cmd_learn(args):
+    raw_params = list(args.param)  # as given: crfsuite names its log file after them
+    if args.log_to_file and not (args.quiet or args.verbose):
+        args.crfsuite_log = True   # -l writes crfsuite's log, as crfsuite does
     _crfsuite013_aliases(args)
     name = args.structure
     structure = STRUCTURES[name]
@@ -268,15 +278,29 @@ def cmd_learn(args):
         raise CLIError("-m/--model is required (except with -x, which stores no model)")
     if args.model is not None:
         _check_model_path(args.model)
-    if args.log_file is None:
+    path = args.log_file
+    if path is None and args.log_to_file:
+        path = crfsuite_log_name(args.logbase, args.algorithm, raw_params)
+    if path is None:
         return _learn(args, name, structure, cls, defaults)
-    path = args.log_file or ((args.model or "structlearn") + ".log")
+    if os.path.isdir(path):
+        raise CLIError(f"cannot write the log to {path}: it is a folder")
     try:
         fh = open(path, "w", encoding="utf-8")
     except OSError as exc:
         raise CLIError(f"cannot write the log to {path}: {exc.strerror}") from None
     with fh, redirect_say(fh):
         return _learn(args, name, structure, cls, defaults)
+
+
+#: crfsuite's names of the training algorithms (its log file names use them)
+_CRFSUITE_ALGORITHM = {"ap": "averaged-perceptron", "pa": "passive-aggressive"}
+
+
+def crfsuite_log_name(base, algorithm, params):
+    """The log file name of ``crfsuite learn -l``: BASE_ALGORITHM then _NAME=VALUE for every -p, in
+    the order given (e.g. ``log.crfsuite_lbfgs_c2=1``)."""
+    return "_".join([base, _CRFSUITE_ALGORITHM.get(algorithm, algorithm), *params])
 
 
 def _learn(args, name, structure, cls, defaults):
@@ -325,8 +349,16 @@ def _learn(args, name, structure, cls, defaults):
             shown = {**{k: v for k, v in defaults.items() if k != "verbose"}, **shown}
         say("Parameters: " + " ".join(f"{k}={v}" for k, v in shown.items()))
     if args.cross_validate:
-        return _cross_validate(args, structure, cls, params, data, group, n_groups, units)
+        _cross_validate(args, cls, params, data, group, n_groups)
+        if args.model is None:
+            return 0
+        if not args.quiet:
+            say(f"===== Final model: every group ({len(data.X)} {units[0]}) =====")
+    _train_and_save(args, structure, cls, params, data, dev, reader)
+    return 0
 
+
+def _train_and_save(args, structure, cls, params, data, dev, reader):
     est = cls(**params)
     t0 = time.perf_counter()
     _fit_logged(args, est, data, dev, params)
@@ -338,23 +370,34 @@ def _learn(args, name, structure, cls, defaults):
             + (f" ({reason})" if reason else "") + f", {seconds:.2f} s")
         say(structure.summary(est))
         if dev is not None:
-            from .report import evaluation_report
-
-            for line in evaluation_report(dev.y, est.predict(dev.X, **dev.extra))[3:6]:
-                if line:
-                    say("Held-out " + line[0].lower() + line[1:])
+            say("Held-out evaluation of the final model:")
+            for line in _evaluation(est, dev)[0]:
+                say(line)
     record = reader.record()
     est.save(args.model, metadata=None if record is None else {"featurizer": record})
     if not args.quiet:
         say(f"Saved the model to {args.model} ({human_size(os.path.getsize(args.model))})")
-    return 0
+    return est
+
+
+def _evaluation(est, test):
+    """crfsuite's evaluation table of ``est`` on ``test`` (and conlleval's chunk F1 for chunk tags)."""
+    from .report import crfsuite_evaluation, evaluation_report, label_counts
+
+    pred = est.predict(test.X, **test.extra)
+    labels = list(est.classes_)
+    counts = label_counts(test.y, pred, labels)
+    lines = crfsuite_evaluation(labels, counts)
+    lines += [ln for ln in evaluation_report(test.y, pred) if ln.startswith("Chunk F1")]
+    n_ok, n_items = counts[3][:2]
+    return lines, (n_ok / n_items if n_items else 1.0)
 
 
 def _fit_logged(args, est, data, dev, params):
     """fit with the log in the chosen layout: structlearn's one line per iteration, or crfsuite's (-L)."""
     if args.crfsuite_log and not (args.quiet or args.verbose):
         def on_entry(entry):
-            say(crfsuite_log_entry(entry))
+            say(crfsuite_log_entry(entry, getattr(est, "classes_", None)))
 
         kwargs = dict(data.extra)
         if dev is not None:
@@ -372,10 +415,8 @@ def _fit_logged(args, est, data, dev, params):
                expect_max_iterations=params.get("max_iterations") is not None, **data.extra)
 
 
-def _cross_validate(args, structure, cls, params, data, group, n_groups, units):
-    """crfsuite's -x: for every group g, train on the others and evaluate on g; no model is stored."""
-    from .report import evaluation_report
-
+def _cross_validate(args, cls, params, data, group, n_groups):
+    """crfsuite's -x: for every group g, train on the others and evaluate on g (crfsuite's table)."""
     if n_groups < 2:
         raise CLIError("-x needs at least two groups: several TRAIN files, or -g N with N >= 2")
     accs = []
@@ -386,15 +427,11 @@ def _cross_validate(args, structure, cls, params, data, group, n_groups, units):
             say(f"===== Cross validation ({g}/{n_groups}) =====")
         est = cls(**params)
         _fit_logged(args, est, train, None, params)
-        pred = est.predict(test.X, **test.extra)
-        tot = sum(len(s) for s in test.y)
-        acc = sum(a == b for p, t in zip(pred, test.y) for a, b in zip(p, t)) / tot if tot else 1.0
+        lines, acc = _evaluation(est, test)
         accs.append(acc)
         if not args.quiet:
-            for line in evaluation_report(test.y, pred)[3:6]:
-                if line:
-                    say(line)
+            for line in lines:
+                say(line)
             say()
     say(f"Cross validation: {n_groups} groups, item accuracy per group "
         + " ".join(f"{a:.4f}" for a in accs) + f"; mean {sum(accs) / len(accs):.4f}")
-    return 0

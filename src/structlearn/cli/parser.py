@@ -8,6 +8,16 @@ __all__ = ["build_parser", "FORMATS", "ALGORITHMS"]
 
 FORMATS = ("crfsuite", "conll")
 ALGORITHMS = ("lbfgs", "l2sgd", "ap", "pa", "arow")
+#: crfsuite's long algorithm names (``-a averaged-perceptron``) -> ours
+ALGORITHM_ALIASES = {"averaged-perceptron": "ap", "passive-aggressive": "pa"}
+
+
+def _algorithm(text):
+    name = ALGORITHM_ALIASES.get(text.strip(), text.strip())
+    if name not in ALGORITHMS:
+        raise argparse.ArgumentTypeError(f"expected one of {', '.join(ALGORITHMS)} (or crfsuite's "
+                                         f"{', '.join(ALGORITHM_ALIASES)}); got {text!r}")
+    return name
 
 
 def _segment_length(text):
@@ -72,8 +82,9 @@ def build_parser():
                         "first,last: the attributes of a segment's first and last token)")
     q.add_argument("--order", type=int, default=None, metavar="D",
                    help="higher-order: order of the label n-grams (default 2)")
-    q.add_argument("-a", "--algorithm", choices=ALGORITHMS, default="lbfgs",
-                   help="training algorithm (default lbfgs)")
+    q.add_argument("-a", "--algorithm", type=_algorithm, default="lbfgs", metavar="NAME",
+                   help="training algorithm: lbfgs (default), l2sgd, ap (averaged-perceptron), "
+                        "pa (passive-aggressive), arow")
     q.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE",
                    help="estimator parameter, e.g. c2=1, max_iterations=100, min_freq=2, epsilon=1e-5 "
                         "(repeatable; CRFsuite names such as feature.minfreq are accepted; "
@@ -88,13 +99,20 @@ def build_parser():
                         "and -x, as crfsuite")
     q.add_argument("-x", "--cross-validate", action="store_true",
                    help="cross-validation over the groups (TRAIN files or -g N): train on all groups but "
-                        "one, evaluate on it, for each group; no model is stored")
-    q.add_argument("-l", "--log-to-file", dest="log_file", nargs="?", const="", default=None,
-                   metavar="FILE", help="write the training log to FILE (default MODEL.log) instead of "
-                                        "standard output")
-    q.add_argument("-L", "--crfsuite-log", action="store_true",
+                        "one and evaluate on it, for each group (as crfsuite); with -m, a model trained on "
+                        "every group is stored afterwards")
+    q.add_argument("-l", "--log-to-file", action="store_true",
+                   help="write the training log to a file instead of standard output, in crfsuite's "
+                        "layout, named as crfsuite names it: BASE_ALGORITHM_PARAM... (BASE from -L, "
+                        "default log.crfsuite; e.g. log.crfsuite_lbfgs_c2=1)")
+    q.add_argument("-L", "--logbase", default="log.crfsuite", metavar="BASE",
+                   help="base name of the log file of -l (crfsuite's -L; default log.crfsuite)")
+    q.add_argument("--log-file", default=None, metavar="FILE",
+                   help="write the training log to FILE instead of standard output")
+    q.add_argument("--crfsuite-log", action="store_true",
                    help="per-iteration log in crfsuite's layout (***** Iteration #k *****, Loss, "
-                        "Feature norm, Error norm, ...)")
+                        "Feature norm, Error norm, ..., and with held-out data crfsuite's evaluation "
+                        "table every iteration); implied by -l")
     q.add_argument("--forbid", action="append", default=[], metavar="SPEC",
                    help="forbidden transitions: BIO (I-X only after B-X/I-X) or FROM->TO "
                         "(<start>/<end> allowed; repeatable)")
@@ -170,8 +188,9 @@ def build_parser():
                    help="stop L-BFGS after N iterations (default: until convergence)")
     q.add_argument("--download", action="store_true",
                    help="download CoNLL-2000 from its official site when it is not found")
-    q.add_argument("-a", "--algorithm", choices=ALGORITHMS, default="lbfgs",
-                   help="training algorithm (default lbfgs)")
+    q.add_argument("-a", "--algorithm", type=_algorithm, default="lbfgs", metavar="NAME",
+                   help="training algorithm: lbfgs (default), l2sgd, ap (averaged-perceptron), "
+                        "pa (passive-aggressive), arow")
     q.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE",
                    help="estimator parameter (as for learn)")
     g = q.add_mutually_exclusive_group()

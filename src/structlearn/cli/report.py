@@ -5,7 +5,7 @@ import warnings
 
 from .common import PROG, CLIError, Out, human_size, open_model, source
 
-__all__ = ["evaluation_report", "cmd_eval", "cmd_dump", "cmd_info"]
+__all__ = ["evaluation_report", "crfsuite_evaluation", "label_counts", "cmd_eval", "cmd_dump", "cmd_info"]
 
 
 def _looks_chunked(labels):
@@ -42,6 +42,55 @@ def evaluation_report(y_true, y_pred):
         lines.append(res.report())
     else:
         lines.append("Chunk scores: skipped (the labels are not B-/I-/E-/S-/O chunk tags)")
+    return lines
+
+
+def label_counts(y_true, y_pred, labels):
+    """crfsuite's evaluation counts: per label of ``labels`` (#match, #model, #ref), then
+    (correct items, items, correct instances, instances). Gold labels outside ``labels`` count as
+    items (never correct), as crfsuite's "unknown label" slot."""
+    index = {lab: k for k, lab in enumerate(labels)}
+    match, model, ref = [0] * len(labels), [0] * len(labels), [0] * len(labels)
+    n_items = n_ok = n_inst_ok = 0
+    for t, p in zip(y_true, y_pred):
+        all_ok = True
+        for a, b in zip(t, p):
+            n_items += 1
+            ka, kb = index.get(a), index.get(b)
+            if kb is not None:
+                model[kb] += 1
+            if ka is not None:
+                ref[ka] += 1
+            if a == b and ka is not None:
+                match[ka] += 1
+                n_ok += 1
+            else:
+                all_ok = False
+        n_inst_ok += all_ok
+    return match, model, ref, (n_ok, n_items, n_inst_ok, len(y_true))
+
+
+def crfsuite_evaluation(labels, counts):
+    """Lines of crfsuite's evaluation table (``crfsuite learn -e`` every iteration, ``tag -qt``):
+    per label (#match, #model, #ref) (precision, recall, F1), the macro averages over the model's
+    labels (a label absent from the reference counts 0 and is shown with asterisks), item and instance
+    accuracy. ``counts`` is :func:`label_counts`' result."""
+    match, model, ref, (n_ok, n_items, n_inst_ok, n_inst) = counts
+    lines = ["Performance by label (#match, #model, #ref) (precision, recall, F1):"]
+    mp = mr = mf = 0.0
+    for lab, c, m, r in zip(labels, match, model, ref):
+        if r == 0:
+            lines.append(f"    {lab}: ({c}, {m}, {r}) (******, ******, ******)")
+            continue
+        p = c / m if m else 0.0
+        rc = c / r
+        f = 2 * p * rc / (p + rc) if p + rc > 0 else 0.0
+        mp, mr, mf = mp + p, mr + rc, mf + f
+        lines.append(f"    {lab}: ({c}, {m}, {r}) ({p:1.4f}, {rc:1.4f}, {f:1.4f})")
+    n = max(len(labels), 1)
+    lines.append(f"Macro-average precision, recall, F1: ({mp / n:f}, {mr / n:f}, {mf / n:f})")
+    lines.append(f"Item accuracy: {n_ok} / {n_items} ({n_ok / n_items if n_items else 0.0:1.4f})")
+    lines.append(f"Instance accuracy: {n_inst_ok} / {n_inst} ({n_inst_ok / n_inst if n_inst else 0.0:1.4f})")
     return lines
 
 

@@ -62,6 +62,18 @@ def _progress(verbose, desc):
     return tqdm(desc=desc, unit="it")
 
 
+
+def _dev_counts(pred, gold, offsets, K):
+    """Held-out counts in the layout of :func:`structlearn.cli.report.label_counts`: per label
+    (#match, #model, #ref) as lists in ``classes_`` order, then (correct items, items, correct
+    sequences, sequences)."""
+    ok = pred == gold
+    match = np.bincount(gold[ok], minlength=K)
+    wrong = np.concatenate([[0], np.cumsum(~ok)])
+    seq_ok = int(np.sum(wrong[offsets[1:]] == wrong[offsets[:-1]]))  # an empty sequence is correct
+    return (match.tolist(), np.bincount(pred, minlength=K).tolist(), np.bincount(gold, minlength=K).tolist(),
+            (int(ok.sum()), int(ok.size), seq_ok, len(offsets) - 1))
+
 class CRFBase(ModelFileMixin, EstimatorBase):
     """Base of the CRF estimators (see the module docstring)."""
 
@@ -229,7 +241,7 @@ class CRFBase(ModelFileMixin, EstimatorBase):
         bar = _progress(self.verbose, desc or f"train ({algorithm})")
 
         def on_iteration(entry):
-            self.training_log_.append(entry)
+            self.training_log_.append({k: v for k, v in entry.items() if k != "dev_counts"})
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(loss=f"{entry['loss']:.4g}", active=entry.get("active_features"))
@@ -244,8 +256,10 @@ class CRFBase(ModelFileMixin, EstimatorBase):
 
             def progress(entry):
                 if dev is not None:
-                    entry["dev_accuracy"] = float(np.mean(model.structure(current[0], dev[0]).argmax()
-                                                          == dev[1])) if dev[0].n_items else 1.0
+                    pred = model.structure(current[0], dev[0]).argmax()
+                    entry["dev_accuracy"] = float(np.mean(pred == dev[1])) if dev[0].n_items else 1.0
+                    if callback is not None:  # crfsuite's held-out table, for the callback only
+                        entry["dev_counts"] = _dev_counts(pred, dev[1], dev[0].offsets, len(self.classes_))
                 return on_iteration(entry)
 
             w, n_iter, converged, _ = lbfgs(

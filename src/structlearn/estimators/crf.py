@@ -278,7 +278,10 @@ class LinearChainCRF(ChainCRFBase):
             is the order of first appearance in ``y``). Training maximises log p(y ∈ allowed | x).
         callback : callable, optional
             Called with each iteration's log entry (a dict, as stored in ``training_log_``) while
-            training runs; returning True stops training (L-BFGS).
+            training runs; returning True stops training (L-BFGS). With held-out data the entry it
+            receives also carries ``"dev_counts"``: per label in ``classes_`` order the lists
+            (#match, #model, #ref), then (correct items, items, correct sequences, sequences) —
+            crfsuite's held-out evaluation (not kept in ``training_log_``).
 
         Returns
         -------
