@@ -13,9 +13,12 @@
 3. ``--part sparse``: dense (O(T·S²)) vs sparse (O(T·(E + S))) flattened-chain kernels (E-step and
    Viterbi, T = 1000, depth 3); ``inference="auto"`` picks the sparse kernels when S > 100 and
    E/S² < 0.1 (where they win).
+4. ``--part ff``: the factored frontier's error against exact inference (jtree) on random balanced
+   models of depth 2–4: log-likelihood, smoothed per-level marginals P(Q^d_t), Viterbi agreement, and EM
+   (same random start, same iterations) scored by the exact held-out log-likelihood.
 
-Run:  .venv/bin/python benchmarks/bench_hhmm.py [--part length|depth|sparse|all] [--budget 60]
-      [--depths 2,3,4,5,6,7] [--limit-s 300] [--limit-gb 6]
+Run:  .venv/bin/python benchmarks/bench_hhmm.py [--part length|depth|sparse|ff|all] [--budget 60]
+      [--depths 2,3,4,5,6,7] [--limit-s 300] [--limit-gb 6] [--ff-seeds 3] [--ff-iter 30]
 
 One thread (a single sequence: the engine parallelises over sequences only). The measured tables and
 slopes are in docs/hhmm.md ("Inference on the DBN").
@@ -189,8 +192,7 @@ def _worker(method, depth, Q, T):
     # warm up (compilation of the cached kernels) on a tiny model
     small = balanced_model(2, 2, 4).set_params(inference=inference)
     small.log_likelihood(X[:6])
-    if method != "factored-frontier":
-        small.expected_counts(X[:6])
+    small.expected_counts(X[:6])
     t0 = time.perf_counter()
     model = balanced_model(depth, Q, 4).set_params(inference=inference)
     model._build()
@@ -216,10 +218,9 @@ def _worker(method, depth, Q, T):
     t0 = time.perf_counter()
     out["ll"] = float(np.sum(ll_fn()))
     out["ll_s"] = time.perf_counter() - t0
-    if method != "factored-frontier":
-        t0 = time.perf_counter()
-        es_fn()
-        out["estep_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    es_fn()
+    out["estep_s"] = time.perf_counter() - t0
     print(json.dumps(out), flush=True)
 
 
@@ -288,12 +289,67 @@ def time_vs_depth(depths, Q, T, limit_s, limit_gb, methods=("flat", "jtree", "jt
             print(f"   |Δ log L| flat vs jtree at D = {D}: {abs(lls['flat'] - lls['jtree']):.2e}")
 
 
+def ff_error(cases, seeds, n_iter, n_train=20, n_test=20, max_length=150):
+    """The factored frontier against exact inference (jtree) on random balanced models.
+
+    For every (depth D, Q children per sub-model) and seed: ``balanced_model`` (6 symbols) samples
+    ``n_train`` training and ``n_test`` held-out strings; on the training strings it reports the
+    relative log-likelihood error, the smoothed per-level marginals P(Q^d_t) (max absolute error, and
+    the total variation distance per level and token, averaged; also for the filtered ones), the
+    fraction of tokens whose Viterbi stack (all levels) is the exact one's, and the exact
+    log-probability of the two parses; then EM from the same random start (``init_params="ste"``,
+    ``n_iter`` iterations) with each inference, scored by the exact held-out log-likelihood, and the
+    seconds per EM iteration. Returns the rows (dicts)."""
+    import warnings
+
+    rows = []
+    for D, Q in cases:
+        for seed in range(seeds):
+            true = balanced_model(D, Q, 6, seed=seed)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                tr = true.sample(n_train, max_length=max_length, random_state=100 + seed)
+                te = true.sample(n_test, max_length=max_length, random_state=200 + seed)
+            X, L = tr.X.astype(int), tr.lengths
+            ex = HierarchicalHMM(true.hierarchy, true.emission, inference="jtree")
+            ff = HierarchicalHMM(true.hierarchy, true.emission, inference="factored-frontier")
+            ll_e, ll_f = ex.score(X, L), ff.score(X, L)
+            pe, pf = ex.posteriors(X, L), ff.posteriors(X, L)
+            de, df = ex.decode(X, L), ff.decode(X, L)
+            err = np.abs(pe.state - pf.state)
+            fe, fF = ex.filter(X, L), ff.filter(X, L)
+            row = {"D": D, "Q": Q, "seed": seed, "N": int(X.shape[0]), "ll_rel": (ll_f - ll_e) / abs(ll_e),
+                   "marg_max": float(err.max()), "marg_mean": float(err.sum(axis=2).mean() / 2),
+                   "filt_mean": float(np.abs(fe.state - fF.state).sum(axis=2).mean() / 2),
+                   "viterbi_tokens": float(np.all(de.states == df.states, axis=1).mean()),
+                   "viterbi_lp": (float(de.log_prob.sum()), float(df.log_prob.sum()))}
+            for inference in ("jtree", "factored-frontier"):
+                m = HierarchicalHMM(true.hierarchy, "categorical", init_params="ste", n_iter=n_iter,
+                                    tol=-np.inf, random_state=seed, inference=inference)
+                t0 = time.perf_counter()
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    m.fit(X, L)
+                row[f"em_s_{inference}"] = (time.perf_counter() - t0) / (m.n_iter_ + 1)
+                m.set_params(inference="jtree")
+                row[f"em_test_{inference}"] = m.score(te.X.astype(int), te.lengths) / te.X.shape[0]
+            rows.append(row)
+            print(f"D={D} Q={Q} seed={seed} N={row['N']}: log L error {row['ll_rel']:+.3%}; smoothed P(Q^d_t) "
+                  f"max |err| {row['marg_max']:.3f}, mean TV {row['marg_mean']:.4f} (filtered: "
+                  f"{row['filt_mean']:.4f}); Viterbi tokens equal "
+                  f"{row['viterbi_tokens']:.3f} (log P {row['viterbi_lp'][1]:.1f} vs exact "
+                  f"{row['viterbi_lp'][0]:.1f}); EM held-out log L per token: FF "
+                  f"{row['em_test_factored-frontier']:.4f} vs exact {row['em_test_jtree']:.4f}; s/iteration "
+                  f"FF {row['em_s_factored-frontier']:.4f}, jtree {row['em_s_jtree']:.4f}", flush=True)
+    return rows
+
+
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
         _worker(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
         return
     ap = argparse.ArgumentParser()
-    ap.add_argument("--part", default="all", choices=["length", "depth", "sparse", "all"])
+    ap.add_argument("--part", default="all", choices=["length", "depth", "sparse", "ff", "all"])
     ap.add_argument("--budget", type=float, default=60.0, help="stop inside-outside after a run this long")
     ap.add_argument("--lengths", default="50,100,200,400,800,1600")
     ap.add_argument("--depths", default="2,3,4,5,6,7")
@@ -307,6 +363,9 @@ def main():
                     help="branching factors of the dense-vs-sparse comparison (depth --sparse-depth)")
     ap.add_argument("--sparse-depth", type=int, default=3)
     ap.add_argument("--sparse-T", type=int, default=1000)
+    ap.add_argument("--ff-cases", default="2x3,3x3,4x2,4x3", help="DxQ models of --part ff")
+    ap.add_argument("--ff-seeds", type=int, default=3)
+    ap.add_argument("--ff-iter", type=int, default=30)
     args = ap.parse_args()
     numba.set_num_threads(1)  # one sequence: nothing to parallelise; avoids thread wake-up noise
     if args.part in ("length", "all"):
@@ -318,6 +377,9 @@ def main():
         branches = [int(x) for x in args.sparse_branches.split(",")]
         sparse_vs_dense(args.sparse_depth, branches, args.sparse_T)
         sparse_vs_dense(args.sparse_depth, branches, args.sparse_T, make=balanced_model)
+    if args.part in ("ff", "all"):
+        ff_error([tuple(int(v) for v in c.split("x")) for c in args.ff_cases.split(",")], args.ff_seeds,
+                 args.ff_iter)
 
 
 if __name__ == "__main__":

@@ -19,10 +19,19 @@ Protocol: leave-one-day-out cross-validation over the days of each subject (a da
 events is skipped); scores are pooled over all held-out events. Sensor events can fall in two
 overlapping activities; they are kept once per activity instance.
 
+Per inference method (``--inference flat,jtree,factored-frontier``): the HHMM-3 of every fold is
+decoded with each ``HierarchicalHMM(inference=...)`` — first as estimated from the labels, then after
+``--em-iter`` EM iterations on the training days' sensor events alone (transitions and vertical
+distributions re-estimated, the smoothed emissions kept, so an unseen sensor keeps a non-zero
+probability) — and scored at every level; the seconds per EM iteration are averaged over the folds.
+The exact methods (flat, jtree) must give the same predictions; the factored frontier is approximate
+(its smoothed counts drive EM, its max-product sweep the Viterbi parse).
+
 Run::
 
     .venv/bin/python examples/hhmm_placelab.py [--subjects subject1,subject2] [--smooth 0.01] [--alpha 0.1]
                                                [--max-days N] [--quick] [--figures DIR]
+                                               [--inference flat,jtree,factored-frontier] [--em-iter 5]
 
 ``--quick``: subject1 only, the first 3 days held out. ``--figures DIR`` also saves PNGs made with
 :mod:`structlearn.plotting` into DIR (created if missing; nothing is written without the flag), per
@@ -33,6 +42,7 @@ import argparse
 import csv
 import os
 import time
+import warnings
 from collections import OrderedDict, defaultdict
 
 import numpy as np
@@ -186,6 +196,45 @@ def evaluate(folder, eps=0.01, alpha=0.1, kinds=("hhmm3", "hhmm2", "flat"), max_
     return out, info
 
 
+def evaluate_inference(folder, methods, eps=0.01, alpha=0.1, max_days=None, em_iter=5):
+    """Leave-one-day-out HHMM-3 scores per inference method, before and after EM:
+    {(method, "supervised" | "EM"): {level: (accuracy, macro-F1)}}, the mean seconds per EM iteration
+    {method: s}, whether the exact methods' predictions are identical, and data counts."""
+    days, taxonomy, vocab = load_subject(folder)
+    days = [d for d in days if len(d["sensors"])]
+    activities = sorted({a for d in days for a in d["activity"]})
+    held = days if max_days is None else days[:max_days]
+    truth, pred, secs = [], {}, {m: [] for m in methods}
+    for i, day in enumerate(held):
+        train = days[:i] + days[i + 1:]
+        truth.append(day["activity"])
+        sup = fit("hhmm3", train, activities, taxonomy, len(vocab), eps, alpha)
+        X = np.concatenate([d["sensors"] for d in train])[:, None]
+        lengths = [len(d["sensors"]) for d in train]
+        for m in methods:
+            model = HierarchicalHMM(sup.hierarchy_, sup.emission_, root="root", finish="none", inference=m,
+                                    params="st", n_iter=em_iter, tol=-np.inf)
+            pred.setdefault((m, "supervised"), []).append(predict(model, day))
+            t0 = time.perf_counter()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # EM stops after em_iter iterations by design
+                model.fit(X, lengths)
+            secs[m].append((time.perf_counter() - t0) / (model.n_iter_ + 1))  # E-steps incl. the final score
+            pred.setdefault((m, "EM"), []).append(predict(model, day))
+    t = levels(np.concatenate(truth), taxonomy)
+    out = {}
+    for key, p in pred.items():
+        p = levels(np.concatenate(p), taxonomy)
+        out[key] = {lv: (accuracy_score(t[lv], p[lv]), f1_score(t[lv], p[lv], average="macro",
+                                                                zero_division=0)) for lv in LEVELS}
+    exact = [m for m in methods if m != "factored-frontier"]
+    same = all(np.array_equal(np.concatenate(pred[(exact[0], k)]), np.concatenate(pred[(m, k)]))
+               for m in exact[1:] for k in ("supervised", "EM")) if len(exact) > 1 else None
+    info = {"days": len(days), "events": int(sum(len(d["sensors"]) for d in days)),
+            "activities": len(activities), "sensors": len(vocab), "held_out_days": len(held)}
+    return out, {m: float(np.mean(v)) for m, v in secs.items()}, same, info
+
+
 def save_figures(folder, subject, eps, alpha, directory):
     """The structlearn.plotting figure of one subject (see the module docstring)."""
     import matplotlib
@@ -222,6 +271,10 @@ def main():
     ap.add_argument("--quick", action="store_true", help="subject1 only, the first 3 days held out")
     ap.add_argument("--figures", metavar="DIR", default=None,
                     help="save PNG figures made with structlearn.plotting into DIR")
+    ap.add_argument("--inference", default=None,
+                    help="comma-separated HierarchicalHMM inference methods (flat, jtree, factored-frontier): "
+                         "HHMM-3 scores and seconds per EM iteration for each")
+    ap.add_argument("--em-iter", type=int, default=5, help="EM iterations of --inference")
     args = ap.parse_args()
     if args.quick:
         args.subjects, args.max_days = "subject1", 3
@@ -230,6 +283,23 @@ def main():
         raise SystemExit("data set 'mit_placelab_tapia' not found ($STRUCTLEARN_DATA or ../shared/data)")
     names = {"hhmm3": "HHMM-3 (heading/category/activity)", "hhmm2": "HHMM-2 (category/activity)",
              "flat": "flat HMM (activity)"}
+    if args.inference:
+        methods = args.inference.split(",")
+        for subj in args.subjects.split(","):
+            t0 = time.perf_counter()
+            res, secs, same, info = evaluate_inference(os.path.join(root, subj), methods, args.smooth,
+                                                       args.alpha, args.max_days, args.em_iter)
+            print(f"\n{subj}: HHMM-3, leave-one-day-out over {info['held_out_days']} of {info['days']} days, "
+                  f"{info['events']} sensor events; EM: {args.em_iter} iterations "
+                  f"({time.perf_counter() - t0:.1f} s)")
+            print(f"{'inference':<20}{'fit':<12}" + "".join(f"{lv + ' acc':>14}{lv + ' F1':>13}" for lv in LEVELS)
+                  + f"{'s / EM iter':>13}")
+            for (m, how), r in res.items():
+                print(f"{m:<20}{how:<12}" + "".join(f"{r[lv][0]:>14.3f}{r[lv][1]:>13.3f}" for lv in LEVELS)
+                      + (f"{secs[m]:>13.3f}" if how == "EM" else ""))
+            if same is not None:
+                print(f"exact methods give identical predictions: {same}")
+        return
     for subj in args.subjects.split(","):
         t0 = time.perf_counter()
         res, info = evaluate(os.path.join(root, subj), args.smooth, args.alpha, max_days=args.max_days)

@@ -41,3 +41,20 @@ def test_placelab_models_decode_a_day_consistently():
     pred = mod.predict(m3, days[0])
     assert pred.shape == days[0]["activity"].shape and set(pred) <= set(acts)
     assert np.isfinite(m3.log_likelihood(days[0]["sensors"][:, None])[0])
+
+
+@pytest.mark.slow
+def test_placelab_per_inference_method():
+    """--inference: the exact methods (flat, jtree) predict identically before and after EM; the
+    factored frontier gives per-level scores in [0, 1]; every method reports its time per EM iteration."""
+    root = require_data("mit_placelab_tapia")
+    mod = _example()
+    methods = ("flat", "jtree", "factored-frontier")
+    res, secs, same, info = mod.evaluate_inference(root / "subject1", methods, max_days=1, em_iter=1)
+    assert same is True and info["held_out_days"] == 1
+    assert set(res) == {(m, how) for m in methods for how in ("supervised", "EM")}
+    for m in ("flat", "jtree"):
+        assert res[(m, "EM")] == res[("flat", "EM")]
+    for r in res.values():
+        assert all(0.0 <= r[lv][0] <= 1.0 and 0.0 <= r[lv][1] <= 1.0 for lv in mod.LEVELS)
+    assert all(s > 0 for s in secs.values())

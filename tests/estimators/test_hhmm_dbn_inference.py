@@ -1,7 +1,7 @@
 """HHMM inference on the DBN (Murphy & Paskin 2001 §5): the chain of slice junction trees ("jtree") equals
 brute-force enumeration, the flattened chain and the O(T³) inside–outside reference at rtol 1e-10
 (likelihood, posteriors, EM counts, Viterbi, filtering); the factored frontier is exact where the
-belief state factorises and approximate elsewhere."""
+belief state factorises and approximate elsewhere (its smoothing, Viterbi and EM: test_hhmm_ff.py)."""
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -157,9 +157,7 @@ def test_factored_frontier_exact_for_one_level_and_approximate_deeper():
     approx = ff.log_likelihood(smp.X, smp.lengths)
     assert np.all(np.isfinite(approx))
     assert np.all(np.abs(approx - exact) < 0.5 * np.abs(exact) + 1.0)
-    for method in ("posteriors", "decode", "fit"):
-        with pytest.raises(ValueError, match="factored-frontier"):
-            getattr(ff, method)(smp.X, smp.lengths)
+    # smoothing, Viterbi and EM with the factored frontier: tests/estimators/test_hhmm_ff.py
 
 
 @pytest.mark.parametrize("f_nodes", ["cut", "binary"])

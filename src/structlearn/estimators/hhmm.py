@@ -3,8 +3,9 @@
 The automaton and its flattening are :mod:`structlearn.models.hhmm` (the DBN view
 :mod:`structlearn.models.hhmm_dbn`); inference runs on :class:`~structlearn.structures.LinearChain` or
 :class:`~structlearn.structures.SparseChain` (flattened chain), or on the DBN itself
-(:class:`structlearn.models.hhmm_jtree.DBNInference`: chain of slice junction trees, factored
-frontier); EM is :func:`structlearn.learning.em.run_em`.
+(:class:`structlearn.models.hhmm_jtree.DBNInference`: chain of slice junction trees;
+:class:`structlearn.models.hhmm_ff.FactoredFrontier`: the approximate factored frontier); EM is
+:func:`structlearn.learning.em.run_em`.
 """
 import warnings
 from collections import namedtuple
@@ -20,6 +21,7 @@ from ..models import emissions as _emi
 from ..models.distribution import families_from_file, family_to_file
 from ..models.hhmm import FlatHMM, Hierarchy, log_sum_exp
 from ..models.hhmm_dbn import HHMMDBN
+from ..models.hhmm_ff import FactoredFrontier
 from ..models.hhmm_jtree import DBNInference
 from ..models.hhmm_parsimonious import MixedMemoryTransitions
 from ..structures._base import Marginals
@@ -98,9 +100,13 @@ class HierarchicalHMM(BaseEstimator):
         O(T·Q^D) for Q values per level instead of the flattened O(T·Q^{2D}); same numbers as the
         flattened chain to rounding error (log-likelihood, posteriors, EM counts, Viterbi; tested at
         rtol 1e-10). ``"factored-frontier"``: the approximate left-to-right scheme of Murphy & Weiss
-        2001 (belief state as a product of per-level marginals), time O(T·Q^{D+1}·D); log-likelihood
-        and filtering only (an approximation: :meth:`posteriors`, :meth:`decode` and :meth:`fit`
-        raise). ``"flat"`` is ``"auto"``. The rest choose the kernel of the flattened chain:
+        2001 (belief state as a product of per-level marginals; forward, backward and max-product
+        sweeps, :class:`~structlearn.models.hhmm_ff.FactoredFrontier`), time O(T·(Q^D·D² + Q^{D+1}))
+        per sweep: every method works and gives an approximation (exact for depth 1) — log-likelihood,
+        filtering, smoothed posteriors, EM on the approximate expected counts, and a Viterbi parse
+        whose ``log_prob`` is the parse's exact log-probability (its measured error: ``docs/hhmm.md``,
+        "Factored frontier: its error"). ``"flat"`` is ``"auto"``. The rest choose the kernel of the
+        flattened chain:
         ``"dense"`` — the engine's :class:`LinearChain` on the (S, S)
         transition matrix, time O(T·S²) per sequence; ``"sparse"`` — the CSR kernels of
         :mod:`structlearn.kernels.chain_sparse`, time O(T·(E + S)) with E the number of legal
@@ -220,18 +226,17 @@ class HierarchicalHMM(BaseEstimator):
         S, E = h.n_configs, len(h._pair_keys)
         return S > 100 and E < 0.1 * S * S
 
-    def _dbn_inference(self, what, exact=True):
-        """The DBN engine when ``inference`` is "jtree" or "factored-frontier" (None: flattened chain)."""
+    def _dbn_inference(self):
+        """The DBN engine when ``inference`` is "jtree" (:class:`DBNInference`) or "factored-frontier"
+        (:class:`FactoredFrontier`); None: the flattened chain."""
         if self.inference not in ("jtree", "factored-frontier"):
             return None
-        if exact and self.inference == "factored-frontier":
-            raise ValueError(f"{what} needs exact inference; `inference`='factored-frontier' gives only "
-                             f"log_likelihood, score and filter (use 'jtree' or 'flat')")
         self._require_emission()
-        key = (self.finish, self.hierarchy_.theta().tobytes())
+        key = (self.inference, self.finish, self.hierarchy_.theta().tobytes())
         cached = self.__dict__.get("_dbn_cache")
         if cached is None or cached[0] != key or cached[1].h is not self.hierarchy_:
-            cached = self.__dict__["_dbn_cache"] = (key, DBNInference(self.hierarchy_, self.finish))
+            engine = DBNInference if self.inference == "jtree" else FactoredFrontier
+            cached = self.__dict__["_dbn_cache"] = (key, engine(self.hierarchy_, self.finish))
         return cached[1]
 
     def _chain(self, X, lengths, mode="sum"):
@@ -311,12 +316,9 @@ class HierarchicalHMM(BaseEstimator):
         Time O(N·S²) via the engine's LinearChain forward pass. -inf for an impossible sequence.
         """
         X, lengths, offsets = self._data(X, lengths)
-        dbn = self._dbn_inference("log_likelihood", exact=False)
+        dbn = self._dbn_inference()
         if dbn is not None:
-            logb = self.emission_.log_density(X)
-            if self.inference == "jtree":
-                return dbn.log_likelihood(logb, offsets)
-            return dbn.ff_log_likelihood(logb, offsets)
+            return dbn.log_likelihood(self.emission_.log_density(X), offsets)
         chain, _ = self._chain(X, lengths)
         return chain.log_partition()
 
@@ -332,7 +334,7 @@ class HierarchicalHMM(BaseEstimator):
         X, lengths, offsets = self._data(X, lengths)
         h = self.hierarchy_
         U, D, N = len(h.instance_paths), h.depth, X.shape[0]
-        dbn = self._dbn_inference("posteriors")
+        dbn = self._dbn_inference()
         if dbn is not None:
             log_z, gamma, finished, inst_fin = dbn.posteriors(self.emission_.log_density(X), offsets)
             inst_act = np.asarray(h._anc.T.dot(gamma.T).T) if N else np.zeros((0, U))
@@ -366,7 +368,7 @@ class HierarchicalHMM(BaseEstimator):
 
     def _e_step(self, X, lengths, offsets):
         h = self.hierarchy_
-        dbn = self._dbn_inference("fit / expected_counts")
+        dbn = self._dbn_inference()
         if dbn is not None:
             counts, weights, ll = dbn.expected_counts(self.emission_.log_density(X), offsets)
         else:
@@ -398,7 +400,9 @@ class HierarchicalHMM(BaseEstimator):
         """Viterbi parse: the most probable stack sequence with its finished flags (max over the DBN's Q
         and F jointly), reported as nested segments per level; see :data:`HHMMDecoded`.
 
-        Time O(N·S²) (the engine's max-product chain with per-pair best atoms).
+        Time O(N·S²) (the engine's max-product chain with per-pair best atoms). With
+        ``inference="factored-frontier"`` the parse is approximate (a legal one, never better than the
+        exact parse) and ``log_prob`` is its exact log-probability.
 
         Raises
         ------
@@ -407,7 +411,7 @@ class HierarchicalHMM(BaseEstimator):
         """
         X, lengths, offsets = self._data(X, lengths)
         h = self.hierarchy_
-        dbn = self._dbn_inference("decode")
+        dbn = self._dbn_inference()
         if dbn is not None:
             best, cfg, cut = dbn.decode(self.emission_.log_density(X), offsets)
             states, finished = h.stack_arrays(cfg, cut)
@@ -437,10 +441,9 @@ class HierarchicalHMM(BaseEstimator):
         """Online filtering P(Q^d_t | o_1:t); see :data:`HHMMFiltered`. Time O(N·S²)."""
         X, lengths, offsets = self._data(X, lengths)
         h = self.hierarchy_
-        dbn = self._dbn_inference("filter", exact=False)
+        dbn = self._dbn_inference()
         if dbn is not None:
-            logb = self.emission_.log_density(X)
-            post, ll = (dbn.filter if self.inference == "jtree" else dbn.ff_filter)(logb, offsets)
+            post, ll = dbn.filter(self.emission_.log_density(X), offsets)
         else:
             chain, _ = self._chain(X, lengths)
             alpha = chain.forward()
@@ -502,7 +505,9 @@ class HierarchicalHMM(BaseEstimator):
         """EM (Baum–Welch on the family marginals) over several sequences; returns self.
 
         Vertical, horizontal, end and emission expected counts; tied parameters pooled; structural zeros
-        kept. Every iteration never decreases the log-likelihood (exact E-step, exact M-step).
+        kept. Every iteration never decreases the log-likelihood (exact E-step, exact M-step); with
+        ``inference="factored-frontier"`` the E-step's counts and the monitored log-likelihood are the
+        factored frontier's approximations, so this guarantee does not hold.
         ``ConvergenceWarning`` and ``converged_ = False`` when ``n_iter`` is reached first.
         """
         X, lengths, offsets = self._data(X, lengths, refit=True)
@@ -516,10 +521,11 @@ class HierarchicalHMM(BaseEstimator):
         if self.transitions == "mixed-memory":
             self.transition_model_ = MixedMemoryTransitions(h)
             rows = [h.trans[m] for m in range(1, h.n_submodels)] + [h.end[m] for m in range(1, h.n_submodels)]
-            if self.inference != "jtree" and any(np.any(r == 0) for r in rows):
+            if self.inference not in ("jtree", "factored-frontier") and any(np.any(r == 0) for r in rows):
                 raise ValueError("transitions='mixed-memory' fills the structural zeros of the horizontal "
                                  "CPDs, which the flattened chain's topology excludes; use "
-                                 "inference='jtree' or a hierarchy without zero 'trans'/'end' entries")
+                                 "inference='jtree' (or 'factored-frontier') or a hierarchy without "
+                                 "zero 'trans'/'end' entries")
         monitor = ConvergenceMonitor(self.tol, self.n_iter, self.verbose)
 
         def e_step():

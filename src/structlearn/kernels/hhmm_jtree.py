@@ -1,6 +1,6 @@
 r"""Numba kernels for HHMM inference on its DBN: the chain of slice junction trees, Viterbi traceback and
-the factored frontier (Murphy & Paskin 2001 §5; Murphy 2002, PhD thesis §3.3 "the interface algorithm";
-Murphy & Weiss 2001, "The factored frontier algorithm").
+(Murphy & Paskin 2001 §5; Murphy 2002, PhD thesis §3.3 "the interface algorithm"). The factored
+frontier's kernels are :mod:`structlearn.kernels.hhmm_ff`.
 
 Arrays in, arrays out; no validation. The clique tree of one 1.5-slice DBN (slice t's Q, F nodes and
 slice t+1's Q nodes, the interface) is given as flat arrays built by
@@ -326,100 +326,3 @@ def viterbi_traceback(alpha, log_em, fscore, final_score, dims, qcpd, q_off):
                     q[t] = s
                     cut[t] = c
     return q, cut
-
-
-@njit(cache=True)
-def factored_frontier(log_em, dims, log_prior_levels, fscore, qcpd, q_off, clamp_all):
-    """Factored-frontier filtering (Murphy & Weiss 2001): the belief state P(Q_t | o_1:t-1) kept as a
-    product of per-level marginals b_d(Q^d_t), the F nodes of a slice as one variable, the cut level
-    C_t (F^d_t = 1 exactly for d > C_t), kept jointly with each level's state (the family of
-    Q^d_{t+1} in slice t: Q^d_t, F^d_t, F^{d+1}_t). One left-to-right sweep per step::
-
-        J_t(q, c)   ∝ Π_d b_d(q_d) · p(o_t | q) · P(C_t = c | q)        (evidence, exact on the product)
-        p_d(i, c)     = marginal of J_t on (Q^d_t, C_t)
-        b'_d(j)     ∝ Σ_{q'_{<d}, i, c} Π_{l<d} b'_l(q'_l) · p_d(i, c) · P(Q^d_{t+1} = j | i, c, q'_{<d})
-
-    (levels in topological order, each new node's marginal from the product of its parents'
-    marginals). ``log_prior_levels`` (D, nmax): log marginals of Q^d_1; ``clamp_all``: the F_T = 1
-    clamp at the last step. Returns ``log_c`` (T,) with approximate log P(o_1:t) = Σ_{s<=t} log_c[s]
-    (the root still running at t; at T with the clamp, the complete string) and ``post`` (T, nQ) the
-    approximate filtered joint Π_d b_d · p(o_t | ·), normalised. Time O(T·(nQ·D² + Σ_d n_{1..d}·n_d·D)),
-    memory O(T·nQ).
-    """
-    T, nQ = log_em.shape
-    D = dims.shape[0]
-    nmax = log_prior_levels.shape[1]
-    b = np.exp(log_prior_levels)
-    log_c = np.zeros(T)
-    post = np.zeros((T, nQ))
-    digits = np.empty(D, dtype=np.int64)
-    p = np.zeros((D, nmax, D + 1))
-    for t in range(T):
-        J = np.empty(nQ)
-        for s in range(nQ):
-            _digits(s, dims, digits)
-            v = log_em[t, s]
-            for d in range(D):
-                bd = b[d, digits[d]]
-                v = v + (math.log(bd) if bd > 0 else -np.inf)
-            if t == T - 1 and clamp_all:
-                v += fscore[0, s]
-            J[s] = v
-        lz = _lse(J)
-        if lz == -np.inf:
-            log_c[t:] = -np.inf
-            break
-        p[:, :, :] = 0.0
-        for s in range(nQ):
-            w = math.exp(J[s] - lz)
-            post[t, s] = w
-            if w == 0.0:
-                continue
-            _digits(s, dims, digits)
-            for c in range(D + 1):
-                if fscore[c, s] > -np.inf:
-                    wc = w * math.exp(fscore[c, s])
-                    for d in range(D):
-                        p[d, digits[d], c] += wc
-        log_c[t] += lz
-        if t == T - 1:
-            break
-        nb = np.zeros((D, nmax))
-        for d in range(D):
-            n = dims[d]
-            nctx = 1
-            for l in range(d):
-                nctx *= dims[l]
-            for ctx in range(nctx):
-                # weight of the context under the product of the new upper-level marginals
-                w = 1.0
-                r = ctx
-                for l in range(d - 1, -1, -1):
-                    w *= nb[l, r % dims[l]]
-                    r //= dims[l]
-                if w == 0.0:
-                    continue
-                for i in range(n):
-                    for c in range(1, D + 1):
-                        if p[d, i, c] == 0.0:
-                            continue
-                        fd = 1 if d + 1 > c else 0
-                        fb = 1 if d + 2 > c else 0
-                        wc = w * p[d, i, c]
-                        base = q_off[d] + (((ctx * n + i) * 2 + fd) * 2 + fb) * n
-                        for j in range(n):
-                            lv = qcpd[base + j]
-                            if lv > -np.inf:
-                                nb[d, j] += wc * math.exp(lv)
-            tot = 0.0
-            for j in range(n):
-                tot += nb[d, j]
-            if tot <= 0.0:
-                log_c[t + 1:] = -np.inf
-                return log_c, post
-            if d == 0:
-                log_c[t + 1] += math.log(tot)  # the root goes on after t (part of P(o_1:t+1))
-            for j in range(n):
-                nb[d, j] /= tot
-        b = nb
-    return log_c, post

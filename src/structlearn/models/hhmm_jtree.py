@@ -1,5 +1,5 @@
-r"""HHMM inference on its DBN without flattening: the chain of slice junction trees and the factored
-frontier (Murphy & Paskin 2001 §5).
+r"""HHMM inference on its DBN without flattening: the chain of slice junction trees (Murphy & Paskin
+2001 §5); the approximate factored frontier is :mod:`structlearn.models.hhmm_ff`.
 
 The DBN (:func:`structlearn.models.hhmm_dbn.dense_dbn`) has per slice the nodes Q^1..Q^D (level states,
 context-indexed) and F^1..F^D (finished flags). The forward interface is Q_{t+1} (seed §5: "in the
@@ -324,7 +324,8 @@ def _cut_scores(dbn, D):
 
 
 class DBNInference:
-    """Exact (junction tree) and approximate (factored frontier) inference of one hierarchy.
+    """Exact (junction tree) inference of one hierarchy (the factored frontier is the subclass
+    :class:`structlearn.models.hhmm_ff.FactoredFrontier`).
 
     Parameters
     ----------
@@ -348,7 +349,8 @@ class DBNInference:
         self.f_off = np.concatenate([[0], np.cumsum([f.size for f in dbn.fcpd])]).astype(np.int64)
 
     def __getattr__(self, name):
-        # the slice tree and its potentials are built on first use (the factored frontier needs neither)
+        # the slice tree and its potentials are built on first use (the factored frontier subclass,
+        # models.hhmm_ff, needs neither)
         if name in ("tree", "psi_mid", "psi_last", "psi_last_max") and "dbn" in self.__dict__:
             dbn = self.dbn
             self.tree = slice_tree(tuple(int(n) for n in dbn.dims), self.f_nodes)
@@ -527,33 +529,3 @@ class DBNInference:
             cut[a:b] = c
             cut[b - 1] = 0 if self.finish == "all" else -1
         return best, cfg, cut
-
-    # -- factored frontier ----------------------------------------------------------------------------
-    def _ff(self, em, clamp=True):
-        dbn, D = self.dbn, self.D
-        dims = np.asarray(dbn.dims, dtype=np.int64)
-        nmax = int(dims.max())
-        lp = np.full((D, nmax), -np.inf)
-        pr = np.exp(dbn.log_prior.reshape(tuple(dims)))
-        for d in range(D):
-            with np.errstate(divide="ignore"):
-                lp[d, :dims[d]] = np.log(pr.sum(axis=tuple(l for l in range(D) if l != d)))
-        return _k.factored_frontier(em, dims, lp, self.fscore, self.q_flat, self.q_off,
-                                    clamp and self.finish == "all")
-
-    def ff_log_likelihood(self, log_b, offsets):
-        em = self._em(log_b)
-        return np.array([self._ff(em[a:b])[0].sum() if b > a else 0.0
-                         for a, b in zip(offsets[:-1], offsets[1:])])
-
-    def ff_filter(self, log_b, offsets):
-        em = self._em(log_b)
-        post = np.zeros((em.shape[0], self.h.n_configs))
-        ll = np.zeros(em.shape[0])
-        for a, b in zip(offsets[:-1], offsets[1:]):
-            if b == a:
-                continue
-            lc, p = self._ff(em[a:b], clamp=False)
-            ll[a:b] = np.cumsum(lc)
-            post[a:b] = p[:, self.dbn.cfg_stack]
-        return post, ll
