@@ -20,17 +20,6 @@ sd = require_module("structlearn.distributed")
 pytestmark = pytest.mark.slow  # a real cluster of 2 worker processes: about 60 s for the module
 
 
-@pytest.fixture(scope="module")
-def client():
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       memory_limit="1GiB", dashboard_address=None)
-    c = distributed.Client(cluster)
-    c.wait_for_workers(2)
-    yield c
-    c.close()
-    cluster.close()
-
-
 def _data(n_seq=6, seed=0):
     rng = np.random.RandomState(seed)
     seqs = []
@@ -40,12 +29,12 @@ def _data(n_seq=6, seed=0):
     return seqs, np.concatenate(seqs)[:, None], np.array([len(s) for s in seqs])
 
 
-def _same_fit(ref, got, rtol):
+def _same_fit(ref, got, rtol, atol=1e-12):
     assert len(got.monitor_.history) == len(ref.monitor_.history)  # the same iterations
     np.testing.assert_allclose(got.monitor_.history, ref.monitor_.history, rtol=rtol, atol=0)
-    np.testing.assert_allclose(got.startprob_, ref.startprob_, rtol=rtol, atol=1e-12)
-    np.testing.assert_allclose(got.transmat_, ref.transmat_, rtol=rtol, atol=1e-12)
-    np.testing.assert_allclose(got.emission_.means, ref.emission_.means, rtol=rtol, atol=1e-12)
+    np.testing.assert_allclose(got.startprob_, ref.startprob_, rtol=rtol, atol=atol)
+    np.testing.assert_allclose(got.transmat_, ref.transmat_, rtol=rtol, atol=atol)
+    np.testing.assert_allclose(got.emission_.means, ref.emission_.means, rtol=rtol, atol=atol)
     assert got.converged_ == ref.converged_
 
 
@@ -58,13 +47,15 @@ def _fit_both(est, data, client, X, L, **kw):
 
 
 # nonparametric durations: closed-form M-step, the fits agree to rounding; Poisson durations: the
-# M-step is a numerical solve (tolerance ~1e-9 relative), sums in another order move it that much
-@pytest.mark.parametrize("duration, rtol, pmf_atol", [("nonparametric", 1e-10, 1e-12), ("poisson", 1e-8, 1e-9)])
+# M-step is a Newton solve on finite differences (_newton_maximize, converged to ~1e-8 relative), and
+# sums in another order move it that much: measured 3e-8 relative on the pmf (1.6e-9 absolute) and
+# 4e-8 on a state mean near 0 (0.0088, 3.8e-10 absolute; the data's scale is O(1))
+@pytest.mark.parametrize("duration, rtol, pmf_atol", [("nonparametric", 1e-10, 1e-12), ("poisson", 1e-7, 1e-8)])
 def test_hsmm_distributed_equals_fit(client, duration, rtol, pmf_atol):
     seqs, X, L = _data()
     est = HiddenSemiMarkovModel(2, duration=duration, max_duration=30, n_iter=6, random_state=0)
     ref, got = _fit_both(est, dask_bag.from_sequence(seqs, npartitions=3), client, X, L, split_every=2)
-    _same_fit(ref, got, rtol)
+    _same_fit(ref, got, rtol, atol=max(1e-12, pmf_atol))
     np.testing.assert_allclose(got.duration_.pmf(30), ref.duration_.pmf(30), rtol=0, atol=pmf_atol)
 
 
@@ -108,7 +99,7 @@ def test_bad_arguments(client):
     seqs, X, L = _data(n_seq=2)
     bag = dask_bag.from_sequence(seqs, npartitions=2)
     with pytest.raises(ValueError, match="`estimator` must be one of structlearn's EM estimators"):
-        sd.fit(object(), bag, client)
+        sd.fit(object(), bag, client)  # (the LinearChainCRF's errors: test_distributed_crf.py)
     with pytest.raises(ValueError, match="`data` must be a dask bag"):
         sd.fit(GaussianHMM(2), X, client)
     with pytest.raises(ValueError, match="`split_every` must be an integer >= 2"):

@@ -4,6 +4,7 @@ import pickle
 import numpy as np
 
 from ..learning.shards import reduce_statistics
+from ._crf import fit_crf
 
 __all__ = ["fit", "shard_bytes"]
 
@@ -36,7 +37,8 @@ def _check_estimator(estimator):
         if not hasattr(estimator, name):
             raise ValueError(f"`estimator` must be one of structlearn's EM estimators (HiddenSemiMarkovModel, "
                              f"GeneralHSMM, ResidentialTimeHMM, VariableTransitionHMM, the HMMs of "
-                             f"structlearn.hmm); got {type(estimator).__name__}, which has no {name}")
+                             f"structlearn.hmm) or a LinearChainCRF; got {type(estimator).__name__}, which "
+                             f"has no {name}")
 
 
 def _partitions(data, client, estimator):
@@ -67,29 +69,35 @@ def _partitions(data, client, estimator):
 
 
 def fit(estimator, data, client=None, *, init="first", split_every=8, callback=None):
-    """Fit an EM estimator on dask shards; the result equals ``estimator.fit`` on the same data.
+    """Fit an EM estimator or a linear-chain CRF on dask shards; the result equals ``estimator.fit`` on the
+    same data.
 
     Parameters
     ----------
-    estimator : HiddenSemiMarkovModel, GeneralHSMM, ResidentialTimeHMM, VariableTransitionHMM or an HMM
-        of :mod:`structlearn.hmm`; fitted in place (its hyper-parameters: ``n_iter``, ``tol``,
-        ``n_init``, ``params``, ``init_params``, ``random_state``, …; ``n_jobs`` is not used).
+    estimator : HiddenSemiMarkovModel, GeneralHSMM, ResidentialTimeHMM, VariableTransitionHMM, an HMM
+        of :mod:`structlearn.hmm`, or LinearChainCRF
+        Fitted in place with its hyper-parameters (EM: ``n_iter``, ``tol``, ``n_init``, ``params``,
+        ``init_params``, ``random_state``, …; ``n_jobs`` is not used. CRF: ``algorithm="lbfgs"`` with its
+        ``c1``, ``c2``, ``min_freq``, stopping rules, …).
     data : dask.bag.Bag or list of dask.delayed / distributed.Future
-        A bag whose elements are sequences (array-like (T,) or (T, F), float64; every partition is one
-        shard), or one delayed object / future per shard giving ``X`` (one sequence) or ``(X,
-        lengths)``. The shards are loaded and validated on the workers and stay there (persisted; a
-        lost one is recomputed from its graph).
+        EM: a bag whose elements are sequences (array-like (T,) or (T, F), float64; every partition is
+        one shard), or one delayed object / future per shard giving ``X`` (one sequence) or ``(X,
+        lengths)``. CRF: a bag whose elements are ``(items, labels)`` pairs, one per sequence, with the
+        items of ``LinearChainCRF.fit`` (dicts attribute -> value or attribute lists). The shards are
+        loaded and validated on the workers and stay there (persisted; a lost one is recomputed from
+        its graph). A CRF's vocabulary, labels and features (``min_freq``) are counted on the workers
+        and merged in partition order, so they are those of ``fit`` on the concatenated sequences.
     client : distributed.Client, optional
         Default: the current client (``distributed.get_client()``).
     init : "first" or (X, lengths), default "first"
-        Data the parameters in ``init_params`` are initialised from (k-means, quantiles, …, as
+        EM only. Data the parameters in ``init_params`` are initialised from (k-means, quantiles, …, as
         ``fit`` does on its data): the first shard (gathered to the client once), or arrays given here.
         With ``init_params=""`` the parameters set on the estimator are used and this is only checked.
     split_every : int, default 8
         Fan-in of the tree reduction of the shard statistics.
     callback : callable (iteration) -> None, optional
-        Called on the client before the E-step of every iteration (progress, or fault injection in
-        tests).
+        Called on the client before the E-step of every iteration (CRF: before every evaluation of the
+        objective) — progress, or fault injection in tests.
 
     Returns
     -------
@@ -105,7 +113,11 @@ def fit(estimator, data, client=None, *, init="first", split_every=8, callback=N
 
     Notes
     -----
-    Per iteration the client sends the parameters once (as a task, so a lost worker's copy is
+    A CRF: per evaluation of the objective the client sends w (n_params float64) and receives one summed
+    value and gradient (n_params float64), tree-reduced on the workers; L-BFGS / OWL-QN runs on the
+    client in the estimator's own training loop (:class:`~structlearn.learning.shards.ShardedObjective`).
+
+    EM: per iteration the client sends the parameters once (as a task, so a lost worker's copy is
     recomputed; the workers copy them from each other, one copy per worker) and receives one summed
     statistics object (the tree reduction runs on the workers); per shard one
     statistics object of O(K² + D·K + emission size) float64 travels between workers — independent of
@@ -114,6 +126,17 @@ def fit(estimator, data, client=None, *, init="first", split_every=8, callback=N
     :mod:`structlearn.learning.hmm_online`) where ``fit`` uses the rows; both give the same estimate up
     to rounding.
     """
+    if isinstance(split_every, bool) or not isinstance(split_every, (int, np.integer)) or split_every < 2:
+        raise ValueError(f"`split_every` must be an integer >= 2; got {split_every!r}")
+    if callback is not None and not callable(callback):
+        raise ValueError(f"`callback` must be callable or None; got {type(callback).__name__}")
+    from ..estimators.crf import LinearChainCRF
+
+    if isinstance(estimator, LinearChainCRF):
+        if client is None:
+            from distributed import get_client
+            client = get_client()
+        return fit_crf(estimator, data, client, split_every=split_every, callback=callback)
     _check_estimator(estimator)
     if isinstance(split_every, bool) or not isinstance(split_every, (int, np.integer)) or split_every < 2:
         raise ValueError(f"`split_every` must be an integer >= 2; got {split_every!r}")

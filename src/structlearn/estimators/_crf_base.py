@@ -20,6 +20,7 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from ..learning.optimizers import lbfgs
+from ..learning.shards import ShardedObjective
 from ..models.features import AttributeVocabulary
 from ._base import EstimatorBase
 from ._modelfile import ModelFileMixin
@@ -218,7 +219,8 @@ class CRFBase(ModelFileMixin, EstimatorBase):
         Parameters
         ----------
         objective : callable (w, g) -> loss
-            The objective of ``algorithm="lbfgs"`` (minimised with the L-BFGS parameters).
+            The objective of ``algorithm="lbfgs"`` (minimised with the L-BFGS parameters): a penalised
+            CLL (run as one local shard) or a :class:`~structlearn.learning.shards.ShardedObjective`.
         algorithm : str
             ``"lbfgs"`` or an online trainer of ``online`` (``"l2sgd"``, ``"ap"``, ``"pa"``, ``"arow"``).
         online : module with ``l2sgd`` and ``large_margin`` (:mod:`structlearn.learning.online`, ...)
@@ -248,6 +250,9 @@ class CRFBase(ModelFileMixin, EstimatorBase):
             return bool(callback(entry)) if callback is not None else False
 
         if algorithm == "lbfgs":
+            # the one training loop of every CRF: L-BFGS over shards (here one local shard; the same loop
+            # runs over dask shards in structlearn.distributed)
+            objective = ShardedObjective.local(objective)
             current = [w0]
 
             def f(w, g):

@@ -309,15 +309,9 @@ class LinearChainCRF(ChainCRFBase):
             same[packed.offsets[1:] - 1] = False
             idx = np.flatnonzero(same[:-1])
             trans_features[yy[idx], yy[idx + 1]] = True
-        forb, fstart, fend = self._forbidden(K)
+        model = self._chain_model(vocab, attr_ptr, feat_label, trans_features)
         if allowed is None:
-            self._check_gold_allowed(yy, packed, forb, fstart, fend)
-        model = ChainFeatureModel(attr_ptr, feat_label, K, trans_features, forb, fstart, fend,
-                                  start_end=bool(self.start_end_features),
-                                  trans_attr=self._transition_attribute_ids(vocab))
-        self.attributes_ = vocab.names
-        self._vocab = vocab
-        self.model_ = model
+            self._check_gold_allowed(yy, packed, model.forbidden, model.forbidden_start, model.forbidden_end)
         self.featurize_seconds_ = time.perf_counter() - t0
 
         dev = self._dev_set(vocab, X_dev, y_dev)
@@ -328,9 +322,27 @@ class LinearChainCRF(ChainCRFBase):
         self._train(model, objective, t0, algorithm=self.algorithm, online=online, data=(packed, yy),
                     l2sgd_args=(A,), dev=dev, callback=callback)
         if self.model_filename:
-            self.save(self.model_filename,
-                      format="crfsuite" if compat.crfsuite_incompatibility(self) is None else "structlearn")
+            self._save_model_filename()
         return self
+
+    def _chain_model(self, vocab, attr_ptr, feat_label, trans_features):
+        """The feature model of the state features (attr_ptr, feat_label) and the label bigrams
+        ``trans_features`` (K, K) over ``vocab``; sets ``attributes_``, ``model_`` (``classes_`` set)."""
+        K = len(self.classes_)
+        forb, fstart, fend = self._forbidden(K)
+        model = ChainFeatureModel(attr_ptr, feat_label, K, trans_features, forb, fstart, fend,
+                                  start_end=bool(self.start_end_features),
+                                  trans_attr=self._transition_attribute_ids(vocab))
+        self.attributes_ = vocab.names
+        self._vocab = vocab
+        self.model_ = model
+        return model
+
+    def _save_model_filename(self):
+        """sklearn-crfsuite's ``model_filename``: the fitted model written there (CRFsuite's format when it
+        can hold the model)."""
+        self.save(self.model_filename,
+                  format="crfsuite" if compat.crfsuite_incompatibility(self) is None else "structlearn")
 
     # ------------------------------------------------------------------------------------------------
     # inspection

@@ -18,7 +18,23 @@ hooks), or in a fused kernel that returns log Z and the expectations in one pass
 """
 import numpy as np
 
-__all__ = ["ChainCLL", "TreeCLL", "HigherOrderCLL", "SemiMarkovCLL", "SegmentCLL"]
+__all__ = ["ChainCLL", "TreeCLL", "HigherOrderCLL", "SemiMarkovCLL", "SegmentCLL", "penalise"]
+
+
+def penalise(w, value, g, c2, c1, mask):
+    """``value`` + c2‖w‖² + c1‖w‖₁; adds their (sub)gradient to ``g`` (if given) and zeroes its entries
+    outside ``mask`` (the weights that are no parameters). Returns the penalised value."""
+    if c2 > 0:
+        value += c2 * float(w @ w)
+        if g is not None:
+            g += 2.0 * c2 * w
+    if c1 > 0:
+        value += c1 * float(np.abs(w[mask]).sum())
+        if g is not None:
+            g += c1 * np.sign(w)
+    if g is not None:
+        g *= mask
+    return value
 
 
 class _CLL:
@@ -100,18 +116,7 @@ class _CLL:
         return self._penalised(w, value, g)
 
     def _penalised(self, w, value, g):
-        """``value`` + c2‖w‖² + c1‖w‖₁; adds their (sub)gradient to ``g`` and zeroes its non-parameters."""
-        if self.c2 > 0:
-            value += self.c2 * float(w @ w)
-            if g is not None:
-                g += 2.0 * self.c2 * w
-        if self.c1 > 0:
-            value += self.c1 * float(np.abs(w[self.mask]).sum())
-            if g is not None:
-                g += self.c1 * np.sign(w)
-        if g is not None:
-            g *= self.mask
-        return value
+        return penalise(w, value, g, self.c2, self.c1, self.mask)
 
 
 class ChainCLL(_CLL):

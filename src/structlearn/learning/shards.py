@@ -24,18 +24,23 @@ rows (an emission family without sufficient statistics, e.g. a Gaussian mixture)
 concatenated in shard order, so the shards must be the data's blocks in order. Distributed fits ask
 for statistics without posteriors.
 
-How an estimator adopts it (the EM estimators of this package do; the CRF estimators can, unchanged
-in their optimiser): give the estimator a private ``_shard_function(distributed)`` returning
-``(statistics, params)`` for its current parameters, compute ``map_shards(statistics, params,
-shards)`` where ``fit`` computed its E-step / objective before, and apply the total (M-step, or
-return ``value, stats["gradient"]`` to the optimiser's ``f(w, g)``).
+How an estimator adopts it. The EM estimators give themselves a private
+``_shard_function(distributed)`` returning ``(statistics, params)`` for their current parameters,
+compute ``map_shards(statistics, params, shards)`` where ``fit`` computed its E-step, and apply the
+total in the M-step. The CRF estimators train by L-BFGS on a :class:`ShardedObjective`: a shard is the
+data term of their objective on a block of sequences (a CLL of :mod:`structlearn.learning.objectives`
+without penalty), :func:`objective_statistics` its value and gradient at w, and the penalty
+(c2‖w‖², the mask of free weights) is added once to the total — ``fit`` runs it over one local shard
+(:meth:`ShardedObjective.local`), :mod:`structlearn.distributed` over persisted dask shards.
 """
 from typing import NamedTuple
 
 import numpy as np
 
+from .objectives import penalise
+
 __all__ = ["Shard", "ShardStatistics", "make_shard", "split_shards", "add_statistics",
-           "reduce_statistics", "map_shards", "statistics_nbytes"]
+           "reduce_statistics", "map_shards", "statistics_nbytes", "objective_statistics", "ShardedObjective"]
 
 
 class Shard(NamedTuple):
@@ -169,3 +174,54 @@ def statistics_nbytes(stats):
     if isinstance(stats, dict):
         return int(sum(statistics_nbytes(v) for v in stats.values()))
     return int(np.asarray(stats).nbytes)
+
+
+def objective_statistics(w, objective):
+    """Statistics of one CRF shard at weights ``w`` (float64, (n_params,)): ``{"gradient": ∇}`` and the
+    value of ``objective``, the shard's data term (a CLL of :mod:`structlearn.learning.objectives` built
+    with ``c2=0``: Σ_b log Z(x_b) - s(x_b, y_b) over its sequences, masked gradient). Additive across
+    shards. Cost: one forward–backward over the shard."""
+    g = np.zeros_like(w)
+    value = objective(w, g)
+    return ShardStatistics({"gradient": g}, float(value), int(len(getattr(objective.packed, "lengths", ()))))
+
+
+class ShardedObjective:
+    """A CRF training objective over shards: ``L(w) = Σ_shards data term + c2‖w‖² + c1‖w‖₁`` and its
+    gradient (zero outside ``mask``), the callable ``(w, g) -> value`` that L-BFGS minimises.
+
+    Parameters
+    ----------
+    map_statistics : callable w -> ShardStatistics
+        The sum over the shards of :func:`objective_statistics` (in this process, or on dask workers).
+    mask : ndarray of bool, shape (n_params,)
+        The weights that are parameters (``model.free_mask()``).
+    c2, c1 : float
+        Penalties, added once to the total (CRFsuite scaling). L-BFGS with OWL-QN gets ``c1`` itself and
+        ``c1=0`` here.
+    """
+
+    def __init__(self, map_statistics, mask, c2=0.0, c1=0.0):
+        self.map_statistics = map_statistics
+        self.mask = mask
+        self.c2 = float(c2)
+        self.c1 = float(c1)
+        self.n_evals = 0
+
+    @classmethod
+    def local(cls, objective):
+        """``objective`` (a penalised CLL) as one local shard: its penalty moves to the wrapper, so values
+        and gradients are bitwise those of ``objective`` itself."""
+        if isinstance(objective, cls):
+            return objective
+        c2, c1 = objective.c2, objective.c1
+        objective.c2 = objective.c1 = 0.0
+        return cls(lambda w: objective_statistics(w, objective), objective.mask, c2, c1)
+
+    def __call__(self, w, g=None):
+        """Return L(w); write ∇L(w) into ``g`` if given."""
+        self.n_evals += 1
+        total = self.map_statistics(w)
+        if g is not None:
+            g[...] = total.stats["gradient"]
+        return penalise(w, total.value, g, self.c2, self.c1, self.mask)
