@@ -8,7 +8,9 @@ again here from scratch:
                + Σ_{i<m} transition[k_i, k_{i+1}] + end[k_m]
 
 with dur_i = single if the segment is the whole sequence, first if it starts at 0, last if it ends
-at T-1, else duration; consecutive equal labels score -inf when allow_same_label is False.
+at T-1, else duration; consecutive equal labels score -inf when allow_same_label is False. A
+time-varying transition (T, K, K) scores the boundary between segment i (ending at e_i) and segment
+i+1 with transition[e_i, k_i, k_{i+1}] (row e_i = the boundary after token e_i).
 """
 import math
 
@@ -43,7 +45,8 @@ def score(segs, p):
         else:
             if prev == k and not p["allow_same_label"]:
                 return -math.inf
-            terms.append(float(p["transition"][prev, k]))
+            tr = np.asarray(p["transition"])
+            terms.append(float(tr[s - 1, prev, k] if tr.ndim == 3 else tr[prev, k]))
         if any(t == -math.inf for t in terms):
             return -math.inf
         total += math.fsum(terms)
@@ -55,7 +58,8 @@ def score(segs, p):
 def enumerate_all(p):
     """List of (score, segs) over all segmentations with score > -inf, best first.
 
-    ``p``: dict with unary (T, K), duration/first/last/single (D, K), transition (K, K), start, end
+    ``p``: dict with unary (T, K), duration/first/last/single (D, K), transition (K, K) or (T, K, K),
+    start, end
     (K,), segment (T, D, K) or None, allow_same_label (bool)."""
     T, K = p["unary"].shape
     D = p["duration"].shape[0]

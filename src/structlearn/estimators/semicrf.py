@@ -19,12 +19,13 @@ LABEL_FORMATS = ("auto", "bio", "runs", "segments")
 
 
 class SemiMarkovCRF(CRFBase):
-    """Semi-Markov conditional random field (Sarawagi & Cohen 2004; Sarawagi & Cohen 2004).
+    """Semi-Markov conditional random field (Sarawagi & Cohen 2004).
 
     Labels whole segments: a segmentation of a sequence into labelled segments (s, e, k) scores
 
     ``Σ_segments [Σ_{u=s..e} Σ_a x_{u,a} w[a, k] + w_dur[e-s, k] + segment features] +
-    Σ w_trans[k_i, k_{i+1}] + w_start[k_1] + w_end[k_m]``
+    Σ_i (w_trans[k_i, k_{i+1}] + Σ_{a in transition_attributes} x_{s_{i+1},a} W[a, k_i, k_{i+1}]) +
+    w_start[k_1] + w_end[k_m]``
 
     (see :mod:`structlearn.models.semicrf`); inference is the engine's
     :class:`~structlearn.structures.SemiMarkov`, training the linear-chain CRF's negative conditional
@@ -86,6 +87,15 @@ class SemiMarkovCRF(CRFBase):
         is ``outside`` or matches ``[BIES]-…``, else runs.
     outside : str, default "O"
         The outside label of the bio / segments formats.
+    transition_attributes : None or list of str
+        Attribute × label-pair transition features (the seed's observation-conditioned transition
+        scores t(y', y, x, i−1, i), as ``LinearChainCRF(transition_attributes=...)``): for every listed
+        attribute a (names as in ``attributes_``, e.g. ``"w:,"`` for ``{"w": ","}``) a weight
+        ``W[a, k_i, k_{i+1}]`` per pair of consecutive segment labels, scaled by a's value at the first
+        token of the new segment ("the segment starts at a comma"). The segment boundaries then have
+        time-varying transitions (the engine's (N, K, K) form, row e = the boundary after token e):
+        O(N·K²) more time and memory per pass. Pairs that cannot follow each other (and equal labels
+        with ``allow_same_label=False``) keep W = 0. Names never seen in training are an error.
     verbose : bool
         Per-iteration progress (tqdm).
 
@@ -98,6 +108,8 @@ class SemiMarkovCRF(CRFBase):
     max_lengths_ : dict label -> int
     attributes_ : list of str
     coef_ : ndarray of float64, shape (n_params,)
+    transition_attribute_features_ : dict (attribute, label_from, label_to) -> float
+        The non-zero transition-attribute weights W.
     n_iter_, converged_, training_log_, training_seconds_
 
     Notes
@@ -105,7 +117,9 @@ class SemiMarkovCRF(CRFBase):
     Time per L-BFGS iteration: one fused semi-Markov forward–backward that returns log Z and every
     expected feature count (:func:`structlearn.kernels.semicrf.semicrf_expectations`),
     O(N·(Σ_k L_k + K²)) with L_k the longest segment of label k, plus O(nnz · labels per attribute)
-    for potentials and gradient; memory O(N·K) (parallel over sequences, Numba). Prediction,
+    for potentials and gradient; memory O(N·K) (parallel over sequences, Numba); with
+    ``transition_attributes`` O(N·K²) more time and memory, a boundary with an active attribute costing
+    K² exps. Prediction,
     marginals and k-best run on :class:`~structlearn.structures.SemiMarkov`, O(N·(D·K + K²)), with
     segment features O(N·D·K) in chunks of at most 4·10⁶ entries.
     """
@@ -124,14 +138,36 @@ class SemiMarkovCRF(CRFBase):
         Param("label_format", "auto", "{" + ",".join(LABEL_FORMATS) + "}",
               "how y gives the segments: bio tags, runs of equal labels, (start, end, label) lists"),
         Param("outside", "O", "str", "the outside label of the bio / segments formats"),
+        Param("transition_attributes", None, "any",
+              "attribute names whose value at a segment's first token scales a (previous label, label) "
+              "weight"),
         VERBOSE)
 
     def __init__(self, algorithm="lbfgs", c1=0.0, c2=1.0, max_iterations=None, num_memories=6,
                  epsilon=1e-5, period=10, delta=1e-5, linesearch="MoreThuente", max_linesearch=20,
                  min_freq=0.0, all_possible_states=False, all_possible_transitions=False,
                  max_segment_length=None, allow_same_label=False, segment_features=("first", "last"),
-                 token_attribute="w[0]", label_format="auto", outside="O", verbose=False):
+                 token_attribute="w[0]", label_format="auto", outside="O", transition_attributes=None,
+                 verbose=False):
         self._store_params(locals())
+
+    def _transition_attribute_ids(self, vocab):
+        """Attribute ids of ``transition_attributes`` (None when not set); ValueError naming an unknown
+        one (the message of :class:`~structlearn.LinearChainCRF`)."""
+        names = self.transition_attributes
+        if names is None:
+            return None
+        if isinstance(names, str):
+            names = [names]
+        ids = []
+        for a in names:
+            i = vocab.index.get(a)
+            if i is None:
+                raise ValueError(f"`transition_attributes` names {a!r}, which is no attribute of the "
+                                 f"training data (attribute names are spelt as in `attributes_`, "
+                                 f"e.g. 'w:,' for {{'w': ','}})")
+            ids.append(i)
+        return np.asarray(ids, dtype=np.int64)
 
     # ------------------------------------------------------------------------------------------------
     # label conversion
@@ -381,7 +417,7 @@ class SemiMarkovCRF(CRFBase):
             trans_features[segs[same, 2], segs[same + 1, 2]] = True
         model = SemiMarkovFeatureModel(attr_ptr, feat_label, K, max_lengths, trans_features,
                                        self.allow_same_label, tuple(self.segment_features),
-                                       span_features)
+                                       span_features, trans_attr=self._transition_attribute_ids(vocab))
         self.attributes_ = vocab.names
         self.max_lengths_ = {c: int(max_lengths[k]) for k, c in enumerate(self.classes_)}
         self.featurize_seconds_ = time.perf_counter() - t0
@@ -546,6 +582,15 @@ class SemiMarkovCRF(CRFBase):
             return 1.0
         return 2.0 * tp / (n_pred + n_gold)
 
+    @property
+    def transition_attribute_features_(self):
+        """dict (attribute, label_from, label_to) -> non-zero weight of the transition attributes."""
+        self._check_fitted()
+        m, cls = self.model_, self.classes_
+        W = m.split_trans_attr(self.coef_)
+        return {(self.attributes_[a], cls[i], cls[j]): float(W[r, i, j])
+                for r, a in enumerate(m.trans_attr) for i, j in zip(*np.nonzero(W[r]))}
+
     # ------------------------------------------------------------------------------------------------
     # model files
     # ------------------------------------------------------------------------------------------------
@@ -561,7 +606,8 @@ class SemiMarkovCRF(CRFBase):
         m = self.model_
         return {"attr_ptr": m.attr_ptr, "feat_label": m.feat_label, "max_lengths": m.max_lengths,
                 "trans_features": m.trans_features, "forbidden": m.forbidden,
-                "span_features": m.span_features, "span_hash": self._span_hash}
+                "span_features": m.span_features, "span_hash": self._span_hash,
+                "trans_attr": m.trans_attr}
 
     def _restore(self, meta, arrays):
         self._restore_labels(meta)
@@ -571,6 +617,7 @@ class SemiMarkovCRF(CRFBase):
         self.model_ = SemiMarkovFeatureModel(
             arrays["attr_ptr"], arrays["feat_label"], len(self.classes_), arrays["max_lengths"],
             arrays["trans_features"], self.allow_same_label, self.segment_features,
-            arrays["span_features"], arrays["forbidden"])
+            arrays["span_features"], arrays["forbidden"],
+            trans_attr=arrays["trans_attr"] if "trans_attr" in arrays else None)  # older files: none
         self._max_duration = self.model_.max_duration
         self.max_lengths_ = {c: int(v) for c, v in zip(self.classes_, self.model_.max_lengths)}

@@ -32,6 +32,13 @@ and needs one exp per (token, label) instead of one per (token, length, label)::
 
 (posteriors below ~1e-300 underflow to 0, which only drops terms of that size).
 
+Observation-conditioned transitions (time-varying, the engine's ``tv`` (N, K, K) / ``tv_on`` (N,) of
+:mod:`structlearn.kernels.semimarkov`): the boundary after token row r (a segment ending at r, the next
+starting at r + 1) scores ``tv[r, j, k]`` where ``tv_on[r]``, else ``trans[j, k]``. Such a boundary's
+α* / β_end stage is exact in log space
+(:func:`~structlearn.kernels.semimarkov_window.reduce_row`) and its transition posteriors are also
+written to ``edge_rows[r]`` (the statistics of the transition-attribute weights).
+
 The K×K transition sums of α* and β_end are the semi-Markov engine's transition stage
 (:func:`structlearn.kernels.semimarkov_scaled.stage1_lin`: linear space, one exp per label and token,
 exact log-space fallback when a sum is tiny, so -inf transitions (``allow_same_label=False``) never
@@ -54,17 +61,18 @@ from numba import njit, prange
 
 from ..semirings import LOG, reduce_pair
 from .semimarkov_scaled import stage1_lin, transition_factors
-from .semimarkov_window import window, window_scratch
+from .semimarkov_window import reduce_row, varies, window, window_scratch
 
 NEG_INF = -np.inf
 
 @njit(cache=True)
-def _seq_pass(unary, segment, dur4, zeros, maxlen, trans, expT, tmax, stage, start, end, o, T, alpha,
-              astar, bstart, token, g_first, g_last, edge, g_dur, g_start, g_end, g_span, g_caps, scratch,
-              vbuf, wbuf, bend, r):
+def _seq_pass(unary, segment, dur4, zeros, maxlen, trans, expT, tmax, stage, tv, tv_on, start, end, o, T,
+              alpha, astar, bstart, token, g_first, g_last, edge, edge_rows, g_dur, g_start, g_end, g_span,
+              g_caps, scratch, vbuf, wbuf, bend, r):
     """One sequence: forward, then a backward pass that produces the posteriors directly, accumulating
     the expected statistics (block buffers ``edge``, ``g_dur``, ``g_start``, ``g_end``, ``g_span``,
-    ``g_caps``; per-token rows of ``token``, ``g_first``, ``g_last`` written). Returns log Z.
+    ``g_caps``; per-token rows of ``token``, ``g_first``, ``g_last`` and, at boundaries with their own
+    matrix ``tv[r]``, ``edge_rows[r]`` written). Returns log Z.
 
     The forward keeps r[e, d-1, k] = P(the k-segment ending at e has length d | one ends there)
     (``r`` is a (T, D, K) block buffer), so the backward needs one exp per (token, label):
@@ -83,6 +91,9 @@ def _seq_pass(unary, segment, dur4, zeros, maxlen, trans, expT, tmax, stage, sta
         if t == 0:
             for k in range(K):
                 astar[n, k] = start[k]
+        elif varies(tv_on, n - 1):  # this boundary's own matrix tv[n - 1]
+            for k in range(K):
+                astar[n, k] = reduce_row(LOG, alpha, n - 1, tv, n - 1, k, K, True)[0]
         else:  # α*[s, k] = log Σ_j exp(α[s-1, j] + trans[j, k]): the engine's transition stage
             stage1_lin(alpha[n - 1], trans_t, ec, cmax, astar[n], K, vbuf)
         # α[e, k] = log Σ_d exp(α*[e-d+1, k] + w(e-d+1, e, k)): the engine's window (label k up to
@@ -121,6 +132,9 @@ def _seq_pass(unary, segment, dur4, zeros, maxlen, trans, expT, tmax, stage, sta
         if t == T - 1:
             for k in range(K):
                 bend[k] = end[k]
+        elif varies(tv_on, n):
+            for k in range(K):
+                bend[k] = reduce_row(LOG, bstart, n + 1, tv, n, k, K, False)[0]
         else:
             stage1_lin(bstart[n + 1], trans, er, rmax, bend, K, wbuf)
         # P(a k-segment ends at n)
@@ -150,7 +164,15 @@ def _seq_pass(unary, segment, dur4, zeros, maxlen, trans, expT, tmax, stage, sta
             g_first[n, k] = ps
             bstart[n, k] = math.log(ps) - astar[n, k] + log_z if ps > 0.0 else NEG_INF
         # transitions into a segment starting at n: P = exp(α[n-1, j] + trans[j, k] + β_start[n, k] - log Z)
-        if t > 0:
+        if t > 0 and varies(tv_on, n - 1):
+            for j in range(K):
+                if alpha[n - 1, j] == NEG_INF:
+                    continue
+                for k in range(K):
+                    p = math.exp(alpha[n - 1, j] + tv[n - 1, j, k] + bstart[n, k] - log_z)
+                    edge[j, k] += p
+                    edge_rows[n - 1, j, k] = p
+        elif t > 0:
             ma = NEG_INF
             for j in range(K):
                 if alpha[n - 1, j] > ma:
@@ -189,7 +211,7 @@ def _seq_pass(unary, segment, dur4, zeros, maxlen, trans, expT, tmax, stage, sta
 
 @njit(cache=True, parallel=True)
 def semicrf_expectations(unary, begin, last, dur, maxlen, trans, start, end, span_id, span_w, caps,
-                         caps_w, use_span, use_caps, offsets, blocks, n_spans):
+                         caps_w, use_span, use_caps, offsets, blocks, n_spans, tv, tv_on):
     """log Z and expected statistics of a packed batch of sequences.
 
     Parameters
@@ -202,11 +224,16 @@ def semicrf_expectations(unary, begin, last, dur, maxlen, trans, start, end, spa
     caps_w : float64 (K,); use_span, use_caps : bool
     offsets : int64 (B + 1,); blocks : int64 (C + 1,) sequence boundaries of the parallel blocks
     n_spans : int, S
+    tv : float64 (N, K, K), tv_on : bool (N,)
+        Time-varying transitions (the boundary after row r scores ``tv[r]`` where ``tv_on[r]``), or the
+        (0, 1, 1) / (0,) stand-ins :data:`~structlearn.kernels.semimarkov_window.NO_TV`, ``NO_TV_ON``.
 
     Returns
     -------
     log_z (B,), token (N, K) segment-label occupancy, first (N, K) / last (N, K) expected segment
-    starts / ends, edge (K, K), dur (D, K), start (K,), end (K,), span (S, K), caps (K,)
+    starts / ends, edge (K, K), dur (D, K), start (K,), end (K,), span (S, K), caps (K,),
+    edge_rows (N, K, K) the transition posteriors of the boundaries with ``tv_on`` (0 elsewhere; (0, K, K)
+    without time-varying transitions)
     """
     N, K = unary.shape
     D = dur.shape[0]
@@ -239,6 +266,7 @@ def semicrf_expectations(unary, begin, last, dur, maxlen, trans, start, end, spa
     S = n_spans if use_span else 0
     g_span = np.zeros((C, S, K))
     g_caps = np.zeros((C, K))
+    edge_rows = np.zeros((N if tv_on.shape[0] > 0 else 0, K, K))
     dur4 = np.empty((4, D, K))  # one duration table for all four boundary cases
     for c in range(4):
         dur4[c] = dur
@@ -260,10 +288,10 @@ def semicrf_expectations(unary, begin, last, dur, maxlen, trans, start, end, spa
             T = offsets[b + 1] - o
             if T == 0:
                 continue
-            log_z[b] = _seq_pass(unary, segment, dur4, zeros, maxlen, trans, expT, tmax, stage,
-                                 start, end, o, T, alpha, astar, bstart, token, g_first, g_last,
-                                 edge[c], g_dur[c], g_start[c], g_end[c], g_span[c], g_caps[c],
-                                 scratch, vbuf, wbuf, bend, r)
+            log_z[b] = _seq_pass(unary, segment, dur4, zeros, maxlen, trans, expT, tmax, stage, tv,
+                                 tv_on, start, end, o, T, alpha, astar, bstart, token, g_first, g_last,
+                                 edge[c], edge_rows, g_dur[c], g_start[c], g_end[c], g_span[c],
+                                 g_caps[c], scratch, vbuf, wbuf, bend, r)
     for c in range(1, C):
         edge[0] += edge[c]
         g_dur[0] += g_dur[c]
@@ -272,7 +300,7 @@ def semicrf_expectations(unary, begin, last, dur, maxlen, trans, start, end, spa
         g_span[0] += g_span[c]
         g_caps[0] += g_caps[c]
     return (log_z, token, g_first, g_last, edge[0].copy(), g_dur[0].copy(), g_start[0].copy(),
-            g_end[0].copy(), g_span[0].copy(), g_caps[0].copy())
+            g_end[0].copy(), g_span[0].copy(), g_caps[0].copy(), edge_rows)
 
 
 # --------------------------------------------------------------------------------------------------

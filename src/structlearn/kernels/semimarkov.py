@@ -20,6 +20,14 @@ hooks of the hidden semi-Markov adapter)::
 
 A segmentation scores start[k_1] + Σ_i w_i + Σ_i transition[k_i, k_{i+1}] + end[k_m].
 
+Time-varying transitions: every kernel that reads ``transition`` also takes ``tv`` (N, K, K) and
+``tv_on`` (N,) bool; where ``tv_on[r]``, the boundary between a segment ending at row r and the next
+starting at row r + 1 scores ``tv[r, k_i, k_{i+1}]`` instead of ``transition[k_i, k_{i+1}]`` (the linear
+chain's row convention: row r is the step from token r to r + 1). Without them ``tv``, ``tv_on`` are
+(0, 1, 1) / (0,) stand-ins (:data:`~structlearn.kernels.semimarkov_window.NO_TV`) and the kernels run
+the stationary passes unchanged. Such a boundary's K×K stage is exact in log space
+(:func:`~structlearn.kernels.semimarkov_window.reduce_row`).
+
 Forward (two stages, so one step costs O(D·K + K²) rather than O(D·K²))::
 
     α*[0, k] = start[k]
@@ -66,16 +74,16 @@ from numba import njit, prange
 from ..semirings import LOG, MAX, reduce_pair
 from .semimarkov_scaled import (backward_pass, duration_factors, expectation_pass, forward_pass,
                                transition_factors)
-from .semimarkov_window import (NEG_INF, normalise, sequence, table, window, window_lse,
-                                window_scratch)
+from .semimarkov_window import (NEG_INF, normalise, reduce_row, sequence, table, varies, window,
+                                window_lse, window_scratch)
 
 
 # --------------------------------------------------------------------------------------------------
 # forward / backward
 # --------------------------------------------------------------------------------------------------
 @njit(cache=True)
-def _forward_seq(unary, durations, transition_t, start, segment, has_segment, o, T, semiring, alpha,
-                 alpha_star, inc, bp_d, bp_j):
+def _forward_seq(unary, durations, transition_t, tv, tv_on, start, segment, has_segment, o, T, semiring,
+                 alpha, alpha_star, inc, bp_d, bp_j):
     """Normalised log-space forward of one sequence (LOG or MAX, any ``segment``); returns Σ_t inc[t]."""
     K = unary.shape[1]
     D = durations.shape[1]
@@ -88,8 +96,14 @@ def _forward_seq(unary, durations, transition_t, start, segment, has_segment, o,
             for k in range(K):
                 alpha_star[o, k] = start[k]
         else:
+            own = varies(tv_on, o + t - 1)  # the boundary after token t-1 has its own matrix
             for k in range(K):
-                alpha_star[o + t, k], arg = reduce_pair(semiring, alpha[o + t - 1], transition_t[k], K)
+                if own:
+                    alpha_star[o + t, k], arg = reduce_row(semiring, alpha, o + t - 1, tv, o + t - 1,
+                                                           k, K, True)
+                else:
+                    alpha_star[o + t, k], arg = reduce_pair(semiring, alpha[o + t - 1],
+                                                            transition_t[k], K)
                 if semiring == MAX:
                     bp_j[o + t, k] = arg
         # stage 2: α̂[t, k] ∝ ⊕_d α̂*[t-d+1, k] + w(t-d+1, t, k) - Σ_{u=t-d+1..t-1} inc[u]
@@ -107,14 +121,15 @@ def _forward_seq(unary, durations, transition_t, start, segment, has_segment, o,
 
 
 @njit(cache=True, parallel=True)
-def semimarkov_forward(unary, durations, transition, start, end, segment, has_segment, offsets,
-                       semiring):
+def semimarkov_forward(unary, durations, transition, tv, tv_on, start, end, segment, has_segment,
+                       offsets, semiring):
     """Normalised forward pass in the LOG or MAX semiring.
 
     Parameters
     ----------
     unary : (N, K) float64; durations : (4, D, K) float64 (tables MIDDLE, FIRST, LAST, SINGLE);
-    transition : (K, K) float64 ("from, to"); start, end : (K,) float64;
+    transition : (K, K) float64 ("from, to"); tv : (N, K, K) float64, tv_on : (N,) bool time-varying
+    transitions (or the (0, 1, 1) / (0,) stand-ins; module docstring); start, end : (K,) float64;
     segment : (N, D, K) float64 (read only when ``has_segment``; else any (1, 1, 1) array);
     offsets : (B + 1,) int64; semiring : LOG or MAX.
 
@@ -148,11 +163,11 @@ def semimarkov_forward(unary, durations, transition, start, end, segment, has_se
         if T == 0:
             continue
         if linear:
-            total = forward_pass(unary, durations, ed, mdur, transition_t, ec, cmax, start, o, T, alpha,
-                                 alpha_star, inc)
+            total = forward_pass(unary, durations, ed, mdur, transition_t, ec, cmax, tv, tv_on, start, o,
+                                 T, alpha, alpha_star, inc)
         else:
-            total = _forward_seq(unary, durations, transition_t, start, segment, has_segment, o, T,
-                                 semiring, alpha, alpha_star, inc, bp_d, bp_j)
+            total = _forward_seq(unary, durations, transition_t, tv, tv_on, start, segment, has_segment,
+                                 o, T, semiring, alpha, alpha_star, inc, bp_d, bp_j)
         # log Z = Σ_t inc[t] + ⊕_k α̂[T-1, k] + end[k]
         zf = reduce_pair(semiring, alpha[o + T - 1], end, K)[0]
         log_z[b] = NEG_INF if zf == NEG_INF else total + zf
@@ -161,7 +176,7 @@ def semimarkov_forward(unary, durations, transition, start, end, segment, has_se
 
 
 @njit(cache=True)
-def _backward_seq(unary, durations, transition, end, segment, has_segment, o, T, inc, z_fin,
+def _backward_seq(unary, durations, transition, tv, tv_on, end, segment, has_segment, o, T, inc, z_fin,
                   beta_end, beta_start):
     """Normalised log-space LOG backward of one sequence (any ``segment``)."""
     K = unary.shape[1]
@@ -169,9 +184,12 @@ def _backward_seq(unary, durations, transition, end, segment, has_segment, o, T,
     acc, _, v, mx, bd = window_scratch(D, K)
     for t in range(T - 1, -1, -1):
         # stage 1: β̂_end[t, k] = ⊕_j transition[k, j] + β̂_start[t+1, j]
+        own = t < T - 1 and varies(tv_on, o + t)
         for k in range(K):
             if t == T - 1:
                 beta_end[o + t, k] = end[k] - z_fin
+            elif own:
+                beta_end[o + t, k] = reduce_row(LOG, beta_start, o + t + 1, tv, o + t, k, K, False)[0]
             else:
                 beta_end[o + t, k] = reduce_pair(LOG, beta_start[o + t + 1], transition[k], K)[0]
         # stage 2: β̂_start[t, k] = ⊕_d w(t, t+d-1, k) - Σ_{u=t..t+d-1} inc[u] + β̂_end[t+d-1, k]
@@ -183,8 +201,8 @@ def _backward_seq(unary, durations, transition, end, segment, has_segment, o, T,
 
 
 @njit(cache=True, parallel=True)
-def semimarkov_backward(unary, durations, transition, end, segment, has_segment, offsets, inc,
-                        z_fin, alpha_star):
+def semimarkov_backward(unary, durations, transition, tv, tv_on, end, segment, has_segment, offsets,
+                        inc, z_fin, alpha_star):
     """Backward pass (LOG semiring) normalised by the forward's ``inc`` and ``z_fin``:
     ``beta_end`` (N, K) β̂_end[e, k] and ``beta_start`` (N, K) β̂_start[s, k] of the module
     docstring; -inf rows for infeasible sequences (z_fin = -inf). Without ``segment`` it runs the
@@ -211,11 +229,11 @@ def semimarkov_backward(unary, durations, transition, end, segment, has_segment,
                     beta_end[o + t, k] = NEG_INF
                     beta_start[o + t, k] = NEG_INF
         elif has_segment:
-            _backward_seq(unary, durations, transition, end, segment, has_segment, o, T, inc,
+            _backward_seq(unary, durations, transition, tv, tv_on, end, segment, has_segment, o, T, inc,
                           z_fin[b], beta_end, beta_start)
         else:
-            backward_pass(unary, durations, ed, mdur, transition, er, rmax, end, o, T, inc, z_fin[b],
-                          beta_end, beta_start, alpha_star, dm[b], True)
+            backward_pass(unary, durations, ed, mdur, transition, er, rmax, tv, tv_on, end, o, T, inc,
+                          z_fin[b], beta_end, beta_start, alpha_star, dm[b], True)
     return beta_end, beta_start, np.ascontiguousarray(dm.transpose(0, 1, 3, 2))
 
 
@@ -223,7 +241,7 @@ def semimarkov_backward(unary, durations, transition, end, segment, has_segment,
 # marginals and expectations
 # --------------------------------------------------------------------------------------------------
 @njit(cache=True, parallel=True)
-def semimarkov_marginals(unary, transition, alpha, alpha_star, beta_end, beta_start, z_fin,
+def semimarkov_marginals(unary, transition, tv, tv_on, alpha, alpha_star, beta_end, beta_start, z_fin,
                          offsets, edge_rows=True):
     """Token and transition marginals from the normalised messages.
 
@@ -232,7 +250,8 @@ def semimarkov_marginals(unary, transition, alpha, alpha_star, beta_end, beta_st
     P(start at s) = exp(α̂*[s, k] + β̂_start[s, k]) and P(end at e) = exp(α̂[e, k] + β̂_end[e, k]);
     clipped to [0, 1] and exactly 0 where ``unary`` is -inf.
     ``edge[n, i, j]`` = P(an i-segment ends at n and a j-segment starts at n+1)
-    = exp(α̂[n, i] + transition[i, j] + β̂_start[n+1, j]); 0 on the last row of a sequence. With
+    = exp(α̂[n, i] + transition[i, j] + β̂_start[n+1, j]) (``tv[n, i, j]`` where ``tv_on[n]``); 0 on the
+    last row of a sequence. With
     ``edge_rows=False`` ``edge`` is (B, K, K), the sum over the rows of each sequence (memory
     O(B·K²) instead of O(N·K²)). Infeasible sequences (z_fin = -inf) get all-zero rows. Time
     O(N·K²).
@@ -259,18 +278,20 @@ def semimarkov_marginals(unary, transition, alpha, alpha_star, beta_end, beta_st
                 run[k] -= math.exp(alpha[r, k] + beta_end[r, k])
             if n < T - 1:
                 row = r if edge_rows else np.int64(b)
+                own = varies(tv_on, r)
                 for i in range(K):
                     ai = alpha[r, i]
                     if ai == NEG_INF:
                         continue
                     for j in range(K):
-                        edge[row, i, j] += math.exp(ai + transition[i, j] + beta_start[r + 1, j])
+                        tij = tv[r, i, j] if own else transition[i, j]
+                        edge[row, i, j] += math.exp(ai + tij + beta_start[r + 1, j])
     return token, edge
 
 
 @njit(cache=True, parallel=True)
-def semimarkov_expectations(unary, durations, transition, start, end, segment, has_segment, offsets,
-                            alpha, alpha_star, inc, beta_end, beta_start, z_fin):
+def semimarkov_expectations(unary, durations, transition, tv, tv_on, start, end, segment, has_segment,
+                            offsets, alpha, alpha_star, inc, beta_end, beta_start, z_fin):
     """Expected score and duration marginals per sequence.
 
     Returns
@@ -304,11 +325,13 @@ def semimarkov_expectations(unary, durations, transition, start, end, segment, h
                 es += p * end[k]
         for n in range(T - 1):
             r = o + n
+            own = varies(tv_on, r)
             for i in range(K):
                 for j in range(K):
-                    p = math.exp(alpha[r, i] + transition[i, j] + beta_start[r + 1, j])
+                    tij = tv[r, i, j] if own else transition[i, j]
+                    p = math.exp(alpha[r, i] + tij + beta_start[r + 1, j])
                     if p > 0.0:
-                        es += p * transition[i, j]
+                        es += p * tij
         if not has_segment:
             expected[b] = es + expectation_pass(unary, durations, ed, mdur, o, T, alpha_star, inc,
                                                 beta_end, dmarg[b])

@@ -1,12 +1,14 @@
 """Decoding kernels of the semi-Markov structure: Viterbi trace, k-best, posterior sampling and
-scoring (model and messages: :mod:`structlearn.kernels.semimarkov`; arrays in, arrays out).
+scoring (model and messages: :mod:`structlearn.kernels.semimarkov`; arrays in, arrays out). Every
+kernel that reads ``transition`` also takes the time-varying ``tv`` (N, K, K), ``tv_on`` (N,) of that
+module's docstring: the boundary after row r scores ``tv[r]`` where ``tv_on[r]``.
 """
 import math
 
 import numpy as np
 from numba import njit, prange
 
-from .semimarkov_window import NEG_INF, mark, sequence, table, window, window_scratch
+from .semimarkov_window import NEG_INF, mark, sequence, table, varies, window, window_scratch
 
 
 @njit(cache=True, parallel=True)
@@ -70,8 +72,8 @@ def _merge(lists, base, step, add, n, kk, head, val, src, rank):
 
 
 @njit(cache=True)
-def _kbest_seq(unary, durations, transition, start, end, segment, has_segment, o, T, kk, labels,
-               starts, scores, b, zeros):
+def _kbest_seq(unary, durations, transition, tv, tv_on, start, end, segment, has_segment, o, T, kk,
+               labels, starts, scores, b, zeros):
     K = unary.shape[1]
     D = durations.shape[1]
     # A[e, k, r]: r-th best score of a prefix whose last segment has label k and ends at e
@@ -90,6 +92,7 @@ def _kbest_seq(unary, durations, transition, start, end, segment, has_segment, o
                 S[0, k, 0] = start[k]
         else:
             # S[t, k, :] = top-kk of {A[t-1, j, r] + transition[j, k]}: K-way merge of sorted lists
+            own = varies(tv_on, o + t - 1)
             for k in range(K):
                 for j in range(K):
                     head[j] = 0
@@ -98,7 +101,8 @@ def _kbest_seq(unary, durations, transition, start, end, segment, has_segment, o
                     bj = -1
                     for j in range(K):
                         if head[j] < kk:
-                            v = A[t - 1, j, head[j]] + transition[j, k]
+                            v = A[t - 1, j, head[j]] + (tv[o + t - 1, j, k] if own
+                                                        else transition[j, k])
                             if v > best:
                                 best = v
                                 bj = j
@@ -153,7 +157,8 @@ def _kbest_seq(unary, durations, transition, start, end, segment, has_segment, o
 
 
 @njit(cache=True, parallel=True)
-def semimarkov_kbest(unary, durations, transition, start, end, segment, has_segment, offsets, kk):
+def semimarkov_kbest(unary, durations, transition, tv, tv_on, start, end, segment, has_segment, offsets,
+                     kk):
     """The ``kk`` best segmentations of every sequence (k-best Viterbi over the two-stage recursion:
     each of α*, α keeps a sorted list of its kk best entries, merged from sorted lists).
 
@@ -171,8 +176,8 @@ def semimarkov_kbest(unary, durations, transition, start, end, segment, has_segm
         if T == 0:
             scores[b, 0] = 0.0
             continue
-        _kbest_seq(unary, durations, transition, start, end, segment, has_segment, o, T, kk, labels,
-                   starts, scores, b, zeros)
+        _kbest_seq(unary, durations, transition, tv, tv_on, start, end, segment, has_segment, o, T, kk,
+                   labels, starts, scores, b, zeros)
     return labels, starts, scores
 
 
@@ -200,8 +205,8 @@ def _draw(weights, n, u):
 
 
 @njit(cache=True, parallel=True)
-def semimarkov_sample(unary, durations, transition, start, end, segment, has_segment, offsets, alpha,
-                      alpha_star, inc, uniforms):
+def semimarkov_sample(unary, durations, transition, tv, tv_on, start, end, segment, has_segment, offsets,
+                      alpha, alpha_star, inc, uniforms):
     """Exact posterior samples by forward filtering, backward sampling.
 
     From the end: draw the last label k ∝ exp(α[T-1, k] + end[k]); then repeatedly the duration
@@ -242,8 +247,9 @@ def semimarkov_sample(unary, durations, transition, start, end, segment, has_seg
                 mark(labels[i], starts[i], o, s, e, k)
                 if s == 0:
                     break
+                own = varies(tv_on, o + s - 1)
                 for j in range(K):
-                    wts[j] = alpha[o + s - 1, j] + transition[j, k]
+                    wts[j] = alpha[o + s - 1, j] + (tv[o + s - 1, j, k] if own else transition[j, k])
                 k = _draw(wts, K, uniforms[i, ui])
                 ui += 1
                 e = s - 1
@@ -251,8 +257,8 @@ def semimarkov_sample(unary, durations, transition, start, end, segment, has_seg
 
 
 @njit(cache=True, parallel=True)
-def semimarkov_score(unary, durations, transition, start, end, segment, has_segment, offsets, segs,
-                     seg_offsets):
+def semimarkov_score(unary, durations, transition, tv, tv_on, start, end, segment, has_segment, offsets,
+                     segs, seg_offsets):
     """Score of given segmentations: ``segs`` (S, 3) int64 rows (start, end inclusive, label), local
     to their sequence, sequence b owning rows ``seg_offsets[b]:seg_offsets[b + 1]`` (validated to
     tile the sequence). A segment longer than D scores -inf. Returns (B,). Time O(N + S)."""
@@ -281,6 +287,8 @@ def semimarkov_score(unary, durations, transition, start, end, segment, has_segm
             total += w
             if prev < 0:
                 total += start[k]
+            elif varies(tv_on, o + s - 1):
+                total += tv[o + s - 1, prev, k]
             else:
                 total += transition[prev, k]
             prev = k

@@ -14,8 +14,8 @@ import numpy as np
 from numba import njit, uint64
 
 from ..semirings import LOG, reduce_pair
-from .semimarkov_window import (FIRST, MIDDLE, NEG_INF, table, window, window_lse,
-                                window_scratch)
+from .semimarkov_window import (FIRST, MIDDLE, NEG_INF, NO_TV, NO_TV_ON, reduce_row, table,
+                                varies, window, window_lse, window_scratch)
 
 # Linear-space fast path (LOG semiring, no `segment`). Inside a block of ends, the segment sum
 #   ⊕_d α̂*[s, k] + Σ_{u=s..e} unary[u, k] - Σ_{u=s..e-1} inc[u] + dur[c, d-1, k]
@@ -198,19 +198,19 @@ _NO_SEGMENT = np.zeros((1, 1, 1))
 
 
 @njit(cache=True, fastmath={"reassoc", "contract"})
-def forward_pass(unary, durations, ed, mdur, transition_t, ec, cmax, start, o, T, alpha, alpha_star,
-                 inc):
+def forward_pass(unary, durations, ed, mdur, transition_t, ec, cmax, tv, tv_on, start, o, T, alpha,
+                 alpha_star, inc):
     """The normalised LOG forward of one sequence: :func:`_forward_body` with ``expect`` False."""
-    return _forward_body(unary, durations, ed, mdur, transition_t, ec, cmax, start, o, T, alpha,
-                         alpha_star, inc, False, alpha, _NO_DMARG)
+    return _forward_body(unary, durations, ed, mdur, transition_t, ec, cmax, tv, tv_on, start, o, T,
+                         alpha, alpha_star, inc, False, alpha, _NO_DMARG)
 
 
 @njit(cache=True, fastmath={"reassoc", "contract"})
 def expectation_pass(unary, durations, ed, mdur, o, T, alpha_star, inc, beta_end, dmarg_b):
     """The window replay of a finished forward: :func:`_forward_body` with ``expect`` True."""
     # transition_t, ec, cmax, start and alpha are not read in this mode (stand-ins of their types)
-    return _forward_body(unary, durations, ed, mdur, unary, unary, mdur, mdur, o, T, alpha_star,
-                         alpha_star, inc, True, beta_end, dmarg_b)
+    return _forward_body(unary, durations, ed, mdur, unary, unary, mdur, NO_TV, NO_TV_ON, mdur, o, T,
+                         alpha_star, alpha_star, inc, True, beta_end, dmarg_b)
 
 
 #: dmarg_b of the plain forward (never written)
@@ -218,13 +218,15 @@ _NO_DMARG = np.zeros((1, 1, 1))
 
 
 @njit(cache=True, inline="always")
-def _forward_body(unary, durations, ed, mdur, transition_t, ec, cmax, start, o, T, alpha, alpha_star,
-                  inc, expect, beta_end, dmarg_b):
+def _forward_body(unary, durations, ed, mdur, transition_t, ec, cmax, tv, tv_on, start, o, T, alpha,
+                  alpha_star, inc, expect, beta_end, dmarg_b):
     """The scaled forward of one sequence, in one of two modes (inlined into :func:`forward_pass`
     and :func:`expectation_pass` with ``expect`` a constant, so each compiles only its own branch).
 
     ``expect`` False: the normalised LOG forward; fills alpha, alpha_star and inc (rows o … o+T-1)
-    and returns Σ_t inc[t] (``beta_end``, ``dmarg_b`` unread).
+    and returns Σ_t inc[t] (``beta_end``, ``dmarg_b`` unread). A boundary with its own transition
+    matrix (``tv[r]``, :func:`~structlearn.kernels.semimarkov_window.varies`) takes the exact
+    log-space stage instead of the linear-space factors ``ec`` of the stationary matrix.
     ``expect`` True: replays the windows of a finished forward (alpha_star, inc read) against its
     backward's ``beta_end``: returns Σ over segments of p·w and adds p to dmarg_b[c, d-1, k], with
     p(s, t, k) = C · ex[k, s] · ed[c, k, d-1] and C = exp(m[k] + max_dur[k] + P[k, t+1] + β̂_end[t, k])
@@ -247,6 +249,10 @@ def _forward_body(unary, durations, ed, mdur, transition_t, ec, cmax, start, o, 
                 if t == 0:
                     for k in range(K):
                         alpha_star[o, k] = start[k]
+                elif varies(tv_on, o + t - 1):  # this boundary's own matrix tv[o + t - 1]
+                    for k in range(K):
+                        alpha_star[o + t, k] = reduce_row(LOG, alpha, o + t - 1, tv, o + t - 1, k, K,
+                                                          True)[0]
                 else:  # (stage1_rows, written out: a helper with array arguments costs reference counts)
                     r = o + t - 1
                     mv = NEG_INF
@@ -346,8 +352,8 @@ def _forward_body(unary, durations, ed, mdur, transition_t, ec, cmax, start, o, 
 
 
 @njit(cache=True, fastmath={"reassoc", "contract"})
-def backward_pass(unary, durations, ed, mdur, transition, er, rmax, end, o, T, inc, z_fin, beta_end,
-                  beta_start, alpha_star, dm_b, want_dm):
+def backward_pass(unary, durations, ed, mdur, transition, er, rmax, tv, tv_on, end, o, T, inc, z_fin,
+                  beta_end, beta_start, alpha_star, dm_b, want_dm):
     """Mirror of :func:`forward_pass`, the normalised LOG backward of one sequence: blocks of starts
     from the right, block-local suffix
     P[k, e+1] = -Σ_{u=h..e} (unary[u, k] - inc[u]) (P[k, s] = Σ_{u=s..h-1} for s <= h, h = one past
@@ -385,6 +391,10 @@ def backward_pass(unary, durations, ed, mdur, transition, er, rmax, end, o, T, i
             if t == T - 1:
                 for k in range(K):
                     beta_end[o + t, k] = end[k] - z_fin
+            elif varies(tv_on, o + t):  # this boundary's own matrix tv[o + t]
+                for k in range(K):
+                    beta_end[o + t, k] = reduce_row(LOG, beta_start, o + t + 1, tv, o + t, k, K,
+                                                    False)[0]
             else:  # (stage1_rows, written out)
                 r = o + t + 1
                 mv = NEG_INF

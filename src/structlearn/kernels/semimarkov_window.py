@@ -7,7 +7,8 @@ d = 1 … dmax. :func:`window` computes, in log space, their scores w(s, e, k) (
 accumulated as d grows, exact on long sequences and without special cases for -inf entries), the
 normalised log-weights v = w + left[s, k] + right[e, k] - Σ inc[u] over the window's tokens other than
 t, and the best d per label. :func:`normalise` is the per-token normaliser of the forward (the K×K
-stage of the two-stage recursion is :func:`structlearn.semirings.reduce_pair`).
+stage of the two-stage recursion is :func:`structlearn.semirings.reduce_pair`; with time-varying
+transitions a boundary row that has its own matrix takes :func:`reduce_row`, see :func:`varies`).
 
 The segment term of w is :func:`segment_term`, chosen at compile time by the type of ``segment``: a
 (N, D, K) array of segment potentials, or the semi-CRF's feature tuple (its begin / last / span /
@@ -18,6 +19,8 @@ import math
 import numpy as np
 from numba import njit, types
 from numba.extending import overload
+
+from ..semirings import LOG
 
 
 MIDDLE = 0
@@ -176,3 +179,39 @@ def mark(labels, starts, o, s, e, k):
     for u in range(s, e + 1):
         labels[o + u] = k
     starts[o + s] = True
+
+
+#: The stand-ins of the time-varying transitions when every boundary uses the stationary matrix: a
+#: (0, 1, 1) ``tv`` and a (0,) ``tv_on`` (see :func:`varies`).
+NO_TV = np.zeros((0, 1, 1))
+NO_TV_ON = np.zeros(0, dtype=np.bool_)
+
+
+@njit(cache=True, inline="always")
+def varies(tv_on, r):
+    """Whether the segment boundary after token row r (a segment ending at r, the next starting at r + 1)
+    has its own transition matrix ``tv[r]`` instead of the stationary one. ``tv_on`` is (N,) bool with
+    time-varying transitions and (0,) without (:data:`NO_TV_ON`), so the stationary kernels pay one
+    length test per boundary."""
+    return tv_on.shape[0] > 0 and tv_on[r]
+
+
+@njit(cache=True)
+def reduce_row(semiring, V, rv, tv, r, k, K, into):
+    """The K×K stage at a boundary with its own matrix ``tv[r]`` ("from, to"), exact in log space:
+    ``into`` True: (⊕_j V[rv, j] ⊗ tv[r, j, k], arg) (transitions into k, forward);
+    ``into`` False: (⊕_j tv[r, k, j] ⊗ V[rv, j], arg) (transitions out of k, backward).
+    -inf and arg 0 when every term is -inf (:func:`structlearn.semirings.reduce_pair`'s contract)."""
+    m = NEG_INF
+    arg = 0
+    for j in range(K):
+        x = V[rv, j] + (tv[r, j, k] if into else tv[r, k, j])
+        if x > m:
+            m = x
+            arg = j
+    if semiring != LOG or m == NEG_INF:
+        return m, arg
+    s = 0.0
+    for j in range(K):
+        s += math.exp(V[rv, j] + (tv[r, j, k] if into else tv[r, k, j]) - m)
+    return m + math.log(s), arg

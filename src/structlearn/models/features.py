@@ -298,3 +298,26 @@ def build_state_features(packed, y, n_attributes, n_labels, min_freq=0.0, all_po
     attrs = keys // K
     attr_ptr = np.concatenate([[0], np.cumsum(np.bincount(attrs, minlength=A))]).astype(np.int64)
     return attr_ptr, (keys % K).astype(np.int64)
+
+
+def next_token_values(packed, attr_ids):
+    """Values of the attributes ``attr_ids`` at the next token: a sparse (N, A_t) CSR matrix whose row n
+    holds, in column c, the value of attribute ``attr_ids[c]`` at token n + 1 of the same sequence (0 on
+    the last token of a sequence). Row n is the step n -> n + 1 of time-varying transitions (the
+    boundary after token n: the linear chain's and the semi-Markov engine's row convention), so
+    ``next_token_values(packed, ids) @ W.reshape(A_t, K * K)`` are the observation-conditioned
+    transition scores. Time O(nnz)."""
+    attr_ids = np.asarray(attr_ids, dtype=np.int64)
+    N, Ta = packed.n_items, attr_ids.shape[0]
+    col = np.full(max(int(packed.item_attr.max(initial=-1)) + 1, 1), -1, np.int64)
+    inside = attr_ids < col.size
+    col[attr_ids[inside]] = np.flatnonzero(inside)
+    a = packed.item_attr
+    c = col[a] if a.size else a
+    keep = c >= 0
+    rows = np.repeat(np.arange(N), np.diff(packed.item_ptr))[keep] - 1  # token n + 1 -> step n
+    ok = rows >= 0
+    last = np.zeros(N, bool)
+    last[packed.offsets[1:][packed.lengths > 0] - 1] = True
+    ok[ok] = ~last[rows[ok]]
+    return sp.csr_matrix((packed.item_val[keep][ok], (rows[ok], c[keep][ok])), shape=(N, Ta))

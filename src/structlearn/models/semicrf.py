@@ -11,7 +11,11 @@ eq. "sm-alpha", s(y, [i-d, i]))::
                + w_caps[k] · [every token of the span is capitalised]  (segment feature "caps")
 
 plus ``transition[k_i, k_{i+1}]`` between consecutive segments and ``start``/``end`` weights of the
-first / last segment's label. State features are those of the linear-chain CRF (same attribute
+first / last segment's label. With transition attributes (``trans_attr``), the boundary between a
+segment ending at token e and the next starting at s = e + 1 also scores
+``Σ_a x_{s,a} · W[a, k_i, k_{i+1}]`` (the attribute's value at the first token of the new segment: the
+observation-conditioned transitions t(y', y, x, i-1, i) of the seed, the linear chain's "value at token
+t+1"); the engine then gets time-varying transitions (N, K, K), row e. State features are those of the linear-chain CRF (same attribute
 encoding, :mod:`structlearn.models.features`); the first four terms of the score are the engine's
 ``unary`` (N, K) and ``duration`` (D, K) potentials, the segment-level ones its ``segment`` (N, D, K)
 potential, which is only materialised when a segment feature is switched on.
@@ -19,8 +23,11 @@ potential, which is only materialised when a segment feature is switched on.
 Parameter layout of ``w`` (float64, length ``n_params``)::
 
     state F | transition K² | start K | end K | duration D·K | first F | last F | span S·K | caps K
+    | transition attributes Ta·K²
 
-(the last four blocks only when the corresponding segment feature is used). Durations longer than the
+(first … caps only when the corresponding segment feature is used, the last block only with
+transition attributes; W[a, i, j] of a forbidden pair, or of i = j with ``allow_same_label=False``,
+stays 0). Durations longer than the
 label's maximum segment length are -inf; transitions never observed in training keep weight 0.
 
 The objective is the linear-chain CRF's negative CLL
@@ -31,10 +38,12 @@ intermediates stay bounded (``CHUNK_ENTRIES``).
 import numba
 import numpy as np
 
+from ..kernels.features import state_gradient_tokens, state_potentials
 from ..kernels.semicrf import (segment_potentials, segment_statistics, semicrf_expectations,
                               state_gradient3, state_potentials3)
+from ..kernels.semimarkov_window import NO_TV, NO_TV_ON
 from ..structures import SemiMarkov
-from ..kernels.features import state_gradient_tokens, state_potentials
+from .features import next_token_values
 
 SEGMENT_FEATURES = ("first", "last", "span", "caps")
 
@@ -79,6 +88,15 @@ class SegmentBatch:
     @property
     def n_items(self):
         return self.packed.n_items
+
+    def next_values(self, attr_ids):
+        """Sparse (N, Ta) values of the transition attributes at the next token
+        (:func:`~structlearn.models.features.next_token_values`), cached on the batch."""
+        cached = getattr(self, "_next_values", None)
+        if cached is None or not np.array_equal(cached[0], attr_ids):
+            cached = (np.array(attr_ids), next_token_values(self.packed, attr_ids))
+            self._next_values = cached
+        return cached[1]
 
     def segment_lists(self, segs=None):
         """Per-sequence (n_seg, 3) arrays of ``segs`` (default the gold segments)."""
@@ -128,6 +146,8 @@ class ChunkedSemiMarkov:
         self._last = state_potentials(p["last"], *args) if "last" in model.segment_features \
             else np.zeros((1, K))
         self._pots = model.chain_potentials(w)
+        # time-varying transitions (N, K, K) with transition attributes, else None
+        self._tv = model.edge_potentials(w, batch)[0] if model.n_trans_attr else None
         self._cache = {}
 
     def parts(self):
@@ -144,7 +164,8 @@ class ChunkedSemiMarkov:
                 caps = batch.caps if batch.caps is not None else np.zeros((1, 1), np.bool_)
                 seg = segment_potentials(self._first, self._last, p["span"], span_id, caps, p["caps"],
                                          off[b0:b1 + 1], o0, m.max_duration, m.use_flags)
-            yield b0, b1, SemiMarkov(self._unary[o0:o1], dur, trans, lengths=batch.lengths[b0:b1],
+            tr = trans if self._tv is None else self._tv[o0:o1]
+            yield b0, b1, SemiMarkov(self._unary[o0:o1], dur, tr, lengths=batch.lengths[b0:b1],
                                      start=start, end=end, segment=seg,
                                      allow_same_label=m.allow_same_label)
 
@@ -177,6 +198,7 @@ class ChunkedSemiMarkov:
         off = batch.offsets
         token = np.zeros((N, K))
         edge = np.zeros((K, K))
+        edge_rows = np.zeros((N, K, K)) if m.n_trans_attr else None
         dur = np.zeros((D, K))
         first = np.zeros((N, K)) if m.has_segment_features else None
         last = np.zeros((N, K)) if m.has_segment_features else None
@@ -192,6 +214,8 @@ class ChunkedSemiMarkov:
             mg = sm.marginals()
             token[o0:o1] = mg.unary
             edge += mg.edge.sum(axis=0)
+            if edge_rows is not None:
+                edge_rows[o0:o1] = mg.edge
             dm = sm.duration_marginals()
             dur += (dm.middle + dm.first + dm.last + dm.single).sum(axis=0)
             if m.has_segment_features:
@@ -203,7 +227,7 @@ class ChunkedSemiMarkov:
                 gold.append(sm.score(gold_lists[b0:b1]))
         nz = np.flatnonzero(batch.lengths > 0)
         stats = (token, edge, token[off[nz]].sum(axis=0), token[off[nz + 1] - 1].sum(axis=0), dur,
-                 first, last, g_span, g_caps)
+                 first, last, g_span, g_caps, edge_rows)
         self._cache["stats"] = stats
         self._cache["log_z"] = np.concatenate(log_z) if log_z else np.zeros(0)
         if want_gold:
@@ -238,11 +262,17 @@ class SemiMarkovFeatureModel:
         Which (span string, label) pairs are parameters ("span" only; S strings in the vocabulary).
     forbidden : ndarray of bool, shape (K, K), optional
         Transitions with potential -inf.
+    trans_attr : ndarray of int64, shape (Ta,), optional
+        Attribute ids whose value at the first token of a segment scales a weight ``W[a, k_prev, k]``
+        of the boundary into it (observation-conditioned transitions; the structure then gets
+        time-varying transitions (N, K, K), row e = the boundary after token e).
     """
 
     def __init__(self, attr_ptr, feat_label, n_labels, max_lengths, trans_features, allow_same_label,
-                 segment_features=(), span_features=None, forbidden=None):
+                 segment_features=(), span_features=None, forbidden=None, trans_attr=None):
         K = int(n_labels)
+        self.trans_attr = np.ascontiguousarray(np.zeros(0, np.int64) if trans_attr is None
+                                               else trans_attr, dtype=np.int64)
         self.attr_ptr = np.ascontiguousarray(attr_ptr, dtype=np.int64)
         self.feat_label = np.ascontiguousarray(feat_label, dtype=np.int64)
         self.n_labels = K
@@ -266,6 +296,12 @@ class SemiMarkovFeatureModel:
         for f in self.segment_features:
             sizes.append((f, {"first": self.n_state, "last": self.n_state, "span": self.n_spans * K,
                               "caps": K}[f]))
+        if self.n_trans_attr:
+            sizes.append(("trans_attr", self.n_trans_attr * K * K))
+        # W[a, i, j] is a parameter where the transition is possible
+        self.trans_attr_features = ~self.forbidden
+        if not self.allow_same_label:
+            np.fill_diagonal(self.trans_attr_features, False)
         self._layout = {}
         pos = 0
         for name, n in sizes:
@@ -277,12 +313,47 @@ class SemiMarkovFeatureModel:
     def n_state(self):
         return self.feat_label.shape[0]
 
+    @property
+    def n_trans_attr(self):
+        """Number of transition attributes Ta."""
+        return self.trans_attr.shape[0]
+
+    def split_trans_attr(self, w):
+        """View (Ta, K, K) of the transition-attribute weights W in ``w``."""
+        return self.split(w)["trans_attr"]
+
+    def edge_potentials(self, w, batch):
+        """Time-varying transition log-potentials of a batch with transition attributes.
+
+        Returns
+        -------
+        tv : ndarray of float64, shape (N, K, K)
+            Row e: the boundary after token e, ``transition + Σ_a x_{e+1,a} · W[a]`` (forbidden pairs
+            and, with ``allow_same_label=False``, the diagonal -inf); the stationary transitions on
+            rows without an active attribute.
+        active : ndarray of bool, shape (N,)
+            Rows where some transition attribute is non-zero at token e + 1.
+
+        Time and memory O(N·K²).
+        """
+        tr = self.chain_potentials(w)[0]
+        K, Ta = self.n_labels, self.n_trans_attr
+        nv = batch.next_values(self.trans_attr)
+        W = np.where(self.trans_attr_features, self.split_trans_attr(w), 0.0).reshape(Ta, K * K)
+        tv = np.asarray(nv @ W).reshape(-1, K, K) + tr
+        tv[:, self.forbidden] = -np.inf
+        if not self.allow_same_label:
+            tv[:, np.arange(K), np.arange(K)] = -np.inf
+        return tv, np.diff(nv.indptr) > 0
+
     def split(self, w):
         """Dict of views into ``w``: state (F,), trans (K, K), start, end (K,), dur (D, K) and, when used,
         first, last (F,), span (S, K), caps (K,); unused blocks are zero arrays."""
         K, D = self.n_labels, self.max_duration
-        shapes = {"trans": (K, K), "dur": (D, K), "span": (self.n_spans, K)}
-        out = {"first": np.zeros(0), "last": np.zeros(0), "span": np.zeros((0, K)), "caps": np.zeros(K)}
+        shapes = {"trans": (K, K), "dur": (D, K), "span": (self.n_spans, K),
+                  "trans_attr": (self.n_trans_attr, K, K)}
+        out = {"first": np.zeros(0), "last": np.zeros(0), "span": np.zeros((0, K)), "caps": np.zeros(K),
+               "trans_attr": np.zeros((0, K, K))}
         for name, (a, b) in self._layout.items():
             v = w[a:b]
             out[name] = v.reshape(shapes[name]) if name in shapes else v
@@ -296,6 +367,7 @@ class SemiMarkovFeatureModel:
         p["dur"][...] = self.dur_features
         if "span" in self.segment_features:
             p["span"][...] = self.span_features
+        p["trans_attr"][...] = self.trans_attr_features
         return m
 
     def chain_potentials(self, w):
@@ -344,23 +416,27 @@ class SemiMarkovFeatureModel:
         span_w = np.ascontiguousarray(p["span"]) if use_span else np.zeros((0, self.n_labels))
         caps_w = np.ascontiguousarray(p["caps"]) if "caps" in self.segment_features \
             else np.zeros(self.n_labels)
+        tv, tv_on = self.edge_potentials(w, batch) if self.n_trans_attr else (NO_TV, NO_TV_ON)
         res = semicrf_expectations(unary, begin, last, dur, self.max_lengths, tr, st, en, span_id,
                                    span_w, caps, caps_w, use_span, use_caps, batch.offsets,
-                                   _blocks(batch), self.n_spans)
-        log_z, token, first, last_m, edge, g_dur, g_st, g_en, g_span, g_caps = res
+                                   _blocks(batch), self.n_spans, tv, tv_on)
+        log_z, token, first, last_m, edge, g_dur, g_st, g_en, g_span, g_caps, edge_rows = res
         if not use_span:
             g_span = np.zeros((self.n_spans, self.n_labels))
-        return (token, edge, g_st, g_en, g_dur, first, last_m, g_span, g_caps), log_z
+        edge_rows = edge_rows if self.n_trans_attr else None
+        return (token, edge, g_st, g_en, g_dur, first, last_m, g_span, g_caps, edge_rows), log_z
 
     def gradient(self, stats, batch):
         """Gradient vector (n_params,) from expected (or observed) statistics.
 
         ``stats`` = (token (N, K), edge (K, K), start (K,), end (K,), dur (D, K), first (N, K), last (N, K),
-        span (S, K), caps (K,)): per-token label occupancy, transition counts, first / last segment
-        labels, (duration, label) counts, and for segment features the per-token segment-start and
-        segment-end occupancies, span-string and all-caps counts (None when unused).
+        span (S, K), caps (K,), edge_rows (N, K, K)): per-token label occupancy, transition counts,
+        first / last segment labels, (duration, label) counts, for segment features the per-token
+        segment-start and segment-end occupancies, span-string and all-caps counts, and for transition
+        attributes the transition counts of every boundary row e (None when unused); the statistic of
+        W[a] is Σ_e x_{e+1,a} · edge_rows[e].
         """
-        token, edge, st, en, dur, first, last, g_span, g_caps = stats
+        token, edge, st, en, dur, first, last, g_span, g_caps, edge_rows = stats
         packed = batch.packed
         g = np.zeros(self.n_params)
         p = self.split(g)
@@ -386,6 +462,10 @@ class SemiMarkovFeatureModel:
             p["span"][...] = np.where(self.span_features, g_span, 0.0)
         if "caps" in self.segment_features:
             p["caps"][...] = g_caps
+        if self.n_trans_attr:
+            K = self.n_labels
+            ta = np.asarray(batch.next_values(self.trans_attr).T @ edge_rows.reshape(-1, K * K))
+            p["trans_attr"][...] = np.where(self.trans_attr_features, ta.reshape(-1, K, K), 0.0)
         return g
 
     def gold_statistics(self, batch, segs=None):
@@ -408,6 +488,10 @@ class SemiMarkovFeatureModel:
         edge = np.zeros((K, K))
         same = np.flatnonzero(seq[1:] == seq[:-1]) if len(seq) > 1 else np.zeros(0, np.int64)
         np.add.at(edge, (k[same], k[same + 1]), 1.0)
+        edge_rows = None
+        if self.n_trans_attr:
+            edge_rows = np.zeros((N, K, K))
+            np.add.at(edge_rows, (e[same], k[same], k[same + 1]), 1.0)
         st = np.zeros(K)
         en = np.zeros(K)
         firsts = so[:-1][np.diff(so) > 0]
@@ -432,7 +516,16 @@ class SemiMarkovFeatureModel:
             if "caps" in self.segment_features and batch.caps is not None:
                 cp = batch.caps[e[ok], d[ok]]
                 np.add.at(g_caps, k[ok][cp], 1.0)
-        return (token, edge, st, en, dur, first, last, g_span, g_caps)
+        return (token, edge, st, en, dur, first, last, g_span, g_caps, edge_rows)
+
+    def __setstate__(self, state):
+        # models pickled before transition attributes
+        state.setdefault("trans_attr", np.zeros(0, np.int64))
+        self.__dict__.update(state)
+        if "trans_attr_features" not in state:
+            self.trans_attr_features = ~self.forbidden
+            if not self.allow_same_label:
+                np.fill_diagonal(self.trans_attr_features, False)
 
     def feature_counts(self, batch, y=None):
         """Observed feature counts of the batch's gold segments (the empirical side of the gradient)."""

@@ -5,6 +5,7 @@ import numpy as np
 
 from ..kernels import semimarkov as _k
 from ..kernels import semimarkov_decode as _kd
+from ..kernels import semimarkov_window as _kw
 from ..semirings import LOG, MAX
 from ..utils.validation import check_log_potentials
 from ._base import KBest, Marginals, StructureBase
@@ -48,7 +49,7 @@ class SemiMarkov(StructureBase):
 
     .. math::
 
-        s(y) = start[k_1] + \sum_i w(s_i, e_i, k_i) + \sum_{i<m} transition[k_i, k_{i+1}] + end[k_m],
+        s(y) = start[k_1] + \sum_i w(s_i, e_i, k_i) + \sum_{i<m} transition[e_i, k_i, k_{i+1}] + end[k_m],
 
         w(s, e, k) = \sum_{u=s}^{e} unary[u, k] + dur_{s,e}[e - s, k] \;(+\; segment[e, e - s, k])
 
@@ -72,9 +73,14 @@ class SemiMarkov(StructureBase):
         Log-potential of label k at token n; N = sum(lengths). -inf forbids a label at a token.
     duration : array-like of float64, shape (D, K)
         Log-potential of a k-segment of length d at row d-1. -inf forbids a duration.
-    transition : array-like of float64, shape (K, K)
+    transition : array-like of float64, shape (K, K) or (N, K, K)
         Log-potentials "from, to" between consecutive segments: ``transition[i, j]`` scores an
-        i-segment followed by a j-segment.
+        i-segment followed by a j-segment. Time-varying form (N, K, K), the linear chain's row
+        convention (:class:`~structlearn.structures.LinearChain`): row n scores the boundary between
+        a segment ending at token n and the next starting at token n + 1 (the same row as
+        ``marginals().edge``); rows at sequence ends are never read. A stationary matrix is the
+        time-varying one with every row equal (the math above writes ``transition[e_i]`` for both).
+        Observation-conditioned transitions t(y', y, x, i-1, i) of a semi-Markov CRF are this form.
     lengths : array-like of int, shape (B,), optional
         Lengths of the B packed sequences; default one sequence of N tokens.
     start, end : array-like of float64, shape (K,), optional
@@ -100,14 +106,17 @@ class SemiMarkov(StructureBase):
     Raises
     ------
     ValueError
-        Shapes that disagree, NaN or +inf potentials, lengths that do not sum to N, a bad
+        Shapes that disagree (``transition`` neither (K, K) nor (N, K, K)), NaN or +inf potentials,
+        lengths that do not sum to N, a bad
         ``max_duration``, or first and last durations given without ``single_duration``.
 
     Notes
     -----
     Forward and backward use the two-stage recursion over segment starts and ends (see
     :mod:`structlearn.kernels.semimarkov`): time O(N·(D·K + K²)), memory O(N·K), parallel over
-    sequences. Messages are normalised per token (:meth:`forward`, :meth:`backward` expose them,
+    sequences; time-varying transitions cost the same order, their K×K stage in log space (K² exps per
+    boundary whose row differs from the most frequent row, which keeps the linear-space stationary
+    stage). Messages are normalised per token (:meth:`forward`, :meth:`backward` expose them,
     with their scales), so long sequences lose no precision. Segment unary sums are accumulated
     along d, not differenced from cumulative sums. Without ``segment``, the LOG-semiring window
     sums run in linear space (one multiply-add per (t, d, k)) with an exact log-space fallback
@@ -122,7 +131,10 @@ class SemiMarkov(StructureBase):
     ----------
     unary, duration, transition, start, end, first_duration, last_duration, single_duration, segment
         The validated float64 potentials (durations cut to ``max_duration`` rows; ``segment`` is None
-        when not given). ``transition`` is as given (its diagonal is not overwritten).
+        when not given). ``transition`` is as given, (K, K) or (N, K, K) (its diagonal is not
+        overwritten).
+    stationary : bool
+        Whether ``transition`` is (K, K).
     max_duration : int
         D in use.
     lengths, offsets, n_labels
@@ -151,7 +163,12 @@ class SemiMarkov(StructureBase):
         self.max_duration = D
         self.allow_same_label = bool(allow_same_label)
         self.unary = unary
-        self.transition = check_log_potentials(transition, "transition", (K, K))
+        transition = check_log_potentials(transition, "transition", ndim=(2, 3))
+        if transition.shape not in ((K, K), (N, K, K)):
+            raise ValueError(f"`transition` must have shape (K, K) = ({K}, {K}) or (N, K, K) = "
+                             f"({N}, {K}, {K}); got {transition.shape}")
+        self.transition = transition
+        self.stationary = transition.ndim == 2
         self.start = np.zeros(K) if start is None else check_log_potentials(start, "start", (K,))
         self.end = np.zeros(K) if end is None else check_log_potentials(end, "end", (K,))
 
@@ -178,18 +195,41 @@ class SemiMarkov(StructureBase):
             self.segment = np.ascontiguousarray(segment[:, :D])
         self._durations = np.ascontiguousarray(np.stack(
             [self.duration, self.first_duration, self.last_duration, self.single_duration]))
-        trans = self.transition.copy()
+        if self.stationary:
+            trans = self.transition.copy()
+            self._tv, self._tv_on = _kw.NO_TV, _kw.NO_TV_ON
+        else:
+            trans, self._tv, self._tv_on = self._varying(self.transition)
         if not self.allow_same_label:
             np.fill_diagonal(trans, -np.inf)
+            if not self.stationary:
+                self._tv[:, np.arange(K), np.arange(K)] = -np.inf
         self._trans = trans
         self._cache = {}
+
+    def _varying(self, tv):
+        """(base (K, K), tv (N, K, K), tv_on (N,)) of time-varying transitions: the base is the most
+        frequent boundary row, and only rows that differ from it are flagged (the kernels run the
+        stationary linear-space stage elsewhere, with bitwise the same numbers as the base). Rows at
+        sequence ends are never read. Time O(N·K² log N)."""
+        N, K = self.n_rows, self.n_labels
+        on = np.ones(N, bool)
+        on[self.offsets[1:][self.lengths > 0] - 1] = False
+        base = np.zeros((K, K))
+        if on.any():
+            rows, inv, cnt = np.unique(tv[on].reshape(-1, K * K), axis=0, return_inverse=True,
+                                       return_counts=True)
+            top = int(np.argmax(cnt))
+            base = rows[top].reshape(K, K).copy()
+            on[on] = np.asarray(inv).ravel() != top
+        return base, np.ascontiguousarray(tv, dtype=np.float64).copy(), on
 
     # -- plumbing ----------------------------------------------------------------------------------
     def _kargs(self):
         has_seg = self.segment is not None
         seg = self.segment if has_seg else np.zeros((1, 1, 1))
-        return (self.unary, self._durations, self._trans, self.start, self.end, seg, has_seg,
-                self.offsets)
+        return (self.unary, self._durations, self._trans, self._tv, self._tv_on, self.start, self.end,
+                seg, has_seg, self.offsets)
 
     def _forward(self, semiring=LOG):
         key = ("forward", semiring)
@@ -202,11 +242,11 @@ class SemiMarkov(StructureBase):
         (alpha, alpha_star, inc, beta_end, beta_start, log_z, z_fin)."""
         alpha, alpha_star, inc, log_z, z_fin, _, _ = self._forward(LOG)
         if "backward" not in self._cache:
-            u, durs, trans, _, end, seg, has_seg, offsets = self._kargs()
+            u, durs, trans, tv, tv_on, _, end, seg, has_seg, offsets = self._kargs()
             # without `segment` the scaled backward also yields the duration marginals (one
             # multiply-add per window term), so no pass replays the forward's windows for them
-            self._cache["backward"] = _k.semimarkov_backward(u, durs, trans, end, seg, has_seg,
-                                                             offsets, inc, z_fin, alpha_star)
+            self._cache["backward"] = _k.semimarkov_backward(u, durs, trans, tv, tv_on, end, seg,
+                                                             has_seg, offsets, inc, z_fin, alpha_star)
         beta_end, beta_start, _ = self._cache["backward"]
         return alpha, alpha_star, inc, beta_end, beta_start, log_z, z_fin
 
@@ -293,8 +333,8 @@ class SemiMarkov(StructureBase):
         if key not in self._cache:
             alpha, alpha_star, _, beta_end, beta_start, _, z_fin = self._posterior()
             self._cache[key] = Marginals(*_k.semimarkov_marginals(
-                self.unary, self._trans, alpha, alpha_star, beta_end, beta_start, z_fin,
-                self.offsets, key == "marginals"))
+                self.unary, self._trans, self._tv, self._tv_on, alpha, alpha_star, beta_end,
+                beta_start, z_fin, self.offsets, key == "marginals"))
         token, em = self._cache[key]
         if edge == "total":
             em = em.sum(axis=0)
@@ -321,7 +361,7 @@ class SemiMarkov(StructureBase):
                              f"iter_segment_marginals(threshold) to stream the segments whose "
                              f"marginal exceeds a threshold")
         _, alpha_star, inc, beta_end, _, _, z_fin = self._posterior()
-        u, durs, _, _, _, seg, has_seg, offsets = self._kargs()
+        u, durs, _, _, _, _, _, seg, has_seg, offsets = self._kargs()
         return _k.semimarkov_segment_marginals(u, durs, seg, has_seg, offsets, alpha_star, inc,
                                                beta_end, z_fin)
 
@@ -344,7 +384,7 @@ class SemiMarkov(StructureBase):
         if not threshold >= 0:
             raise ValueError(f"`threshold` must be a non-negative number; got {threshold!r}")
         _, alpha_star, inc, beta_end, _, _, z_fin = self._posterior()
-        u, durs, _, _, _, seg, has_seg, _ = self._kargs()
+        u, durs, _, _, _, _, _, seg, has_seg, _ = self._kargs()
         for b in range(self.batch_size):
             o, T = int(self.offsets[b]), int(self.lengths[b])
             for lo in range(0, T, _ITER_CHUNK):
@@ -365,7 +405,8 @@ class SemiMarkov(StructureBase):
         """E[s(y)] per sequence from the marginals (no segment potentials): Σ unary · token + Σ durations
         · duration marginals + Σ transition · edges + start · P(first) + end · P(last), skipping
         zero-probability terms (so -inf potentials never give NaN)."""
-        token, edge = self.marginals(edge="sum")
+        rows = not self.stationary and self._tv_on.any()  # some boundary has its own matrix
+        token, edge = self.marginals(edge="full" if rows else "sum")
         self._posterior()
         dm = self._cache["backward"][2]  # (B, 4, D, K)
 
@@ -377,7 +418,11 @@ class SemiMarkov(StructureBase):
         row_seq = np.repeat(np.arange(B), self.lengths)
         np.add.at(out, row_seq, dot(token, self.unary).sum(axis=1))
         out += dot(dm, self._durations[None]).sum(axis=(1, 2, 3))
-        out += dot(edge, self._trans[None]).sum(axis=(1, 2))
+        if not rows:
+            out += dot(edge, self._trans[None]).sum(axis=(1, 2))
+        else:  # per boundary row: its own matrix where flagged, else the base
+            trans = np.where(self._tv_on[:, None, None], self._tv, self._trans[None])
+            np.add.at(out, row_seq, dot(edge, trans).sum(axis=(1, 2)))
         ne = self.lengths > 0
         first, last = self.offsets[:-1][ne], self.offsets[1:][ne] - 1
         out[ne] += (dot(token[first], self.start[None]).sum(axis=1)
