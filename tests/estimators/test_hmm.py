@@ -274,6 +274,8 @@ def test_bad_data_and_lengths():
         m.score([[0], [1.5]])
     with pytest.raises(ValueError, match="`lengths` sums to 5 but the observations `X` have 4 rows"):
         m.score([[0], [1], [2], [0]], lengths=[2, 3])
+    with pytest.raises(ValueError, match="`lengths` must hold whole numbers .*got <U21 values"):
+        m.score([[0], [1], [2], [0]], lengths=("", 0))  # what dask-ml passes for a missing y
     with pytest.raises(ValueError, match=r"fewer observed rows \(2\) than components \(n_components=3\)"):
         S.GaussianHMM(3).fit(np.array([[0.0], [1.0], [np.nan]]))
     with pytest.raises(ValueError, match="`X` has 3 columns but the model has 2 features"):

@@ -32,6 +32,10 @@ def check_lengths(lengths, n_rows, *, name="lengths", rows_name="the potentials"
         arr = np.asarray(lengths)
         if arr.ndim != 1:
             raise ValueError(f"`{name}` must be 1-d (one length per sequence); got shape {arr.shape}")
+        if arr.size and not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)
+                             or arr.dtype == bool):
+            raise ValueError(f"`{name}` must hold whole numbers (one length per sequence); got "
+                             f"{arr.dtype} values {arr[:5]!r}")
         if arr.size and not np.issubdtype(arr.dtype, np.integer):
             if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
                 raise ValueError(f"`{name}` must hold whole numbers; got {arr[:5]!r}")
