@@ -11,7 +11,8 @@ from ..models.crf import ChainFeatureModel
 from ..models.features import build_state_features
 from ..utils.crfsuite_model import is_crfsuite_model
 from . import _crfsuite_compat as compat
-from ._crf_base import ChainCRFBase
+from ._crf_base import ChainCRFBase, label_key
+from ._crf_online import ChainCRFStreamMixin
 from ._params import (ALGORITHM, ALL_POSSIBLE_STATES, ALL_POSSIBLE_TRANSITIONS, LBFGS_PARAMS, MIN_FREQ,
                       ONLINE_PARAMS, RANDOM_STATE, VERBOSE, Param)
 
@@ -41,13 +42,15 @@ def bio_forbidden(labels):
     return forb, fstart
 
 
-class LinearChainCRF(ChainCRFBase):
+class LinearChainCRF(ChainCRFStreamMixin, ChainCRFBase):
     """Linear-chain conditional random field (Lafferty et al. 2001) with CRFsuite's features and trainers.
 
     Scores ``s(x, y) = Σ_t Σ_a x_{t,a} w[a, y_t] + Σ_t w[y_t, y_{t+1}] + w_start[y_0] + w_end[y_{T-1}]``
     (the last two terms only with ``start_end_features``);
     state features are (attribute, label) pairs seen in training (CRFsuite's default), transitions
     label × label. Inference is the engine's :class:`~structlearn.structures.LinearChain`.
+    The online trainers also stream: :meth:`partial_fit` runs one epoch per batch, the vocabulary,
+    labels and features growing with the stream (out-of-core loops, dask-ml's ``Incremental``).
 
     Parameters
     ----------
@@ -195,7 +198,10 @@ class LinearChainCRF(ChainCRFBase):
     # ------------------------------------------------------------------------------------------------
     # fitting
     # ------------------------------------------------------------------------------------------------
-    def _forbidden(self, K):
+    def _forbidden(self, K, known_only=False):
+        """(forbidden (K, K), forbidden_start (K,), forbidden_end (K,)) of ``forbidden_transitions``;
+        ``known_only`` (a stream whose labels grow): pairs naming a label not seen yet are left out
+        until it appears."""
         spec = self.forbidden_transitions
         forb = np.zeros((K, K), bool)
         fstart = np.zeros(K, bool)
@@ -208,6 +214,9 @@ class LinearChainCRF(ChainCRFBase):
                                  f"(from, to) label pairs; got {spec!r}")
             forb, fstart = bio_forbidden(self.classes_)
             return forb, fstart, fend
+        if known_only:
+            known = set(self._label_index) | {"<start>", "<end>"}
+            spec = [(a, b) for a, b in spec if label_key(a) in known and label_key(b) in known]
         for a, b in self._label_pairs(spec, "forbidden_transitions", ("<start>", "<end>")):
             if a == "<start>":
                 fstart[self._label_index[b]] = True

@@ -101,6 +101,32 @@ class ChainFeatureModel:
         self.split_trans_attr(m)[...] = ~self.forbidden
         return m
 
+    def index_in(self, grown):
+        """Positions in ``grown``'s parameter vector of this model's parameters, int64 (n_params,).
+
+        ``grown`` is this model after its vocabulary, labels and features grew (a stream,
+        ``LinearChainCRF.partial_fit``): attribute ids and labels 0..K-1 keep their meaning, every
+        state feature (attribute, label) is still there. ValueError otherwise (and with transition
+        attributes, which do not grow).
+        """
+        K, K2 = self.n_labels, grown.n_labels
+        A, A2 = len(self.attr_ptr) - 1, len(grown.attr_ptr) - 1
+        if K2 < K or A2 < A or self.n_trans_attr or grown.n_trans_attr:
+            raise ValueError(f"the model ({A} attributes, {K} labels) is not contained in the grown one "
+                             f"({A2} attributes, {K2} labels, or transition attributes)")
+        keys = np.repeat(np.arange(A, dtype=np.int64), np.diff(self.attr_ptr)) * K2 + self.feat_label
+        keys2 = np.repeat(np.arange(A2, dtype=np.int64), np.diff(grown.attr_ptr)) * K2 + grown.feat_label
+        order = np.argsort(keys2, kind="stable")
+        at = np.minimum(np.searchsorted(keys2[order], keys), max(keys2.size - 1, 0))
+        if keys.size and (keys2.size == 0 or not np.array_equal(keys2[order[at]], keys)):
+            raise ValueError("a state feature of the model is missing from the grown model")
+        state = order[at] if keys.size else np.zeros(0, np.int64)
+        F2 = grown.n_state
+        i, j = np.divmod(np.arange(K * K, dtype=np.int64), K)
+        labels = np.arange(K, dtype=np.int64)
+        return np.concatenate([state, F2 + i * K2 + j, F2 + K2 * K2 + labels,
+                               F2 + K2 * K2 + K2 + labels]).astype(np.int64)
+
     def transition_potentials(self, w):
         """(trans (K, K), start (K,), end (K,)) log-potentials with forbidden entries -inf."""
         _, tr, st, en = self.split(w)

@@ -300,6 +300,61 @@ def build_state_features(packed, y, n_attributes, n_labels, min_freq=0.0, all_po
     return attr_ptr, (keys % K).astype(np.int64)
 
 
+def grow_state_features(packed, y, n_attributes, n_labels, min_freq=0.0, all_possible_states=False,
+                        frequency="count", features=None, pending=None):
+    """The state features of a stream after one more batch: :func:`build_state_features` with the
+    frequencies counted over every batch seen so far, and no feature ever removed.
+
+    Parameters
+    ----------
+    packed, y : the batch (attribute ids < ``n_attributes``, labels < ``n_labels``)
+    features : (attr_ptr, feat_label) or None
+        The features so far (over the first attributes and labels; they are all kept).
+    pending : (attrs, labels, counts) or None
+        Frequencies of the (attribute, label) pairs seen so far that are not features (below
+        ``min_freq``).
+
+    Returns
+    -------
+    attr_ptr (A + 1,), feat_label (F,), pending
+        Features grouped by attribute, labels ascending within an attribute (as
+        :func:`build_state_features`, which this equals on a first batch); ``pending`` as above (None
+        with ``all_possible_states``). Cost O(nnz log nnz + |pending| + F).
+    """
+    A, K = n_attributes, n_labels
+    if features is not None:
+        old_ptr, old_label = features
+        old_keys = np.repeat(np.arange(len(old_ptr) - 1, dtype=np.int64), np.diff(old_ptr)) * K + old_label
+    else:
+        old_keys = np.zeros(0, np.int64)
+    if all_possible_states:
+        seen = np.zeros(A, bool)
+        seen[packed.item_attr[packed.item_val != 0]] = True
+        seen[old_keys // K] = True
+        cnt = np.where(seen, K, 0)
+        attr_ptr = np.concatenate([[0], np.cumsum(cnt)]).astype(np.int64)
+        return attr_ptr, np.tile(np.arange(K, dtype=np.int64), int(seen.sum())), None
+    rows = np.repeat(np.arange(packed.n_items, dtype=np.int64), np.diff(packed.item_ptr))
+    if frequency == "value":
+        flat, weights = packed.item_attr * K + y[rows], packed.item_val
+    else:
+        nz = packed.item_val != 0
+        flat = packed.item_attr[nz] * K + y[rows[nz]]
+        weights = np.ones(flat.size)
+    if pending is not None and len(pending[0]):
+        flat = np.concatenate([flat, pending[0] * K + pending[1]])
+        weights = np.concatenate([weights, pending[2]])
+    keys, inverse = np.unique(flat, return_inverse=True)
+    counts = np.bincount(inverse.ravel(), weights=weights, minlength=keys.size)
+    keep = counts >= min_freq
+    new_keys = np.union1d(old_keys, keys[keep]).astype(np.int64)
+    below = ~keep & ~np.isin(keys, new_keys)
+    pending = (keys[below] // K, keys[below] % K, counts[below])
+    attrs = new_keys // K
+    attr_ptr = np.concatenate([[0], np.cumsum(np.bincount(attrs, minlength=A))]).astype(np.int64)
+    return attr_ptr, (new_keys % K).astype(np.int64), pending
+
+
 def next_token_values(packed, attr_ids):
     """Values of the attributes ``attr_ids`` at the next token: a sparse (N, A_t) CSR matrix whose row n
     holds, in column c, the value of attribute ``attr_ids[c]`` at token n + 1 of the same sequence (0 on

@@ -1,0 +1,317 @@
+"""``partial_fit`` of :class:`~structlearn.LinearChainCRF`: the online trainers (``l2sgd``, ``ap``, ``pa``,
+``arow``) run one epoch per call on a batch of a stream, their state kept between calls, while the
+attribute vocabulary, the labels and the features grow with the stream.
+
+The epochs are the ones ``fit`` runs (:mod:`structlearn.learning.online`, the same Numba kernels and the
+same random draws); what is kept between calls is :class:`~structlearn.learning.online.StreamState`
+plus the pending feature frequencies (:func:`~structlearn.models.features.grow_state_features`).
+"""
+import time
+
+import numpy as np
+from sklearn.utils import check_random_state
+
+from ..learning import online
+from ..models.crf import ChainFeatureModel
+from ..models.features import AttributeVocabulary, grow_state_features
+from ._crf_base import label_key
+
+__all__ = ["ChainCRFStreamMixin", "STREAMING_ALGORITHMS"]
+
+#: the trainers that stream (one epoch per ``partial_fit`` call)
+STREAMING_ALGORITHMS = ("l2sgd", "ap", "pa", "arow")
+
+_MISSING = object()
+
+
+class _Stream:
+    """What ``partial_fit`` keeps between calls besides the fitted attributes."""
+
+    def __init__(self, trainer, model, fixed_classes):
+        self.trainer = trainer          # online.StreamState
+        self.model = model              # ChainFeatureModel of the weights in `trainer` (None: nothing yet)
+        self.fixed_classes = fixed_classes
+        self.pending = None             # (attrs, labels, frequencies) of pairs below min_freq so far
+        self.coef = None                # the coef_ array the last call wrote (a fit/load/assignment since: restart)
+        self.rng = None                 # the stream's shuffling (check_random_state(random_state) at its start)
+
+
+def _check_classes(classes):
+    if isinstance(classes, (str, bytes, dict)) or not hasattr(classes, "__iter__"):
+        raise ValueError(f"`classes` must be a list of labels; got {type(classes).__name__}")
+    out = [label_key(c) for c in classes]
+    if not out:
+        raise ValueError("`classes` is empty; give every label the stream may bring, or None to let "
+                         "the labels grow with the stream")
+    seen = set()
+    for c in out:
+        if c in seen:
+            raise ValueError(f"`classes` lists the label {c!r} twice")
+        if isinstance(c, str) and ("\t" in c or "\n" in c):
+            raise ValueError(f"`classes`: label {c!r} contains a tab or newline, which CRFsuite-format "
+                             f"files cannot hold")
+        seen.add(c)
+    return out
+
+
+class ChainCRFStreamMixin:
+    """``partial_fit`` for :class:`~structlearn.LinearChainCRF` (which provides ``_forbidden``,
+    ``_transition_attribute_ids``, ``_check_gold_allowed`` and the label helpers of ``CRFBase``)."""
+
+    def partial_fit(self, X, y, classes=None, *, lengths=None, n_sequences=None):
+        """One epoch of the online trainer on a batch of a stream, continuing from the previous calls.
+
+        The batch's sequences are visited in an order shuffled by ``random_state`` (one generator for
+        the whole stream) and the trainer's update applied per sequence, exactly as one epoch of
+        :meth:`fit` with the same ``algorithm``: on a first call, ``partial_fit(X, y)`` gives the
+        weights of ``fit(X, y)`` with ``max_iterations=1`` (bitwise), and for ap/pa/arow k calls on the
+        same data those of ``max_iterations=k`` (l2sgd: with ``n_sequences=len(X)``).
+
+        Kept between calls: the weights and the trainer's state — ap/pa: the raw weights, the
+        averaging sums and the counter (``coef_`` is the averaged weights, as ``fit`` returns); arow:
+        the weights and the diagonal variances; l2sgd: the weights (with their lazy L2 scale), the step
+        counter t and η0, calibrated as ``fit`` does (``calibration_*``) on the first batch only — the
+        rate is Bottou's η_t = η0 / (1 + λ η0 t), t continuing across calls. ``coef_`` after each call
+        is what :meth:`predict` uses, so prediction between calls works.
+
+        L2 weight of l2sgd: λ = 2·c2 / n with n = ``n_sequences`` if given, else the number of
+        sequences seen so far by the stream (this batch included; a sequence passed again counts
+        again), so that on data of n sequences the objective is ``fit``'s,
+        ``-Σ log p(y|x) + c2‖w‖²``. For several passes over a fixed training set give its size as
+        ``n_sequences`` (else λ keeps shrinking with the passes).
+
+        Growth: attributes, labels and (attribute, label) / (label, label) features new in a batch
+        are added (their weights and sums 0, AROW variances ``variance``); nothing is removed.
+        ``min_freq`` is applied to the frequencies counted over all batches seen so far (a pair becomes
+        a feature in the batch where its running count reaches ``min_freq``; pairs below it are
+        counted on, features stay even if a value-weighted sum later falls below);
+        ``all_possible_states`` gives every attribute seen so far every label seen so far,
+        ``all_possible_transitions`` every label pair; ``forbidden_transitions`` pairs naming a
+        label not seen yet apply once it appears. With ``classes`` on the first call the label set is
+        fixed then (scikit-learn's convention): labels in that order, a later label outside it is an
+        error.
+
+        The first call on an estimator that is not fitted starts a stream. After :meth:`fit` or
+        :meth:`load` (or an assignment of ``coef_``, or a change of ``algorithm``) the next call
+        continues from the fitted weights, vocabulary, labels and features; the trainer's own state
+        is not stored by ``fit`` or model files and restarts (averaging from the fitted weights,
+        counter 1; AROW variances ``variance``; l2sgd: t = 0, η0 calibrated on that batch, n counted
+        from that call). :meth:`fit` after ``partial_fit`` starts afresh; to restart a stream use
+        :func:`sklearn.base.clone`. ``model_filename`` is not written by ``partial_fit`` (call
+        :meth:`save`).
+
+        Parameters
+        ----------
+        X : list of B sequences of items, or scipy.sparse matrix (N, n_attributes) with ``lengths``
+            The batch (items as in :meth:`fit`).
+        y : list of B lists of labels
+            One label per item.
+        classes : list of labels, optional
+            The whole label set, fixed on the first call; on later calls None or the same set.
+        lengths : array-like of int (B,), optional
+            Sequence lengths when ``X`` is a sparse matrix.
+        n_sequences : int, optional
+            l2sgd only (ignored by ap/pa/arow): the n of λ = 2·c2 / n (see above).
+
+        Returns
+        -------
+        self
+            With ``coef_``, ``model_``, ``classes_``, ``attributes_`` for the model so far, ``n_iter_``
+            the number of epochs (calls) of the stream, ``converged_`` (ap/pa/arow: the batch's share
+            of mislabelled tokens < ``epsilon``; l2sgd: False, a stream has no stopping rule) and one
+            ``training_log_`` entry per call: ``loss`` (l2sgd: the batch's part of the objective,
+            Σ_batch -log p(y|x) during the pass + c2‖w‖²·B/n; ap: mislabelled tokens; pa/arow: the
+            hinge losses), ``n_sequences`` (B) and the trainer's fields as in :meth:`fit`.
+
+        Raises
+        ------
+        ValueError
+            ``algorithm="lbfgs"`` (it needs the whole data set: use :meth:`fit`); ``classes`` not a
+            list of distinct labels, given after the first call without fixing the labels then, or a
+            different set; a label outside the fixed ``classes``; an empty batch; the errors of
+            :meth:`fit` (items and labels of different lengths, a forbidden gold transition, ...).
+            The estimator is unchanged after an error.
+
+        Notes
+        -----
+        Cost per call: one epoch, per sequence one Viterbi (ap/pa/arow) or forward–backward (l2sgd)
+        pass, O(T·K²) plus O(nnz · labels per attribute), sequentially (the online updates are);
+        the first l2sgd call adds up to 2·``calibration_candidates`` trial passes over
+        ``calibration_samples`` sequences. Growth costs O(P) to move the state into the grown layout
+        plus O(nnz log nnz) counting. Memory: the batch plus O(P) state (ap/pa/arow: three vectors
+        of P parameters) and the frequencies of the pairs still below ``min_freq``.
+
+        References
+        ----------
+        CRFsuite's trainers (Okazaki 2007, ``train_l2sgd.c``, ``train_averaged_perceptron.c``,
+        ``train_passive_aggressive.c``, ``train_arow.c``); L. Bottou, "Stochastic gradient descent
+        tricks", Neural Networks: Tricks of the Trade (2012) — the step size and the lazy L2 scale;
+        Collins (2002); Crammer et al. (2006); Mejer & Crammer (2010).
+        """
+        self._check_params()
+        alg = self.algorithm
+        if alg not in STREAMING_ALGORITHMS:
+            raise ValueError(f"partial_fit needs an online trainer, algorithm in {list(STREAMING_ALGORITHMS)} "
+                             f"(one epoch per call); got algorithm={alg!r}, which trains on the whole "
+                             f"data set: use fit, or set algorithm='l2sgd' for SGD on the same objective")
+        if n_sequences is not None and (isinstance(n_sequences, bool)
+                                        or not isinstance(n_sequences, (int, np.integer)) or n_sequences < 1):
+            raise ValueError(f"`n_sequences` must be a positive int or None; got {n_sequences!r}")
+        t0 = time.perf_counter()
+        fixed = None if classes is None else _check_classes(classes)
+        stream = self.__dict__.get("_stream")
+        coef = self.__dict__.get("coef_")
+        new_stream = (stream is None or coef is None or stream.coef is not coef
+                      or stream.trainer.algorithm != alg)
+        if not new_stream and fixed is not None and (not stream.fixed_classes
+                                                     or set(fixed) != set(self.classes_)):
+            raise ValueError(f"`classes` can only fix the labels on the first partial_fit call (later calls: "
+                             f"None or the same set); the labels are {self.classes_[:10]}"
+                             + ("" if stream.fixed_classes else " (growing with the stream)")
+                             + f", got {fixed[:10]}")
+
+        saved = {k: self.__dict__.get(k, _MISSING) for k in ("classes_", "_label_index")}
+        warm = new_stream and coef is not None and self.__dict__.get("model_") is not None
+        if new_stream and not warm:  # a fresh stream
+            vocab = AttributeVocabulary()
+            classes_ = []
+        else:
+            vocab = self._vocab
+            classes_ = list(self.classes_)
+        if new_stream and fixed is not None:
+            missing = [c for c in classes_ if c not in set(fixed)]
+            if missing:
+                raise ValueError(f"`classes` must contain every label of the fitted model; it lacks "
+                                 f"{missing[:10]}")
+            classes_ += [c for c in fixed if c not in set(classes_)]
+        n_attr0 = len(vocab)
+        self.classes_ = classes_
+        self._label_index = {c: i for i, c in enumerate(classes_)}
+        try:
+            if new_stream:
+                stream = _Stream(None, None, fixed is not None)
+                rng = check_random_state(self.random_state)
+                if warm:
+                    if self.model_.n_trans_attr:
+                        raise ValueError("partial_fit cannot continue a model with transition attributes "
+                                         "(they are trained by lbfgs only); clone the estimator to start "
+                                         "a new stream")
+                    stream.model = self.model_
+                    stream.trainer = online.StreamState(alg, self.model_.n_params, rng, self.variance)
+                    stream.trainer.w = np.array(coef, dtype=np.float64)
+                stream.rng = rng
+            fixed_now = stream.fixed_classes
+            packed = vocab.encode(X, lengths, grow=True)
+            self._check_nonempty(packed)
+            if fixed_now:
+                self._check_labels_known(y)
+            yy = self._encode_labels(y, packed, grow=not fixed_now)
+            model, pending = self._grown_model(stream, vocab, packed, yy, known_only=not fixed_now)
+            self._check_gold_allowed(yy, packed, model.forbidden, model.forbidden_start, model.forbidden_end)
+            featurize_seconds = time.perf_counter() - t0
+
+            # the trainer's state in the grown layout, then one epoch (the stream's state changes from
+            # here: after an error it is dropped and the next call restarts it from coef_)
+            old = stream.model
+            if stream.trainer is None:
+                stream.trainer = online.StreamState(alg, model.n_params, stream.rng, self.variance)
+            elif old.n_labels != model.n_labels or old.n_state != model.n_state:
+                self.__dict__.pop("_stream", None)
+                stream.trainer.remap(old.index_in(model), model.n_params, self.variance)
+            trainer = stream.trainer
+            B = len(packed.lengths)
+            tt = time.perf_counter()
+            if alg == "l2sgd":
+                n = int(n_sequences) if n_sequences is not None else trainer.n_sequences + B
+                lam = 2.0 * float(self.c2) / n
+                self.__dict__.pop("_stream", None)
+                loss = online.l2sgd_stream_epoch(
+                    trainer, model, packed, yy, lam, eta=self.calibration_eta, rate=self.calibration_rate,
+                    samples=self.calibration_samples, candidates=self.calibration_candidates,
+                    max_trials=self.calibration_max_trials)
+                w = trainer.weights()
+                obj = loss + float(self.c2) * float(w @ w) * B / n
+                if not np.isfinite(obj):
+                    raise FloatingPointError(f"l2sgd diverged on batch {trainer.n_epochs} (objective "
+                                             f"{obj}); lower `calibration_eta`")
+                entry = {"iteration": trainer.n_epochs, "loss": float(obj), "eta0": trainer.eta0,
+                         "lambda": lam}
+                converged = False
+            else:
+                self.__dict__.pop("_stream", None)
+                loss, errors = online.large_margin_stream_epoch(
+                    trainer, model, packed, yy, pa_type=self.pa_type, c=self.c,
+                    error_sensitive=self.error_sensitive, gamma=self.gamma)
+                w = trainer.weights(self.averaging)
+                rate = errors / max(packed.n_items, 1)
+                entry = {"iteration": trainer.n_epochs, "loss": loss, "error_rate": rate}
+                epsilon = 0.0 if self.epsilon is None else float(self.epsilon)
+                converged = rate < epsilon
+            entry.update({"active_features": int(np.count_nonzero(trainer.w)), "n_sequences": B,
+                          "seconds": time.perf_counter() - tt})
+        except BaseException:
+            for k, v in saved.items():
+                if v is _MISSING:
+                    self.__dict__.pop(k, None)
+                else:
+                    setattr(self, k, v)
+            for name in vocab.names[n_attr0:]:
+                del vocab.index[name]
+            del vocab.names[n_attr0:]
+            raise
+
+        # commit
+        w = np.asarray(w, dtype=np.float64)
+        stream.model, stream.pending, stream.coef = model, pending, w
+        self._stream = stream
+        self._vocab = vocab
+        self.attributes_ = vocab.names
+        self.model_ = model
+        self.coef_ = w
+        self.n_iter_ = trainer.n_epochs
+        self.converged_ = bool(converged)
+        if new_stream:
+            self.training_log_ = []
+        self.training_log_.append(entry)
+        self.featurize_seconds_ = featurize_seconds
+        self.training_seconds_ = time.perf_counter() - t0
+        return self
+
+    def _check_labels_known(self, y):
+        """ValueError naming the first label of ``y`` outside the fixed ``classes``."""
+        if y is None or isinstance(y, (str, bytes)) or not hasattr(y, "__iter__"):
+            return  # _encode_labels explains
+        idx = self._label_index
+        for s, seq in enumerate(y):
+            if isinstance(seq, (str, bytes)) or not hasattr(seq, "__iter__"):
+                return
+            for t, lab in enumerate(seq):
+                if label_key(lab) not in idx:
+                    raise ValueError(f"`y[{s}][{t}]`: label {label_key(lab)!r} is not in the `classes` "
+                                     f"fixed by the first partial_fit call ({self.classes_[:10]}); "
+                                     f"clone the estimator and pass every label as `classes`, or leave "
+                                     f"`classes` None to let the labels grow")
+
+    def _grown_model(self, stream, vocab, packed, yy, known_only):
+        """The feature model after the batch ``(packed, yy)``: the stream's model (if any) grown by
+        the batch's attributes, labels and features, and the pending frequencies after it."""
+        K, A = len(self.classes_), len(vocab)
+        old = stream.model
+        attr_ptr, feat_label, pending = grow_state_features(
+            packed, yy, A, K, self.min_freq, self.all_possible_states,
+            frequency="count" if self.start_end_features else "value",
+            features=None if old is None else (old.attr_ptr, old.feat_label), pending=stream.pending)
+        if self.all_possible_transitions:
+            trans = np.ones((K, K), bool)
+        else:
+            trans = np.zeros((K, K), bool)
+            if old is not None:
+                trans[:old.n_labels, :old.n_labels] = old.trans_features
+            same = np.ones(packed.n_items, bool)
+            same[packed.offsets[1:] - 1] = False
+            idx = np.flatnonzero(same[:-1])
+            trans[yy[idx], yy[idx + 1]] = True
+        self._transition_attribute_ids(vocab)  # transition attributes: lbfgs only (the error)
+        forb, fstart, fend = self._forbidden(K, known_only=known_only)
+        return ChainFeatureModel(attr_ptr, feat_label, K, trans, forb, fstart, fend,
+                                 start_end=bool(self.start_end_features)), pending
