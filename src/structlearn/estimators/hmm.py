@@ -103,6 +103,9 @@ def _n_features_of(model):
 class GaussianHMM(HMMBase):
     """Hidden Markov model with Gaussian emissions (hmmlearn's ``GaussianHMM``).
 
+    Emission letters: ``m`` means, ``c`` covariances. Defaults ``n_iter=10``, ``tol=1e-2``,
+    ``params=init_params="stmc"`` (hmmlearn's).
+
     Parameters
     ----------
     n_components : int, default 1
@@ -117,9 +120,6 @@ class GaussianHMM(HMMBase):
         (hmmlearn's default adds 1e-2 to every scatter, see
         :class:`~structlearn.models.hmm_emissions.GaussianHMMEmission`).
     {common}
-
-    Emission letters: ``m`` means, ``c`` covariances. Defaults ``n_iter=10``, ``tol=1e-2``,
-    ``params=init_params="stmc"`` (hmmlearn's).
 
     Attributes
     ----------
@@ -187,6 +187,9 @@ class GaussianHMM(HMMBase):
 class GMMHMM(HMMBase):
     """Hidden Markov model with Gaussian-mixture emissions (hmmlearn's ``GMMHMM``).
 
+    Emission letters: ``m`` means, ``c`` covariances, ``w`` weights; defaults
+    ``params=init_params="stmcw"``, ``n_iter=10``, ``tol=1e-2``.
+
     Parameters
     ----------
     n_components : int, default 1
@@ -204,9 +207,6 @@ class GMMHMM(HMMBase):
     covariance_type : {"spherical", "diag", "full", "tied"}, default "diag"
         "tied": the components of a state share one full covariance.
     {common}
-
-    Emission letters: ``m`` means, ``c`` covariances, ``w`` weights; defaults
-    ``params=init_params="stmcw"``, ``n_iter=10``, ``tol=1e-2``.
 
     Attributes
     ----------
@@ -270,6 +270,8 @@ class CategoricalHMM(HMMBase):
 
     X has shape (n_samples, 1): symbols 0..V−1 as whole numbers (NaN rows missing).
 
+    Emission letter ``e``; defaults ``params=init_params="ste"``, ``n_iter=10``, ``tol=1e-2``.
+
     Parameters
     ----------
     n_components : int, default 1
@@ -280,8 +282,6 @@ class CategoricalHMM(HMMBase):
         Alphabet size V; default the largest symbol in the training data + 1 (kept in
         ``n_features_``; the argument itself is never changed).
     {common}
-
-    Emission letter ``e``; defaults ``params=init_params="ste"``, ``n_iter=10``, ``tol=1e-2``.
 
     Attributes
     ----------
@@ -335,6 +335,8 @@ class MultinomialHMM(HMMBase):
 
     Row t of X holds the counts of F categories in n_t draws: x_t ~ Multinomial(n_t, emissionprob_[z_t]).
 
+    Emission letter ``e``; defaults ``params=init_params="ste"``, ``n_iter=10``, ``tol=1e-2``.
+
     Parameters
     ----------
     n_components : int, default 1
@@ -344,8 +346,6 @@ class MultinomialHMM(HMMBase):
         then have that many rows); when given every row must sum to it. Sampling needs one int (or
         training rows that all had the same total).
     {common}
-
-    Emission letter ``e``; defaults ``params=init_params="ste"``, ``n_iter=10``, ``tol=1e-2``.
 
     Attributes
     ----------
@@ -393,6 +393,8 @@ class MultinomialHMM(HMMBase):
 class PoissonHMM(HMMBase):
     """Hidden Markov model with independent Poisson count emissions (hmmlearn's ``PoissonHMM``).
 
+    Emission letter ``l``; defaults ``params=init_params="stl"``, ``n_iter=10``, ``tol=1e-2``.
+
     Parameters
     ----------
     n_components : int, default 1
@@ -401,8 +403,6 @@ class PoissonHMM(HMMBase):
         Gamma prior (α, β) of the rates (hmmlearn's update, see
         :class:`~structlearn.models.hmm_emissions.PoissonHMMEmission`).
     {common}
-
-    Emission letter ``l``; defaults ``params=init_params="stl"``, ``n_iter=10``, ``tol=1e-2``.
 
     Attributes
     ----------
@@ -451,6 +451,10 @@ class PoissonHMM(HMMBase):
 class HiddenMarkovModel(HMMBase):
     """Hidden Markov model over any emission family (custom and multi-stream emissions included).
 
+    Emission letter ``e``; defaults ``params=init_params="ste"``, ``n_iter=100``, ``tol=1e-4``. The
+    initial π is uniform and A is estimated from the transitions of the initial labels (add-one
+    smoothed); restarts after the first draw A's rows from a Dirichlet.
+
     Parameters
     ----------
     n_components : int, default 1
@@ -467,10 +471,6 @@ class HiddenMarkovModel(HMMBase):
     init : {"kmeans", "quantile", "random"}, default "kmeans"
         Initial state labels from which the emission object is initialised
         (:func:`structlearn.learning.hsmm_em.initial_labels`).
-
-    Emission letter ``e``; defaults ``params=init_params="ste"``, ``n_iter=100``, ``tol=1e-4``. The
-    initial π is uniform and A is estimated from the transitions of the initial labels (add-one
-    smoothed); restarts after the first draw A's rows from a Dirichlet.
 
     Attributes
     ----------

@@ -335,15 +335,17 @@ def write_crfsuite(X, y, path_or_file):
     path_or_file : str, os.PathLike or file object
         ``.gz`` paths are written through gzip.
 
-    Values equal to 1.0 are written without ``:value``; other values with Python's shortest round-trip
-    representation, so :func:`read_crfsuite` gives back identical floats. Colons and backslashes in
-    names and labels are escaped.
-
     Raises
     ------
     ValueError
         Labels and items of a sequence differ in length; a label or attribute name holds a TAB or a line
         break; a value is not finite; an item of an unknown type. The message names sequence and item.
+
+    Notes
+    -----
+    Values equal to 1.0 are written without ``:value``; other values with Python's shortest round-trip
+    representation, so :func:`read_crfsuite` gives back identical floats. Colons and backslashes in
+    names and labels are escaped.
     """
     if y is not None and len(y) != len(X):
         raise ValueError(f"`y` has {len(y)} sequences but `X` has {len(X)}")

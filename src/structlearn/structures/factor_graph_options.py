@@ -43,6 +43,8 @@ class BPOptions:
     warn : bool
         Emit a ``ConvergenceWarning`` when a graph does not converge.
 
+    Notes
+    -----
     Presets (``BPOptions.preset(name, **changes)``): ``"bp"`` sequential, no damping;
     ``"bp_parallel"`` flooding with damping 0.5; ``"trw"`` sequential with damping 0.3;
     ``"residual"`` residual BP; ``"fast"`` tol 1e-6, max_iter 50; ``"mf"`` tol 1e-10, max_iter 1000.

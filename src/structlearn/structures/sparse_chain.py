@@ -25,6 +25,8 @@ class SparseChain:
         Log-potentials of the first / last label of every sequence.
     lengths : ndarray of int64, shape (B,)
 
+    Notes
+    -----
     ``marginals(edge)`` returns edge marginals on the E stored pairs: (N, E) for ``"full"``, (E,)
     summed over the batch for ``"total"``.
     """

@@ -19,6 +19,8 @@ class ViterbiDecoder(nn.Module):
         "From, to" scores (forbidden: -inf).
     start, end : Tensor, shape (K,)
 
+    Notes
+    -----
     ``forward(emissions (B, T, K), lengths (B,) int64)`` returns the best scores (B,) and labels
     (B, T) int64 (-1 at padding); time O(B·T·K²), depth O(T) (back-pointer Viterbi of
     :func:`structlearn.torch._scan.viterbi`).
