@@ -95,6 +95,25 @@ class CRFBase(ModelFileMixin, EstimatorBase):
             raise ValueError(f"`c1` (L1) is only supported with algorithm='lbfgs' (OWL-QN); got "
                              f"algorithm={algorithm!r}")
 
+    def _transition_attribute_ids(self, vocab):
+        """Attribute ids (int64) of ``transition_attributes`` in ``vocab`` (None when not set): the
+        observation-conditioned transitions of the chain and semi-Markov CRFs; ValueError naming an
+        unknown one."""
+        names = self.transition_attributes
+        if names is None:
+            return None
+        if isinstance(names, str):
+            names = [names]
+        ids = []
+        for a in names:
+            i = vocab.index.get(a)
+            if i is None:
+                raise ValueError(f"`transition_attributes` names {a!r}, which is no attribute of the "
+                                 f"training data (attribute names are spelt as in `attributes_`, "
+                                 f"e.g. 'w:,' for {{'w': ','}})")
+            ids.append(i)
+        return np.asarray(ids, dtype=np.int64)
+
     @staticmethod
     def _check_nonempty(packed, items="items", sequence="sequence"):
         if packed.n_items == 0:

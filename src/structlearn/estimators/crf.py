@@ -227,22 +227,9 @@ class LinearChainCRF(ChainCRFStreamMixin, ChainCRFBase):
         return forb, fstart, fend
 
     def _transition_attribute_ids(self, vocab):
-        names = self.transition_attributes
-        if names is None:
-            return None
-        if isinstance(names, str):
-            names = [names]
-        if self.algorithm != "lbfgs":
+        if self.transition_attributes is not None and self.algorithm != "lbfgs":
             raise ValueError(f"`transition_attributes` needs algorithm='lbfgs'; got {self.algorithm!r}")
-        ids = []
-        for a in names:
-            i = vocab.index.get(a)
-            if i is None:
-                raise ValueError(f"`transition_attributes` names {a!r}, which is no attribute of the "
-                                 f"training data (attribute names are spelt as in `attributes_`, "
-                                 f"e.g. 'w:,' for {{'w': ','}})")
-            ids.append(i)
-        return np.asarray(ids, dtype=np.int64)
+        return super()._transition_attribute_ids(vocab)
 
     def _check_gold_allowed(self, yy, packed, forb, fstart, fend):
         off = packed.offsets

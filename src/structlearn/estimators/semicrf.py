@@ -151,24 +151,6 @@ class SemiMarkovCRF(CRFBase):
                  verbose=False):
         self._store_params(locals())
 
-    def _transition_attribute_ids(self, vocab):
-        """Attribute ids of ``transition_attributes`` (None when not set); ValueError naming an unknown
-        one (the message of :class:`~structlearn.LinearChainCRF`)."""
-        names = self.transition_attributes
-        if names is None:
-            return None
-        if isinstance(names, str):
-            names = [names]
-        ids = []
-        for a in names:
-            i = vocab.index.get(a)
-            if i is None:
-                raise ValueError(f"`transition_attributes` names {a!r}, which is no attribute of the "
-                                 f"training data (attribute names are spelt as in `attributes_`, "
-                                 f"e.g. 'w:,' for {{'w': ','}})")
-            ids.append(i)
-        return np.asarray(ids, dtype=np.int64)
-
     # ------------------------------------------------------------------------------------------------
     # label conversion
     # ------------------------------------------------------------------------------------------------

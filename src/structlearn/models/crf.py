@@ -19,6 +19,7 @@ import numpy as np
 from ..kernels.crf import chain_cll
 from ..kernels.features import state_gradient_tokens, state_potentials
 from ..structures import LinearChain
+from .features import next_token_values
 
 
 class ChainFeatureModel:
@@ -146,20 +147,7 @@ class ChainFeatureModel:
     def _next_values(self, packed):
         """Sparse (N, Ta): row n holds the transition-attribute values of token n + 1 of the same
         sequence (0 on the last token of a sequence), the step n -> n + 1 of time-varying transitions."""
-        import scipy.sparse as sp
-
-        N, Ta = packed.n_items, self.n_trans_attr
-        col = np.full(max(int(packed.item_attr.max(initial=-1)) + 1, 1), -1, np.int64)
-        col[self.trans_attr[self.trans_attr < col.size]] = np.flatnonzero(self.trans_attr < col.size)
-        a = packed.item_attr
-        c = col[a] if a.size else a
-        keep = c >= 0
-        rows = np.repeat(np.arange(N), np.diff(packed.item_ptr))[keep] - 1  # token n+1 -> step n
-        ok = rows >= 0
-        last = np.zeros(N, bool)
-        last[packed.offsets[1:][packed.lengths > 0] - 1] = True
-        ok[ok] = ~last[rows[ok]]
-        return sp.csr_matrix((packed.item_val[keep][ok], (rows[ok], c[keep][ok])), shape=(N, Ta))
+        return next_token_values(packed, self.trans_attr)
 
     def edge_potentials(self, w, packed):
         """Transition log-potentials: (K, K), or (N, K, K) with transition attributes (row n: the step
