@@ -1,10 +1,12 @@
-"""``structlearn.distributed.fit``: EM of structlearn's estimators over persisted dask shards."""
+"""``structlearn.distributed.fit``: EM of structlearn's estimators, L-BFGS of its CRFs, over persisted dask
+shards."""
 import pickle
 
 import numpy as np
 
 from ..learning.shards import reduce_statistics
 from ._crf import fit_crf
+from ._graph import fit_graph_crf
 
 __all__ = ["fit", "shard_bytes"]
 
@@ -27,6 +29,12 @@ def _identity(x):
     return x
 
 
+def _summary(estimator, shard):
+    """Worker side: what the estimator counts on a shard before EM (``_shard_summary``, e.g. the
+    alphabet of an HHMM's categorical emissions)."""
+    return estimator._shard_summary(shard)
+
+
 def _shard_meta(shard):
     """(rows, sequences, longest sequence, features) of a shard."""
     return (shard.n_rows, int(shard.lengths.shape[0]), int(shard.lengths.max()), int(shard.X.shape[1]))
@@ -37,8 +45,8 @@ def _check_estimator(estimator):
         if not hasattr(estimator, name):
             raise ValueError(f"`estimator` must be one of structlearn's EM estimators (HiddenSemiMarkovModel, "
                              f"GeneralHSMM, ResidentialTimeHMM, VariableTransitionHMM, the HMMs of "
-                             f"structlearn.hmm) or a LinearChainCRF; got {type(estimator).__name__}, which "
-                             f"has no {name}")
+                             f"structlearn.hmm, HierarchicalHMM), a LinearChainCRF or a GraphCRF; got "
+                             f"{type(estimator).__name__}, which has no {name}")
 
 
 def _partitions(data, client, estimator):
@@ -69,30 +77,39 @@ def _partitions(data, client, estimator):
 
 
 def fit(estimator, data, client=None, *, init="first", split_every=8, callback=None):
-    """Fit an EM estimator or a linear-chain CRF on dask shards; the result equals ``estimator.fit`` on the
-    same data.
+    """Fit an EM estimator, a linear-chain CRF or a graph CRF on dask shards; the result equals
+    ``estimator.fit`` on the same data.
 
     Parameters
     ----------
     estimator : HiddenSemiMarkovModel, GeneralHSMM, ResidentialTimeHMM, VariableTransitionHMM, an HMM
-        of :mod:`structlearn.hmm`, or LinearChainCRF
+        of :mod:`structlearn.hmm`, HierarchicalHMM, LinearChainCRF or GraphCRF
         Fitted in place with its hyper-parameters (EM: ``n_iter``, ``tol``, ``n_init``, ``params``,
-        ``init_params``, ``random_state``, …; ``n_jobs`` is not used. CRF: ``algorithm="lbfgs"`` with its
-        ``c1``, ``c2``, ``min_freq``, stopping rules, …).
+        ``init_params``, ``random_state``, ``inference``, …; ``n_jobs`` is not used. LinearChainCRF:
+        ``algorithm="lbfgs"`` with its ``c1``, ``c2``, ``min_freq``, stopping rules, …; GraphCRF: its
+        ``inference``, ``optimizer``, ``c2``, ``n_labels``, ``max_iterations``).
     data : dask.bag.Bag or list of dask.delayed / distributed.Future
-        EM: a bag whose elements are sequences (array-like (T,) or (T, F), float64; every partition is
-        one shard), or one delayed object / future per shard giving ``X`` (one sequence) or ``(X,
-        lengths)``. CRF: a bag whose elements are ``(items, labels)`` pairs, one per sequence, with the
-        items of ``LinearChainCRF.fit`` (dicts attribute -> value or attribute lists). The shards are
+        EM: a bag whose elements are sequences (array-like (T,) or (T, F), float64 — an HHMM with
+        categorical emissions: one sequence of symbols 0..V-1, shape (T,); every partition is one
+        shard), or one delayed object / future per shard giving ``X`` (one sequence) or ``(X,
+        lengths)``. LinearChainCRF: a bag whose elements are ``(items, labels)`` pairs, one per
+        sequence, with the items of ``LinearChainCRF.fit`` (dicts attribute -> value or attribute
+        lists). GraphCRF: a bag whose elements are ``(graph, labels)`` pairs or ``(graph, labels,
+        sample_weight)`` triples, one per graph, as ``GraphCRF.fit`` takes them (``graph = (node_features
+        (n, D), edges (m, 2)[, edge_features (m, F)])``, labels (n,) int, -1 hidden). The shards are
         loaded and validated on the workers and stay there (persisted; a lost one is recomputed from
         its graph). A CRF's vocabulary, labels and features (``min_freq``) are counted on the workers
-        and merged in partition order, so they are those of ``fit`` on the concatenated sequences.
+        and merged in partition order, so they are those of ``fit`` on the concatenated sequences; so
+        are a GraphCRF's label count (1 + the largest label unless ``n_labels``) and an HHMM's
+        categorical alphabet (1 + the largest symbol, unless the emission's ``n_features`` is set).
     client : distributed.Client, optional
         Default: the current client (``distributed.get_client()``).
     init : "first" or (X, lengths), default "first"
-        EM only. Data the parameters in ``init_params`` are initialised from (k-means, quantiles, …, as
-        ``fit`` does on its data): the first shard (gathered to the client once), or arrays given here.
-        With ``init_params=""`` the parameters set on the estimator are used and this is only checked.
+        EM only (ignored for the CRFs). Data the parameters in ``init_params`` are initialised from
+        (k-means, quantiles, …, as ``fit`` does on its data): the first shard (gathered to the client
+        once), or arrays given here. With ``init_params=""`` the parameters set on the estimator are used
+        and this is only checked. (The result equals ``fit`` on the concatenated data when the
+        initialisation does: ``init=(X, lengths)`` of all data, or parameters that need no data.)
     split_every : int, default 8
         Fan-in of the tree reduction of the shard statistics.
     callback : callable (iteration) -> None, optional
@@ -102,18 +119,30 @@ def fit(estimator, data, client=None, *, init="first", split_every=8, callback=N
     Returns
     -------
     estimator
-        Fitted (``monitor_``, ``converged_``, ``log_likelihood_`` as ``fit``).
+        Fitted, with the attributes ``fit`` sets (EM: ``monitor_`` or ``monitor_history_``, ``converged_``,
+        ``log_likelihood_``; CRFs: the weights, ``n_iter_``, ``training_log_``, …).
 
     Raises
     ------
     ValueError
         Bad arguments or data (raised on a worker and re-raised here, e.g. a shard with a sequence of zero
         likelihood); an emission family without additive sufficient statistics (a Gaussian mixture, segment
-        emissions) while ``params`` re-estimates it; partial labels (use ``fit``).
+        emissions) while ``params`` re-estimates it; partial labels of the EM models (use ``fit``; a GraphCRF's
+        -1 labels are supported).
 
     Notes
     -----
-    A CRF: per evaluation of the objective the client sends w (n_params float64) and receives one summed
+    A GraphCRF: per evaluation of the objective the client sends w (D·K + F·K² float64) and receives one
+    summed value and gradient (plus one float: the shards whose message passing did not converge); the
+    optimiser runs on the client (``GraphCRF._fit_sharded``). With ``inference="bp"``/``"trw"`` every
+    shard keeps its warm-started messages on its worker; a recomputed (lost) shard starts cold, which
+    moves the approximate objective within the message-passing ``tol``.
+
+    An HHMM: per iteration the client sends the automaton (its θ and index arrays) and the emission
+    parameters, and receives the expected counts (θ layout) and the emission family's sufficient
+    statistics (Gaussian, multivariate Gaussian, Poisson, categorical).
+
+    A LinearChainCRF: per evaluation of the objective the client sends w (n_params float64) and receives one summed
     value and gradient (n_params float64), tree-reduced on the workers; L-BFGS / OWL-QN runs on the
     client in the estimator's own training loop (:class:`~structlearn.learning.shards.ShardedObjective`).
 
@@ -131,17 +160,16 @@ def fit(estimator, data, client=None, *, init="first", split_every=8, callback=N
     if callback is not None and not callable(callback):
         raise ValueError(f"`callback` must be callable or None; got {type(callback).__name__}")
     from ..estimators.crf import LinearChainCRF
+    from ..estimators.graph_crf import GraphCRF
 
-    if isinstance(estimator, LinearChainCRF):
-        if client is None:
-            from distributed import get_client
-            client = get_client()
-        return fit_crf(estimator, data, client, split_every=split_every, callback=callback)
+    crf = {LinearChainCRF: fit_crf, GraphCRF: fit_graph_crf}
+    for cls, fit_one in crf.items():
+        if isinstance(estimator, cls):
+            if client is None:
+                from distributed import get_client
+                client = get_client()
+            return fit_one(estimator, data, client, split_every=split_every, callback=callback)
     _check_estimator(estimator)
-    if isinstance(split_every, bool) or not isinstance(split_every, (int, np.integer)) or split_every < 2:
-        raise ValueError(f"`split_every` must be an integer >= 2; got {split_every!r}")
-    if callback is not None and not callable(callback):
-        raise ValueError(f"`callback` must be callable or None; got {type(callback).__name__}")
     estimator._validate_hyper()
     if client is None:
         from distributed import get_client
@@ -160,6 +188,10 @@ def fit(estimator, data, client=None, *, init="first", split_every=8, callback=N
     if len(features) != 1 or init_data[0].shape[1] not in features:
         raise ValueError(f"the shards (and `init`) must have the same number of features; got "
                          f"{sorted(features | {init_data[0].shape[1]})}")
+    extra = {}
+    if hasattr(estimator, "_shard_summary"):
+        extra = estimator._merge_shard_summaries(
+            client.gather([client.submit(_summary, estimator, s, pure=False) for s in shards]))
     calls = [0]
 
     def map_statistics(function, params):
@@ -176,7 +208,8 @@ def fit(estimator, data, client=None, *, init="first", split_every=8, callback=N
         return parts[0].result()
 
     try:
-        return estimator._fit_sharded(map_statistics, init_data, max(m[2] for m in meta), features.pop(), None)
+        return estimator._fit_sharded(map_statistics, init_data, max(m[2] for m in meta), features.pop(), None,
+                                      **extra)
     finally:
         client.cancel(shards)
 

@@ -12,8 +12,9 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from ..utils.modelfile import ModelFileError
-from ..learning.graph_objective import GraphCLL, graph_potentials
+from ..learning.graph_objective import GraphCLL, graph_objective_statistics, graph_potentials
 from ..learning.optimizers import lbfgs_restarts, minimize_cg
+from ..learning.shards import ShardedObjective
 from ..structures.factor_graph import BPOptions
 from ..structures.graphs import check_graph_labels, check_graphs
 from ._base import EstimatorBase
@@ -207,9 +208,26 @@ class GraphCRF(GraphEstimatorMixin, ModelFileMixin):
         batch = check_graphs(X)
         K = int(self.n_labels) if self.n_labels is not None else self._infer_n_labels(y)
         yy = check_graph_labels(y, batch, K)
-        objective = GraphCLL(batch, yy, K, method=self.inference, options=options, c2=float(self.c2),
-                             sample_weight=sample_weight)
-        w0 = np.zeros(objective.n_params)
+        shard = GraphCLL(batch, yy, K, method=self.inference, options=options, c2=0.0,
+                         sample_weight=sample_weight)
+        return self._fit_sharded(lambda w: graph_objective_statistics(w, shard), batch.n_node_features,
+                                 batch.n_edge_features, K, t0)
+
+    def _fit_sharded(self, map_statistics, D, F, K, t0):
+        """The optimiser on the sum over shards of graphs: ``map_statistics(w)`` -> the summed
+        :func:`~structlearn.learning.graph_objective.graph_objective_statistics` of the shards (one
+        local shard in ``fit``, persisted dask shards in :func:`structlearn.distributed.fit`); the
+        penalty c2‖w‖² is added once to the total (:class:`ShardedObjective`). Returns self."""
+        converged_flags = []
+
+        def evaluate(w):
+            total = map_statistics(w)
+            converged_flags.append(not total.stats["unconverged"][0] > 0)
+            return total
+
+        n_params = D * K + F * K * K
+        objective = ShardedObjective(evaluate, np.ones(n_params, dtype=bool), c2=float(self.c2))
+        w0 = np.zeros(n_params)
         self.training_log_ = []
 
         def on_iteration(entry):
@@ -225,18 +243,18 @@ class GraphCRF(GraphEstimatorMixin, ModelFileMixin):
             w, n_iter, converged, log = minimize_cg(objective, w0, self.max_iterations)
             for entry in log:
                 on_iteration(entry)
-        self._set_coef(np.asarray(w, dtype=np.float64), batch.n_node_features, batch.n_edge_features, K)
+        self._set_coef(np.asarray(w, dtype=np.float64), D, F, K)
         self.n_iter_ = int(n_iter)
         self.converged_ = bool(converged)
-        self.inference_converged_ = bool(all(objective.inference_converged))
+        self.inference_converged_ = bool(all(converged_flags))
         self.training_seconds_ = time.perf_counter() - t0
         if not self.converged_ and not (self.optimizer == "cg" and self.n_iter_ == 0):  # minimize_cg said why
             warnings.warn(f"{self.optimizer} stopped after {self.n_iter_} iterations without meeting its "
                           f"stopping rule; increase `max_iterations`", ConvergenceWarning)
         if not self.inference_converged_:
-            bad = sum(1 for c in objective.inference_converged if not c)
+            bad = sum(1 for c in converged_flags if not c)
             warnings.warn(f"{self.inference} message passing did not converge in {bad} of "
-                          f"{len(objective.inference_converged)} objective evaluations; the gradient is "
+                          f"{len(converged_flags)} objective evaluations; the gradient is "
                           f"approximate there (raise inference_options max_iter, add damping)",
                           ConvergenceWarning)
         return self

@@ -16,18 +16,19 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
-from ..learning.em import ConvergenceMonitor, run_em
+from ..learning.shards import Shard, map_shards, split_shards
 from ..models import emissions as _emi
 from ..models.distribution import families_from_file, family_to_file
 from ..models.hhmm import FlatHMM, Hierarchy, log_sum_exp
 from ..models.hhmm_dbn import HHMMDBN
 from ..models.hhmm_ff import FactoredFrontier
 from ..models.hhmm_jtree import DBNInference
-from ..models.hhmm_parsimonious import MixedMemoryTransitions
 from ..structures._base import Marginals
 from ..structures.chain import LinearChain
 from ..structures.sparse_chain import SparseChain
 from ..utils.validation import check_lengths
+from ._em_restarts import check_n_jobs, n_blocks
+from ._hhmm_em import HHMMLearningMixin
 
 __all__ = ["HierarchicalHMM", "HHMMPosteriors", "HHMMDecoded", "HHMMFiltered", "HHMMSample"]
 
@@ -63,7 +64,7 @@ HHMMFiltered = namedtuple("HHMMFiltered", ["config", "state", "log_likelihood"])
 HHMMSample = namedtuple("HHMMSample", ["X", "lengths", "states", "finished"])
 
 
-class HierarchicalHMM(BaseEstimator):
+class HierarchicalHMM(HHMMLearningMixin, BaseEstimator):
     r"""Hierarchical HMM with exact linear-time inference, EM and supervised estimation.
 
     Parameters
@@ -124,6 +125,11 @@ class HierarchicalHMM(BaseEstimator):
         (:class:`~structlearn.models.hhmm_parsimonious.MixedMemoryTransitions`; generalised EM: the
         M-step runs inner EM iterations from the current mixture). Needs unshared sub-models with the
         same number of children per level.
+    n_jobs : int, optional
+        Run the E-step of ``fit`` over ``n_jobs`` blocks of whole sequences in joblib worker processes
+        (-1: all cores; :func:`structlearn.learning.shards.map_shards`); default one block in this
+        process. The expected counts are summed over the blocks, so the fit equals the one-block fit up
+        to the rounding of the sums.
 
     Attributes
     ----------
@@ -147,7 +153,7 @@ class HierarchicalHMM(BaseEstimator):
 
     def __init__(self, hierarchy=None, emission="categorical", *, root=None, finish="all", n_iter=100,
                  tol=1e-6, params="ste", init_params="", random_state=None, verbose=False,
-                 inference="auto", transitions="full"):
+                 inference="auto", transitions="full", n_jobs=None):
         self.hierarchy = hierarchy
         self.emission = emission
         self.root = root
@@ -160,6 +166,7 @@ class HierarchicalHMM(BaseEstimator):
         self.verbose = verbose
         self.inference = inference
         self.transitions = transitions
+        self.n_jobs = n_jobs
 
     # -- construction ------------------------------------------------------------------------------
     @classmethod
@@ -510,85 +517,11 @@ class HierarchicalHMM(BaseEstimator):
         factored frontier's approximations, so this guarantee does not hold.
         ``ConvergenceWarning`` and ``converged_ = False`` when ``n_iter`` is reached first.
         """
+        check_n_jobs(self.n_jobs)
         X, lengths, offsets = self._data(X, lengths, refit=True)
-        h = self.hierarchy_
-        rng = check_random_state(self.random_state)
-        if self.init_params:
-            self._random_init(X, rng)
-        self._require_emission()
-        topo = h.theta() > 0
-        self.transition_model_ = None
-        if self.transitions == "mixed-memory":
-            self.transition_model_ = MixedMemoryTransitions(h)
-            rows = [h.trans[m] for m in range(1, h.n_submodels)] + [h.end[m] for m in range(1, h.n_submodels)]
-            if self.inference not in ("jtree", "factored-frontier") and any(np.any(r == 0) for r in rows):
-                raise ValueError("transitions='mixed-memory' fills the structural zeros of the horizontal "
-                                 "CPDs, which the flattened chain's topology excludes; use "
-                                 "inference='jtree' (or 'factored-frontier') or a hierarchy without "
-                                 "zero 'trans'/'end' entries")
-        monitor = ConvergenceMonitor(self.tol, self.n_iter, self.verbose)
-
-        def e_step():
-            counts, weights, ll = self._e_step(X, lengths, offsets)
-            return (counts, weights), ll
-
-        def m_step(stats):
-            self._m_step(X, *stats, topo)
-
-        def report(it, ll):
-            if self.verbose:
-                print(f"EM iteration {it}: log-likelihood {ll:.6f}")
-
-        run_em(e_step, m_step, monitor, report)
-        history = monitor.history
-        self.converged_ = bool(monitor.converged)
-        if not self.converged_:
-            gain = history[-1] - history[-2] if len(history) > 1 else float("nan")
-            warnings.warn(f"EM did not converge in {self.n_iter} iterations (last gain "
-                          f"{gain:.3g} >= tol {self.tol})", ConvergenceWarning)
-        self.monitor_history_ = history
-        self.log_likelihood_ = history[-1]
-        self.n_iter_ = len(history) - 1
-        return self
-
-    def _m_step(self, X, counts, weights, topo):
-        h = self.hierarchy_
-        theta = h.theta()
-        new = h.normalize_counts(counts * topo, theta)
-        if getattr(self, "transition_model_", None) is not None and "t" in self.params:
-            new = self.transition_model_.m_step(counts, new, h)
-        keep = np.ones_like(theta, dtype=bool)
-        for m in range(h.n_submodels):
-            K = len(h.children[m])
-            b = h._base[m]
-            if "s" not in self.params:
-                keep[b:b + K] = False
-            if "t" not in self.params:
-                keep[b + K:b + 2 * K + K * K] = False
-        h.set_theta(np.where(keep, new, theta))
-        if "e" in self.params:
-            self.emission_.fit(X, weights)
-
-    def _random_init(self, X, rng):
-        h = self.hierarchy_
-        theta = h.theta()
-        topo = theta > 0
-        if "s" in self.init_params or "t" in self.init_params:
-            new = np.where(topo, rng.gamma(5.0, size=theta.shape), 0.0)
-            new = h.normalize_counts(new, theta)
-            keep = np.zeros_like(topo)
-            for m in range(h.n_submodels):
-                K = len(h.children[m])
-                b = h._base[m]
-                keep[b:b + K] = "s" in self.init_params
-                keep[b + K:b + 2 * K + K * K] = "t" in self.init_params
-            h.set_theta(np.where(keep, new, theta))
-        if "e" in self.init_params:
-            P = len(h.production_names)
-            if not hasattr(self.emission_, "initialize"):
-                raise ValueError("the emission object has no `initialize`; set its parameters and drop "
-                                 "'e' from `init_params`")
-            self.emission_.initialize(X, P, rng.randint(P, size=X.shape[0]), rng)
+        shards = split_shards(Shard(X, lengths, offsets), n_blocks(self.n_jobs))
+        return self._fit_sharded(lambda f, p: map_shards(f, p, shards, self.n_jobs), (X, lengths, None),
+                                 int(lengths.max()) if lengths.size else 0, X.shape[1], X)
 
     def fit_supervised(self, X, states, lengths=None, finished=None):
         """Maximum-likelihood estimation from fully labelled nested segments; returns self.

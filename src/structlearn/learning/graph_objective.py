@@ -26,8 +26,9 @@ import numpy as np
 
 from ..structures.factor_graph import BPOptions, FactorGraph
 from ..structures.graphs import GraphBatch, check_graph_labels, check_graphs
+from .shards import ShardStatistics
 
-__all__ = ["GraphCLL", "graph_potentials"]
+__all__ = ["GraphCLL", "graph_potentials", "graph_objective_statistics"]
 
 METHODS = ("exact", "bp", "trw")
 
@@ -180,6 +181,14 @@ class GraphCLL:
         self._r_edges = np.stack([local[gu[self._e_hh]], local[gv[self._e_hh]]], axis=1).reshape(-1, 2)
         self._gid, self._egid = gid, egid
 
+    def __sizeof__(self):
+        """Bytes of the arrays held (the packed graphs, labels and index arrays): what dask's scheduler
+        weighs when it decides where an evaluation on this shard runs."""
+        def arrays(obj):
+            return sum(v.nbytes for v in vars(obj).values() if isinstance(v, np.ndarray))
+
+        return object.__sizeof__(self) + arrays(self) + arrays(self.batch) + arrays(self._sub)
+
     @property
     def sample_weight(self):
         return self._sample_weight
@@ -316,3 +325,23 @@ class GraphCLL:
         if g is not None:
             g[...] = grad
         return value
+
+
+def graph_objective_statistics(w, objective):
+    """Statistics of one shard of graphs at weights ``w`` (the per-shard function of
+    :mod:`structlearn.learning.shards` for graph CRFs): ``objective`` is the shard's data term, a
+    :class:`GraphCLL` built with ``c2=0`` (Σ_i ω_i (log Z(o_i) − log Z(v_i, o_i)) over its graphs).
+
+    Returns a :class:`~structlearn.learning.shards.ShardStatistics`: ``stats["gradient"]`` (n_params,),
+    ``stats["unconverged"]`` (1,) 1.0 when message passing did not converge on every graph of the
+    shard, ``value`` the data term; additive across shards (the penalty c2‖w‖² is added once to the
+    total by :class:`~structlearn.learning.shards.ShardedObjective`). Cost: two inference runs on the
+    shard (clamped and free). With ``warm_start`` (bp/trw) the shard keeps its messages for the next
+    evaluation, in the process that holds it.
+    """
+    w = np.asarray(w, dtype=np.float64)
+    g = np.zeros_like(w)
+    value = objective(w, g)
+    unconverged = 0.0 if objective.inference_converged[-1] else 1.0
+    return ShardStatistics({"gradient": g, "unconverged": np.array([unconverged])}, float(value),
+                           int(objective.batch.n_graphs))

@@ -31,7 +31,10 @@ total in the M-step. The CRF estimators train by L-BFGS on a :class:`ShardedObje
 data term of their objective on a block of sequences (a CLL of :mod:`structlearn.learning.objectives`
 without penalty), :func:`objective_statistics` its value and gradient at w, and the penalty
 (c2‖w‖², the mask of free weights) is added once to the total — ``fit`` runs it over one local shard
-(:meth:`ShardedObjective.local`), :mod:`structlearn.distributed` over persisted dask shards.
+(:meth:`ShardedObjective.local`), :mod:`structlearn.distributed` over persisted dask shards. The
+hierarchical HMM adopts it as the EM estimators do (its shards return the expected counts of θ); the
+graph CRF as the CRFs do, with :func:`structlearn.learning.graph_objective.graph_objective_statistics`
+(a :class:`~structlearn.learning.graph_objective.GraphCLL` without penalty per shard of graphs).
 """
 from typing import NamedTuple
 
@@ -225,3 +228,10 @@ class ShardedObjective:
         if g is not None:
             g[...] = total.stats["gradient"]
         return penalise(w, total.value, g, self.c2, self.c1, self.mask)
+
+    def value_and_grad(self, w):
+        """Return ``(L(w), ∇L(w))`` (the interface of
+        :func:`~structlearn.learning.optimizers.minimize_cg`)."""
+        g = np.zeros_like(w, dtype=np.float64)
+        value = self(w, g)
+        return value, g
