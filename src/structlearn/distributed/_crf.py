@@ -163,7 +163,9 @@ def fit_crf(estimator, data, client, *, split_every=8, callback=None):
                 callback(calls[0])
             calls[0] += 1
             w_f = client.submit(_identity, w, pure=False)
-            stats = [client.submit(objective_statistics, w_f, s, pure=False) for s in shards]
+            # run where the shard lives (a loose restriction), so dask never moves a shard to evaluate it
+            stats = [client.submit(objective_statistics, w_f, s, pure=False, **where(i))
+                     for i, s in enumerate(shards)]
             return _tree_reduce(client, reduce_statistics, stats, split_every).result()
 
         objective = ShardedObjective(map_statistics, model.free_mask(), c2=estimator.c2)

@@ -73,6 +73,15 @@ class _CLL:
         if allowed is None:
             self.empirical = model.feature_counts(packed, self.y)
 
+    def __sizeof__(self):
+        """Bytes of the arrays held (the packed batch, labels, empirical counts): what dask's scheduler
+        weighs when it decides where an evaluation on this shard runs (structlearn.distributed)."""
+        def arrays(obj):
+            names = getattr(obj, "__slots__", None) or getattr(obj, "__dict__", {})
+            return sum(v.nbytes for v in (getattr(obj, n, None) for n in names) if isinstance(v, np.ndarray))
+
+        return object.__sizeof__(self) + arrays(self) + arrays(self.packed)
+
     def _fused(self, w):
         """(log Z (B,), gold scores (B,), expected counts (n_params,)) in one pass, or None when the
         model has no fused kernel (then ``_expected`` runs on the structure)."""
