@@ -606,7 +606,7 @@ def _ratio_cols(r, refs):
         ref = refs[(r["group"], r["ref"])]
         cols[0] = f"{ref['ns'] / r['ns']:.3f}"
         cols[1] = f"{ref['cpu_ns'] / r['cpu_ns']:.3f}"
-    if r["ref2"]:
+    if r["ref2"] and (r["group"], r["ref2"]) in refs:   # no N-thread rows when Numba has one thread
         cols[2] = f"{refs[(r['group'], r['ref2'])]['ns'] / r['ns']:.3f}"
     return cols
 
@@ -665,13 +665,7 @@ def print_table(rows, refs, n_threads):
         kind, K, shape, N = g
         for r in (r for r in rows if r["group"] == g):
             cut = "*" if r["n"] < N else " "
-            cols = ["", "", ""]
-            if r["ref"]:
-                ref = refs[(g, r["ref"])]
-                cols[0] = f"{ref['ns'] / r['ns']:.3f}"
-                cols[1] = f"{ref['cpu_ns'] / r['cpu_ns']:.3f}"
-            if r["ref2"]:
-                cols[2] = f"{refs[(g, r['ref2'])]['ns'] / r['ns']:.3f}"
+            cols = _ratio_cols(r, refs)
             print(f"{kind:<10} {K:>3} {shape:<13} {r['method']:<24} {r['n']:>12}{cut} "
                   f"{r['wall']:>8.4f} {r['ns']:>11.1f} {r['cpu_ns']:>11.1f} {cols[0]:>7} "
                   f"{cols[1]:>7} {cols[2]:>7}")

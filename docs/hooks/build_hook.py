@@ -16,6 +16,7 @@ to either reruns it). Environment variables (for quick builds, e.g. the browser 
 ``STRUCTLEARN_DOCS_EXAMPLES``   comma-separated example names to run (default ``all``; ``none``)
 ``STRUCTLEARN_DOCS_BENCHMARKS`` comma-separated benchmark names to run (default ``all``; ``none``)
 ``STRUCTLEARN_DOCS_TIMEOUT``    seconds per script (default 900)
+``STRUCTLEARN_DOCS_JOBS``       gallery examples run at once (default: the number of cores, at most 4)
 """
 import ast
 import datetime
@@ -28,6 +29,7 @@ import pathlib
 import re
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 from mkdocs.structure.files import File
 
@@ -109,6 +111,7 @@ def _run_cached(kind, name, script, args, outdir=None):
         out = out.decode() if isinstance(out, bytes) else out
         message = f"timed out after {timeout:.0f} s"
     seconds = (datetime.datetime.now() - start).total_seconds()
+    log.info("%s %s: %s in %.0f s", kind, name, "done" if ok else "failed", seconds)
     meta = {"key": key, "ok": ok, "stdout": out, "seconds": seconds, "message": message,
             "command": " ".join(shown), "date": start.strftime("%Y-%m-%d %H:%M")}
     meta_path.write_text(json.dumps(meta))
@@ -137,24 +140,48 @@ def _rst_to_md(text):
     out, block = [], False
     for line in text.splitlines():
         if line.startswith("    ") and not block and (not out or out[-1].strip() == "" or out[-1].endswith("::")):
-            if out and out[-1].endswith("::"):
-                out[-1] = out[-1][:-1]
+            # "Run::" (then a blank line and the indented block) introduces the block: "Run:"
+            prev = next((i for i in range(len(out) - 1, -1, -1) if out[i].strip()), None)
+            if prev is not None and out[prev].endswith("::"):
+                out[prev] = out[prev][:-1]
             out.append("")
             out.append("```text")
             block = True
         elif block and line.strip() and not line.startswith("    "):
+            while out and not out[-1].strip():
+                out.pop()
             out.append("```")
             out.append("")
             block = False
+        if block and re.match(r" {8,}\[", line[4:]) and out[-1].strip() and not out[-1].startswith("```"):
+            out[-1] += " " + line.strip()   # an aligned usage continuation: one line, wrapped by the browser
+            continue
         out.append(line[4:] if block else _escape_brackets(line))
     if block:
         out.append("```")
     return "\n".join(out)
 
 
+def _gallery_runs(scripts):
+    """{name: result} of the selected examples that take ``--figures``, run ``STRUCTLEARN_DOCS_JOBS`` at
+    a time (each is one mostly single-threaded process: most of a quick run is Numba compiling)."""
+    todo = [s for s in scripts if "--figures" in s.read_text() and _selected("STRUCTLEARN_DOCS_EXAMPLES", s.stem)]
+    jobs = int(os.environ.get("STRUCTLEARN_DOCS_JOBS", "0")) or min(4, os.cpu_count() or 1)
+
+    def run(script):
+        outdir = CACHE / "gallery" / script.stem / "figures"
+        outdir.mkdir(parents=True, exist_ok=True)
+        return _run_cached("gallery", script.stem, script, ["--quick", "--figures", str(outdir)], outdir)
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        return dict(zip([s.stem for s in todo], pool.map(run, todo)))
+
+
 def _gallery(config, files):
     pages, entries = [], []
-    for script in sorted((ROOT / "examples").glob("*.py")):
+    scripts = sorted((ROOT / "examples").glob("*.py"))
+    runs = _gallery_runs(scripts)
+    for script in scripts:
         name = script.stem
         doc = _docstring(script)
         title = " ".join(doc.split("\n\n")[0].split()).rstrip(".:") if doc else name
@@ -168,8 +195,7 @@ def _gallery(config, files):
             log.info("gallery: %s not selected in this build; skipped", name)
         else:
             outdir = CACHE / "gallery" / name / "figures"
-            outdir.mkdir(parents=True, exist_ok=True)
-            meta = _run_cached("gallery", name, script, ["--quick", "--figures", str(outdir)], outdir)
+            meta = runs[name]
             if not meta["ok"]:
                 log.warning("gallery: examples/%s.py --quick --figures failed: %s", name, meta["message"])
                 note = f"The run failed in this build: {meta['message'][:300]}"
@@ -182,20 +208,20 @@ def _gallery(config, files):
         lines = [f"# {title}", "", f"`examples/{name}.py`", ""]
         if note:
             lines += ['!!! note "Figures"', f"    {note}", ""]
-        for img in images:
-            lines += [f"![{name}: {img}]({name}/{img})", ""]
+        for img in images:   # each figure links to itself at full size
+            lines += [f"[![{name}: {img}]({name}/{img})]({name}/{img})", ""]
         lines += ["## Run it", "", "```bash", f".venv/bin/python examples/{name}.py --quick"
                   + (" --figures figures/" if supports else ""), "```", ""]
         body = doc[len(doc.split("\n\n")[0]):].strip()
-        if body:
-            lines += ["## About", "", _rst_to_md(body), ""]
+        if body:   # in a div whose code blocks wrap (usage lines are long): see docs/stylesheets/extra.css
+            lines += ["## About", "", '<div class="gallery-about" markdown>', "", _rst_to_md(body), "", "</div>", ""]
         lines += ['??? example "Source"', "", '    ```python', *["    " + ln for ln in script.read_text().splitlines()],
                   "    ```", ""]
         pages.append(File.generated(config, f"gallery/{name}.md", content="\n".join(lines)))
         entries.append((name, title, images))
     index = ["# Gallery", "",
              "Made at build time from the scripts in `examples/` (`--quick --figures`: the fast settings); "
-             "the images live only in the build folder.", "", '<div class="grid cards" markdown>', ""]
+             "the images live only in the build folder.", "", '<div class="grid cards gallery-index" markdown>', ""]
     for name, title, images in entries:
         index += [f"-   [**{name}**]({name}.md)", "", "    ---", ""]
         if images:
@@ -228,8 +254,9 @@ def _benchmark_block(name):
         return f"*(benchmarks/{name}.py failed in this build: {meta['message'][:300]})*"
     out = meta["stdout"].strip("\n")
     # the script's --markdown output (paragraphs and tables) goes into the page as Markdown
+    # in a div whose tables are compact (docs/stylesheets/extra.css): many numeric columns
     return (f"`{meta['command']}` — run {meta['date']} on the machine that built this site "
-            f"({meta['seconds']:.0f} s):\n\n{out}\n")
+            f"({meta['seconds']:.0f} s):\n\n<div class=\"benchmark-output\" markdown>\n\n{out}\n\n</div>\n")
 
 
 # ---------------------------------------------------------------------------------------- architecture
