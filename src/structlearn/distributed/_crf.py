@@ -19,14 +19,11 @@ import time
 import numpy as np
 
 from ..learning.objectives import ChainCLL
-from ..learning.shards import ShardedObjective, objective_statistics, reduce_statistics
+from ..learning.shards import ShardedObjective, objective_statistics
 from ..models.features import AttributeVocabulary
+from ._common import identity, placement, shard_map, tree_reduce
 
 __all__ = ["fit_crf"]
-
-
-def _identity(x):
-    return x
 
 
 def _split(part):
@@ -93,13 +90,6 @@ def _objective(estimator, model, names, classes, part):
     return ChainCLL(model, packed, yy, c2=0.0)
 
 
-def _tree_reduce(client, function, parts, split_every):
-    while len(parts) > 1:
-        parts = [client.submit(function, parts[i:i + split_every], pure=False)
-                 for i in range(0, len(parts), split_every)]
-    return parts[0]
-
-
 def fit_crf(estimator, data, client, *, split_every=8, callback=None):
     """Fit a LinearChainCRF (``algorithm="lbfgs"``) on a dask bag of (items, labels) pairs; see
     :func:`structlearn.distributed.fit`."""
@@ -114,15 +104,12 @@ def fit_crf(estimator, data, client, *, split_every=8, callback=None):
                          f"online trainers visit the sequences one after another); got "
                          f"algorithm={estimator.algorithm!r}")
     t0 = time.perf_counter()
-    workers = sorted(client.scheduler_info()["workers"])
     parts = data.to_delayed()
 
-    def where(i):
-        return dict(workers=[workers[i % len(workers)]], allow_other_workers=True) if workers else {}
-
+    where = placement(client)
     raw = [client.compute(p, **where(i)) for i, p in enumerate(parts)]   # loaded once, kept on the workers
     try:
-        counts = _tree_reduce(client, _merge, [client.submit(_count, estimator, r, pure=False) for r in raw],
+        counts = tree_reduce(client, _merge, [client.submit(_count, estimator, r, pure=False) for r in raw],
                               split_every).result()
         if counts["items"] == 0:
             raise ValueError("the training set is empty (no items in the bag); give at least one non-empty "
@@ -151,22 +138,15 @@ def fit_crf(estimator, data, client, *, split_every=8, callback=None):
         estimator._label_index = label_index
         model = estimator._chain_model(vocab, attr_ptr, feat_label, trans)
         estimator.featurize_seconds_ = time.perf_counter() - t0
-        model_f = client.submit(_identity, model, pure=False)
-        names_f = client.submit(_identity, names, pure=False)
+        model_f = client.submit(identity, model, pure=False)
+        names_f = client.submit(identity, names, pure=False)
         shards = [client.submit(_objective, estimator, model_f, names_f, classes, r, pure=False, **where(i))
                   for i, r in enumerate(raw)]
         client.gather(shards)   # errors of the data (a forbidden gold transition, ...) before training
-        calls = [0]
+        shard_statistics = shard_map(client, shards, where, split_every, callback)
 
         def map_statistics(w):
-            if callback is not None:
-                callback(calls[0])
-            calls[0] += 1
-            w_f = client.submit(_identity, w, pure=False)
-            # run where the shard lives (a loose restriction), so dask never moves a shard to evaluate it
-            stats = [client.submit(objective_statistics, w_f, s, pure=False, **where(i))
-                     for i, s in enumerate(shards)]
-            return _tree_reduce(client, reduce_statistics, stats, split_every).result()
+            return shard_statistics(objective_statistics, w)
 
         objective = ShardedObjective(map_statistics, model.free_mask(), c2=estimator.c2)
         estimator._train(model, objective, t0, algorithm="lbfgs")

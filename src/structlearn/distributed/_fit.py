@@ -4,7 +4,7 @@ import pickle
 
 import numpy as np
 
-from ..learning.shards import reduce_statistics
+from ._common import placement, shard_map
 from ._crf import fit_crf
 from ._graph import fit_graph_crf
 
@@ -23,10 +23,6 @@ def _load_shard(estimator, part, kind):
     if isinstance(part, tuple) and len(part) == 2:
         return estimator._shard_from_data(*part)
     return estimator._shard_from_data(part)
-
-
-def _identity(x):
-    return x
 
 
 def _summary(estimator, shard):
@@ -65,14 +61,13 @@ def _partitions(data, client, estimator):
     load = dask.delayed(_load_shard, pure=True)
     # shard i is loaded on worker i mod W (a loose restriction: another worker takes it when that one is
     # gone), so the E-step tasks, which run where their shard lives, are balanced over the workers
-    workers = sorted(client.scheduler_info()["workers"])
+    where = placement(client)
     out = []
     for i, p in enumerate(parts):
-        where = dict(workers=[workers[i % len(workers)]], allow_other_workers=True) if workers else {}
         if isinstance(p, Future):
-            out.append(client.submit(_load_shard, estimator, p, kind, **where))
+            out.append(client.submit(_load_shard, estimator, p, kind, **where(i)))
         else:
-            out.append(client.compute(load(estimator, p, kind), **where))
+            out.append(client.compute(load(estimator, p, kind), **where(i)))
     return out
 
 
@@ -192,20 +187,7 @@ def fit(estimator, data, client=None, *, init="first", split_every=8, callback=N
     if hasattr(estimator, "_shard_summary"):
         extra = estimator._merge_shard_summaries(
             client.gather([client.submit(_summary, estimator, s, pure=False) for s in shards]))
-    calls = [0]
-
-    def map_statistics(function, params):
-        if callback is not None:
-            callback(calls[0])
-        calls[0] += 1
-        # the parameters as a task (not a scatter): the scheduler keeps its lineage, so a worker lost while
-        # holding them does not lose them; workers fetch them from each other (one copy per worker)
-        p = client.submit(_identity, params, pure=False)
-        parts = [client.submit(function, p, s, pure=False) for s in shards]
-        while len(parts) > 1:
-            parts = [client.submit(reduce_statistics, parts[i:i + split_every], pure=False)
-                     for i in range(0, len(parts), split_every)]
-        return parts[0].result()
+    map_statistics = shard_map(client, shards, placement(client), split_every, callback)
 
     try:
         return estimator._fit_sharded(map_statistics, init_data, max(m[2] for m in meta), features.pop(), None,

@@ -19,14 +19,10 @@ import time
 import numpy as np
 
 from ..learning.graph_objective import GraphCLL, graph_objective_statistics
-from ..learning.shards import reduce_statistics
 from ..structures.graphs import check_graph_labels, check_graphs
+from ._common import placement, shard_map
 
 __all__ = ["fit_graph_crf"]
-
-
-def _identity(x):
-    return x
 
 
 def _split(part):
@@ -73,13 +69,6 @@ def _objective(estimator, K, part):
     return GraphCLL(batch, yy, K, method=estimator.inference, options=options, c2=0.0, sample_weight=sw)
 
 
-def _tree_reduce(client, function, parts, split_every):
-    while len(parts) > 1:
-        parts = [client.submit(function, parts[i:i + split_every], pure=False)
-                 for i in range(0, len(parts), split_every)]
-    return parts[0]
-
-
 def fit_graph_crf(estimator, data, client, *, split_every=8, callback=None):
     """Fit a GraphCRF on a dask bag of (graph, labels[, sample_weight]) elements; see
     :func:`structlearn.distributed.fit`."""
@@ -91,12 +80,9 @@ def fit_graph_crf(estimator, data, client, *, split_every=8, callback=None):
                          f"{type(data).__name__}")
     estimator._check_params()
     t0 = time.perf_counter()
-    workers = sorted(client.scheduler_info()["workers"])
     parts = data.to_delayed()
 
-    def where(i):
-        return dict(workers=[workers[i % len(workers)]], allow_other_workers=True) if workers else {}
-
+    where = placement(client)
     raw = [client.compute(p, **where(i)) for i, p in enumerate(parts)]   # loaded once, kept on the workers
     try:
         counts = client.gather([client.submit(_count, r, pure=False) for r in raw])
@@ -116,17 +102,10 @@ def fit_graph_crf(estimator, data, client, *, split_every=8, callback=None):
             K = top + 1
         shards = [client.submit(_objective, estimator, K, r, pure=False, **where(i)) for i, r in enumerate(raw)]
         client.gather(shards)   # errors of the data (labels outside 0..K-1, ...) before training
-        calls = [0]
+        shard_statistics = shard_map(client, shards, where, split_every, callback)
 
         def map_statistics(w):
-            if callback is not None:
-                callback(calls[0])
-            calls[0] += 1
-            w_f = client.submit(_identity, w, pure=False)
-            # run where the shard lives (a loose restriction): its warm-started messages (bp/trw) stay there
-            stats = [client.submit(graph_objective_statistics, w_f, s, pure=False, **where(i))
-                     for i, s in enumerate(shards)]
-            return _tree_reduce(client, reduce_statistics, stats, split_every).result()
+            return shard_statistics(graph_objective_statistics, w)
 
         return estimator._fit_sharded(map_statistics, D, F, K, t0)
     finally:
