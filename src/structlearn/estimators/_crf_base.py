@@ -95,6 +95,15 @@ class CRFBase(ModelFileMixin, EstimatorBase):
             raise ValueError(f"`c1` (L1) is only supported with algorithm='lbfgs' (OWL-QN); got "
                              f"algorithm={algorithm!r}")
 
+    @property
+    def transition_attribute_features_(self):
+        """dict (attribute, label_from, label_to) -> non-zero weight of the transition attributes."""
+        self._check_fitted()
+        m, cls = self.model_, self.classes_
+        W = m.split_trans_attr(self.coef_)
+        return {(self.attributes_[a], cls[i], cls[j]): float(W[r, i, j])
+                for r, a in enumerate(m.trans_attr) for i, j in zip(*np.nonzero(W[r]))}
+
     def _transition_attribute_ids(self, vocab):
         """Attribute ids (int64) of ``transition_attributes`` in ``vocab`` (None when not set): the
         observation-conditioned transitions of the chain and semi-Markov CRFs; ValueError naming an

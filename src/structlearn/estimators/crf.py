@@ -402,15 +402,6 @@ class LinearChainCRF(ChainCRFStreamMixin, ChainCRFBase):
         return out
 
     @property
-    def transition_attribute_features_(self):
-        """dict (attribute, label_from, label_to) -> non-zero weight of the transition attributes."""
-        self._check_fitted()
-        m, cls = self.model_, self.classes_
-        W = m.split_trans_attr(self.coef_)
-        return {(self.attributes_[a], cls[i], cls[j]): float(W[r, i, j])
-                for r, a in enumerate(m.trans_attr) for i, j in zip(*np.nonzero(W[r]))}
-
-    @property
     def num_attributes_(self):
         """Number of attributes (None before fitting)."""
         return len(self.attributes_) if self._fitted_or_none() else None

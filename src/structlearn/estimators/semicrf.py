@@ -564,15 +564,6 @@ class SemiMarkovCRF(CRFBase):
             return 1.0
         return 2.0 * tp / (n_pred + n_gold)
 
-    @property
-    def transition_attribute_features_(self):
-        """dict (attribute, label_from, label_to) -> non-zero weight of the transition attributes."""
-        self._check_fitted()
-        m, cls = self.model_, self.classes_
-        W = m.split_trans_attr(self.coef_)
-        return {(self.attributes_[a], cls[i], cls[j]): float(W[r, i, j])
-                for r, a in enumerate(m.trans_attr) for i, j in zip(*np.nonzero(W[r]))}
-
     # ------------------------------------------------------------------------------------------------
     # model files
     # ------------------------------------------------------------------------------------------------
