@@ -19,6 +19,7 @@ import time
 import numpy as np
 
 from ..learning.graph_objective import GraphCLL, graph_objective_statistics
+from ..estimators.graph_crf import GraphCRF
 from ..structures.graphs import check_graph_labels, check_graphs
 from ._common import placement, shard_map
 
@@ -51,13 +52,8 @@ def _count(part):
     batch = check_graphs(X)
     if len(y) != batch.n_graphs:
         raise ValueError(f"`y` has {len(y)} label arrays for {batch.n_graphs} graphs")
-    top = -1
-    for yi in y:
-        a = np.asarray(yi)
-        if a.size and np.issubdtype(a.dtype, np.number):
-            top = max(top, int(np.max(a)))
     return {"graphs": int(batch.n_graphs), "D": int(batch.n_node_features), "F": int(batch.n_edge_features),
-            "top": top, "weighted": sw is not None}
+            "top": GraphCRF._largest_label(y), "weighted": sw is not None}
 
 
 def _objective(estimator, K, part):

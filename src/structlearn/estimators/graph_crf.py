@@ -56,14 +56,20 @@ class GraphEstimatorMixin(EstimatorBase):
     """
 
     @staticmethod
-    def _infer_n_labels(y):
-        if y is None or isinstance(y, (str, bytes)) or not hasattr(y, "__iter__"):
-            raise ValueError(f"`y` must be a list of int label arrays (-1 = hidden); got {type(y).__name__}")
+    def _largest_label(y):
+        """The largest label in the label arrays ``y`` (-1 when none is observed)."""
         top = -1
         for yi in y:
             a = np.asarray(yi)
             if a.size and np.issubdtype(a.dtype, np.number):
                 top = max(top, int(np.max(a)))
+        return top
+
+    @staticmethod
+    def _infer_n_labels(y):
+        if y is None or isinstance(y, (str, bytes)) or not hasattr(y, "__iter__"):
+            raise ValueError(f"`y` must be a list of int label arrays (-1 = hidden); got {type(y).__name__}")
+        top = GraphCRF._largest_label(y)
         if top < 0:
             raise ValueError("`y` holds no observed label (all -1); pass `n_labels`")
         return top + 1
