@@ -9,7 +9,7 @@ from sklearn.exceptions import ConvergenceWarning, NotFittedError
 
 from structlearn import AdaBoostMRF, GraphCRF
 from structlearn.estimators.adaboost_mrf import (ParallelHolderBound, _is_forest, _spanning_forest,
-                                                 bottom_chain_tree, top_chain_tree, two_level_chain_trees)
+                                                 bottom_chain_tree, holder_alpha_step, top_chain_tree, two_level_chain_trees)
 from structlearn.learning.graph_objective import GraphCLL
 from structlearn.structures.graphs import check_graph_labels, check_graphs, grid_graph, two_level_chain
 
@@ -135,9 +135,9 @@ def test_first_round_bound_is_tree_likelihood():
 
 
 def test_fits_two_level_chain_comparably_to_exact_ml():
-    # On this toy the top chain is the stronger tree and wins every round (α = 1: stage-wise MLE on it),
-    # so the LogOP has no bottom-chain potential; measured (B = 15, 4 rounds): exact ML 0.685, LogOP
-    # 0.750, ensemble 0.725, unary only 0.5375. Asserted with margins.
+    # On this toy the top chain is the stronger tree on every graph and wins every round (the bottom tree
+    # fails condition (29)), so the LogOP has no bottom-chain potential; measured (B = 15, 4 rounds,
+    # β = 1): exact ML 0.685, LogOP 0.7425, ensemble 0.6925, unary only 0.5375. Asserted with margins.
     rng = np.random.default_rng(3)
     X, Y = dcrf(rng, 15)
     Xt, Yt = dcrf(rng, 25, p_hidden=0.0)
@@ -346,3 +346,188 @@ def test_feature_subset_learners_move_only_their_features():
                            random_state=0).fit(X, Y)
     assert len(rand.feature_subsets_) == 3 and all(len(f) == 3 for f in rand.feature_subsets_)
     assert len(rand.predict(X)) == len(X)
+
+
+# ------------------------------------------------------------------------------------------------
+# Sequential AdaBoost.MRF as Tran et al. (2014), Figure 8: forests, condition (29), the α step
+# ------------------------------------------------------------------------------------------------
+def complementary_dcrf(rng, B, T=5, K=3, noise=1.2, p_hidden=0.3):
+    """2-level DCRF toy whose graphs alternate: a sticky top chain over a noisy bottom one, then the
+    reverse, so that the top-chain tree fits half the graphs best and the bottom-chain tree the rest."""
+    E = two_level_chain(T)
+    ef = np.zeros((len(E), 3))
+    ef[:T - 1, 0] = 1
+    ef[T - 1:2 * T - 2, 1] = 1
+    ef[2 * T - 2:, 2] = 1
+    X, Y = [], []
+    for b in range(B):
+        a = np.zeros(T, dtype=int)
+        a[0] = rng.integers(K)
+        for t in range(1, T):
+            a[t] = a[t - 1] if rng.random() < 0.9 else rng.integers(K)
+        other = rng.integers(0, K, T)
+        y = np.concatenate([a, other] if b % 2 == 0 else [other, a])
+        f = np.hstack([np.eye(K)[y] + rng.normal(scale=noise, size=(2 * T, K)),
+                       np.repeat([[1.0, 0.0], [0.0, 1.0]], T, axis=0)])
+        yy = y.copy()
+        yy[rng.random(2 * T) < p_hidden] = -1
+        X.append((f, E, ef))
+        Y.append(yy)
+    return X, Y
+
+
+def striped_grids(rng, B, r=4, c=4, noise=1.0, p_hidden=0.3):
+    """Binary grids with constant rows (even graphs) or constant columns (odd graphs), one shared edge
+    feature; and two comb spanning trees: every horizontal edge + the first column, every vertical
+    edge + the first row."""
+    E = grid_graph(r, c)
+    horizontal = np.flatnonzero(np.abs(E[:, 0] - E[:, 1]) == 1)
+    vertical = np.flatnonzero(np.abs(E[:, 0] - E[:, 1]) != 1)
+    first_col = vertical[np.isin(E[vertical].min(axis=1) % c, [0])]
+    first_row = horizontal[E[horizontal].min(axis=1) < c]
+    trees = [np.sort(np.r_[horizontal, first_col]), np.sort(np.r_[vertical, first_row])]
+    X, Y = [], []
+    for b in range(B):
+        lab = rng.integers(0, 2, r if b % 2 == 0 else c)
+        y = (np.repeat(lab, c) if b % 2 == 0 else np.tile(lab, r)).astype(int)
+        f = np.eye(2)[y] + rng.normal(scale=noise, size=(r * c, 2))
+        yy = y.copy()
+        yy[rng.random(r * c) < p_hidden] = -1
+        X.append((f, E, np.ones((len(E), 1))))
+        Y.append(yy)
+    return X, Y, trees
+
+
+def _check_rounds(ada):
+    """Figure 8's bookkeeping: Σα = 1, (29) > 0 and L_H lower in every accepted round, L_H non-increasing,
+    and the stop reason of the last round."""
+    np.testing.assert_allclose(ada.alphas_.sum(), 1.0, rtol=1e-12)
+    assert np.all((ada.alphas_ > 0) & (ada.alphas_ <= 1))
+    accepted = [r for r in ada.rounds_ if r["accepted"]]
+    assert [r["log_bound"] for r in accepted] == ada.bound_
+    assert np.all(np.diff(ada.bound_) <= 0)
+    for r in accepted[1:]:
+        assert r["condition_29"] > 0 and 0 < r["alpha"] <= 1 and r["log_bound"] < r["log_bound_before"]
+        # the selected learner has the smallest bound among the candidates meeting (29)
+        ok = [c["log_bound"] for c in r["candidates"] if c["condition_29"] > 0]
+        assert r["log_bound"] == min(ok)
+    if ada.converged_:
+        last = ada.rounds_[-1]
+        assert not last["accepted"]
+
+
+def test_sequential_forms_a_forest_on_a_dcrf():
+    rng = np.random.default_rng(11)
+    X, Y = complementary_dcrf(rng, 12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ada = AdaBoostMRF(trees=two_level_chain_trees(), n_rounds=6, cg_iterations=2, tol=0.0,
+                          inference="exact").fit(X, Y)
+    _check_rounds(ada)
+    assert ada.beta_ == 1.0
+    assert set(ada.learner_trees_.tolist()) == {0, 1}          # both chains in the forest
+    assert len(ada.alphas_) >= 2
+    assert any(r["accepted"] and r["alpha"] < 1 for r in ada.rounds_[1:])
+    chosen = [r["tree"] for r in ada.rounds_ if r["accepted"]]
+    assert len(set(chosen)) == 2
+
+
+def test_sequential_forms_a_forest_on_a_grid():
+    # which comb wins depends on the draw (each learner also fits the other half of the graphs through its
+    # first row / column); with this draw both combs enter the forest
+    rng = np.random.default_rng(13)
+    X, Y, trees = striped_grids(rng, 10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ada = AdaBoostMRF(trees=trees, n_rounds=6, cg_iterations=2, tol=0.0, inference="exact").fit(X, Y)
+    _check_rounds(ada)
+    assert set(ada.learner_trees_.tolist()) == {0, 1} and len(ada.alphas_) >= 2
+    # the LogOP: unary Σ α_l θ_n(w_l), every edge in some tree, w = Σ α_l w_l (one shared edge feature)
+    np.testing.assert_allclose(ada.coef_, ada.alphas_ @ ada.learner_coefs_, rtol=1e-12, atol=1e-15)
+
+
+def test_bound_and_condition_29_against_brute_force():
+    from tests.oracles.adaboost_mrf import holder_log_bound, tree_log_likelihoods
+
+    rng = np.random.default_rng(13)
+    X, Y = complementary_dcrf(rng, 6, T=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ada = AdaBoostMRF(trees=two_level_chain_trees(), n_rounds=3, cg_iterations=2, tol=0.0, beta=0.7,
+                          inference="exact").fit(X, Y)
+    K, D, F = 3, 5, 3
+    tree_edges = [[t(x) for x in X] for t in two_level_chain_trees()]
+    learners = [(a, tree_edges[c], w[:D * K].reshape(D, K), w[D * K:].reshape(F, K, K))
+                for a, c, w in zip(ada.alphas_, ada.learner_trees_, ada.learner_coefs_)]
+    np.testing.assert_allclose(ada.bound_[-1], holder_log_bound(X, Y, learners, 0.7), rtol=1e-10)
+    # round 1 by hand (h_1 by enumeration), then round 2's candidates against log L_H(0) = log Σ exp(−β h_1)
+    one = AdaBoostMRF(trees=two_level_chain_trees(), n_rounds=1, cg_iterations=2, beta=0.7)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        one.fit(X, Y)
+    w1 = one.learner_coefs_[0]
+    h1 = tree_log_likelihoods(X, Y, tree_edges[one.learner_trees_[0]], w1[:D * K].reshape(D, K),
+                              w1[D * K:].reshape(F, K, K))
+    np.testing.assert_allclose(one.bound_[0], holder_log_bound(X, Y, [(1.0, tree_edges[one.learner_trees_[0]],
+                               w1[:D * K].reshape(D, K), w1[D * K:].reshape(F, K, K))], 0.7), rtol=1e-10)
+    assert ada.rounds_[0]["tree"] == one.learner_trees_[0]
+    for cand in ada.rounds_[1]["candidates"]:
+        # the candidate's own h is not stored; (29) and the α step are consistent with the bound:
+        # log L_H(α) ≤ log L_H(0) = log Σ exp(−β h_1) with equality only when (29) fails
+        lh0 = np.log(np.exp(-0.7 * h1).sum())
+        if cand["condition_29"] > 0:
+            assert cand["alpha"] > 0 and cand["log_bound"] < lh0
+        else:
+            assert cand["alpha"] == 0 and np.isclose(cand["log_bound"], lh0, rtol=1e-12)
+
+
+def test_alpha_step_against_grid_search():
+    from tests.oracles.adaboost_mrf import alpha_grid_search
+
+    rng = np.random.default_rng(14)
+    for trial in range(30):
+        B = int(rng.integers(2, 9))
+        beta = float(rng.uniform(0.05, 1.0))
+        H = -rng.uniform(1, 20, B)
+        h = H + rng.normal(scale=rng.uniform(0.1, 5), size=B) + rng.normal()
+        alpha, lb, cond = holder_alpha_step(H, h, beta)
+        g_alpha, g_lb = alpha_grid_search(H, h, beta)
+        assert lb <= g_lb + 1e-12                          # at least as low as the best grid point
+        np.testing.assert_allclose(lb, g_lb, rtol=1e-9, atol=1e-10)
+        assert abs(alpha - g_alpha) <= 2e-4 or np.isclose(lb, g_lb, rtol=1e-12)
+        # condition (29) = Σ D(i)(h_i − H_i), D ∝ exp(−β H): minus the slope of log L_H at 0, over β
+        Dw = np.exp(-beta * H - np.log(np.exp(-beta * H).sum()))
+        np.testing.assert_allclose(cond, Dw @ (h - H), rtol=1e-12)
+        eps = 1e-6
+        lh = [np.log(np.exp(-beta * ((1 - a) * H + a * h)).sum()) for a in (0.0, eps)]
+        np.testing.assert_allclose(-(lh[1] - lh[0]) / eps / beta, cond, rtol=1e-4, atol=1e-6)
+        assert (alpha > 0) == (cond > 0)
+
+
+def test_alpha_below_one_when_the_bound_says_so():
+    # the new learner is much better on graph 0 and worse on graph 1: the minimiser is interior
+    H = np.array([-10.0, -2.0])
+    h = np.array([-2.0, -9.0])
+    alpha, lb, cond = holder_alpha_step(H, h, 1.0)
+    assert cond > 0 and 0 < alpha < 1
+    lh = lambda a: np.log(np.exp(-((1 - a) * H + a * h)).sum())  # noqa: E731
+    assert lb < min(lh(0.0), lh(1.0))
+    np.testing.assert_allclose(alpha, (8 + np.log(8 / 7)) / 15, rtol=1e-10)   # root of 8 e^(10−8α) = 7 e^(2+7α)
+    # better everywhere: α = 1; worse everywhere: (29) fails, α = 0 and the bound is unchanged
+    assert holder_alpha_step(H, H + 1, 1.0)[0] == 1.0
+    a0, lb0, c0 = holder_alpha_step(H, H - 1, 1.0)
+    assert a0 == 0.0 and c0 < 0 and np.isclose(lb0, lh(0.0))
+
+
+def test_random_feature_subsets_are_drawn_without_repetition():
+    rng = np.random.default_rng(15)
+    X, Y = dcrf(rng, 4, T=3)            # D = 5 node features: subsets of 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ada = AdaBoostMRF(trees=two_level_chain_trees(), feature_subsets=10, n_rounds=1, cg_iterations=1,
+                          random_state=0).fit(X, Y)
+    subs = ada.feature_subsets_
+    assert len(subs) == 10 and len({tuple(s) for s in subs}) == 10       # all C(5, 3) = 10, none twice
+    assert all(len(set(s.tolist())) == len(s) == 3 for s in subs)          # no column twice in a subset
+    with pytest.raises(ValueError, match="distinct subsets"):
+        AdaBoostMRF(trees=two_level_chain_trees(), feature_subsets=11).fit(X, Y)

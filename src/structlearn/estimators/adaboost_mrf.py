@@ -3,11 +3,11 @@
 Tran, Phung & Venkatesh, "Learning Structured Outputs from Partial Labels using Forest Ensemble",
 arXiv:1407.6432 (2014), §4 and Figure 8 (cited below as Tran et al. (2014)).
 """
+import math
 import time
 import warnings
 
 import numpy as np
-from scipy.optimize import minimize_scalar
 from scipy.special import logsumexp
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
@@ -18,7 +18,7 @@ from ..structures.factor_graph import BPOptions
 from ..structures.graphs import check_graph_labels, check_graphs, two_level_trees
 from .graph_crf import GraphCRF, GraphEstimatorMixin, check_choice, check_int, check_number
 
-__all__ = ["AdaBoostMRF", "ParallelHolderBound", "two_level_chain_trees", "top_chain_tree", "bottom_chain_tree"]
+__all__ = ["AdaBoostMRF", "ParallelHolderBound", "holder_alpha_step", "two_level_chain_trees", "top_chain_tree", "bottom_chain_tree"]
 
 
 def top_chain_tree(x):
@@ -92,21 +92,32 @@ class AdaBoostMRF(GraphEstimatorMixin):
     :math:`H = \sum_l \alpha_l h_l` (:math:`\sum_l \alpha_l = 1`) minimises the Hölder upper bound of the
     incomplete exponential loss (Tran et al. (2014), eqs. (17)–(23))
 
-    .. math:: L_H = \sum_i \prod_l P_{\tau_l}(v_i | o_i; w_l)^{-\beta \alpha_l}
-              = \sum_i \exp\big(-\beta \sum_l \alpha_l \log P_{\tau_l}(v_i | o_i; w_l)\big).
+    .. math:: L_H = \sum_i \frac{\prod_l [\sum_v P_{\tau_l}(v | o_i)^\beta]^{\alpha_l}}
+              {\prod_l P_{\tau_l}(v_i | o_i; w_l)^{\beta \alpha_l}}
+              \;\to\; \sum_i \exp\big(-\beta\, H(v_i, o_i)\big),
 
-    Round l: data weights :math:`D_i \propto \exp(-\beta H_{l-1}(v_i, o_i))`; every candidate tree is fitted
-    to the D-reweighted incomplete likelihood (+ c2‖w‖²) by ``cg_iterations`` conjugate-gradient steps,
-    starting from the current LogOP weights w (Tran et al. (2014), §7: "initialise the parameters for each weak
-    learner to the previously learned values"; only the parameters the tree depends on move, the others
-    are carried). The tree and :math:`\alpha_l \in [0, 1]` are those minimising the regularised bound
+    the right-hand side being the bound at β = 1 (the numerator is 1 since :math:`\sum_v P_\tau(v|o) = 1`)
+    and, as in Tran et al. (2014), eq. (22), the loss used for every β (``bound_`` holds its log).
 
-    .. math:: J = \frac{B}{\beta}\Big(\log L_H - \log B\Big) + c_2 \|(1-\alpha_l) w + \alpha_l w_l\|^2,
+    Sequential algorithm (Tran et al. (2014), Figure 8), round l:
 
-    whose gradient in w_l is the learner's own objective (so a learner's CG steps reduce J; the plain
-    bound L_H would reward ever larger weights); earlier α are rescaled by :math:`1 - \alpha_l`.
-    Boosting stops when J improves by less than ``tol`` (relative) — for ``selection="cyclic"``, over a
-    whole cycle of the candidates — or after ``n_rounds``.
+    1. data weights :math:`D_l(i) \propto \exp(-\beta H_{l-1}(v_i, o_i))`, the per-instance term of L_H;
+    2. every candidate (tree, feature subset) is a weak learner fitted to the re-weighted incomplete
+       log-likelihood :math:`\sum_i D_l(i) \log P_\tau(v_i | o_i)` (− c2‖w‖²) by ``cg_iterations``
+       conjugate-gradient steps from the parameters it was last trained to (``warm_start="learner"``;
+       the current LogOP weights the first time), Tran et al. (2014), §7: "initialise the parameters
+       for each weak learner to the previously learned values" — only the parameters its tree and
+       feature subset use move, the others are carried;
+    3. for each candidate, condition (29) :math:`\sum_i D_l(i)\,[h_l(i) - H_{l-1}(i)] > 0`
+       (:math:`\sum_i D_l(i) = 1`), i.e. the learner beats the current ensemble on the re-weighted data,
+       which is exactly the slope of :math:`L_H((1-\alpha) H_{l-1} + \alpha h_l)` at α = 0 being negative;
+       then :math:`\alpha_l \in (0, 1]` minimising that convex 1-D function (:func:`holder_alpha_step`);
+    4. among the candidates meeting (29), the one with the smallest :math:`L_H` is selected (L_H alone: no
+       penalty term); earlier α are rescaled by :math:`1 - \alpha_l` so that Σα = 1.
+
+    Boosting stops when no candidate meets (29), when L_H falls by less than ``tol`` (relative), or after
+    ``n_rounds``; for ``selection="cyclic"`` the first two only after a whole cycle of candidates fails.
+    ``rounds_`` records every round (selected tree, α, L_H, the value of (29), every candidate's).
 
     The strong model is the logarithmic opinion pool :math:`P(x | o) \propto \prod_l P_{\tau_l}(x |
     o; w_l)^{\alpha_l}` on the whole graph (Tran et al. (2014), eqs. (24)–(27)): unary potentials
@@ -118,11 +129,12 @@ class AdaBoostMRF(GraphEstimatorMixin):
     (grids) ``to_graph_crf()`` is its shared-parameter approximation, and ``predict`` uses the exact
     LogOP potentials.
 
-    On a 2-level DCRF with the two chain trees the stronger tree (higher likelihood of the visible
-    labels) tends to win every round with α = 1, so the LogOP is that tree's CRF trained stage-wise on
-    the reweighted likelihood and lacks the other chain; ``parallel=True`` trains both trees with
-    shared parameters and was within 2 F1 points of exact maximum likelihood in
-    ``examples/dcrf_activities.py`` (see its table).
+    A forest of several trees forms when different trees fit different instances best (at β = 1 the
+    weights :math:`D_l` single out the instances the ensemble fits worst). When one tree is better on
+    almost every instance (the top-chain tree on the simulated activities of
+    ``examples/dcrf_activities.py``) that tree wins every round and the other fails condition (29):
+    the LogOP is then several learners of that one tree. ``parallel=True`` trains every tree with
+    shared parameters instead (no selection).
 
     Parameters
     ----------
@@ -145,22 +157,29 @@ class AdaBoostMRF(GraphEstimatorMixin):
     cg_iterations : int
         Conjugate-gradient iterations per candidate per round (Tran et al. (2014) used two).
     c2 : float
-        L2 coefficient of every weak learner's reweighted likelihood.
+        L2 coefficient of every weak learner's reweighted likelihood (its fit only: trees and α are
+        selected by L_H alone).
     beta : float, optional
-        β ∈ (0, 1] of the loss (Tran et al. (2014), eq. (17)); default 1 / (mean number of observed nodes per
-        graph), which keeps the data weights from collapsing onto one graph.
+        β ∈ (0, 1] of the loss (Tran et al. (2014), eq. (17)). Default: 1 for the sequential algorithm (the
+        exact Hölder bound); 1 / (mean number of observed nodes per graph) for ``parallel=True`` (flatter
+        data weights; with them the sequential algorithm's stronger learner usually takes α = 1 every
+        round). The value used is ``beta_``.
     tol : float
-        Stop when J improves by less than ``tol`` relative to its value.
+        Stop when log L_H falls by less than ``tol`` relative to its value.
     selection : {"greedy", "cyclic"}
         ``"greedy"`` (Tran et al. (2014), Figure 8): every round fits every candidate and keeps the best.
         ``"cyclic"``: round l fits only candidate l mod L (L times cheaper per round); a candidate that
-        does not reduce J is skipped.
+        fails (29) or does not lower L_H is skipped.
     feature_subsets : None, int or list of int arrays
         Feature-subset weak learners (Tran et al. (2014), §7, last paragraph): the candidates are every (tree,
         subset) pair, and a learner moves only the node weights of its subset's node-feature columns (and
         its tree's edge weights), the rest carried from the ensemble, so each round also selects
-        features. None (default): one subset, all features. An int n: n random subsets of ⌈D/2⌉ columns
-        (``random_state``). Sequential algorithm only.
+        features. None (default): one subset, all features. An int n: n distinct random subsets of ⌈D/2⌉
+        columns each, drawn without repetition (``random_state``). Sequential algorithm only.
+    warm_start : {"learner", "ensemble"}
+        Where a candidate's CG steps start: ``"learner"`` (default) the parameters that candidate was last
+        trained to (the LogOP weights at its first fit); ``"ensemble"`` the current LogOP weights every
+        round.
     parallel : bool
         The parallel variant (Tran et al. (2014), §7, eqs. (33)–(34)): every candidate tree with fixed α_l = 1/L and
         *shared* parameters w, fitted by minimising J(w) = (B/β)·log((1/B)·L_H(w)) + c2‖w‖² with
@@ -196,14 +215,22 @@ class AdaBoostMRF(GraphEstimatorMixin):
     learner_trees_ : ndarray of int64, shape (L,)
         Candidate index of every selected weak learner.
     bound_ : list of float
-        log L_H after every accepted round (Tran et al. (2014), eq. (22)); for ``parallel=True`` the objective J(w)
-        of :class:`ParallelHolderBound` after every CG iteration.
+        log L_H after every accepted round (Tran et al. (2014), eq. (22); non-increasing); for
+        ``parallel=True`` the objective J(w) of :class:`ParallelHolderBound` after every CG iteration.
     objective_ : list of float
-        J after every accepted round (non-increasing); for ``parallel=True`` equal to ``bound_``.
+        Equal to ``bound_`` (kept for the plotting helpers).
+    rounds_ : list of dict
+        Sequential algorithm: one dict per round, accepted or not: ``round``, ``tree`` and ``features``
+        (candidate indices of the selected learner), ``alpha``, ``log_bound`` (log L_H with it),
+        ``log_bound_before``, ``condition_29`` (Σ_i D(i)[h(i) − H(i)], nats, Σ D = 1; +inf in round 1),
+        ``accepted``, and ``candidates`` (the same numbers for every candidate fitted that round).
+        Empty for ``parallel=True``.
     n_rounds_ : int
+    beta_ : float
+        The β used.
     converged_ : bool
-        True when boosting stopped because the bound stopped improving (False: ``n_rounds`` reached;
-        warns).
+        True when boosting stopped because no candidate met (29) or the bound stopped improving (False:
+        ``n_rounds`` reached; warns).
     training_seconds_ : float
 
     Raises
@@ -221,7 +248,8 @@ class AdaBoostMRF(GraphEstimatorMixin):
     """
 
     def __init__(self, n_labels=None, trees=None, n_trees=4, n_rounds=20, cg_iterations=5, c2=1.0,
-                 beta=None, tol=1e-4, selection="greedy", feature_subsets=None, parallel=False, max_iterations=50,
+                 beta=None, tol=1e-4, selection="greedy", feature_subsets=None, warm_start="learner",
+                 parallel=False, max_iterations=50,
                  predict_method="logop_map", inference="bp", inference_options=None, random_state=None,
                  verbose=False):
         self._store_params(locals())
@@ -234,6 +262,7 @@ class AdaBoostMRF(GraphEstimatorMixin):
         check_number("tol", self.tol)
         check_number("beta", self.beta, upper=1.0, none_ok=True)
         check_choice("selection", self.selection, ("greedy", "cyclic"))
+        check_choice("warm_start", self.warm_start, ("learner", "ensemble"))
         check_choice("predict_method", self.predict_method, ("logop_map", "ensemble"))
         check_choice("inference", self.inference, ("bp", "trw", "exact"))
         check_int("n_labels", self.n_labels, none_ok=True)
@@ -321,10 +350,11 @@ class AdaBoostMRF(GraphEstimatorMixin):
                 for m in masks]
         B = batch.n_graphs
         n_obs = np.bincount(batch.node_graph()[yy >= 0], minlength=B)
-        beta = self.beta if self.beta is not None else 1.0 / max(1.0, float(n_obs.mean()))
+        beta = self.beta if self.beta is not None else \
+            1.0 / max(1.0, float(n_obs.mean())) if self.parallel else 1.0
         self.beta_ = float(beta)
         n_params = objs[0].n_params
-        self.bound_, self.objective_ = [], []
+        self.bound_, self.objective_, self.rounds_ = [], [], []
         subsets = self._feature_subsets(batch.n_node_features, rs)
         self.feature_subsets_ = subsets
         if self.parallel:
@@ -373,7 +403,16 @@ class AdaBoostMRF(GraphEstimatorMixin):
             if fs < 1:
                 raise ValueError(f"`feature_subsets` as a count must be >= 1; got {fs}")
             size = max(1, int(np.ceil(D / 2)))
-            return [np.sort(rs.choice(D, size=size, replace=False)).astype(np.int64) for _ in range(fs)]
+            if fs > math.comb(D, size):
+                raise ValueError(f"`feature_subsets` asks for {fs} distinct subsets of {size} of the {D} node "
+                                 f"features; there are only {math.comb(D, size)}")
+            out, seen = [], set()
+            while len(out) < fs:        # columns without repetition, and no subset drawn twice
+                sub = np.sort(rs.choice(D, size=size, replace=False)).astype(np.int64)
+                if tuple(sub) not in seen:
+                    seen.add(tuple(sub))
+                    out.append(sub)
+            return out
         if not isinstance(fs, (list, tuple)) or len(fs) == 0:
             raise ValueError(f"`feature_subsets` must be None, a positive int or a non-empty list of node-feature "
                              f"index arrays; got {type(fs).__name__}")
@@ -388,60 +427,64 @@ class AdaBoostMRF(GraphEstimatorMixin):
         return out
 
     def _fit_sequential(self, objs, cands, moves, beta, n_params, B):
-        H = np.zeros(B)                      # Σ_j α_j log P_τj(v_i | o_i)
+        """Figure 8 of Tran et al. (2014); see the class notes. Fills ``rounds_``, ``bound_``, the learners."""
+        H = np.zeros(B)                      # H_{l−1}(v_i, o_i) = Σ_j α_j log P_τj(v_i | o_i)
         alphas, coefs, chosen = [], [], []
-        w_ens = np.zeros(n_params)           # Σ_j α_j w_j so far (carried weights included): the warm start
-        value_prev = np.inf
+        w_ens = np.zeros(n_params)           # Σ_j α_j w_j so far (carried weights included)
+        last = {}                            # candidate -> the parameters it was last trained to
+        log_bound = None
         self.converged_ = False
         L = len(cands)
         cyclic = self.selection == "cyclic"
         stale = 0
         for r in range(self.n_rounds):
-            D = np.exp(np.log(B) + (-beta * H) - logsumexp(-beta * H))    # mean 1
-            best = None
-
-            def objective(a, ll, w_c):
-                # J = (B/β)·(log L_H − log B) + c2‖w‖² of the ensemble with the candidate at weight a
-                lh = logsumexp(-beta * ((1 - a) * H + a * ll))
-                w = (1 - a) * w_ens + a * w_c
-                return float(B / beta * (lh - np.log(B)) + self.c2 * (w @ w))
-
+            # D_l(i) ∝ exp(−β H_{l−1}(v_i, o_i)), the per-instance term of L_H; mean 1 (GraphCLL's scale)
+            D = B * np.exp(-beta * H - logsumexp(-beta * H))
+            tried = []
             for c in ([r % L] if cyclic else range(L)):
                 obj, free = objs[cands[c][0]], moves[c]
                 obj.sample_weight = D
-                w_c = w_ens.copy()
-                w_c[free] = minimize_cg(_Restricted(obj, w_ens, free), w_ens[free], self.cg_iterations)[0]
-                ll = -obj.per_graph(w_c)                                    # log P_τ(v_i | o_i)
-                if not alphas:
-                    alpha = 1.0
+                start = w_ens if self.warm_start == "ensemble" or c not in last else last[c]
+                w_c = start.copy()
+                w_c[free] = minimize_cg(_Restricted(obj, start, free), start[free], self.cg_iterations)[0]
+                last[c] = w_c
+                h = -obj.per_graph(w_c)                                     # h_l(i) = log P_τ(v_i | o_i)
+                if not alphas:                                              # round 1: H = h, α = 1
+                    alpha, lb, cond = 1.0, float(logsumexp(-beta * h)), np.inf
                 else:
-                    def f(a, ll=ll, w_c=w_c):
-                        return objective(a, ll, w_c)
-                    res = minimize_scalar(f, bounds=(0.0, 1.0), method="bounded",
-                                          options={"xatol": 1e-6})
-                    alpha = min((0.0, float(res.x), 1.0), key=f)
-                value = objective(alpha, ll, w_c)
-                bound = float(logsumexp(-beta * ((1 - alpha) * H + alpha * ll)))
-                if best is None or value < best[0]:
-                    best = (value, c, alpha, w_c, ll, bound)
-            value, c, alpha, w_c, ll, bound = best
+                    alpha, lb, cond = holder_alpha_step(H, h, beta)
+                tried.append({"candidate": c, "tree": cands[c][0], "features": cands[c][1], "alpha": alpha,
+                              "log_bound": lb, "condition_29": float(cond), "w": w_c, "h": h})
+            ok = [t for t in tried if t["condition_29"] > 0 and t["alpha"] > 0]
+            best = min(ok or tried, key=lambda t: t["log_bound"])      # trees selected by L_H alone
+            improved = bool(ok) and (log_bound is None or
+                                     best["log_bound"] < log_bound - self.tol * max(1.0, abs(log_bound)))
+            self.rounds_.append({"round": r + 1, "tree": int(best["tree"]), "features": int(best["features"]),
+                                 "alpha": float(best["alpha"]), "log_bound": float(best["log_bound"]),
+                                 "log_bound_before": np.nan if log_bound is None else float(log_bound),
+                                 "condition_29": float(best["condition_29"]), "accepted": improved,
+                                 "candidates": [{k: t[k] for k in ("tree", "features", "alpha", "log_bound",
+                                                                   "condition_29")} for t in tried]})
             if self.verbose:
-                print(f"round {r + 1:3d}  tree {c}  alpha {alpha:.4f}  log L_H {bound:.6g}  J {value:.6g}")
-            if alphas and (alpha <= 0.0 or value >= value_prev - self.tol * max(1.0, abs(value_prev))):
+                print(f"round {r + 1:3d}  tree {best['tree']}  features {best['features']}  alpha "
+                      f"{best['alpha']:.4f}  (29) {best['condition_29']:+.4g}  log L_H {best['log_bound']:.6g}"
+                      f"{'' if improved else '  (rejected)'}")
+            if not improved:
                 stale += 1
                 if not cyclic or stale >= L:
                     self.converged_ = True
                     break
                 continue
             stale = 0
-            alphas = [a * (1.0 - alpha) for a in alphas] + [alpha]
-            coefs.append(w_c)
-            chosen.append(c)
-            H = (1.0 - alpha) * H + alpha * ll
-            w_ens = (1.0 - alpha) * w_ens + alpha * w_c
-            self.bound_.append(bound)
-            self.objective_.append(value)
-            value_prev = value
+            alpha = best["alpha"]
+            alphas = [a * (1.0 - alpha) for a in alphas] + [alpha]       # Σ α = 1
+            coefs.append(best["w"])
+            chosen.append(best["candidate"])
+            H = (1.0 - alpha) * H + alpha * best["h"]
+            w_ens = (1.0 - alpha) * w_ens + alpha * best["w"]
+            log_bound = best["log_bound"]
+            self.bound_.append(log_bound)
+            self.objective_.append(log_bound)
         keep = [j for j, a in enumerate(alphas) if a > 0]     # learners whose weight fell to 0 are dropped
         self.alphas_ = np.array([alphas[j] for j in keep])
         self.learner_coefs_ = np.array([coefs[j] for j in keep])
@@ -538,6 +581,57 @@ class AdaBoostMRF(GraphEstimatorMixin):
             return batch.split(m)
         batch, graph = self._logop_graph(X)
         return batch.split(self.to_graph_crf()._infer(graph, "log").unary)
+
+
+def holder_alpha_step(H, h, beta):
+    r"""The 1-D step of sequential AdaBoost.MRF: α ∈ (0, 1] minimising the bound of the new ensemble.
+
+    .. math:: \log L_H(\alpha) = \log \sum_i \exp\big(-\beta\,[(1-\alpha) H_i + \alpha h_i]\big)
+
+    (Tran et al. (2014), eqs. (22)–(23) and Figure 8), a convex function of α whose slope at 0 is
+    :math:`-\beta \sum_i D(i)\,(h_i - H_i)`, :math:`D(i) \propto \exp(-\beta H_i)`: condition (29),
+    :math:`\sum_i D(i)\,[h_i - H_i] > 0`, is exactly "the bound decreases for some α > 0".
+
+    Parameters
+    ----------
+    H : ndarray of float64, shape (B,)
+        Current ensemble per graph, :math:`H_{l-1}(v_i, o_i) = \sum_j \alpha_j \log P_{\tau_j}(v_i | o_i)` (log space).
+    h : ndarray of float64, shape (B,)
+        New weak learner per graph, :math:`\log P_{\tau_l}(v_i | o_i)`.
+    beta : float
+        β ∈ (0, 1].
+
+    Returns
+    -------
+    alpha : float
+        The minimiser in [0, 1]: 0 when condition (29) fails, 1 when the slope at 1 is still ≤ 0, else the
+        root of the slope (Brent, to 1e-14).
+    log_bound : float
+        :math:`\log L_H(\alpha)`.
+    condition : float
+        :math:`\sum_i D(i)\,[h_i - H_i]` with :math:`\sum_i D(i) = 1` (nats).
+
+    Notes
+    -----
+    Cost O(B) per slope evaluation, O(B log(1/tol)) in all.
+    """
+    from scipy.optimize import brentq
+
+    H, h = np.asarray(H, dtype=np.float64), np.asarray(h, dtype=np.float64)
+    d = h - H
+
+    def slope(a):                     # d/dα log L_H(α) / β, up to the positive factor β
+        z = -beta * (H + a * d)
+        return -float(np.exp(z - logsumexp(z)) @ d)
+
+    condition = -slope(0.0)
+    if not condition > 0:
+        alpha = 0.0
+    elif slope(1.0) <= 0:
+        alpha = 1.0
+    else:
+        alpha = float(brentq(slope, 0.0, 1.0, xtol=1e-14, rtol=4 * np.finfo(float).eps))
+    return alpha, float(logsumexp(-beta * (H + alpha * d))), condition
 
 
 def _tree_batch(batch, mask, scale):
