@@ -20,9 +20,10 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from ..learning.optimizers import lbfgs
-from ..learning.shards import ShardedObjective
+from ..learning.shards import ProcessShards, ShardedObjective
 from ..models.features import AttributeVocabulary
 from ._base import EstimatorBase
+from ._em_restarts import check_n_jobs, n_blocks
 from ._modelfile import ModelFileMixin
 from ._params import accepts, check_param
 
@@ -239,6 +240,18 @@ class CRFBase(ModelFileMixin, EstimatorBase):
     # ------------------------------------------------------------------------------------------------
     # training
     # ------------------------------------------------------------------------------------------------
+    def _worker_shards(self, objective):
+        """With ``n_jobs`` (joblib's convention: -1 all cores) and more than one sequence, the objective's
+        data term cut into that many blocks held by worker processes
+        (:class:`~structlearn.learning.shards.ProcessShards`); None otherwise (one local shard)."""
+        n_jobs = getattr(self, "n_jobs", None)
+        check_n_jobs(n_jobs)
+        n = n_blocks(n_jobs)
+        if n <= 1 or isinstance(objective, ShardedObjective) or not hasattr(objective, "split"):
+            return None
+        parts = objective.split(n)
+        return ProcessShards(parts) if len(parts) > 1 else None
+
     def _train(self, model, objective, t0, *, algorithm="lbfgs", online=None, data=(), l2sgd_args=(),
                dev=None, callback=None, desc=None):
         """Fit the weights of ``model``; set ``coef_``, ``n_iter_``, ``converged_``, ``training_log_``
@@ -280,7 +293,9 @@ class CRFBase(ModelFileMixin, EstimatorBase):
         if algorithm == "lbfgs":
             # the one training loop of every CRF: L-BFGS over shards (here one local shard; the same loop
             # runs over dask shards in structlearn.distributed)
-            objective = ShardedObjective.local(objective)
+            workers = self._worker_shards(objective)
+            objective = ShardedObjective.local(objective) if workers is None else \
+                ShardedObjective(workers, objective.mask, objective.c2, objective.c1)
             current = [w0]
 
             def f(w, g):
@@ -295,10 +310,14 @@ class CRFBase(ModelFileMixin, EstimatorBase):
                         entry["dev_counts"] = _dev_counts(pred, dev[1], dev[0].offsets, len(self.classes_))
                 return on_iteration(entry)
 
-            w, n_iter, converged, _ = lbfgs(
-                f, w0, c1=self.c1, m=self.num_memories, epsilon=epsilon, period=self.period,
-                delta=self.delta, max_iterations=self.max_iterations, linesearch=self.linesearch,
-                max_linesearch=self.max_linesearch, callback=progress, mask=model.free_mask())
+            try:
+                w, n_iter, converged, _ = lbfgs(
+                    f, w0, c1=self.c1, m=self.num_memories, epsilon=epsilon, period=self.period,
+                    delta=self.delta, max_iterations=self.max_iterations, linesearch=self.linesearch,
+                    max_linesearch=self.max_linesearch, callback=progress, mask=model.free_mask())
+            finally:
+                if workers is not None:
+                    workers.close()
         elif algorithm == "l2sgd":
             w, n_iter, converged = online.l2sgd(
                 model, *data, *l2sgd_args, c2=self.c2,

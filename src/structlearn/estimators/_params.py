@@ -41,7 +41,7 @@ import numpy as np
 
 __all__ = ["Param", "check_param", "describe_constraint", "accepts", "ALGORITHMS", "ALGORITHM",
            "LBFGS_PARAMS", "ONLINE_PARAMS", "MIN_FREQ", "ALL_POSSIBLE_STATES", "ALL_POSSIBLE_TRANSITIONS",
-           "RANDOM_STATE", "VERBOSE"]
+           "RANDOM_STATE", "VERBOSE", "N_JOBS"]
 
 
 class Param(NamedTuple):
@@ -214,6 +214,9 @@ ALL_POSSIBLE_TRANSITIONS = Param("all_possible_transitions", False, "bool",
                                  "every label transition is a feature, not only those seen")
 RANDOM_STATE = Param("random_state", None, "any", "seed (int) or RandomState of the online shuffling")
 VERBOSE = Param("verbose", False, "bool", "progress bar (tqdm) while training")
+N_JOBS = Param("n_jobs", None, "int>=-64|None",
+               "worker processes of L-BFGS (data cut into that many blocks of sequences, each held by one "
+               "process; -1 all cores; None: this process)")
 
 
 def accepts(param, kind):

@@ -14,7 +14,7 @@ from . import _crfsuite_compat as compat
 from ._crf_base import ChainCRFBase, label_key
 from ._crf_online import ChainCRFStreamMixin
 from ._params import (ALGORITHM, ALL_POSSIBLE_STATES, ALL_POSSIBLE_TRANSITIONS, LBFGS_PARAMS, MIN_FREQ,
-                      ONLINE_PARAMS, RANDOM_STATE, VERBOSE, Param)
+                      N_JOBS, ONLINE_PARAMS, RANDOM_STATE, VERBOSE, Param)
 
 _FORMAT = "linear-chain-crf"
 _VERSION = 1
@@ -104,6 +104,13 @@ class LinearChainCRF(ChainCRFStreamMixin, ChainCRFBase):
         Shuffling of online algorithms.
     verbose : bool
         Progress bar (tqdm) and per-iteration log lines.
+    n_jobs : int or None, default None
+        L-BFGS over worker processes on this machine: the training sequences are cut into ``n_jobs``
+        blocks (-1: as many as cores) of about equal numbers of tokens, each held by one worker process for
+        the whole fit (:class:`structlearn.learning.shards.ProcessShards`); each evaluation sends the
+        weights to every worker and adds their values and gradients. Numba's threads are shared out
+        between the workers. The result equals ``n_jobs=None`` up to rounding (the sum's order differs).
+        Online trainers ignore it. See :mod:`structlearn.distributed` for several machines.
     model_filename : None or str, default None
         sklearn-crfsuite's parameter: ``fit`` also writes the model to this path (CRFsuite's binary
         format when the model is CRFsuite's — ``start_end_features=False``, no forbidden transitions —
@@ -180,7 +187,8 @@ class LinearChainCRF(ChainCRFStreamMixin, ChainCRFBase):
         RANDOM_STATE, VERBOSE,
         Param("model_filename", None, "str|None",
               "also write the model here after fit (and load it from here when not fitted)"),
-        Param("keep_tempfiles", False, "bool", "accepted for sklearn-crfsuite compatibility (no effect)"))
+        Param("keep_tempfiles", False, "bool", "accepted for sklearn-crfsuite compatibility (no effect)"),
+        N_JOBS)
 
     classes_ = None        # sklearn-crfsuite: None until fitted (instance attributes once fitted)
     attributes_ = None
@@ -192,7 +200,7 @@ class LinearChainCRF(ChainCRFStreamMixin, ChainCRFBase):
                  error_sensitive=True, averaging=True, variance=1.0, gamma=1.0, min_freq=0.0,
                  all_possible_states=False, all_possible_transitions=False, start_end_features=True,
                  transition_attributes=None, forbidden_transitions=None, random_state=None, verbose=False, model_filename=None,
-                 keep_tempfiles=False):
+                 keep_tempfiles=False, n_jobs=None):
         self._store_params(locals())
 
     # ------------------------------------------------------------------------------------------------

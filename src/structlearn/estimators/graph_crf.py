@@ -14,10 +14,11 @@ from sklearn.exceptions import ConvergenceWarning
 from ..utils.modelfile import ModelFileError
 from ..learning.graph_objective import GraphCLL, graph_objective_statistics, graph_potentials
 from ..learning.optimizers import lbfgs_restarts, minimize_cg
-from ..learning.shards import ShardedObjective
+from ..learning.shards import ProcessShards, ShardedObjective
 from ..structures.factor_graph import BPOptions
 from ..structures.graphs import check_graph_labels, check_graphs
 from ._base import EstimatorBase
+from ._em_restarts import check_n_jobs, n_blocks
 from ._modelfile import ModelFileMixin
 from ._params import Param, check_param
 
@@ -135,6 +136,12 @@ class GraphCRF(GraphEstimatorMixin, ModelFileMixin):
         ``max_iter=200``, messages warm-started between evaluations.
     verbose : bool
         Print the loss per iteration.
+    n_jobs : int or None, default None
+        Worker processes on this machine: the graphs are cut into ``n_jobs`` blocks (-1: as many as cores)
+        of about equal numbers of nodes, each held by one worker process for the whole fit
+        (:class:`structlearn.learning.shards.ProcessShards`, warm-started messages stay with their
+        block); every evaluation sends the weights and adds the blocks' values and gradients. Equal to
+        ``n_jobs=None`` up to rounding.
 
     Attributes
     ----------
@@ -182,7 +189,7 @@ class GraphCRF(GraphEstimatorMixin, ModelFileMixin):
     """
 
     def __init__(self, n_labels=None, inference="exact", optimizer="lbfgs", c2=1.0, max_iterations=100,
-                 inference_options=None, verbose=False):
+                 inference_options=None, verbose=False, n_jobs=None):
         self._store_params(locals())
 
     # ------------------------------------------------------------------------------------------------
@@ -214,10 +221,32 @@ class GraphCRF(GraphEstimatorMixin, ModelFileMixin):
         batch = check_graphs(X)
         K = int(self.n_labels) if self.n_labels is not None else self._infer_n_labels(y)
         yy = check_graph_labels(y, batch, K)
-        shard = GraphCLL(batch, yy, K, method=self.inference, options=options, c2=0.0,
-                         sample_weight=sample_weight)
-        return self._fit_sharded(lambda w: graph_objective_statistics(w, shard), batch.n_node_features,
-                                 batch.n_edge_features, K, t0)
+        n_jobs = getattr(self, "n_jobs", None)
+        check_n_jobs(n_jobs)
+        blocks = self._blocks(batch, n_blocks(n_jobs))
+        if len(blocks) == 1:
+            shard = GraphCLL(batch, yy, K, method=self.inference, options=options, c2=0.0,
+                             sample_weight=sample_weight)
+            return self._fit_sharded(lambda w: graph_objective_statistics(w, shard), batch.n_node_features,
+                                     batch.n_edge_features, K, t0)
+        X = list(X)
+        weights = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+        rows = batch.offsets
+        shards = [GraphCLL(check_graphs(X[a:b]), yy[rows[a]:rows[b]], K, method=self.inference,
+                           options=options, c2=0.0, sample_weight=None if weights is None else weights[a:b])
+                  for a, b in blocks]
+        with ProcessShards(shards, graph_objective_statistics) as workers:
+            return self._fit_sharded(workers, batch.n_node_features, batch.n_edge_features, K, t0)
+
+    @staticmethod
+    def _blocks(batch, n):
+        """At most ``n`` contiguous ranges (a, b) of graphs with about equal numbers of nodes."""
+        off = batch.offsets
+        G = off.shape[0] - 1
+        n = max(1, min(int(n), G))
+        N = int(off[-1])
+        cuts = sorted(set([0, G] + [int(np.searchsorted(off, N * i / n)) for i in range(1, n)]))
+        return [(a, b) for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
 
     def _fit_sharded(self, map_statistics, D, F, K, t0):
         """The optimiser on the sum over shards of graphs: ``map_statistics(w)`` -> the summed

@@ -8,7 +8,7 @@ from ..models.features import build_state_features
 from ..models.higher_order import HigherOrderFeatureModel, LabelPatterns, build_pattern_state_features
 from ..models.segment_patterns import SegmentPatternModel, runs
 from ._crf_base import ChainCRFBase
-from ._params import ALL_POSSIBLE_STATES, ALL_POSSIBLE_TRANSITIONS, LBFGS_PARAMS, MIN_FREQ, VERBOSE, Param
+from ._params import ALL_POSSIBLE_STATES, ALL_POSSIBLE_TRANSITIONS, LBFGS_PARAMS, MIN_FREQ, N_JOBS, VERBOSE, Param
 
 _FORMAT = "higher-order-crf"
 _VERSION = 1
@@ -65,6 +65,13 @@ class HigherOrderCRF(ChainCRFBase):
         All K**n label n-grams (n = 2..d+1) as transition features instead of those seen in training
         (with ``patterns="sparse"`` this makes the automaton as large as the dense expansion).
     verbose : bool
+    n_jobs : int or None, default None
+        L-BFGS over worker processes on this machine: the training sequences are cut into ``n_jobs``
+        blocks (-1: as many as cores) of about equal numbers of tokens, each held by one worker process for
+        the whole fit (:class:`structlearn.learning.shards.ProcessShards`); each evaluation sends the
+        weights to every worker and adds their values and gradients. Numba's threads are shared out
+        between the workers. The result equals ``n_jobs=None`` up to rounding (the sum's order differs).
+        Online trainers ignore it. See :mod:`structlearn.distributed` for several machines.
 
     Attributes
     ----------
@@ -94,12 +101,12 @@ class HigherOrderCRF(ChainCRFBase):
         *LBFGS_PARAMS, MIN_FREQ, ALL_POSSIBLE_STATES,
         ALL_POSSIBLE_TRANSITIONS._replace(
             help="all K**n label n-grams (n = 2..order+1) are transition features, not only those seen"),
-        VERBOSE)
+        VERBOSE, N_JOBS)
 
     def __init__(self, order=2, segments=False, patterns=None, state_order=None, c1=0.0, c2=1.0,
                  max_iterations=None, num_memories=6, epsilon=1e-5, period=10, delta=1e-5,
                  linesearch="MoreThuente", max_linesearch=20, min_freq=0.0, all_possible_states=False,
-                 all_possible_transitions=False, verbose=False):
+                 all_possible_transitions=False, verbose=False, n_jobs=None):
         self._store_params(locals())
 
     def _check_param_combinations(self):

@@ -10,7 +10,7 @@ from ..metrics.sequence import labels_from_segments, segments_from_labels
 from ..models.features import AttributeVocabulary, build_state_features
 from ..models.semicrf import SEGMENT_FEATURES, SegmentBatch, SemiMarkovFeatureModel
 from ._crf_base import CRFBase
-from ._params import ALL_POSSIBLE_STATES, ALL_POSSIBLE_TRANSITIONS, LBFGS_PARAMS, MIN_FREQ, VERBOSE, Param
+from ._params import ALL_POSSIBLE_STATES, ALL_POSSIBLE_TRANSITIONS, LBFGS_PARAMS, MIN_FREQ, N_JOBS, VERBOSE, Param
 
 _FORMAT = "semi-markov-crf"
 _VERSION = 1
@@ -98,6 +98,13 @@ class SemiMarkovCRF(CRFBase):
         with ``allow_same_label=False``) keep W = 0. Names never seen in training are an error.
     verbose : bool
         Per-iteration progress (tqdm).
+    n_jobs : int or None, default None
+        L-BFGS over worker processes on this machine: the training sequences are cut into ``n_jobs``
+        blocks (-1: as many as cores) of about equal numbers of tokens, each held by one worker process for
+        the whole fit (:class:`structlearn.learning.shards.ProcessShards`); each evaluation sends the
+        weights to every worker and adds their values and gradients. Numba's threads are shared out
+        between the workers. The result equals ``n_jobs=None`` up to rounding (the sum's order differs).
+        Online trainers ignore it. See :mod:`structlearn.distributed` for several machines.
 
     Attributes
     ----------
@@ -141,14 +148,14 @@ class SemiMarkovCRF(CRFBase):
         Param("transition_attributes", None, "any",
               "attribute names whose value at a segment's first token scales a (previous label, label) "
               "weight"),
-        VERBOSE)
+        VERBOSE, N_JOBS)
 
     def __init__(self, algorithm="lbfgs", c1=0.0, c2=1.0, max_iterations=None, num_memories=6,
                  epsilon=1e-5, period=10, delta=1e-5, linesearch="MoreThuente", max_linesearch=20,
                  min_freq=0.0, all_possible_states=False, all_possible_transitions=False,
                  max_segment_length=None, allow_same_label=False, segment_features=("first", "last"),
                  token_attribute="w[0]", label_format="auto", outside="O", transition_attributes=None,
-                 verbose=False):
+                 verbose=False, n_jobs=None):
         self._store_params(locals())
 
     # ------------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from ..models.tree_crf import TreeBatch, TreeFeatureModel
 from ..structures.tree import validate_parents
 from ._crf_base import CRFBase
 from ._params import (ALGORITHM, ALL_POSSIBLE_STATES, LBFGS_PARAMS, MIN_FREQ, ONLINE_PARAMS, RANDOM_STATE,
-                      VERBOSE, Param)
+                      N_JOBS, VERBOSE, Param)
 
 __all__ = ["TreeCRF", "check_parents", "parents_from_ids"]
 
@@ -258,6 +258,13 @@ class TreeCRF(CRFBase):
         Shuffling of online algorithms.
     verbose : bool
         Progress bar (tqdm).
+    n_jobs : int or None, default None
+        L-BFGS over worker processes on this machine: the training sequences are cut into ``n_jobs``
+        blocks (-1: as many as cores) of about equal numbers of tokens, each held by one worker process for
+        the whole fit (:class:`structlearn.learning.shards.ProcessShards`); each evaluation sends the
+        weights to every worker and adds their values and gradients. Numba's threads are shared out
+        between the workers. The result equals ``n_jobs=None`` up to rounding (the sum's order differs).
+        Online trainers ignore it. See :mod:`structlearn.distributed` for several machines.
 
     Attributes
     ----------
@@ -291,7 +298,7 @@ class TreeCRF(CRFBase):
         Param("allow_forest", False, "bool", "several roots per tree: label each root's tree independently"),
         Param("root_features", True, "bool",
               "weights for the label of the root (False: CRFSuite 0.13's tree model, which has none)"),
-        RANDOM_STATE, VERBOSE)
+        RANDOM_STATE, VERBOSE, N_JOBS)
 
     def __init__(self, algorithm="lbfgs", c1=0.0, c2=1.0, max_iterations=None, num_memories=6,
                  epsilon=1e-5, period=10, delta=1e-5, linesearch="MoreThuente", max_linesearch=20,
@@ -299,7 +306,8 @@ class TreeCRF(CRFBase):
                  calibration_candidates=10, calibration_max_trials=20, pa_type=1, c=1.0,
                  error_sensitive=True, averaging=True, variance=1.0, gamma=1.0, min_freq=0.0,
                  all_possible_states=False, all_possible_edges=False, forbidden_edges=None,
-                 allow_forest=False, root_features=True, random_state=None, verbose=False):
+                 allow_forest=False, root_features=True, random_state=None, verbose=False,
+                 n_jobs=None):
         self._store_params(locals())
 
     # ------------------------------------------------------------------------------------------------

@@ -82,6 +82,42 @@ class _CLL:
 
         return object.__sizeof__(self) + arrays(self) + arrays(self.packed)
 
+    def _block_labels(self, b0, b1):
+        """The gold labels of sequences b0..b1-1 (rows of ``y``; per token by default)."""
+        off = self.packed.offsets
+        return self.y[off[b0]:off[b1]]
+
+    def block(self, b0, b1):
+        """The unpenalised objective (c2 = c1 = 0) of the contiguous sequences b0..b1-1: a shard whose
+        value and gradient add up, over a partition of the sequences, to this objective's data term.
+        The batch is sliced by its ``slice(b0, b1)`` (views of its arrays)."""
+        part = object.__new__(type(self))
+        part.__dict__.update(self.__dict__)
+        off = self.packed.offsets
+        r0, r1 = int(off[b0]), int(off[b1])
+        part.packed = self.packed.slice(b0, b1)
+        part.y = self._block_labels(b0, b1)
+        part.allowed = None if self.allowed is None else self.allowed[r0:r1]
+        part.c2 = part.c1 = 0.0
+        part.n_evals = 0
+        if self.allowed is None:
+            part.empirical = self.model.feature_counts(part.packed, part.y)
+        part._init_block()
+        return part
+
+    def _init_block(self):
+        """Recompute what a subclass derives from the batch in its constructor (after :meth:`block`)."""
+
+    def split(self, n_shards):
+        """The unpenalised objectives of at most ``n_shards`` contiguous blocks of sequences with about
+        equal numbers of tokens (see :meth:`block`)."""
+        off = self.packed.offsets
+        B = off.shape[0] - 1
+        n = max(1, min(int(n_shards), B))
+        N = int(off[-1])
+        cuts = sorted(set([0, B] + [int(np.searchsorted(off, N * i / n)) for i in range(1, n)]))
+        return [self.block(a, b) for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
+
     def _fused(self, w):
         """(log Z (B,), gold scores (B,), expected counts (n_params,)) in one pass, or None when the
         model has no fused kernel (then ``_expected`` runs on the structure)."""
@@ -141,11 +177,15 @@ class ChainCLL(_CLL):
     """
 
     def __init__(self, model, packed, y, c2=0.0, allowed=None, c1=0.0):
-        off = packed.offsets
-        nz = np.flatnonzero(packed.lengths > 0)
+        self.packed = packed
+        self._init_block()
+        super().__init__(model, packed, y, c2=c2, allowed=allowed, c1=c1)
+
+    def _init_block(self):
+        off = self.packed.offsets
+        nz = np.flatnonzero(self.packed.lengths > 0)
         self._first = off[nz]
         self._last = off[nz + 1] - 1
-        super().__init__(model, packed, y, c2=c2, allowed=allowed, c1=c1)
 
     def _fused(self, w):
         if self.allowed is not None or not hasattr(self.model, "expected_counts") or \
@@ -222,6 +262,10 @@ class SemiMarkovCLL(_CLL):
     def _expected(self, structure):
         return structure.expectations()
 
+    def _block_labels(self, b0, b1):
+        so = self.packed.seg_offsets
+        return self.y[so[b0]:so[b1]]
+
     def __call__(self, w, g=None):
         """Return L(w); write ∇L(w) into ``g`` if given. Fully labelled batches use the fused kernel
         (:meth:`~structlearn.models.semicrf.SemiMarkovFeatureModel.expectations`); the gold score is
@@ -250,7 +294,10 @@ class SegmentCLL(_CLL):
 
     def __init__(self, model, packed, y, c2=0.0, c1=0.0):
         super().__init__(model, packed, y, c2=c2, c1=c1)
-        self.gold = model.gold(self.y, packed.offsets)
+        self._init_block()
+
+    def _init_block(self):
+        self.gold = self.model.gold(self.y, self.packed.offsets)
 
     def __call__(self, w, g=None):
         self.n_evals += 1

@@ -43,7 +43,7 @@ import numpy as np
 from .objectives import penalise
 
 __all__ = ["Shard", "ShardStatistics", "make_shard", "split_shards", "add_statistics",
-           "reduce_statistics", "map_shards", "statistics_nbytes", "objective_statistics", "ShardedObjective"]
+           "reduce_statistics", "map_shards", "statistics_nbytes", "objective_statistics", "ShardedObjective", "ProcessShards"]
 
 
 class Shard(NamedTuple):
@@ -235,3 +235,76 @@ class ShardedObjective:
         g = np.zeros_like(w, dtype=np.float64)
         value = self(w, g)
         return value, g
+
+
+# -- shards held by worker processes (``n_jobs`` of the CRFs) ------------------------------------------
+_HELD = None
+
+
+def _hold(shard, n_threads):
+    """Worker initialiser: keep ``shard`` (an unpenalised objective) for the whole fit."""
+    global _HELD
+    _HELD = shard
+    if n_threads:
+        import numba
+        numba.set_num_threads(max(1, min(int(n_threads), numba.config.NUMBA_NUM_THREADS)))
+
+
+def _held_statistics(statistics, w):
+    return statistics(w, _HELD)
+
+
+class ProcessShards:
+    """The shards of a CRF objective held by worker processes for the whole fit: the map of
+    :class:`ShardedObjective` with ``n_jobs`` on one machine.
+
+    Each shard goes to its own worker process once (inherited by ``fork`` on Linux, pickled once with
+    ``spawn`` elsewhere); every evaluation then sends only ``w`` (8·n_params bytes) to each worker and gets
+    back its value and gradient, which are added in shard order (so the total is the same for every run
+    with the same ``n_jobs``; it differs from one process's sum by rounding only). joblib would send the
+    shard with every evaluation, which is why the pool is kept here. Numba's threads are shared out
+    between the workers (``NUMBA_NUM_THREADS // n_workers`` each, at least one). Use as a context manager
+    (or call :meth:`close`); the workers exit with it.
+
+    Parameters
+    ----------
+    shards : list of callables (w, g) -> value
+        Unpenalised objectives (:meth:`structlearn.learning.objectives.ChainCLL.split`), picklable.
+    statistics : callable (w, shard) -> ShardStatistics, module-level
+        The per-shard function (default :func:`objective_statistics`; graph CRFs:
+        :func:`structlearn.learning.graph_objective.graph_objective_statistics`).
+    """
+
+    def __init__(self, shards, statistics=objective_statistics):
+        self.statistics = statistics
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        import numba
+        method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+        ctx = multiprocessing.get_context(method)
+        threads = max(1, numba.get_num_threads() // max(1, len(shards)))
+        self._pools = []
+        try:
+            for shard in shards:
+                self._pools.append(ProcessPoolExecutor(1, mp_context=ctx, initializer=_hold,
+                                                       initargs=(shard, threads)))
+        except BaseException:
+            self.close()
+            raise
+
+    def __call__(self, w):
+        """The sum over the workers' shards of ``statistics`` at ``w``."""
+        futures = [pool.submit(_held_statistics, self.statistics, w) for pool in self._pools]
+        return reduce_statistics([f.result() for f in futures])
+
+    def close(self):
+        for pool in self._pools:
+            pool.shutdown(wait=True, cancel_futures=True)
+        self._pools = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -111,6 +111,13 @@ class Packed:
     def n_items(self):
         return self.item_ptr.shape[0] - 1
 
+    def slice(self, b0, b1):
+        """Packed items of the contiguous sequences b0..b1-1 (views of the arrays; O(1) copies)."""
+        r0, r1 = int(self.offsets[b0]), int(self.offsets[b1])
+        p0, p1 = int(self.item_ptr[r0]), int(self.item_ptr[r1])
+        return Packed(self.item_ptr[r0:r1 + 1] - p0, self.item_attr[p0:p1], self.item_val[p0:p1],
+                      self.lengths[b0:b1])
+
     def select(self, seqs):
         """Sub-batch of the given sequence indices (in that order)."""
         rows = [np.arange(self.offsets[b], self.offsets[b + 1]) for b in seqs]

@@ -98,6 +98,17 @@ class SegmentBatch:
             self._next_values = cached
         return cached[1]
 
+    def slice(self, b0, b1):
+        """The contiguous sub-batch of sequences b0..b1-1 (views of the arrays; gold segments kept)."""
+        r0, r1 = int(self.offsets[b0]), int(self.offsets[b1])
+        rows = slice(r0, r1)
+        segments = seg_offsets = None
+        if self.segments is not None:
+            s0, s1 = int(self.seg_offsets[b0]), int(self.seg_offsets[b1])
+            segments, seg_offsets = self.segments[s0:s1], self.seg_offsets[b0:b1 + 1] - s0
+        return SegmentBatch(self.packed.slice(b0, b1), None if self.span_id is None else self.span_id[rows],
+                            None if self.caps is None else self.caps[rows], segments, seg_offsets)
+
     def segment_lists(self, segs=None):
         """Per-sequence (n_seg, 3) arrays of ``segs`` (default the gold segments)."""
         segs = self.segments if segs is None else segs

@@ -28,17 +28,8 @@ import numpy as np
 
 from ..kernels.features import state_gradient_tokens, state_potentials
 from ..structures import Tree
-from .features import Packed
 
 __all__ = ["TreeBatch", "TreeFeatureModel"]
-
-
-def _slice_packed(packed, b0, b1):
-    """Packed items of the contiguous sequences b0..b1-1 (views of the arrays, O(1) copies)."""
-    r0, r1 = int(packed.offsets[b0]), int(packed.offsets[b1])
-    p0, p1 = int(packed.item_ptr[r0]), int(packed.item_ptr[r1])
-    return Packed(packed.item_ptr[r0:r1 + 1] - p0, packed.item_attr[p0:p1], packed.item_val[p0:p1],
-                  packed.lengths[b0:b1])
 
 
 class TreeBatch:
@@ -84,8 +75,8 @@ class TreeBatch:
     def slice(self, b0, b1):
         """The contiguous sub-batch of trees b0..b1-1 (views where possible)."""
         r0, r1 = int(self.offsets[b0]), int(self.offsets[b1])
-        edges = None if self.edges is None else _slice_packed(self.edges, b0, b1)
-        return TreeBatch(_slice_packed(self.nodes, b0, b1), self.parent[r0:r1], edges)
+        edges = None if self.edges is None else self.edges.slice(b0, b1)
+        return TreeBatch(self.nodes.slice(b0, b1), self.parent[r0:r1], edges)
 
 
 class TreeFeatureModel:
