@@ -140,6 +140,77 @@ class HHMMLearningMixin:
         self.n_iter_ = len(history) - 1
         return self
 
+    def partial_fit(self, X, lengths=None, kappa=0.7):
+        """One step of online (stepwise) EM on a chunk of a stream (Cappé & Moulines 2009), the
+        behaviour of ``partial_fit`` of the HMMs and HSMMs.
+
+        The chunk's expected counts of θ and the emission family's sufficient statistics (exact E-step of
+        the chunk, its sequences independent) are blended into running averages with step
+        ρ_k = (k + 2)^(-κ) (k = ``n_chunks_seen_`` before the call); then every parameter named in
+        ``params`` is set to the M-step of :meth:`fit` on the averages (structural zeros and tied
+        parameters as in ``fit``). The first call builds the hierarchy and draws ``init_params`` from the
+        chunk as ``fit`` does; later calls continue from the current parameters, and a ``fit`` in
+        between restarts the running statistics.
+
+        Parameters
+        ----------
+        X : array-like, shape (n_samples, n_features)
+            The chunk (codes for a categorical emission: give it ``n_features`` when later chunks may hold
+            symbols the first one lacks).
+        lengths : array-like of int, shape (n_sequences,), optional
+        kappa : float, default 0.7
+            Step-size exponent κ ∈ (0.5, 1].
+
+        Returns
+        -------
+        self
+            With ``n_chunks_seen_`` and ``chunk_log_likelihood_`` (log P(chunk) before the update).
+
+        Raises
+        ------
+        ValueError
+            Bad ``kappa``, data or hyper-parameters; an emission family without additive sufficient
+            statistics while ``"e"`` is in ``params``; a sequence of the chunk with probability 0.
+
+        Notes
+        -----
+        Cost per call: the E-step of the chunk (that of ``fit``'s iterations); the running statistics take
+        the size of θ plus the emission's statistics, independent of the stream's length.
+        """
+        if (isinstance(kappa, bool) or not isinstance(kappa, (int, float, np.floating))
+                or not 0.5 < kappa <= 1.0):
+            raise ValueError(f"`kappa` must be a number in (0.5, 1]; got {kappa!r}")
+        check_n_jobs(self.n_jobs)
+        fresh = getattr(self, "hierarchy_", None) is None or not hasattr(self, "n_features_in_")
+        X, lengths, offsets = self._data(X, lengths, refit=fresh)
+        if "e" in self.params:
+            _online.check_emission_supported(self.emission_)
+        if fresh:
+            if isinstance(self.emission_, _emi.Categorical) and getattr(self.emission_, "n_features",
+                                                                         None) is None:
+                x = X[:, 0][~np.isnan(X[:, 0])]
+                self.emission_.n_features = int(x.max()) + 1 if x.size else 1
+            if self.init_params:
+                self._random_init(X, check_random_state(self.random_state))
+            self.n_features_in_ = int(X.shape[1])
+            self.transition_model_ = None
+        elif X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features but the model has {self.n_features_in_}")
+        self._require_emission()
+        h = self.hierarchy_
+        state = getattr(self, "_online_state", None)
+        if state is None or getattr(self, "_online_marker", None) is not h:
+            state = _online.OnlineStatistics()
+            state.topology = h.theta() > 0  # the structural zeros of the stream's start
+        total = _shard_statistics(self._shard_function(posteriors=False)[1], Shard(X, lengths, offsets))
+        state.update(total.stats, _online.step_size(state.n_updates, float(kappa)))
+        avg = state.average()
+        self._m_step(None, avg["counts"], None, state.topology, avg.get("emission"))
+        self._online_state, self._online_marker = state, h
+        self.n_chunks_seen_ = state.n_updates
+        self.chunk_log_likelihood_ = float(total.value)
+        return self
+
     def _m_step(self, X, counts, weights, topo, emission_stats=None):
         """Parameters from the expected counts; the emissions from the rows ``X`` and their weights, or
         from the family's summed sufficient statistics ``emission_stats`` when given."""
