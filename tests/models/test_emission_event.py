@@ -238,7 +238,8 @@ def test_hsmm_save_load(tmp_path, monkeypatch):
     monkeypatch.setattr(em, "EventSequence", EventSequence, raising=False)
     X, _, _ = _true_model().sample(600, random_state=1)
     emission = EventSequence(n_marks=3, informative_gaps=False)
-    model = HiddenSemiMarkovModel(2, duration="poisson", emission=emission, max_duration=30, n_iter=5, tol=1.0, random_state=0).fit(X)
+    model = HiddenSemiMarkovModel(2, duration="poisson", emission=emission, max_duration=30, n_iter=5,
+                                  tol=1.0, random_state=0).fit(X)
     model.save(tmp_path / "m.npz")
     back = HiddenSemiMarkovModel.load(tmp_path / "m.npz")
     assert isinstance(back.emission_, EventSequence) and back.emission_.informative_gaps is False
