@@ -375,6 +375,7 @@ def plot_curves(curves, title, path):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FormatStrFormatter, NullFormatter
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharex=True)
     for m, pts in curves.items():
@@ -383,6 +384,8 @@ def plot_curves(curves, title, path):
             ax.plot([p[0] for p in pts], [p[1 + j] for p in pts], marker="o", label=m)
     for ax, level in zip(axes, ("top (complex activities)", "bottom (primitive activities)")):
         ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("training + prediction time (s)")
         ax.set_ylabel("macro-F1")
         ax.set_title(level)
