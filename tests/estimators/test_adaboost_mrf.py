@@ -9,7 +9,8 @@ from sklearn.exceptions import ConvergenceWarning, NotFittedError
 
 from structlearn import AdaBoostMRF, GraphCRF
 from structlearn.estimators.adaboost_mrf import (ParallelHolderBound, _is_forest, _spanning_forest,
-                                                 bottom_chain_tree, holder_alpha_step, top_chain_tree, two_level_chain_trees)
+                                                 bottom_chain_tree, holder_alpha_step, top_chain_tree,
+                                                 two_level_chain_trees)
 from structlearn.learning.graph_objective import GraphCLL
 from structlearn.structures.graphs import check_graph_labels, check_graphs, grid_graph, two_level_chain
 

@@ -18,7 +18,8 @@ from ..structures.factor_graph import BPOptions
 from ..structures.graphs import check_graph_labels, check_graphs, two_level_trees
 from .graph_crf import GraphCRF, GraphEstimatorMixin, check_choice, check_int, check_number
 
-__all__ = ["AdaBoostMRF", "ParallelHolderBound", "holder_alpha_step", "two_level_chain_trees", "top_chain_tree", "bottom_chain_tree"]
+__all__ = ["AdaBoostMRF", "ParallelHolderBound", "holder_alpha_step", "two_level_chain_trees", "top_chain_tree",
+           "bottom_chain_tree"]
 
 
 def top_chain_tree(x):
