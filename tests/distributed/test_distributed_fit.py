@@ -106,3 +106,21 @@ def test_bad_arguments(client):
         sd.fit(GaussianHMM(2), bag, client, split_every=1)
     with pytest.raises(ValueError, match="`init` must be 'first'"):
         sd.fit(GaussianHMM(2), bag, client, init="all")
+
+
+def test_hsmm_partial_labels_distributed_equal_fit(client):
+    seqs, X, L = _data(seed=5)
+    rng = np.random.RandomState(0)
+    labels = np.where(rng.rand(X.shape[0]) < 0.2, (X[:, 0] > 0.5).astype(np.int64), -1)
+    off = np.concatenate([[0], np.cumsum(L)])
+    parts = [dask.delayed(lambda a, b: (X[off[a]:off[b]], L[a:b], labels[off[a]:off[b]]))(a, a + 2)
+             for a in (0, 2, 4)]
+    for est in (HiddenSemiMarkovModel(2, duration="nonparametric", max_duration=30, n_iter=5, random_state=0),
+                GeneralHSMM(2, max_duration=6, n_iter=3, random_state=0)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ref = clone(est).fit(X, L, labels)
+            got = sd.fit(clone(est), parts, client, init=(X, L, labels))
+        _same_fit(ref, got, 1e-10)
+    with pytest.raises(ValueError, match="takes no labels"):
+        sd.fit(GaussianHMM(2, n_iter=2), parts, client, init=(X, L))

@@ -20,9 +20,28 @@ def _load_shard(estimator, part, kind):
                              "partitions")
         seqs = [s[:, None] if s.ndim == 1 else s for s in seqs]
         return estimator._shard_from_data(np.concatenate(seqs), [s.shape[0] for s in seqs])
+    if isinstance(part, tuple) and len(part) == 3:
+        _check_labels_supported(estimator)
+        return estimator._shard_from_data(*part)
     if isinstance(part, tuple) and len(part) == 2:
         return estimator._shard_from_data(*part)
     return estimator._shard_from_data(part)
+
+
+def _check_labels_supported(estimator):
+    import inspect
+    if "labels" not in inspect.signature(estimator._shard_from_data).parameters:
+        raise ValueError(f"partial labels ((X, lengths, labels) shards) are supported by the HSMM family "
+                         f"(HiddenSemiMarkovModel, GeneralHSMM, ResidentialTimeHMM, VariableTransitionHMM); "
+                         f"{type(estimator).__name__}.fit takes no labels")
+
+
+def _known(shard):
+    """The known state of every row of a shard (-1 where its partial labels allow several), or None."""
+    if shard.allowed is None:
+        return None
+    single = shard.allowed.sum(axis=1) == 1
+    return np.where(single, np.argmax(shard.allowed, axis=1), -1).astype(np.int64)
 
 
 def _summary(estimator, shard):
@@ -86,8 +105,9 @@ def fit(estimator, data, client=None, *, init="first", split_every=8, callback=N
     data : dask.bag.Bag or list of dask.delayed / distributed.Future
         EM: a bag whose elements are sequences (array-like (T,) or (T, F), float64 — an HHMM with
         categorical emissions: one sequence of symbols 0..V-1, shape (T,); every partition is one
-        shard), or one delayed object / future per shard giving ``X`` (one sequence) or ``(X,
-        lengths)``. LinearChainCRF: a bag whose elements are ``(items, labels)`` pairs, one per
+        shard), or one delayed object / future per shard giving ``X`` (one sequence), ``(X,
+        lengths)`` or — the HSMM family's partial labels, as ``fit(X, lengths, labels)`` — ``(X, lengths,
+        labels)`` with labels (N,) int, -1 unknown. LinearChainCRF: a bag whose elements are ``(items, labels)`` pairs, one per
         sequence, with the items of ``LinearChainCRF.fit`` (dicts attribute -> value or attribute
         lists). GraphCRF: a bag whose elements are ``(graph, labels)`` pairs or ``(graph, labels,
         sample_weight)`` triples, one per graph, as ``GraphCRF.fit`` takes them (``graph = (node_features
@@ -99,7 +119,7 @@ def fit(estimator, data, client=None, *, init="first", split_every=8, callback=N
         categorical alphabet (1 + the largest symbol, unless the emission's ``n_features`` is set).
     client : distributed.Client, optional
         Default: the current client (``distributed.get_client()``).
-    init : "first" or (X, lengths), default "first"
+    init : "first", (X, lengths) or (X, lengths, labels), default "first"
         EM only (ignored for the CRFs). Data the parameters in ``init_params`` are initialised from
         (k-means, quantiles, …, as ``fit`` does on its data): the first shard (gathered to the client
         once), or arrays given here. With ``init_params=""`` the parameters set on the estimator are used
@@ -122,8 +142,8 @@ def fit(estimator, data, client=None, *, init="first", split_every=8, callback=N
     ValueError
         Bad arguments or data (raised on a worker and re-raised here, e.g. a shard with a sequence of zero
         likelihood); an emission family without additive sufficient statistics (a Gaussian mixture, segment
-        emissions) while ``params`` re-estimates it; partial labels of the EM models (use ``fit``; a GraphCRF's
-        -1 labels are supported).
+        emissions) while ``params`` re-estimates it; partial labels for an EM model whose ``fit`` takes none
+        (the HMMs, HierarchicalHMM).
 
     Notes
     -----
@@ -173,12 +193,15 @@ def fit(estimator, data, client=None, *, init="first", split_every=8, callback=N
     meta = client.gather(client.map(_shard_meta, shards, pure=False))
     if isinstance(init, str) and init == "first":
         first = shards[0].result()
-        init_data = (first.X, first.lengths, None)
-    elif isinstance(init, tuple) and len(init) == 2:
+        init_data = (first.X, first.lengths, _known(first))
+    elif isinstance(init, tuple) and len(init) in (2, 3):
+        if len(init) == 3:
+            _check_labels_supported(estimator)
         s = estimator._shard_from_data(*init)
-        init_data = (s.X, s.lengths, None)
+        init_data = (s.X, s.lengths, _known(s))
     else:
-        raise ValueError(f"`init` must be 'first' or a tuple (X, lengths); got {init!r}")
+        raise ValueError(f"`init` must be 'first' or a tuple (X, lengths) or (X, lengths, labels); got "
+                         f"{init!r}")
     features = {m[3] for m in meta}
     if len(features) != 1 or init_data[0].shape[1] not in features:
         raise ValueError(f"the shards (and `init`) must have the same number of features; got "

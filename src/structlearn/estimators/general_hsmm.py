@@ -176,9 +176,11 @@ class _SuperLabelHSMM(SubpathQueries, BaseEstimator):
                      lambda monitor, restart: self._em_sharded(map_statistics, monitor, restart, X, lengths))
         return self
 
-    def _shard_from_data(self, X, lengths=None):
-        """The validated :class:`~structlearn.learning.shards.Shard` of ``X``, ``lengths`` (as ``fit``)."""
-        return Shard(*self._validate_data(X, lengths))
+    def _shard_from_data(self, X, lengths=None, labels=None):
+        """The validated :class:`~structlearn.learning.shards.Shard` of ``X``, ``lengths`` and partial
+        ``labels`` (as ``fit``)."""
+        X, lengths, offsets = self._validate_data(X, lengths)
+        return Shard(X, lengths, offsets, label_mask(labels, X.shape[0], self.n_states)[1])
 
     # -- the per-shard interface (structlearn.learning.shards), shared with structlearn.distributed ---------
     def _shard_function(self, posteriors=True):
