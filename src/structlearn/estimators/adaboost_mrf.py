@@ -243,7 +243,8 @@ class AdaBoostMRF(GraphEstimatorMixin):
     Notes
     -----
     Cost per round: for every candidate tree ``cg_iterations`` (+ line search) upward–downward passes
-    over the training forests, O(N·K²) each, plus O(N·D·K + E·F·K²) for potentials and gradients.
+    over the training forests, O(N·K²) each, plus O(N·D·K + E·F·K²) for potentials and gradients, and
+    O(B) per step of the 1-D α search; memory O(candidates × (D·K + F·K²)) for the warm starts.
     Inference is exact and always converges (unlike loopy BP / TRW learning). The bound uses the tree
     likelihoods of the partial labels, log P_τ(v | o) = log Z_τ(v, o) − log Z_τ(o).
     """
