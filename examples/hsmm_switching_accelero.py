@@ -173,13 +173,15 @@ def save_figures(model, train, directory):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data-home", default=None)
-    ap.add_argument("--quick", action="store_true", help="one EM restart of at most 30 iterations per model")
+    ap.add_argument("--quick", action="store_true",
+                    help="one EM restart of at most 30 iterations per model")
     ap.add_argument("--figures", metavar="DIR", default=None,
                     help="save PNG figures made with structlearn.plotting into DIR")
     args = ap.parse_args(argv)
     series = load(args.data_home)
     train, test = prepare(series)
-    print(f"{len(series)} subjects, {sum(len(x) for x in series)} epochs ({sum(int(np.isnan(x).sum()) for x in series)} "
+    n_missing = sum(int(np.isnan(x).sum()) for x in series)
+    print(f"{len(series)} subjects, {sum(len(x) for x in series)} epochs ({n_missing} "
           f"missing); train: first 3 days ({len(train[0])} epochs) each, test: the rest "
           f"({', '.join(str(len(x)) for x in test)} epochs)")
     results = evaluate(train, test, args.quick)

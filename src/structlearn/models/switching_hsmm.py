@@ -203,23 +203,29 @@ class TiedDuration:
         return a.reshape(a.shape[:-1] + (self.n_regimes, axis_len)).sum(axis=-2)
 
     def log_pmf(self, max_duration):
+        """Truncated log p_{k mod M}(d), shape (D, K) float64 (log space)."""
         return np.tile(self.inner.log_pmf(max_duration), (1, self.n_regimes))
 
     def pmf(self, max_duration):
+        """p_{k mod M}(d), shape (D, K) float64 (linear space)."""
         return np.exp(self.log_pmf(max_duration))
 
     def mean(self, max_duration):
+        """Mean durations of the truncated laws, shape (K,) float64."""
         return np.tile(self.inner.mean(max_duration), self.n_regimes)
 
     def fit(self, counts, left_weight=None):
+        """M-step from expected counts (D, K) and left-censored weights (K,), summed over regimes."""
         M = self.inner.n_states
         left = None if left_weight is None else self._fold(np.asarray(left_weight), M)
         self.inner.fit(self._fold(np.asarray(counts), M), left)
 
     def sample(self, states, max_duration, random_state=None):
+        """One duration in 1..D per product state in ``states`` (int64, same shape)."""
         return self.inner.sample(np.asarray(states) % self.inner.n_states, max_duration, random_state)
 
     def n_parameters(self, max_duration):
+        """Free parameters of the inner (M-state) family."""
         return self.inner.n_parameters(max_duration)
 
 
@@ -241,20 +247,25 @@ class TiedEmission:
         return None if m is None else m * self.n_regimes
 
     def check_X(self, X):
+        """``X`` validated by the inner family (2-d float64, NaN = missing)."""
         from .emissions import check_observations
         return check_observations(self.inner, X)
 
     def log_density(self, X):
+        """log b_{k mod M}(x_t), shape (N, K) float64 (log space)."""
         return np.tile(self.inner.log_density(X), (1, self.n_regimes))
 
     def fit(self, X, weights):
+        """Weighted maximum likelihood with the (N, K) weights summed over regimes into (N, M)."""
         w = np.asarray(weights)
         self.inner.fit(X, w.reshape(w.shape[0], self.n_regimes, -1).sum(axis=1))
 
     def sample(self, states, random_state=None):
+        """Observations (n, F) float64 of the product states ``states`` (n,)."""
         return self.inner.sample(np.asarray(states) % self.inner.n_states, random_state)
 
     def n_parameters(self):
+        """Free parameters of the inner (M-state) family."""
         return self.inner.n_parameters()
 
 
