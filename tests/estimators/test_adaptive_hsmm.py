@@ -155,8 +155,9 @@ def test_walk_variance_zero_matches_brute_force_prefix_filter():
     np.testing.assert_allclose(out.log_likelihood, want["loglik"], rtol=RTOL)
 
 
-def test_first_segment_mass_only_with_positive_variance():
-    plain = _plain("right", seed=3)
+@pytest.mark.parametrize("censoring", ["none", "right", "both"])
+def test_factors_move_only_with_positive_variance(censoring):
+    plain = _plain(censoring, seed=3)
     X = plain.sample(200, random_state=2)[0]
     out = _adaptive_from(plain, 0.05, 0.05).filter(X)
     assert np.ptp(np.log(out.emission_factor)) > 0 and np.ptp(np.log(out.duration_factor)) > 0
@@ -275,3 +276,29 @@ def test_duration_only_with_categorical_emissions():
     assert model.emission_walk_var_ == 0.0
     out = model.filter(X[:, None].astype(float))
     assert np.all(out.emission_factor == 1.0)
+
+
+def test_event_sequences_with_a_drifting_rate():
+    """Event-sequence observations (Yu 2010 §4.2): the emission factor scales the event rates."""
+    rng = np.random.default_rng(3)
+
+    def stream(n_seg, phase):
+        X, eta = [], []
+        for n in range(n_seg):
+            j, e = n % 2, np.exp(0.5 * np.sin(2 * np.pi * (n + phase) / 60))
+            d = 1 + rng.poisson((20, 30)[j])
+            ev = rng.random(d) < (0.1, 0.4)[j] * e
+            X.append(np.where(ev, rng.choice(2, d, p=((0.9, 0.1), (0.1, 0.9))[j]), -1))
+            eta += [e] * d
+        return np.concatenate(X).astype(float)[:, None], np.array(eta)
+
+    Xtr, _ = stream(120, 0)
+    Xte, eta = stream(60, 20)
+    # per-tick initial labels would start EM from durations of a tick or two: start from 15 ticks
+    model = AdaptiveFactorHSMM(2, duration=du.Poisson(lam=[15.0, 15.0]), emission=EventSequence(n_marks=2),
+                               factors="emission", max_duration=80, init_params="ste", tol=1e-2,
+                               random_state=0).fit(Xtr)
+    out = model.filter(Xte)
+    assert model.emission_walk_var_ > 0 and model.duration_walk_var_ == 0.0
+    assert np.corrcoef(np.log(out.emission_factor), np.log(eta))[0, 1] > 0.7
+    assert out.log_likelihood[-1] > model.hsmm_.score(Xte)

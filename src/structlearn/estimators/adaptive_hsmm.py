@@ -64,8 +64,11 @@ class AdaptiveFactorHSMM(BaseEstimator):
         q_κ and q_η; None estimates them in :meth:`fit` (:func:`structlearn.learning.adaptive_hsmm.
         estimate_walk_variance`, maximum likelihood of the local-level model on the Viterbi segments
         of the training data). 0 freezes the factor at 1.
-    n_iter, tol, n_init, init, random_state
-        EM of the base HSMM (as :class:`~structlearn.estimators.hsmm.HiddenSemiMarkovModel`).
+    n_iter, tol, n_init, init, init_params, random_state
+        EM of the base HSMM (as :class:`~structlearn.estimators.hsmm.HiddenSemiMarkovModel`): e.g.
+        ``duration=Poisson(lam=[20, 30]), init_params="ste"`` starts EM from given mean durations
+        (sparse observations such as event sequences give per-tick initial labels, hence short initial
+        durations, from which EM may not escape).
     factored : bool, optional
         Pattern of the streaming filter (default ``n_states > 10``).
 
@@ -98,7 +101,8 @@ class AdaptiveFactorHSMM(BaseEstimator):
 
     def __init__(self, n_states=2, duration="gamma", emission="gaussian", max_duration=None,
                  censoring="right", factors="both", duration_walk_var=None, emission_walk_var=None,
-                 n_iter=100, tol=1e-4, n_init=1, init="kmeans", random_state=None, factored=None):
+                 n_iter=100, tol=1e-4, n_init=1, init="kmeans", init_params="stde", random_state=None,
+                 factored=None):
         self.n_states = n_states
         self.duration = duration
         self.emission = emission
@@ -111,6 +115,7 @@ class AdaptiveFactorHSMM(BaseEstimator):
         self.tol = tol
         self.n_init = n_init
         self.init = init
+        self.init_params = init_params
         self.random_state = random_state
         self.factored = factored
 
@@ -127,7 +132,7 @@ class AdaptiveFactorHSMM(BaseEstimator):
         return HiddenSemiMarkovModel(self.n_states, duration=self.duration, emission=self.emission,
                                      max_duration=self.max_duration, censoring=self.censoring,
                                      n_iter=self.n_iter, tol=self.tol, n_init=self.n_init, init=self.init,
-                                     random_state=self.random_state)
+                                     init_params=self.init_params, random_state=self.random_state)
 
     def _adapts(self, what):
         return self.factors in ("both", what)

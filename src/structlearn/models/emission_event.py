@@ -165,6 +165,12 @@ class EventSequence(EmissionDistribution):
     O(N·K + K·V). Inside a :class:`~structlearn.HiddenSemiMarkovModel` the duration of a state is in
     ticks: with ticks of 10 s a one-hour activity is D = 360.
 
+    Unsupervised EM: the HSMM's initial state labels are per tick (k-means of the marks), so its
+    initial durations are a tick or two, and EM may stay there with every state alike (seen on
+    simulated streams of 2 states, rates 0.1 / 0.4 per tick, segments of 20–30 ticks). Start it
+    from plausible durations instead (a duration object with its parameters and ``init_params``
+    without ``"d"``), or estimate from labels.
+
     Examples
     --------
     >>> import numpy as np
