@@ -110,6 +110,8 @@ def test_scaled_emission_and_unsupported_family():
     np.testing.assert_allclose(ev.rate, [1 - 1e-10, 0.2])
     with pytest.raises(ValueError, match="factors='duration'"):
         af.scaled_emission(em.Categorical(probs=[[0.5, 0.5]]), 2.0)
+    with pytest.raises(ValueError, match="informative_gaps=False"):
+        af.check_scalable_emission(EventSequence(rate=[0.5], probs=[[1.0]], informative_gaps=False))
 
 
 # -- frozen factors = the plain HSMM -------------------------------------------------------------------

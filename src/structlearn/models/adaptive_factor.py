@@ -120,6 +120,10 @@ def check_scalable_emission(emission):
         names = ", ".join(c.__name__ for c in SCALABLE_EMISSIONS)
         raise ValueError(f"the emission factor scales the mean or rate of {names}; got "
                          f"{type(emission).__name__} (use factors='duration')")
+    if isinstance(emission, EventSequence) and not emission.informative_gaps:
+        raise ValueError("the emission factor scales the event rates, which an EventSequence with "
+                         "informative_gaps=False leaves out of its likelihood; use informative_gaps=True "
+                         "or factors='duration'")
 
 
 def scaled_emission(emission, eta):
