@@ -219,6 +219,10 @@ def test_factored_em_runs_and_improves():
                              random_state=0).fit(X, lengths)
     assert m.monitor_.history[-1] > m.monitor_.history[0]
     assert (m.predict(X, lengths) == S).mean() > 0.9
+    with warnings.catch_warnings():  # reproducible with random_state
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        again = clone(m).fit(X, lengths)
+    np.testing.assert_array_equal(again.monitor_.history, m.monitor_.history)
 
 
 def test_supervised_hidden_channel():

@@ -233,7 +233,9 @@ class MultiChannelHSMM(BaseEstimator):
                              f"channels), smaller max_duration, or raise max_exact_states")
 
     def _infer(self, X, lengths, offsets, allowed=None, statistics=False):
-        """('exact', chain, layout, stats, gammas) or ('factored', result, stats, gammas)."""
+        """One inference of the current parameters, a dict: ``"pot"`` the potentials, ``"log_z"`` (B,);
+        exact: ``"chain"`` (SparseChain), ``"layout"``; factored: ``"factored"`` (:data:`Factored`),
+        ``"gammas"``; with ``statistics`` also ``"gammas"`` and ``"stats"`` (the E-step's counts)."""
         pot = self._potentials()
         if self.inference == "exact":
             self._check_exact(pot)

@@ -42,6 +42,9 @@ from .censoring import complete_counts, duration_tables
 
 __all__ = ["MultiChannelPotentials", "Factored", "ProductLayout", "MC_CENSORING"]
 
+#: Smallest probability a child message uses inside its logarithm (see ``child_message``).
+_MSG_FLOOR = 1e-12
+
 #: Boundary conditions supported (the residual-life start of ``"both"`` is not).
 MC_CENSORING = ("none", "right")
 
@@ -299,7 +302,9 @@ class MultiChannelPotentials:
         # a_k^t(i, j; m) = trans_k[t, i, j] + th (A[m, j] - mean[t, j])
         with np.errstate(divide="ignore", invalid="ignore"):
             shifted = trans_k[:, None, :, :] + th * (A[None, :, None, :] - mean[:, None, None, :])
-            ratio = np.log(np.maximum(shifted, 0.0)) - np.log(trans_k)[:, None]
+            # floored: a message never forbids a state outright (the approximation could make a
+            # sequence infeasible that is not)
+            ratio = np.log(np.maximum(shifted, _MSG_FLOOR)) - np.log(np.maximum(trans_k, _MSG_FLOOR))[:, None]
             terms = np.where(xi_k[:, None] > 0, xi_k[:, None] * ratio, 0.0)
         return terms.sum(axis=(2, 3))
 
