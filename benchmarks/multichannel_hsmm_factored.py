@@ -12,7 +12,22 @@ Run::
     .venv/bin/python benchmarks/multichannel_hsmm_factored.py [--quick] [--max-channels 4] [--T 200]
 
 ``--quick``: C = 1..3. Exact costs O(T·Π_c (M(D-1) + M²D)) (57^C stored transitions per step here),
-factored O(sweeps·T·C·(D·M + M² + M·C·M)).
+factored O(sweeps·T·C·(D·M + M² + C·M³)) (its messages included).
+
+Measured (shared 2-core machine, Numba cache warm, mean over 3 random models; S joint states, E stored
+transitions of the product chain per step):
+
+==  =====  ==========  =======  ==========  ======  ========  =======  =============  ========
+C   S      E           exact s  factored s  sweeps  L1/(t,c)  max err  Viterbi agree  |ΔlogL|
+==  =====  ==========  =======  ==========  ======  ========  =======  =============  ========
+1   15     42          0.005    0.008       1       0         0        1.000          0
+2   225    3,249       0.025    0.23        15.3    0.021     0.092    0.971          0.51
+3   3375   185,193     0.84     0.16        11.7    0.0083    0.041    0.975          0.72
+4   50625  10,556,001  74.5     0.20        9.7     0.0057    0.030    0.985          0.66
+==  =====  ==========  =======  ==========  ======  ========  =======  =============  ========
+
+(The factored log-likelihood is an estimate, Σ_c log Z_c less the messages' expected evidence, not a
+bound.)
 """
 import argparse
 import time

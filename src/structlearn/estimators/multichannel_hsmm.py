@@ -62,8 +62,12 @@ class MultiChannelHSMM(BaseEstimator):
     inference : {"exact", "factored"}, default "exact"
         ``"exact"``: the product chain of S = Π_c M_c·D_c joint labels (time O(N·Π_c (M_c(D_c - 1) +
         M_c²D_c)), memory O(N·S)); ``"factored"``: the channels' semi-Markov structures with the
-        coupling averaged over the others' posteriors, swept to convergence (time O(sweeps·N·Σ_c (D_c
-        M_c + M_c² + M_c Σ_k M_k))); an approximation (exact for C = 1 and θ = I).
+        coupling averaged over the others' posteriors and mean-field style messages from the channels
+        they drive, swept to convergence (time O(sweeps·N·Σ_c (D_c M_c + M_c² + M_c Σ_k M_k²)), memory
+        O(N·Σ_c M_c²)); an approximation (exact for C = 1 and θ = I). Measured against exact (M = 3,
+        D = 5, T = 200, random coupled models): posterior L1 error per (t, channel) 0.021 / 0.008 /
+        0.006 and Viterbi agreement 0.971 / 0.975 / 0.985 for C = 2 / 3 / 4, at 0.2 s against 0.02 /
+        0.8 / 75 s (``benchmarks/multichannel_hsmm_factored.py``).
     max_exact_states : int, default 20000
         Largest S that ``"exact"`` accepts (it refuses larger products, naming S).
     max_sweeps : int, default 100
