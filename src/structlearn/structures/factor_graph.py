@@ -19,6 +19,7 @@ from ..kernels import mean_field as _mf
 from ..kernels import messages as _k
 from ..semirings import LOG, MAX, semiring_code
 from ..utils.validation import check_lengths, check_log_potentials
+from . import factor_graph_smf as _smf
 from . import factor_graph_trees as _trees
 from ._base import StructureBase
 from .factor_graph_exact import JunctionTree, plan_from_order, plan_junction_tree, run_junction_tree
@@ -79,7 +80,8 @@ class FactorGraph(StructureBase):
       negative Bethe free energy.
     - ``"trw"``: tree-reweighted BP (Wainwright, Jaakkola & Willsky 2005), the same kernel with factor
       weights ρ; log Z is an upper bound at a fixed point (``bound="upper"``).
-    - ``"mf"``: naive mean field; log Z is its evidence lower bound (``bound="lower"``).
+    - ``"mf"``: naive mean field, or structured mean field over given clusters (``clusters=``, e.g. the
+      rows of a grid); log Z is its evidence lower bound (``bound="lower"``).
 
     Message passing costs time O(n_iter · Σ_f arity(f) · (|table_f| + Σ_{v ∈ f} deg(v) K)) and memory
     O(P · K). ``constrain(allowed)`` restricts labels (partial labels, evidence).
@@ -304,7 +306,7 @@ class FactorGraph(StructureBase):
 
     # -- inference ----------------------------------------------------------------------------------
     def infer(self, method="bp", *, semiring="log", options=None, init=None, max_table_size=2**24,
-              memory_limit=2**31, order="auto", **changes):
+              memory_limit=2**31, order="auto", clusters=None, **changes):
         """Run one inference method: log Z (or the MAP score), (max-)marginals and (max) a MAP labeling.
 
         Parameters
@@ -326,6 +328,11 @@ class FactorGraph(StructureBase):
         order : {"auto", "min-fill", "min-weight", "natural"} or array-like of int
             Elimination order of the junction tree (``"exact"`` on graphs with cycles); ``"auto"``: the
             cheapest (Σ of clique tables) of min-fill, min-weight and the variables' own order.
+        clusters : list of lists of int, optional
+            ``"mf"`` only: structured mean field over these clusters of (packed) variables — q factorises
+            over the clusters and is exact within each (chains or trees of a grid, say; variables not
+            listed are singletons); see :mod:`~structlearn.structures.factor_graph_smf`. Default: naive
+            mean field.
 
         Returns
         -------
@@ -344,6 +351,8 @@ class FactorGraph(StructureBase):
             When message passing or mean field stops at ``max_iter`` on some graph.
         """
         sr = semiring_code(semiring)
+        if clusters is not None and method != "mf":
+            raise ValueError(f"`clusters` (structured mean field) applies to method='mf'; got {method!r}")
         if method == "exact":
             if options is not None or changes or init is not None:
                 raise ValueError("`options`, `init` and option changes apply to 'bp', 'trw' and 'mf', not "
@@ -368,6 +377,8 @@ class FactorGraph(StructureBase):
             if sr == MAX:
                 raise ValueError("`semiring`='max' is not available for method='mf' (mean field is a "
                                  "sum-product approximation; its `labels` decode q); use 'bp', 'trw' or 'exact'")
+            if clusters is not None:
+                return self._structured_mean_field(options, init, clusters)
             return self._mean_field(options, init)
         return self._message_passing(method, sr, options, self._rho(method, options), init)
 
@@ -551,6 +562,16 @@ class FactorGraph(StructureBase):
             for v in self._fvar[self._fptr[f]:self._fptr[f + 1]]:
                 t = np.multiply.outer(t, q[v, :self.n_states[v]])
             fb[self._boff[f]:self._boff[f + 1]] = t.ravel()
+        labels = np.argmax(q, axis=1).astype(np.int64)
+        return self._result(elbo, q.copy(), fb, labels, conv, n_iter, res, q, "mf", "lower", LOG)
+
+    def _structured_mean_field(self, opt, init, clusters):
+        elbo, q, fb, conv, n_iter, res = _smf.structured_mean_field(self, clusters, opt, init)
+        if opt.warn and not conv.all():
+            bad = np.flatnonzero(~conv)
+            warnings.warn(f"structured mean field did not converge on {bad.size} of {conv.size} graph(s) "
+                          f"(first: graph {int(bad[0])}) within max_iter={opt.max_iter}: largest change "
+                          f"{res[bad].max():.3g} >= tol={opt.tol:g}", ConvergenceWarning, stacklevel=3)
         labels = np.argmax(q, axis=1).astype(np.int64)
         return self._result(elbo, q.copy(), fb, labels, conv, n_iter, res, q, "mf", "lower", LOG)
 
