@@ -40,7 +40,7 @@ from ..structures.semimarkov import SemiMarkov
 from ..structures.sparse_chain import SparseChain
 from .censoring import complete_counts, duration_tables
 
-__all__ = ["MultiChannelPotentials", "Factored", "ProductLayout", "MC_CENSORING"]
+__all__ = ["MultiChannelPotentials", "Factored", "ProductLayout", "MC_CENSORING", "m_step"]
 
 #: Smallest probability a child message uses inside its logarithm (see ``child_message``).
 _MSG_FLOOR = 1e-12
