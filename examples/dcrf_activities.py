@@ -26,6 +26,9 @@ AdaBoost.MRF boosts the top-chain and bottom-chain spanning trees of Tran et al.
   every round both trees are fitted by 5 CG steps to the re-weighted likelihood from their last
   parameters, the tree meeting condition (29) with the lower bound is kept with the α minimising it;
   at most 10 rounds), ensemble prediction; the rounds (tree, α, value of (29)) are printed under the row;
+- **AdaBoost seq.+L2**: the same with ``criterion="bound+l2"`` (tree and α minimise the bound plus
+  c2‖w‖² of the LogOP weights, no (29) gate), learners started from the LogOP weights and β = 1 / (mean
+  observed nodes per graph): this class's behaviour before it followed Figure 8;
 - **ML BP / ML TRW / ML exact**: ``GraphCRF`` maximum likelihood of the incomplete-label likelihood with
   loopy BP, tree-reweighted BP, and exact (junction tree) inference; L-BFGS (restarted after failed
   line searches) by default, ``--optimizer cg`` for the conjugate gradient of Tran et al.;
@@ -85,8 +88,8 @@ from structlearn.structures import LinearChain
 
 _ADABOOST_LOG = []  # one line per AdaBoost.MRF fit: rounds, trees chosen, alphas, bound
 _LOGOP = {}         # (data, hidden, draw) -> LogOP MAP predictions and seconds of an "AdaBoost par." fit
-METHODS = ("AdaBoost par.", "AdaBoost LogOP", "AdaBoost seq.", "ML BP", "ML TRW", "ML exact", "layered HMM",
-           "flat CRF")
+METHODS = ("AdaBoost par.", "AdaBoost LogOP", "AdaBoost seq.", "AdaBoost seq.+L2", "ML BP", "ML TRW", "ML exact",
+           "layered HMM", "flat CRF")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -210,6 +213,9 @@ def dcrf(method, data, train, test, y_tr, cfg):
                             cg_iterations=cfg["cg_iterations"], c2=c2, parallel=method == "AdaBoost par.",
                             max_iterations=max_iterations, predict_method="ensemble",
                             inference=cfg["predict_inference"])
+        if method == "AdaBoost seq.+L2":    # the earlier criterion: J = bound + L2, flat data weights
+            n_obs = np.mean([np.sum(np.asarray(y) >= 0) for y in y_tr])
+            model.set_params(criterion="bound+l2", warm_start="ensemble", beta=1.0 / max(1.0, n_obs))
     else:
         inference = {"ML BP": "bp", "ML TRW": "trw", "ML exact": "exact"}[method]
         model = GraphCRF(n_labels=Kt + Kb, inference=inference, optimizer=cfg["optimizer"], c2=c2,
@@ -504,8 +510,8 @@ def main(argv=None):
               f"{len(train)} train windows ({n_tr} steps), {len(test)} test windows ({n_te} steps); "
               f"macro-F1 on all test nodes, time = train + predict (s); mean over hidden-label draws "
               f"{hide_seeds}")
-        head = f"{'method':<15}" + "".join(f"{'hide ' + format(f, '.0%'):>24}" for f in fractions)
-        sub = f"{'':<15}" + "".join(f"{'top F1':>9}{'bot F1':>8}{'time':>7}" for _ in fractions)
+        head = f"{'method':<17}" + "".join(f"{'hide ' + format(f, '.0%'):>24}" for f in fractions)
+        sub = f"{'':<17}" + "".join(f"{'top F1':>9}{'bot F1':>8}{'time':>7}" for _ in fractions)
         print(head)
         print(sub, flush=True)
         page = {"name": name, "results": results, "adaboost": [], "figure": None, "curves": {}, "bp_tol": [],
@@ -515,14 +521,14 @@ def main(argv=None):
                          f"over the labels present in the test data, on all test nodes."}
         pages.append(page)
         for m in methods:
-            row = f"{m:<15}"
+            row = f"{m:<17}"
             for f in fractions:
                 runs = np.array([run_method(m, data, train, test, f, hs, cfg) for hs in hide_seeds])
                 r = tuple(runs.mean(axis=0))
                 results[(name, m, f)] = r
                 row += f"{r[0]:>9.3f}{r[1]:>8.3f}{r[2]:>7.1f}"
             print(row, flush=True)
-            if m == "AdaBoost seq.":
+            if m.startswith("AdaBoost seq."):
                 for i, line in enumerate(_ADABOOST_LOG):
                     entry = (f"{fractions[i // len(hide_seeds)]:.0%} hidden, draw "
                              f"{hide_seeds[i % len(hide_seeds)]}: {line}")
@@ -535,13 +541,13 @@ def main(argv=None):
                 if m.startswith("AdaBoost"):
                     cells = [f"{100 * (results[(name, m, f)][j] - results[(name, 'ML exact', f)][j]):+5.1f}"
                              for f in fractions for j in (0, 1)]
-                    print(f"  {m:<15}" + "   ".join(" / ".join(cells[i:i + 2]) for i in range(0, len(cells), 2)))
+                    print(f"  {m:<17}" + "   ".join(" / ".join(cells[i:i + 2]) for i in range(0, len(cells), 2)))
         if budgets:
             hidden, seed = page["curve_hidden"], hide_seeds[0]
             page["curves"] = f1_time_curves(data, train, test, hidden, seed, cfg, budgets, methods)
             print(f"F1 against training time ({hidden:.0%} hidden, draw {seed}; budgets {budgets}):")
             for m, pts in page["curves"].items():
-                print(f"  {m:<15}" + "  ".join(f"{s:6.1f}s {t:.3f}/{b:.3f}" for s, t, b in pts))
+                print(f"  {m:<17}" + "  ".join(f"{s:6.1f}s {t:.3f}/{b:.3f}" for s, t, b in pts))
             if "ML BP" in methods:
                 page["bp_tol"] = bp_tolerance(data, train, test, hidden, seed, cfg)
                 print("ML BP message tolerance -> top F1 / bottom F1 / seconds:  " + "   ".join(

@@ -272,6 +272,8 @@ def test_parallel_logop_is_the_crf_of_w():
     (dict(predict_method="vote"), "predict_method"),
     (dict(inference="mf"), "inference"),
     (dict(selection="best"), "selection"),
+    (dict(criterion="likelihood"), "criterion"),
+    (dict(warm_start="zero"), "warm_start"),
     (dict(feature_subsets=[[0, 5]]), "feature_subsets"),
     (dict(feature_subsets=[]), "feature_subsets"),
     (dict(feature_subsets=0), "feature_subsets"),
@@ -532,3 +534,21 @@ def test_random_feature_subsets_are_drawn_without_repetition():
     assert all(len(set(s.tolist())) == len(s) == 3 for s in subs)          # no column twice in a subset
     with pytest.raises(ValueError, match="distinct subsets"):
         AdaBoostMRF(trees=two_level_chain_trees(), feature_subsets=11).fit(X, Y)
+
+
+@pytest.mark.parametrize("warm_start", ["learner", "ensemble"])
+def test_bound_plus_l2_criterion_and_warm_starts(warm_start):
+    # criterion="bound+l2" (the earlier behaviour): J non-increasing, α ∈ [0, 1], Σα = 1; L_H is still logged
+    rng = np.random.default_rng(16)
+    X, Y = dcrf(rng, 8, T=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ada = AdaBoostMRF(trees=two_level_chain_trees(), n_rounds=4, cg_iterations=2, tol=0.0, beta=0.1,
+                          criterion="bound+l2", warm_start=warm_start).fit(X, Y)
+        bound = AdaBoostMRF(trees=two_level_chain_trees(), n_rounds=4, cg_iterations=2, tol=0.0,
+                            warm_start=warm_start).fit(X, Y)
+    J = np.array(ada.objective_)
+    assert np.all(np.diff(J) <= 1e-9 * np.abs(J[:-1])) and len(ada.bound_) == len(J)
+    np.testing.assert_allclose(ada.alphas_.sum(), 1.0, rtol=1e-12)
+    _check_rounds(bound)
+    assert bound.objective_ == bound.bound_
