@@ -2,7 +2,7 @@
 statistics, and the map of a shard-statistics function over persisted shards."""
 from ..learning.shards import reduce_statistics
 
-__all__ = ["identity", "placement", "tree_reduce", "shard_map"]
+__all__ = ["identity", "placement", "tree_reduce", "shard_map", "sum_shards"]
 
 
 def identity(x):
@@ -30,20 +30,34 @@ def tree_reduce(client, function, parts, split_every):
     return parts[0]
 
 
+def sum_shards(function, params, *shards):
+    """Worker side: ``function(params, shard)`` of several shards added where they live (one result per
+    worker travels instead of one per shard)."""
+    return reduce_statistics([function(params, s) for s in shards])
+
+
 def shard_map(client, shards, where, split_every, callback=None):
     """``map_statistics(function, params)``: ``function(params, shard)`` on every persisted shard, run where
-    the shard lives, tree-reduced on the workers; the total (a ShardStatistics) comes back to the client.
-    The parameters travel once, as a task (not a scatter: the scheduler keeps its lineage, so a worker lost
-    while holding them does not lose them; workers fetch them from each other, one copy per worker).
-    ``callback(k)`` is called on the client before the k-th map (k = 0, 1, …)."""
+    the shard lives and summed there (one task per worker over the shards placed on it: a worker sends one
+    statistics object per map, not one per shard), then tree-reduced over the workers; the total (a
+    ShardStatistics) comes back to the client. The parameters travel once, as a task (not a scatter: the
+    scheduler keeps its lineage, so a worker lost while holding them does not lose them; workers fetch them
+    from each other, one copy per worker). A worker lost mid-fit: dask recomputes its shards on another
+    worker and reruns the group's task there. ``callback(k)`` is called on the client before the k-th map
+    (k = 0, 1, …)."""
     calls = [0]
+    groups = {}
+    for i, s in enumerate(shards):
+        key = tuple(where(i).get("workers", ()))
+        groups.setdefault(key, (i, []))[1].append(s)
 
     def map_statistics(function, params):
         if callback is not None:
             callback(calls[0])
         calls[0] += 1
         p = client.submit(identity, params, pure=False)
-        stats = [client.submit(function, p, s, pure=False, **where(i)) for i, s in enumerate(shards)]
+        stats = [client.submit(sum_shards, function, p, *members, pure=False, **where(first))
+                 for first, members in groups.values()]
         return tree_reduce(client, reduce_statistics, stats, split_every).result()
 
     return map_statistics
