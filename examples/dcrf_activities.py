@@ -236,7 +236,7 @@ def dcrf(method, data, train, test, y_tr, cfg):
         steps = ", ".join(f"{'TB'[r['tree']]} α={r['alpha']:.3f} (29)={r['condition_29']:+.3g}"
                           + ("" if r["accepted"] else " rejected") for r in model.rounds_[1:])
         _ADABOOST_LOG.append(
-            f"{len(model.bound_)} rounds (converged={model.converged_}); forest "
+            f"{method} {len(model.bound_)} rounds (converged={model.converged_}); forest "
             f"{''.join('TB'[c] for c in model.learner_trees_)} (T = top chain + verticals, B = bottom chain "
             f"+ verticals) with alphas {np.round(model.alphas_, 3).tolist()}; log L_H {model.bound_[0]:.3f} -> "
             f"{model.bound_[-1]:.3f}; rounds after the first: {steps or 'none'}")
@@ -428,7 +428,7 @@ def write_results(directory, command, pages, fractions, hide_seeds, methods, sec
             lines.append(f"| {m} | " + " | ".join(cells) + " |")
         lines.append("")
         if page["adaboost"]:
-            lines += ["AdaBoost.MRF (sequential, Figure 8) per fit:", ""]
+            lines += ["Sequential AdaBoost.MRF fits (trees chosen, α, condition (29) per round):", ""]
             lines += [f"- {entry}" for entry in page["adaboost"]] + [""]
         if page["figure"]:
             lines += [f"### F1 against training time ({page['curve_hidden']:.0%} hidden)", "",
