@@ -4,7 +4,8 @@ shards of graphs.
 Two passes over the data, on the workers:
 
 1. every partition is checked and summarised where it lives (:func:`_count`): its number of graphs, node
-   and edge feature counts, the largest label and whether it carries sample weights; the summaries are
+   and edge feature counts, factor feature count and arities (graphs with higher-order factors), the
+   largest label and whether it carries sample weights; the summaries are
    merged on the client in partition order, so the label count K (``n_labels`` or 1 + the largest label)
    is the one ``fit`` infers from the concatenated data (GraphCRF builds no other vocabulary);
 2. every partition becomes the data term of the objective on that shard (a
@@ -30,7 +31,7 @@ def _split(part):
     """(graphs, labels, sample weights or None) of a partition of (graph, labels[, weight]) elements."""
     X, y, sw = [], [], []
     for i, el in enumerate(part):
-        if not (isinstance(el, (tuple, list)) and len(el) in (2, 3) and isinstance(el[0], (tuple, list))
+        if not (isinstance(el, (tuple, list)) and len(el) in (2, 3) and isinstance(el[0], (tuple, list, dict))
                 and (len(el) == 2 or np.ndim(el[2]) == 0)):
             raise ValueError(f"every element of the bag must be a pair (graph, labels) or a triple (graph, "
                              f"labels, sample_weight) of one graph; element {i} of a partition is a "
@@ -49,20 +50,23 @@ def _split(part):
 def _count(part):
     """Worker side: the summary of one partition (graphs validated as ``fit`` does)."""
     X, y, sw = _split(part)
-    batch = check_graphs(X)
+    batch = check_graphs(X, allow_factors=True)
     if len(y) != batch.n_graphs:
         raise ValueError(f"`y` has {len(y)} label arrays for {batch.n_graphs} graphs")
     return {"graphs": int(batch.n_graphs), "D": int(batch.n_node_features), "F": int(batch.n_edge_features),
+            "G": int(batch.n_factor_features) if batch.has_factors else 0, "arities": batch.factor_arities,
             "top": GraphCRF._largest_label(y), "weighted": sw is not None}
 
 
-def _objective(estimator, K, part):
-    """Worker side: the data term (GraphCLL without penalty) of one partition."""
+def _objective(estimator, K, factors, part):
+    """Worker side: the data term (GraphCLL without penalty) of one partition; ``factors`` = (G, factor
+    arities) of the whole bag."""
     X, y, sw = _split(part)
     options = estimator._check_params()
-    batch = check_graphs(X)
+    batch = check_graphs(X, allow_factors=True)
     yy = check_graph_labels(y, batch, K)
-    return GraphCLL(batch, yy, K, method=estimator.inference, options=options, c2=0.0, sample_weight=sw)
+    return GraphCLL(batch, yy, K, method=estimator.inference, options=options, c2=0.0, sample_weight=sw,
+                    n_factor_features=factors[0], factor_arities=factors[1])
 
 
 def fit_graph_crf(estimator, data, client, *, split_every=8, callback=None):
@@ -89,6 +93,11 @@ def fit_graph_crf(estimator, data, client, *, split_every=8, callback=None):
         if len({c["weighted"] for c in counts}) != 1:
             raise ValueError("give a sample weight with every graph of the bag (triples) or with none (pairs)")
         D, F = shapes.pop()
+        gs = {c["G"] for c in counts if c["arities"]}
+        if len(gs) > 1:
+            raise ValueError(f"the graphs of the bag must have the same number of factor features G; the "
+                             f"partitions have {sorted(gs)}")
+        factors = (gs.pop() if gs else 0, tuple(sorted({r for c in counts for r in c["arities"]})))
         if estimator.n_labels is not None:
             K = int(estimator.n_labels)
         else:
@@ -96,13 +105,14 @@ def fit_graph_crf(estimator, data, client, *, split_every=8, callback=None):
             if top < 0:
                 raise ValueError("`y` holds no observed label (all -1); pass `n_labels`")
             K = top + 1
-        shards = [client.submit(_objective, estimator, K, r, pure=False, **where(i)) for i, r in enumerate(raw)]
+        shards = [client.submit(_objective, estimator, K, factors, r, pure=False, **where(i))
+                  for i, r in enumerate(raw)]
         client.gather(shards)   # errors of the data (labels outside 0..K-1, ...) before training
         shard_statistics = shard_map(client, shards, where, split_every, callback)
 
         def map_statistics(w):
             return shard_statistics(graph_objective_statistics, w)
 
-        return estimator._fit_sharded(map_statistics, D, F, K, t0)
+        return estimator._fit_sharded(map_statistics, D, F, K, t0, factors)
     finally:
         client.cancel(raw)

@@ -12,7 +12,8 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from ..utils.modelfile import ModelFileError
-from ..learning.graph_objective import GraphCLL, graph_objective_statistics, graph_potentials
+from ..learning.graph_objective import (GraphCLL, factor_potentials, factor_weight_slices,
+                                        graph_objective_statistics, graph_potentials, n_graph_params)
 from ..learning.optimizers import lbfgs_restarts, minimize_cg
 from ..learning.shards import ProcessShards, ShardedObjective
 from ..structures.factor_graph import BPOptions
@@ -52,8 +53,10 @@ class GraphEstimatorMixin(EstimatorBase):
     """Shared by the graph CRF estimators: parameter storage, label count, fitted weights, fitted check
     and accuracy.
 
-    The weights are ``coef_ = concat(coef_node_ (D, K).ravel(), coef_edge_ (F, K, K).ravel())``, the
-    layout of :func:`~structlearn.learning.graph_objective.graph_potentials`.
+    The weights are ``coef_ = concat(coef_node_ (D, K).ravel(), coef_edge_ (F, K, K).ravel()[,
+    factor_coef_[r] (G, K, …, K).ravel() for r in factor_arities_])``, the layout of
+    :func:`~structlearn.learning.graph_objective.graph_potentials` and
+    :func:`~structlearn.learning.graph_objective.factor_weight_slices`.
     """
 
     @staticmethod
@@ -75,24 +78,36 @@ class GraphEstimatorMixin(EstimatorBase):
             raise ValueError("`y` holds no observed label (all -1); pass `n_labels`")
         return top + 1
 
-    def _set_coef(self, w, D, F, K):
+    def _set_coef(self, w, D, F, K, G=0, arities=()):
         self.coef_ = w
         self.coef_node_ = w[:D * K].reshape(D, K).copy()
-        self.coef_edge_ = w[D * K:].reshape(F, K, K).copy()
+        self.coef_edge_ = w[D * K:D * K + F * K * K].reshape(F, K, K).copy()
+        self.factor_coef_ = {r: w[sl].reshape((G,) + (K,) * r).copy()
+                             for r, sl in factor_weight_slices(D, F, K, G, arities).items()}
         self.classes_ = np.arange(K, dtype=np.int64)
         self.n_node_features_in_ = D
         self.n_edge_features_in_ = F
+        self.n_factor_features_in_ = int(G) if arities else 0
+        self.factor_arities_ = tuple(sorted(int(r) for r in arities))
 
     def _check_batch(self, X):
-        """The packed batch of ``X``, checked against the fitted feature counts."""
+        """The packed batch of ``X``, checked against the fitted feature counts and factor arities."""
         self._check_fitted()
-        return check_graphs(X, n_node_features=self.n_node_features_in_,
-                            n_edge_features=self.n_edge_features_in_)
+        arities = getattr(self, "factor_arities_", ())
+        batch = check_graphs(X, n_node_features=self.n_node_features_in_,
+                             n_edge_features=self.n_edge_features_in_,
+                             n_factor_features=self.n_factor_features_in_ if arities else None,
+                             allow_factors=True)
+        extra = sorted(set(batch.factor_arities) - set(arities))
+        if extra:
+            raise ValueError(f"`X` has factors of arity {extra} but the model has factor weights for arities "
+                             f"{list(arities)} only (fit on samples with factors of those arities)")
+        return batch
 
     def score(self, X, y):
         """Accuracy of :meth:`predict` over the observed nodes (label ≥ 0) of ``y``."""
         pred = np.concatenate(self.predict(X))
-        batch = check_graphs(X)
+        batch = check_graphs(X, allow_factors=True)
         yy = check_graph_labels(y, batch, len(self.classes_))
         obs = yy >= 0
         return float(np.mean(pred[obs] == yy[obs])) if obs.any() else 1.0
@@ -103,7 +118,8 @@ _VERSION = 1
 
 
 class GraphCRF(GraphEstimatorMixin, ModelFileMixin):
-    r"""Conditional random field on general graphs with node and edge features, learnt from partial labels.
+    r"""Conditional random field on general graphs with node, edge and factor features, learnt from
+    partial labels.
 
     A sample is a graph ``x = (node_features (n, D), edges (m, 2)[, edge_features (m, F)])``; without edge
     features every edge has the single constant feature 1 (one shared K×K edge potential). The model is
@@ -112,6 +128,16 @@ class GraphCRF(GraphEstimatorMixin, ModelFileMixin):
     .. math:: unary[n] = x_n W_{node}, \qquad pairwise[e] = \sum_f x_{e,f} W_{edge}[f]
 
     and :math:`p(y | x) \propto \exp(\sum_n unary[n, y_n] + \sum_{e=(u,v)} pairwise[e, y_u, y_v])`.
+
+    Factors of any arity: a sample may also be ``(node_features, edges, edge_features, factors,
+    factor_features)`` or a dict with those keys (:func:`~structlearn.structures.graphs.check_graphs`):
+    ``factors`` a list of H scopes (tuples of distinct node indices, arity r ≥ 1, arities mixed),
+    ``factor_features`` (H, G) float (None: the constant feature 1). Factor h of arity r adds
+    :math:`table_h[y_{s_1}, …, y_{s_r}] = \sum_g x_{h,g} W_r[g, y_{s_1}, …, y_{s_r}]` to the score, one
+    W_r (G, K, …, K) per arity r present in the training graphs (a graph without factors of some arity
+    contributes nothing to that W_r; at prediction, factors of an arity not seen in training are
+    refused). Inference then runs on :meth:`FactorGraph.from_factors` (edges as arity-2 factors);
+    samples without factors keep the pairwise path, with identical results.
 
     Parameters
     ----------
@@ -150,8 +176,14 @@ class GraphCRF(GraphEstimatorMixin, ModelFileMixin):
     coef_node_ : ndarray of float64, shape (D, K)
     coef_edge_ : ndarray of float64, shape (F, K, K)
         ``coef_edge_[f, i, j]``: weight of edge feature f for ``y_u = i, y_v = j`` on edge (u, v).
-    coef_ : ndarray of float64, shape (D·K + F·K²,)
-        Flat weights ``concat(coef_node_.ravel(), coef_edge_.ravel())``.
+    factor_coef_ : dict int -> ndarray of float64, shape (G, K, …, K)
+        Per factor arity r of the training graphs, W_r with r label axes ({} without factors).
+    factor_arities_ : tuple of int
+    n_factor_features_in_ : int
+        G (0 without factors).
+    coef_ : ndarray of float64, shape (D·K + F·K² + Σ_r G·K^r,)
+        Flat weights ``concat(coef_node_.ravel(), coef_edge_.ravel(), factor_coef_[r].ravel() for r in
+        factor_arities_)``.
     n_iter_ : int
     converged_ : bool
         Whether the optimiser met its stopping rule (False also warns).
@@ -165,15 +197,19 @@ class GraphCRF(GraphEstimatorMixin, ModelFileMixin):
     ------
     ValueError
         From ``fit``/``predict``: malformed graphs (shapes, NaN/inf features, edges out of range, self
-        loops), labels outside ``-1..K−1``, a graph count that differs between X and y, unknown
-        parameter values; ``"exact"`` on graphs whose junction tree exceeds the memory budget.
+        loops; factor scopes out of range or repeating a node, a G that differs between graphs or from
+        training, factor arities not seen in training), labels outside ``-1..K−1``, a graph count that
+        differs between X and y, unknown parameter values; ``"exact"`` on graphs whose junction tree
+        exceeds the memory budget.
 
     Notes
     -----
     Partial labels (Tran et al. (2014), eq. (4)): nodes labelled -1 are hidden and the objective is
     :math:`\sum_i \log Z(o_i) - \log Z(v_i, o_i) + c_2\|w\|^2`
     (:class:`~structlearn.learning.graph_objective.GraphCLL`). Cost per objective evaluation: two
-    inference runs on the packed training batch (clamped and free), plus O(N·D·K + E·F·K²).
+    inference runs on the packed training batch (clamped and free), plus O(N·D·K + E·F·K²) (and
+    O(Σ_h G·K^{r_h}) for the factors; exact inference then costs the junction tree of the graph with
+    every factor's scope a clique).
 
     Examples
     --------
@@ -206,7 +242,8 @@ class GraphCRF(GraphEstimatorMixin, ModelFileMixin):
 
         Parameters
         ----------
-        X : list of B graph samples ``(node_features (n, D), edges (m, 2)[, edge_features (m, F)])``
+        X : list of B graph samples ``(node_features (n, D), edges (m, 2)[, edge_features (m, F)])``, or
+            ``(node_features, edges, edge_features, factors, factor_features (H, G))`` / dicts
         y : list of B int arrays, shape (n,)
             Labels 0..K−1, -1 for hidden nodes.
         sample_weight : array-like of float, shape (B,), optional
@@ -218,25 +255,26 @@ class GraphCRF(GraphEstimatorMixin, ModelFileMixin):
         """
         options = self._check_params()
         t0 = time.perf_counter()
-        batch = check_graphs(X)
+        batch = check_graphs(X, allow_factors=True)
         K = int(self.n_labels) if self.n_labels is not None else self._infer_n_labels(y)
         yy = check_graph_labels(y, batch, K)
         n_jobs = getattr(self, "n_jobs", None)
         check_n_jobs(n_jobs)
         blocks = self._blocks(batch, n_blocks(n_jobs))
+        factors = (batch.n_factor_features, batch.factor_arities)
+        kw = dict(method=self.inference, options=options, c2=0.0, factor_arities=factors[1],
+                  n_factor_features=factors[0])
         if len(blocks) == 1:
-            shard = GraphCLL(batch, yy, K, method=self.inference, options=options, c2=0.0,
-                             sample_weight=sample_weight)
+            shard = GraphCLL(batch, yy, K, sample_weight=sample_weight, **kw)
             return self._fit_sharded(lambda w: graph_objective_statistics(w, shard), batch.n_node_features,
-                                     batch.n_edge_features, K, t0)
-        X = list(X)
+                                     batch.n_edge_features, K, t0, factors)
         weights = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
         rows = batch.offsets
-        shards = [GraphCLL(check_graphs(X[a:b]), yy[rows[a]:rows[b]], K, method=self.inference,
-                           options=options, c2=0.0, sample_weight=None if weights is None else weights[a:b])
+        shards = [GraphCLL(batch.subset(np.arange(a, b)), yy[rows[a]:rows[b]], K,
+                           sample_weight=None if weights is None else weights[a:b], **kw)
                   for a, b in blocks]
         with ProcessShards(shards, graph_objective_statistics) as workers:
-            return self._fit_sharded(workers, batch.n_node_features, batch.n_edge_features, K, t0)
+            return self._fit_sharded(workers, batch.n_node_features, batch.n_edge_features, K, t0, factors)
 
     @staticmethod
     def _blocks(batch, n):
@@ -248,11 +286,12 @@ class GraphCRF(GraphEstimatorMixin, ModelFileMixin):
         cuts = sorted(set([0, G] + [int(np.searchsorted(off, N * i / n)) for i in range(1, n)]))
         return [(a, b) for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
 
-    def _fit_sharded(self, map_statistics, D, F, K, t0):
+    def _fit_sharded(self, map_statistics, D, F, K, t0, factors=(0, ())):
         """The optimiser on the sum over shards of graphs: ``map_statistics(w)`` -> the summed
         :func:`~structlearn.learning.graph_objective.graph_objective_statistics` of the shards (one
         local shard in ``fit``, persisted dask shards in :func:`structlearn.distributed.fit`); the
-        penalty c2‖w‖² is added once to the total (:class:`ShardedObjective`). Returns self."""
+        penalty c2‖w‖² is added once to the total (:class:`ShardedObjective`). ``factors``: (G, factor
+        arities) of the training graphs. Returns self."""
         converged_flags = []
 
         def evaluate(w):
@@ -260,7 +299,8 @@ class GraphCRF(GraphEstimatorMixin, ModelFileMixin):
             converged_flags.append(not total.stats["unconverged"][0] > 0)
             return total
 
-        n_params = D * K + F * K * K
+        G, arities = factors
+        n_params = n_graph_params(D, F, K, G, arities)
         objective = ShardedObjective(evaluate, np.ones(n_params, dtype=bool), c2=float(self.c2))
         w0 = np.zeros(n_params)
         self.training_log_ = []
@@ -278,7 +318,7 @@ class GraphCRF(GraphEstimatorMixin, ModelFileMixin):
             w, n_iter, converged, log = minimize_cg(objective, w0, self.max_iterations)
             for entry in log:
                 on_iteration(entry)
-        self._set_coef(np.asarray(w, dtype=np.float64), D, F, K)
+        self._set_coef(np.asarray(w, dtype=np.float64), D, F, K, G, arities)
         self.n_iter_ = int(n_iter)
         self.converged_ = bool(converged)
         self.inference_converged_ = bool(all(converged_flags))
@@ -310,22 +350,36 @@ class GraphCRF(GraphEstimatorMixin, ModelFileMixin):
         return params
 
     def _file_metadata(self):
-        return {"n_node_features": int(self.n_node_features_in_), "n_edge_features": int(self.n_edge_features_in_)}
+        return {"n_node_features": int(self.n_node_features_in_), "n_edge_features": int(self.n_edge_features_in_),
+                "n_factor_features": int(getattr(self, "n_factor_features_in_", 0)),
+                "factor_arities": [int(r) for r in getattr(self, "factor_arities_", ())]}
 
     def _restore(self, meta, arrays):
         self._check_params()
         K = len(meta["classes"])
         D, F = int(meta["n_node_features"]), int(meta["n_edge_features"])
-        if self.coef_.shape != (D * K + F * K * K,):
+        G, arities = int(meta.get("n_factor_features", 0)), meta.get("factor_arities", [])
+        if not (isinstance(arities, list) and all(isinstance(r, int) and r >= 1 for r in arities)
+                and (G >= 1 or not arities)):
+            raise ModelFileError(f"model file is inconsistent: factor arities {arities!r} with "
+                                 f"G = {G} factor features")
+        n = n_graph_params(D, F, K, G, arities)
+        if self.coef_.shape != (n,):
             raise ModelFileError(f"model file is inconsistent: weights of shape {self.coef_.shape} for "
-                                 f"D·K + F·K² = {D * K + F * K * K} parameters")
-        self._set_coef(self.coef_, D, F, K)
+                                 f"D·K + F·K² + Σ_r G·K^r = {n} parameters")
+        self._set_coef(self.coef_, D, F, K, G, arities)
         self.inference_converged_ = True
 
     # ------------------------------------------------------------------------------------------------
     def _graph(self, X):
         batch = self._check_batch(X)
-        return batch, batch.factor_graph(*graph_potentials(self.coef_, batch, len(self.classes_)))
+        K = len(self.classes_)
+        unary, pairwise = graph_potentials(self.coef_, batch, K)
+        if not batch.has_factors:
+            return batch, batch.factor_graph(unary, pairwise)
+        layout = batch.factor_layout(K)
+        return batch, layout.graph(unary, pairwise, factor_potentials(self.coef_, batch, K, self.factor_arities_,
+                                                                      layout))
 
     def _infer(self, graph, semiring):
         options = BPOptions.resolve(self.inference, self.inference_options, "inference_options")

@@ -5,6 +5,10 @@ A graph sample is ``x = (node_features, edges, edge_features)`` and the CRF has 
 
     unary[n]       = node_features[n] @ W_node                      (K,)
     pairwise[e]    = Σ_f edge_features[e, f] · W_edge[f]             (K, K)
+    table[h]       = Σ_g factor_features[h, g] · W_r[g]              (K,)*r, h a factor of arity r
+
+(higher-order factors of any arity r ≥ 1 when the samples carry them, one W_r (G, K^r) per arity r in
+the batch; a graph without factors of some arity contributes nothing to that W_r).
 
 With the visible labels v and hidden labels h of graph i (Tran, Phung & Venkatesh, "Learning
 Structured Outputs from Partial Labels using Forest Ensemble", arXiv:1407.6432 (2014), eqs. (4)–(6))::
@@ -15,7 +19,12 @@ Structured Outputs from Partial Labels using Forest Ensemble", arXiv:1407.6432 (
 where ``Z(v, o)`` sums over the hidden labels only (the graph with observed nodes clamped). Both
 expectations are node and edge (pseudo-)marginals of :class:`~structlearn.structures.FactorGraph`
 (``"exact"``: junction tree / tree engine; ``"bp"``: loopy BP, Bethe log Z; ``"trw"``: tree-reweighted
-BP, upper bound on log Z). For ``"bp"``/``"trw"`` the gradient is that of the approximate objective at a
+BP, upper bound on log Z). With higher-order factors the free graph is the
+:class:`~structlearn.structures.graph_factors.FactorLayout` of the batch (nodes, edges as arity-2
+factors, the factors) and the clamped one its :meth:`~structlearn.structures.FactorGraph.constrain` to
+the observed labels; the gradient of W_r is Σ_h features[h] ⊗ (free − clamped) factor beliefs of h.
+Batches without higher-order factors keep the pairwise path (observed nodes folded into their hidden
+neighbours). For ``"bp"``/``"trw"`` the gradient is that of the approximate objective at a
 message fixed point (the marginals are the derivatives of the Bethe / TRW free energy). The graphs are
 validated and packed by :func:`~structlearn.structures.graphs.check_graphs`.
 """
@@ -28,7 +37,8 @@ from ..structures.factor_graph import BPOptions, FactorGraph
 from ..structures.graphs import GraphBatch, check_graph_labels, check_graphs
 from .shards import ShardStatistics
 
-__all__ = ["GraphCLL", "graph_potentials", "graph_objective_statistics"]
+__all__ = ["GraphCLL", "graph_potentials", "factor_potentials", "factor_weight_slices",
+           "graph_objective_statistics"]
 
 METHODS = ("exact", "bp", "trw")
 
@@ -36,15 +46,42 @@ METHODS = ("exact", "bp", "trw")
 def graph_potentials(w, batch, n_labels):
     """Unary (N, K) and pairwise (E, K, K) log-potentials of the flat weights ``w`` on ``batch``.
 
-    ``w = concat(W_node.ravel(), W_edge.ravel())`` with W_node (D, K) and W_edge (F, K, K).
+    ``w = concat(W_node.ravel(), W_edge.ravel()[, factor weights])`` with W_node (D, K) and W_edge
+    (F, K, K) (the factor weights, :func:`factor_weight_slices`, are ignored here).
     Time O(N·D·K + E·F·K²).
     """
     D, F, K = batch.n_node_features, batch.n_edge_features, n_labels
     wn = w[:D * K].reshape(D, K)
-    we = w[D * K:].reshape(F, K * K)
+    we = w[D * K:D * K + F * K * K].reshape(F, K * K)
     unary = batch.node_features @ wn
     pairwise = (batch.edge_features @ we).reshape(-1, K, K)
     return unary, pairwise
+
+
+def factor_weight_slices(D, F, K, G, arities):
+    """Where the factor weights W_r (G, K^r) of every arity r lie in the flat weights: dict r -> slice,
+    after the D·K node and F·K² edge weights, arities in increasing order. Total length
+    D·K + F·K² + Σ_r G·K^r is the ``stop`` of the last slice (or D·K + F·K² without arities)."""
+    out, pos = {}, D * K + F * K * K
+    for r in sorted(int(a) for a in arities):
+        out[r] = slice(pos, pos + G * K ** r)
+        pos += G * K ** r
+    return out
+
+
+def n_graph_params(D, F, K, G=0, arities=()):
+    """D·K + F·K² + Σ_r G·K^r."""
+    return D * K + F * K * K + sum(G * K ** int(r) for r in arities)
+
+
+def factor_potentials(w, batch, n_labels, arities, layout):
+    """Log-potential tables of the higher-order factors of ``batch``: dict r -> (H_r, K^r), C order over
+    the scope, ``tables[r][h] = Σ_g factor_features[h, g] · W_r[g]`` for the arity-r factors in batch
+    order (``layout.factor_rows[r]``). Time O(Σ_r H_r·G·K^r)."""
+    K, G = n_labels, batch.n_factor_features
+    sl = factor_weight_slices(batch.n_node_features, batch.n_edge_features, K, G, arities)
+    return {r: batch.factor_features[rows] @ w[sl[r]].reshape(G, K ** r)
+            for r, rows in layout.factor_rows.items()}
 
 
 def _edge_appearance(graph):
@@ -74,7 +111,9 @@ class GraphCLL:
     Parameters
     ----------
     X : list of graph samples or GraphBatch
-        ``(node_features (n, D), edges (m, 2)[, edge_features (m, F)])`` per graph.
+        ``(node_features (n, D), edges (m, 2)[, edge_features (m, F)])`` per graph, or with factors
+        ``(node_features, edges, edge_features, factors, factor_features (H, G))`` (see
+        :func:`~structlearn.structures.graphs.check_graphs`).
     y : list of int arrays, shape (n,) each, or packed int array (N,) when X is a GraphBatch
         Labels 0..K-1, -1 for a hidden node.
     n_labels : int
@@ -92,6 +131,11 @@ class GraphCLL:
         approximate objective depend (within ``tol``) on the evaluation history.
     max_table_size : int
         Junction-tree budget of ``"exact"``.
+    factor_arities : sequence of int, optional
+        Arities that have factor weights W_r (default: those of the batch; a superset when the batch is
+        one shard of a larger training set).
+    n_factor_features : int, optional
+        G (default: the batch's).
 
     Notes
     -----
@@ -100,26 +144,37 @@ class GraphCLL:
     the supervised CLL, none observed contributes exactly 0 (such graphs are left out of the batch).
     Graphs are packed into one :class:`FactorGraph` per evaluation (plus its clamped copy). Cost per
     evaluation: two inference runs on the batch (bp/trw: O(n_iter·(E·K² + Σ deg²·K)); exact: O(N·K²) on
-    forests, the junction-tree size otherwise) and O(N·D·K + E·F·K²) for potentials and gradient.
+    forests, the junction-tree size otherwise) and O(N·D·K + E·F·K²) for potentials and gradient; with
+    higher-order factors, O(n_iter·Σ_h r_h·K^{r_h}) more per message-passing run and
+    O(Σ_h G·K^{r_h}) for their tables and gradient.
+
+    Raises
+    ------
+    ValueError
+        Unknown method, bad n_labels / c2 / sample_weight, malformed graphs or labels, factor arities
+        of the batch missing from ``factor_arities``, a G that differs from ``n_factor_features``.
 
     Attributes
     ----------
     n_params : int
-        D·K + F·K².
+        D·K + F·K² + Σ_r G·K^r, layout :func:`factor_weight_slices`.
+    factor_arities : tuple of int
+    n_factor_features : int
+        G (0 without factors).
     n_evals : int
     inference_converged : list of bool
         Per evaluation: whether message passing converged on every graph (always True for exact).
     """
 
     def __init__(self, X, y, n_labels, *, method="exact", options=None, c2=1.0, sample_weight=None,
-                 warm_start=True, max_table_size=2**24):
+                 warm_start=True, max_table_size=2**24, factor_arities=None, n_factor_features=None):
         if method not in METHODS:
             raise ValueError(f"`method` must be one of {list(METHODS)}; got {method!r}")
         if not (isinstance(n_labels, (int, np.integer)) and n_labels >= 1):
             raise ValueError(f"`n_labels` must be a positive integer; got {n_labels!r}")
         if not (np.isfinite(c2) and c2 >= 0):
             raise ValueError(f"`c2` must be a non-negative number; got {c2!r}")
-        self.batch = X if isinstance(X, GraphBatch) else check_graphs(X)
+        self.batch = X if isinstance(X, GraphBatch) else check_graphs(X, allow_factors=True)
         self.n_labels = K = int(n_labels)
         self.y = np.asarray(y, dtype=np.int64) if isinstance(X, GraphBatch) else \
             check_graph_labels(y, self.batch, K)
@@ -132,7 +187,9 @@ class GraphCLL:
         self.max_table_size = max_table_size
         self.sample_weight = sample_weight
         b = self.batch
-        self.n_params = b.n_node_features * K + b.n_edge_features * K * K
+        self._check_factor_shape(factor_arities, n_factor_features)
+        self.n_params = n_graph_params(b.n_node_features, b.n_edge_features, K, self.n_factor_features,
+                                       self.factor_arities)
         obs = self.y >= 0
         n_obs = np.bincount(b.node_graph()[obs], minlength=b.n_graphs)
         self.active = np.flatnonzero(n_obs > 0)
@@ -141,12 +198,43 @@ class GraphCLL:
         self._sub = sub
         ysub = self.y[b.node_index(self.active)]
         self._ysub = ysub
-        self._prepare_conditioning(sub, ysub)
+        self._layout = sub.factor_layout(K) if sub.has_factors else None
+        if self._layout is None:
+            self._prepare_conditioning(sub, ysub)
+        else:
+            # clamping = the observed label alone allowed at every observed node (FactorGraph.constrain)
+            self._allowed = np.ones((ysub.shape[0], K), dtype=bool)
+            o = np.flatnonzero(ysub >= 0)
+            self._allowed[o] = False
+            self._allowed[o, ysub[o]] = True
+            self._gid, self._egid = sub.node_graph(), sub.edge_graph()
         self._msgs = [None, None]
         self._rho = [None, None]
         self.n_evals = 0
         self.inference_converged = []
         self.last_per_graph = None
+
+    def _check_factor_shape(self, arities, G):
+        """The factor weight shapes: arities (those of the batch unless given, then a superset) and G."""
+        b = self.batch
+        have = b.factor_arities
+        if arities is None:
+            arities = have
+        arities = tuple(sorted({int(r) for r in arities}))
+        if any(r < 1 for r in arities):
+            raise ValueError(f"`factor_arities` must be positive integers; got {arities}")
+        missing = sorted(set(have) - set(arities))
+        if missing:
+            raise ValueError(f"the graphs have factors of arity {missing} but `factor_arities` = {arities} "
+                             f"gives them no weights")
+        if G is None:
+            G = b.n_factor_features
+        elif b.has_factors and b.n_factor_features != G:
+            raise ValueError(f"the graphs have {b.n_factor_features} factor features but "
+                             f"`n_factor_features` = {G}")
+        if arities and not G:
+            raise ValueError(f"factors of arities {arities} need `n_factor_features` ≥ 1; got {G}")
+        self.factor_arities, self.n_factor_features = arities, int(G) if arities else 0
 
     def _prepare_conditioning(self, sub, ysub):
         """Index arrays of the conditioned graph: hidden nodes and the edges between them.
@@ -212,7 +300,8 @@ class GraphCLL:
         if self.method == "trw" and options.rho is None:
             # ρ depends on the graph only: computed once per graph structure, reused every evaluation
             if self._rho[slot] is None:
-                self._rho[slot] = _edge_appearance(graph)
+                self._rho[slot] = (_edge_appearance(graph) if self._layout is None
+                                   else self._layout.trw_weights(options))
             options = dataclasses.replace(options, rho=self._rho[slot])
         init = self._msgs[slot] if self.warm_start else None
         res = graph.infer(self.method, options=options, init=init)
@@ -263,56 +352,84 @@ class GraphCLL:
         """
         return self._evaluate(np.asarray(w, dtype=np.float64), need_grad=False)[2]
 
-    def _evaluate(self, w, need_grad=True, per_graph_grad=None):
-        self.n_evals += 1
+    def _pairwise_pass(self, w):
+        """Free and clamped inference of a batch without higher-order factors (the folded clamped graph):
+        (log Z (B,), log Z(v, o) (B,), converged, gradient blocks)."""
         sub, K = self._sub, self.n_labels
-        B = self.batch.n_graphs
-        per = np.zeros(B)
-        grad = np.zeros(self.n_params)
-        if self.active.size == 0:
-            self.inference_converged.append(True)
-            return 0.0, grad, per
         unary, pairwise = graph_potentials(w, sub, K)
         g = sub.factor_graph(unary, pairwise)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             full = self._infer(g, 0)
             c_logz, c_unary, c_edge, c_conv = self._clamped(unary, pairwise)
-        self.inference_converged.append(bool(full.converged.all() and c_conv))
-        diff = full.log_z - c_logz
+        D, F = sub.n_node_features, sub.n_edge_features
+        blocks = [(sub.node_features, full.unary - c_unary, self._gid, slice(0, D * K)),
+                  (sub.edge_features, (full.edge - c_edge).reshape(-1, K * K), self._egid,
+                   slice(D * K, D * K + F * K * K))]
+        return full.log_z, c_logz, bool(full.converged.all() and c_conv), blocks
+
+    def _factor_pass(self, w):
+        """Free and clamped (:meth:`FactorGraph.constrain`) inference on the factor graph of nodes, edges
+        and higher-order factors: (log Z, log Z(v, o), converged, gradient blocks)."""
+        sub, K, lay = self._sub, self.n_labels, self._layout
+        unary, pairwise = graph_potentials(w, sub, K)
+        g = lay.graph(unary, pairwise, factor_potentials(w, sub, K, self.factor_arities, lay))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            full = self._infer(g, 0)
+            clamped = self._infer(g.constrain(self._allowed), 1)
+        D, F = sub.n_node_features, sub.n_edge_features
+        blocks = [(sub.node_features, full.unary - clamped.unary, self._gid, slice(0, D * K)),
+                  (sub.edge_features, lay.edge_beliefs(full) - lay.edge_beliefs(clamped), self._egid,
+                   slice(D * K, D * K + F * K * K))]
+        sl = factor_weight_slices(D, F, K, self.n_factor_features, self.factor_arities)
+        fgid = sub.factor_graph_index()
+        for r, rows in lay.factor_rows.items():
+            blocks.append((sub.factor_features[rows], lay.factor_beliefs(full, r) - lay.factor_beliefs(clamped, r),
+                           fgid[rows], sl[r]))
+        conv = bool(full.converged.all() and clamped.converged.all())
+        return full.log_z, clamped.log_z, conv, blocks
+
+    def _evaluate(self, w, need_grad=True, per_graph_grad=None):
+        self.n_evals += 1
+        B = self.batch.n_graphs
+        per = np.zeros(B)
+        grad = np.zeros(self.n_params)
+        if self.active.size == 0:
+            self.inference_converged.append(True)
+            return 0.0, grad, per
+        run = self._pairwise_pass if self._layout is None else self._factor_pass
+        full_logz, c_logz, conv, blocks = run(w)
+        self.inference_converged.append(conv)
+        diff = full_logz - c_logz
         per[self.active] = diff
         self.last_per_graph = per
         wt = self._sample_weight[self.active]
         keep = wt > 0
         value = float(np.sum(wt[keep] * diff[keep]))
         if not np.isfinite(value):
-            bad = int(self.active[np.flatnonzero(~np.isfinite(diff))[0]])
-            raise ValueError(f"the objective is not finite at graph {bad} (log Z = {full.log_z[bad]:.6g}, "
-                             f"clamped log Z = {c_logz[bad]:.6g}); the weights are too large "
-                             f"(raise c2)")
+            j = int(np.flatnonzero(~np.isfinite(diff))[0])
+            raise ValueError(f"the objective is not finite at graph {int(self.active[j])} (log Z = "
+                             f"{full_logz[j]:.6g}, clamped log Z = {c_logz[j]:.6g}); the weights are too "
+                             f"large (raise c2)")
         if need_grad:
-            D = sub.n_node_features
-            wn, we = wt[self._gid], wt[self._egid]
-            dmu = (full.unary - c_unary) * wn[:, None]
-            dpair = (full.edge - c_edge).reshape(-1, K * K) * we[:, None]
-            grad[:D * K] = (sub.node_features.T @ dmu).ravel()
-            grad[D * K:] = (sub.edge_features.T @ dpair).ravel()
+            for feat, dmu, gid, sl in blocks:
+                grad[sl] = (feat.T @ (dmu * wt[gid][:, None])).ravel()
         if per_graph_grad is not None:
             # unweighted gradient of every graph's term, (B, n_params): one small product per graph
-            D = sub.n_node_features
-            dmu = full.unary - c_unary
-            dpair = (full.edge - c_edge).reshape(-1, K * K)
-            no, eo = sub.offsets, sub.edge_offsets
-            for j, b in enumerate(self.active):
-                per_graph_grad[b, :D * K] = (sub.node_features[no[j]:no[j + 1]].T @ dmu[no[j]:no[j + 1]]).ravel()
-                per_graph_grad[b, D * K:] = (sub.edge_features[eo[j]:eo[j + 1]].T @ dpair[eo[j]:eo[j + 1]]).ravel()
+            n_act = self.active.size
+            for feat, dmu, gid, sl in blocks:
+                off = np.searchsorted(gid, np.arange(n_act + 1))
+                for j, b in enumerate(self.active):
+                    per_graph_grad[b, sl] = (feat[off[j]:off[j + 1]].T @ dmu[off[j]:off[j + 1]]).ravel()
         return value, grad, per
 
     def value_and_grad(self, w):
         """Return ``(L(w), ∇L(w))`` for flat weights ``w`` of shape (n_params,)."""
         w = np.asarray(w, dtype=np.float64)
         if w.shape != (self.n_params,):
-            raise ValueError(f"`w` must have shape ({self.n_params},) = D·K + F·K²; got {w.shape}")
+            raise ValueError(f"`w` must have shape ({self.n_params},) = D·K + F·K² + Σ_r G·K^r; got "
+                             f"{w.shape}")
         value, grad, _ = self._evaluate(w)
         if self.c2 > 0:
             value += self.c2 * float(w @ w)
