@@ -54,13 +54,14 @@ from ._emission_base import EmissionDistribution, _as_2d, _check_covariance_type
 from .distribution import make_family
 from .emission_circular import VonMises
 from .emission_discrete import Bernoulli, Categorical, Multinomial, Poisson
+from .emission_event import EventSequence
 from .emission_gaussian import Gaussian, GaussianMixture, MultivariateGaussian
 from .emission_gaussian import _clip_eig, _diag_logpdf, _full_logpdf, _weighted_mean_cov  # noqa: F401
 from .emission_multistream import MultiStream
 
 __all__ = ["EmissionDistribution", "Categorical", "Poisson", "Gaussian", "MultivariateGaussian",
            "GaussianMixture", "Bernoulli", "Multinomial", "VonMises", "MultiStream",
-           "EMISSION_FAMILIES", "make_emission", "check_observations"]
+           "EventSequence", "EMISSION_FAMILIES", "make_emission", "check_observations"]
 
 
 #: Families selectable by name in :class:`structlearn.HiddenSemiMarkovModel` (``emission=...``).
@@ -75,6 +76,7 @@ EMISSION_FAMILIES = {
     "multinomial": Multinomial,
     "von_mises": VonMises,
     "vonmises": VonMises,
+    "event_sequence": EventSequence,
 }
 
 
