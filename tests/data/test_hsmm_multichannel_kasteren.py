@@ -1,5 +1,5 @@
-"""Issue 14, real data: the multi-channel HSMM on van Kasteren's house A (``examples/hsmm_multichannel_kasteren.py``).
-Bounds: the measured values with a margin."""
+"""Issue 14, real data: the multi-channel HSMM on van Kasteren's house A
+(``examples/hsmm_multichannel_kasteren.py``). Bounds: the measured values with a margin."""
 import numpy as np
 import pytest
 

@@ -536,7 +536,8 @@ class MultiChannelHSMM(BaseEstimator):
         params["n_states"] = (int(params["n_states"]) if np.ndim(params["n_states"]) == 0
                               else [int(m) for m in params["n_states"]])
         if params["channels"] is not None:
-            params["channels"] = [np.atleast_1d(np.asarray(c, dtype=np.int64)).tolist() for c in params["channels"]]
+            params["channels"] = [np.atleast_1d(np.asarray(c, dtype=np.int64)).tolist()
+                                  for c in params["channels"]]
         if params["max_duration"] is not None:
             params["max_duration"] = (int(params["max_duration"]) if np.ndim(params["max_duration"]) == 0
                                       else [int(d) for d in params["max_duration"]])
