@@ -25,6 +25,7 @@ NEW = {
     "exponential_family": lambda: du.ExponentialFamily(("log_d", "d"), eta=[[2.0, -0.5], [1.0, -0.2]]),
     "shifted_poisson": lambda: du.Poisson(lam=[3.0, 6.0], shift=[2, 5]),
     "shifted_gamma": lambda: du.Gamma(shape=[2.0, 4.0], scale=[1.5, 2.0], shift=[3, 0]),
+    "shifted_geometric": lambda: du.Geometric(p=[0.3, 0.15], shift=[2, 4]),
 }
 
 
@@ -229,6 +230,7 @@ HSMM_FAMILIES = {
     "convex_monotone": du.ConvexMonotone,
     "exponential_family": lambda: du.ExponentialFamily(("log_d", "d")),
     "poisson_shift": lambda: du.Poisson(estimate_shift=True),
+    "geometric_shift": lambda: du.Geometric(estimate_shift=True),
 }
 
 
@@ -327,3 +329,19 @@ def test_bad_parameters_raise():
         du.ConvexMonotone(weights=[[0.5, 0.2]])
     with pytest.raises(ValueError, match="sigma"):
         du.DiscreteGaussian(mu=[1.0], sigma=[0.0])
+
+
+def test_a_shifted_geometric_never_takes_the_hmm_shortcut():
+    from structlearn.models.emissions import Gaussian
+    for dur, chain in ((du.Geometric(p=[0.2, 0.3]), True), (du.Geometric(p=[0.2, 0.3], shift=[0, 2]), False),
+                       (du.Geometric(p=[0.2, 0.3], estimate_shift=True), False)):
+        m = HiddenSemiMarkovModel(2, duration=dur, max_duration=500, init_params="")
+        m.startprob_, m.transmat_ = np.array([0.5, 0.5]), np.array([[0.0, 1.0], [1.0, 0.0]])
+        m.duration_, m.emission_ = dur, Gaussian(means=[0.0, 3.0], variances=[1.0, 1.0])
+        m.max_duration_, m.n_features_in_ = 500, 1
+        assert (m._hmm_equivalent() is not None) == chain
+    # the shifted law is p (1 - p)^(d - s - 1) on d > s
+    lp = du.Geometric(p=[0.25], shift=[3]).log_pmf(200)[:, 0]
+    d = np.arange(1, 201)
+    ref = np.where(d > 3, np.log(0.25) + (d - 4) * np.log(0.75), -np.inf)
+    np.testing.assert_allclose(lp, ref, rtol=1e-10)

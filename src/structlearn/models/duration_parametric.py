@@ -1,8 +1,8 @@
 r"""Parametric duration families of the HSMM: shifted Poisson, geometric, negative binomial, discretised
 gamma, log-normal and Gaussian (Yu 2010, "Hidden semi-Markov models", §4.1).
 
-Each family is truncated at the maximum duration D and renormalised, and (except the geometric, the
-HMM's implicit law) carries a shift / minimum duration s_j (:class:`ShiftMixin`, R mhsmm's ``shift``):
+Each family is truncated at the maximum duration D and renormalised, and carries a shift / minimum
+duration s_j (:class:`ShiftMixin`, R mhsmm's ``shift``; a shifted geometric is no longer the HMM's law):
 p_j(d) ∝ f_j(d - s_j) for d > s_j. Parameters are float64 arrays of shape (K,). The M-step maximises
 Q = Σ_d n_d log p(d) - F log μ (see :mod:`structlearn.models.durations`) by a closed form where one exists,
 otherwise by damped Newton steps on finite-difference derivatives in unconstrained coordinates, keeping
@@ -26,7 +26,7 @@ class _Parametric(ShiftMixin, DurationDistribution):
     scalar arrays and d a (D, 1) or (D, K) array of durations >= 1, ``_to_theta``/``_from_theta``
     (unconstrained coordinates of one state), ``_start`` (moment / closed-form estimate) and
     ``_closed_form`` (True when ``_start`` is the exact MLE of an untruncated, uncensored fit).
-    ``_shiftable = False`` removes the shift (the geometric law).
+    ``_shiftable = False`` removes the shift.
     """
 
     _closed_form = False
@@ -231,21 +231,25 @@ class Geometric(_Parametric):
     ----------
     p : array-like of float64, shape (K,), optional
         Ending probability per step, 0 < p <= 1.
+    shift : array-like of float64, shape (K,), optional
+        Minimum duration minus one s_j: p_j(d) = p (1 - p)^(d - s_j - 1) for d > s_j (R mhsmm's
+        ``shift``). A shifted geometric is no longer memoryless, so an HSMM with one runs on the
+        semi-Markov structure (never the HMM shortcut).
+    estimate_shift : bool, default False
+        Estimate s_j in the M-step (the best integer shift below the smallest duration with mass).
 
     Notes
     -----
-    M-step: p = Σ n_d / Σ d n_d when truncation is negligible and F = 0 (with right-censored counts
-    completed by :func:`complete_counts` this is the Baum–Welch update of a self-transition).
+    M-step: p = Σ n_d / Σ (d - s) n_d when truncation is negligible and F = 0 (with right-censored
+    counts completed by :func:`complete_counts` this is the Baum–Welch update of a self-transition).
     """
 
     _param_names = ("p",)
     _ranges = {"p": (0.0, 1.0, True)}
     _closed_form = True
 
-    _shiftable = False
-
-    def __init__(self, p=None):
-        super().__init__(p=p)
+    def __init__(self, p=None, shift=None, estimate_shift=False):
+        super().__init__(shift=shift, estimate_shift=estimate_shift, p=p)
 
     @staticmethod
     def _log_f(values, d):

@@ -22,9 +22,10 @@ ConvexMonotone      Σ_m π_m T_m(d), T_m triangular: convex, non-increasing ``w
 ExponentialFamily   h(d) exp(η · T(d)), user-defined T and h               ``eta`` (K, P)
 ==================  ====================================================  ============================
 
-Every parametric family except the geometric takes a **shift** (minimum duration - 1) s_j,
-p_j(d) ∝ f_j(d - s_j), fixed (``shift=``) or estimated in the M-step (``estimate_shift=True``, R mhsmm's
-``shift``; :class:`~structlearn.models._duration_base.ShiftMixin`).
+Every parametric family takes a **shift** (minimum duration - 1) s_j, p_j(d) ∝ f_j(d - s_j), fixed
+(``shift=``) or estimated in the M-step (``estimate_shift=True``, R mhsmm's ``shift``;
+:class:`~structlearn.models._duration_base.ShiftMixin`). A shifted geometric is not the HMM's implicit
+law any more: an HSMM with one never takes the first-order-chain shortcut.
 
 Censoring (Yu 2010 §2.2.1) is generic over the families: :func:`duration_tables` (log-potentials of the
 first / middle / last / only segment of a sequence) and :func:`complete_counts` (the E-step completion

@@ -185,6 +185,9 @@ class HSMMPotentials:
         """
         if not isinstance(self.duration, Geometric) or not self.allow_chain:
             return None
+        shift = getattr(self.duration, "shift", None)
+        if getattr(self.duration, "estimate_shift", False) or (shift is not None and np.any(np.asarray(shift) > 0)):
+            return None     # a shifted geometric is not memoryless: no first-order chain equals it
         p = np.asarray(self.duration.p, dtype=np.float64)
         with np.errstate(divide="ignore"):
             if not self.untruncated and np.any(self.max_duration * np.log1p(-p) > -46.0):
