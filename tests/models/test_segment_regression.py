@@ -91,3 +91,22 @@ def test_bad_parameters_raise():
         PolynomialSegments(0, coef=[[0.0]], variances=[0.0])
     with pytest.raises(ValueError, match="no parameters"):
         PolynomialSegments(1).check(2, 5)
+
+
+def test_general_hsmm_with_polynomial_segments_round_trips_through_a_model_file(tmp_path):
+    from structlearn.io import load_estimator
+    rng = np.random.default_rng(3)
+    true = PolynomialSegments(1, coef=[[0.0, 0.5], [5.0, -0.3]], variances=[0.25, 0.25])
+    X = np.vstack([true.sample(i % 2, int(rng.integers(4, 10)), rng) for i in range(10)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = GeneralHSMM(2, max_duration=10, censoring="none", segment_emission=PolynomialSegments(1), n_iter=3,
+                        random_state=0).fit(X)
+    path = tmp_path / "poly.npz"
+    m.save(path)
+    back = load_estimator(path)
+    assert isinstance(back.emission_, PolynomialSegments) and back.emission_ is not m.emission_
+    np.testing.assert_array_equal(back.emission_.coef, m.emission_.coef)
+    np.testing.assert_array_equal(back.emission_.variances, m.emission_.variances)
+    assert back.score(X) == m.score(X)
+    np.testing.assert_array_equal(back.predict(X), m.predict(X))

@@ -25,9 +25,10 @@ from ..models import general_hsmm as _g
 from ..models import hsmm as _hsmm_model
 from ..models import segment_emissions as _seg
 from ..models.censoring import CENSORING
-from ..models.distribution import check_stochastic_rows, families_from_file, family_to_file
+from ..models.distribution import check_stochastic_rows
 from ..utils.validation import check_allowed_mask, check_lengths
 from ._em_restarts import check_n_jobs, fit_restarts, label_mask, n_blocks, warn_empty_states
+from . import _general_hsmm_files as _files
 from ._hsmm_queries import Prediction, SegmentEnds, SubpathQueries, cum_scale, state_runs
 
 __all__ = ["GeneralHSMM", "VariableTransitionHMM", "ResidentialTimeHMM", "SegmentFiltered"]
@@ -524,67 +525,18 @@ class _SuperLabelHSMM(SubpathQueries, BaseEstimator):
         """Write the fitted model to ``path`` (versioned ``.npz`` + JSON header; no pickle).
 
         Any family of :mod:`structlearn.models.emissions` or :mod:`structlearn.models.hmm_emissions` is
-        saved. Raises ``ValueError`` for a custom (non-structlearn) emission object or a callable
-        segment emission (a file runs no code)."""
-        from ..models import hmm_emissions as _hemi
-        from ..utils.modelfile import save_model
+        saved, and the segment emissions ``CategoricalSegments`` and ``PolynomialSegments``. Raises
+        ``ValueError`` for a custom (non-structlearn) emission object or a callable segment emission (a file
+        runs no code)."""
         check_is_fitted(self, "startprob_")
-        seg_meta = None
-        if self._is_segmental():
-            if not isinstance(self.emission_, _seg.CategoricalSegments):
-                raise ValueError(f"cannot save a model with the segment emission {self.emission_!r}: only "
-                                 f"CategoricalSegments can be written to a model file")
-            ename, ecfg = None, None
-            earr = {f"segment_probs_{d}": p for d, p in enumerate(self.emission_.probs, start=1)}
-            seg_meta = {"family": "categorical_segments", "n_symbols": self.emission_.n_symbols,
-                        "pseudocount": self.emission_.pseudocount}
-        else:
-            ename, earr, ecfg = family_to_file(self.emission_, (_emi, _hemi), "emission")
-        params = {k: v for k, v in self.get_params().items()
-                  if k not in ("emission", "random_state", "segment_emission")}
-        params["emission"] = self.emission if isinstance(self.emission, str) else (ename or "gaussian")
-        rs = self.random_state
-        params["random_state"] = int(rs) if isinstance(rs, (int, np.integer)) else None
-        meta = {"emission_family": ename, "emission_config": ecfg, "max_duration_": self.max_duration_,
-                "n_features_in_": int(self.n_features_in_), "segment_emission": seg_meta}
-        save_model(path, format_name=self._file_format, version=_FORMAT_VERSION,
-                   estimator=f"structlearn.{type(self).__name__}", params=params, metadata=meta,
-                   arrays={"startprob_": self.startprob_, "transmat_": self.transmat_, **earr})
+        _files.save(self, path, _FORMAT_VERSION)
 
     @classmethod
     def load(cls, path):
         """Read a model written by :meth:`save`; runs no code from the file (emission families are looked
         up by name in :mod:`structlearn.models.emissions` and :mod:`~structlearn.models.hmm_emissions`;
         an ``emission`` argument that was an object comes back as a fresh object of its family)."""
-        from ..models import hmm_emissions as _hemi
-        from ..utils.modelfile import ModelFileError, load_model
-        header, arrays = load_model(path, expected_format=cls._file_format, supported_version=_FORMAT_VERSION)
-        meta = header["metadata"]
-        seg = meta.get("segment_emission")
-        if seg is not None:
-            if seg.get("family") != "categorical_segments":
-                raise ModelFileError(f"{path!r}: unknown segment emission family {seg.get('family')!r}")
-            D = int(meta["max_duration_"])
-            emission = _seg.CategoricalSegments(int(seg["n_symbols"]), pseudocount=float(seg["pseudocount"]),
-                                                probs=[arrays[f"segment_probs_{d}"] for d in range(1, D + 1)])
-            model = cls(**header["params"], segment_emission=copy.deepcopy(emission))
-        else:
-            fam = families_from_file(meta, arrays, {"emission": ((_emi, _hemi), _emi.EmissionDistribution)})
-            if fam["emission"] is None:
-                raise ModelFileError(f"{path!r}: the header names no structlearn emission family "
-                                     f"({meta.get('emission_family')!r})")
-            emission = fam["emission"]
-            params = dict(header["params"])
-            if params.get("emission") == meta.get("emission_family"):  # an object at save: its family
-                params["emission"] = type(emission)(**(meta.get("emission_config") or {}))
-            model = cls(**params)
-        model.emission_ = emission
-        model.startprob_ = np.asarray(arrays["startprob_"], dtype=np.float64)
-        model.transmat_ = np.asarray(arrays["transmat_"], dtype=np.float64)
-        model.max_duration_ = int(meta["max_duration_"])
-        model.n_features_in_ = int(meta["n_features_in_"])
-        model._check_params()
-        return model
+        return _files.load(cls, path, _FORMAT_VERSION)
 
 
 class GeneralHSMM(_SuperLabelHSMM):
