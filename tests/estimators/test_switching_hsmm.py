@@ -292,3 +292,109 @@ def test_errors():
         SwitchingHSMM(duration="poisson", init_params="ste", max_duration=5).fit(X)
     with pytest.raises(ValueError, match="n_samples"):
         _truth().sample(0)
+
+
+# ------------------------------------------------------------------------------------------------------
+# partial labels on the states (regimes hidden)
+# ------------------------------------------------------------------------------------------------------
+def _partial_labels(states, seed, frac=0.5):
+    lab = np.asarray(states, dtype=np.int64).copy()
+    lab[np.random.RandomState(seed).rand(lab.shape[0]) < frac] = -1
+    return lab
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("duration,frac", [("poisson", 0.5), ("nonparametric", 0.5), ("nonparametric", 0.0)])
+def test_one_regime_labelled_fit_equals_hsmm_labelled_fit(duration, frac):
+    X, lengths = _two_level_data(1)
+    states = np.repeat(np.random.RandomState(1).randint(0, 3, 40), 5)  # the states of _two_level_data(1)
+    labels = _partial_labels(states, 3, frac)
+    kw = dict(duration=duration, max_duration=30, n_iter=15, random_state=4)
+    a = SwitchingHSMM(1, 3, **kw).fit(X, lengths, labels=labels)
+    b = HiddenSemiMarkovModel(3, **kw).fit(X, lengths, labels=labels)
+    np.testing.assert_allclose(a.monitor_.history, b.monitor_.history, rtol=RTOL)
+    assert a.log_likelihood_ == pytest.approx(b.log_likelihood_, rel=RTOL)
+    np.testing.assert_allclose(a.transmat_[0], b.transmat_, rtol=RTOL, atol=1e-12)
+    np.testing.assert_allclose(a.startprob_[0], b.startprob_, rtol=RTOL, atol=1e-12)
+    np.testing.assert_allclose(a.emission_.means, b.emission_.means, rtol=RTOL)
+    np.testing.assert_allclose(a.emission_.variances, b.emission_.variances, rtol=RTOL)
+    np.testing.assert_allclose(a.duration_.log_pmf(30), b.duration_.log_pmf(30), rtol=RTOL, atol=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("seed,T", [(0, 5), (1, 6), (2, 4)])
+def test_labelled_likelihood_matches_masked_oracle(seed, T):
+    """One E-step with labels (no parameter updated) gives log P(o, s ∈ labels): the oracle's sum over
+    the segmentations whose (regime, state) paths agree with the labels (disallowed pairs get log b = -inf)."""
+    model, (rho, B, pi, A, pmf, mu, var) = random_model(seed, R=2, M=2, D=3)
+    X = np.random.RandomState(seed + 1).normal(0, 1.5, (T, 1))
+    labels = np.random.RandomState(seed + 2).randint(-1, 2, T)
+    fixed = SwitchingHSMM(2, 2, duration=model.duration_, emission=model.emission_, max_duration=3,
+                          params="", init_params="", n_iter=1)
+    fixed.regime_startprob_, fixed.regime_transmat_ = rho, B
+    fixed.startprob_, fixed.transmat_ = pi, A
+    fixed.fit(X, labels=labels)
+    lb = log_b(X, mu, var, 2)
+    known = labels >= 0
+    mask = np.zeros(lb.shape, dtype=bool)
+    mask[known] = True
+    mask[known, :, labels[known]] = False
+    ref = oracle.posteriors(rho, B, pi, A, pmf, np.where(mask, -np.inf, lb), "right")
+    assert fixed.monitor_.history[0] == pytest.approx(ref["loglik"], rel=RTOL)
+
+
+def test_fully_labelled_states_regimes_inferred_and_em_monotone():
+    truth = _truth()
+    parts = [truth.sample(400, random_state=10 + s) for s in range(3)]
+    X = np.concatenate([p[0] for p in parts])
+    states = np.concatenate([p[1] for p in parts])
+    regimes = np.concatenate([p[2] for p in parts])
+    lengths = [400] * 3
+    model = SwitchingHSMM(2, 2, duration="poisson", max_duration=30, n_iter=60, tol=0.0, random_state=0)
+    with pytest.warns(Warning):  # tol = 0: never converges
+        model.fit(X, lengths, labels=states)
+    h = np.array(model.monitor_.history)
+    assert np.all(np.diff(h) >= -1e-8 * np.abs(h[1:])), np.diff(h)
+    # the labels fix the states: the emissions are their closed-form estimates
+    for m in range(2):
+        assert model.emission_.means[m] == pytest.approx(X[states == m, 0].mean(), rel=1e-10)
+    # the regimes (never labelled) are recovered up to their order: short vs long segments
+    agree = np.mean(model.predict_regimes(X, lengths) == regimes)
+    assert max(agree, 1 - agree) > 0.85
+    mean_d = np.sort(model.duration_.mean(30).reshape(2, 2).mean(axis=1))
+    np.testing.assert_allclose(mean_d, [3.5, 12.5], rtol=0.15)
+    # the constrained likelihood of the fitted model: the labelled paths only
+    lab_ll = model.to_structure(X, lengths).constrain(np.tile(np.eye(2, dtype=bool)[states], (1, 2)))
+    assert float(lab_ll.log_partition().sum()) <= model.score(X, lengths)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_labelled_untied_emissions_fit():
+    X, lengths = _two_level_data(2)
+    states = np.repeat(np.random.RandomState(2).randint(0, 3, 40), 5)
+    labels = _partial_labels(states, 0, 0.3)
+    model = SwitchingHSMM(2, 3, duration="poisson", max_duration=10, n_iter=10, tol=0.0, tie_emissions=False,
+                          random_state=0).fit(X, lengths, labels=labels)
+    h = np.array(model.monitor_.history)
+    assert np.all(np.diff(h) >= -1e-8 * np.abs(h[1:]))
+    assert model.emission_.means.shape == (6,)
+    # a labelled row decodes (with the labels as constraints) to its label in some regime
+    assert np.mean(model.predict(X, lengths)[labels >= 0] == labels[labels >= 0]) > 0.9
+
+
+def test_label_errors():
+    X, lengths = _two_level_data()
+    model = SwitchingHSMM(2, 2, duration="poisson", max_duration=10, n_iter=2)
+    with pytest.raises(ValueError, match=r"`labels` must have shape \(200,\)"):
+        model.fit(X, lengths, labels=np.zeros(5, dtype=int))
+    with pytest.raises(ValueError, match="`labels` must hold integer states"):
+        model.fit(X, lengths, labels=np.zeros(200))
+    with pytest.raises(ValueError, match=r"`labels` must lie in \[-1, 2\).*got 2 at row 0"):
+        model.fit(X, lengths, labels=np.full(200, 2))  # a product index r·M + m is not a state
+    with pytest.raises(ValueError, match=r"`labels` must lie in \[-1, 2\)"):
+        model.fit(X, lengths, labels=np.full(200, -2))
+    # one regime: a labelled run of 8 rows is one segment, longer than max_duration = 3 (with R = 2 the
+    # run could be cut at regime switches, which may re-enter the same state)
+    with pytest.raises(ValueError, match="sequence 0 .* zero likelihood"):
+        SwitchingHSMM(1, 2, duration="poisson", max_duration=3, censoring="none", n_iter=2).fit(
+            X[:8], labels=np.zeros(8, dtype=int))

@@ -23,7 +23,8 @@ from ..models import switching_hsmm as _model
 from ..models.censoring import CENSORING
 from ..models.distribution import families_from_file, family_to_file
 from ..utils.validation import check_lengths
-from ._em_restarts import EmptyStateWarning, check_n_jobs, fit_restarts, n_blocks, user_stacklevel
+from ._em_restarts import (EmptyStateWarning, check_n_jobs, fit_restarts, label_mask, n_blocks,
+                           user_stacklevel)
 
 __all__ = ["SwitchingHSMM"]
 
@@ -237,7 +238,7 @@ class SwitchingHSMM(BaseEstimator):
                              f"for {n} states: {obj!r}")
         return obj
 
-    def _init_params(self, X, lengths, rng, restart):
+    def _init_params(self, X, lengths, rng, restart, known=None):
         R, M, K = int(self.n_regimes), int(self.n_states), self._K
         D = self.max_duration_
         ip = self.init_params
@@ -247,14 +248,30 @@ class SwitchingHSMM(BaseEstimator):
 
         def init_emission(emission):
             nonlocal labels
-            labels = _em.initial_labels(X, n_emi, self.init, rng, restart)
+            labels = _em.initial_labels(X, n_emi, self.init, rng, restart, _known_for(n_emi))
             emission.initialize(X, n_emi, labels, rng)
+
+        def _known_for(n):
+            """Known states as labels of ``n`` emission states: M -> the states; R·M -> (regime drawn
+            at random per run of a known state, state), so that every regime sees every labelled state."""
+            if known is None or n == M:
+                return known
+            out = np.full_like(known, -1)
+            rows = np.flatnonzero(known >= 0)
+            if rows.size:
+                new_run = np.r_[True, (np.diff(rows) != 1) | (known[rows][1:] != known[rows][:-1])]
+                run = np.cumsum(new_run) - 1
+                out[rows] = rng.randint(R, size=int(run[-1]) + 1)[run] * M + known[rows]
+            return out
 
         def init_duration(duration):
             lab = labels
             if lab is None:
                 lab = np.argmax(self.emission_.log_density(X), axis=1)
                 lab[np.isnan(X).all(axis=1)] = -1
+                if known is not None:  # emission labels are states m (tied) or products r·M + m
+                    kn = _known_for(n_emi)
+                    lab[kn >= 0] = kn[kn >= 0]
             jitter = bool(restart) or self.init == "random"
             if n_emi == n_dur:
                 means = _em.initial_mean_durations(lab, lengths, n_dur, D, rng, jitter)
@@ -304,7 +321,7 @@ class SwitchingHSMM(BaseEstimator):
     # ================================================================================================
     # EM
     # ================================================================================================
-    def fit(self, X, lengths=None):
+    def fit(self, X, lengths=None, labels=None):
         """Estimate the parameters by EM on the product states, with ``n_init`` restarts.
 
         Parameters
@@ -313,6 +330,15 @@ class SwitchingHSMM(BaseEstimator):
             Packed observations of all sequences (1-d: one feature). NaN = missing.
         lengths : array-like of int, shape (B,), optional
             Sequence lengths summing to N; default one sequence.
+        labels : array-like of int, shape (N,), optional
+            Known states m in [0, M), -1 where unknown; the regimes stay hidden (supervised activities,
+            latent routines). Row t may then take the product states (r, m) with m = labels[t] for every
+            regime r (all K = R·M where -1): EM runs on the constrained structure
+            (:meth:`SemiMarkov.constrain`) and maximises log P(o, s ∈ labels), which is
+            ``log_likelihood_`` (and is non-decreasing over the iterations). The initial emissions take
+            the labelled rows (with ``tie_emissions=False`` a labelled run goes to a random regime), the
+            initial durations the labelled runs. With R = 1 this is
+            :meth:`HiddenSemiMarkovModel.fit` with the same ``labels``.
 
         Returns
         -------
@@ -321,8 +347,11 @@ class SwitchingHSMM(BaseEstimator):
         Raises
         ------
         ValueError
-            Bad hyper-parameters, X or lengths; fewer observed rows than emission states; a sequence with
-            zero likelihood; families given without parameters while left out of ``init_params``.
+            Bad hyper-parameters, X or lengths; ``labels`` of the wrong shape, not integers, or outside
+            [-1, M); fewer observed rows than emission states; a sequence with zero likelihood (with
+            labels: no segmentation agrees with them, e.g. a labelled run longer than ``max_duration``
+            under ``censoring="none"``); families given without parameters while left out of
+            ``init_params``.
 
         Warns
         -----
@@ -333,7 +362,7 @@ class SwitchingHSMM(BaseEstimator):
 
         Notes
         -----
-        Time O(n_init · n_iter · N·(K² + D·K)), K = R·M; memory O(N·K).
+        Time O(n_init · n_iter · N·(K² + D·K)), K = R·M; memory O(N·K) (the (N, K) label mask included).
         """
         self._validate_hyper()
         emission = _emi.make_emission(self.emission)
@@ -344,13 +373,16 @@ class SwitchingHSMM(BaseEstimator):
             raise ValueError(f"fewer observed rows ({n_obs}) than emission states ({n_emi}): the emissions "
                              f"cannot be initialised from the data; set `emission` with its parameters and "
                              f"leave 'e' out of `init_params`")
-        shards = split_shards(Shard(X, lengths, offsets, None), n_blocks(self.n_jobs))
+        known, allowed = label_mask(labels, X.shape[0], int(self.n_states))
+        if allowed is not None:  # (r, m) allowed iff m is allowed: columns k = r·M + m
+            allowed = np.tile(allowed, (1, int(self.n_regimes)))
+        shards = split_shards(Shard(X, lengths, offsets, allowed), n_blocks(self.n_jobs))
         self.max_duration_ = int(self.max_duration if self.max_duration is not None
                                  else max(1, int(lengths.max())))
         self.n_features_in_ = int(X.shape[1])
         attributes = {"regime_startprob_": "s", "startprob_": "s", "regime_transmat_": "t", "transmat_": "t",
                       "duration_": "d", "emission_": "e"}
-        fit_restarts(self, attributes, lambda rng, restart: self._init_params(X, lengths, rng, restart),
+        fit_restarts(self, attributes, lambda rng, restart: self._init_params(X, lengths, rng, restart, known),
                      lambda monitor, restart: self._em(shards, X, monitor, restart))
         return self
 
