@@ -132,9 +132,10 @@ def test_placelab_two_level_shapes():
         placelab_two_level(days, taxonomy, vocab, top="activity", bottom="category")
 
 
-def test_experiment_quick_smoke(capsys):
+def test_experiment_quick_smoke(capsys, tmp_path):
     mod = _module("dcrf_activities")
-    res = mod.main(["--quick", "--data", "sim", "--hidden", "0.5", "--methods", "layered HMM,flat CRF"])
+    res = mod.main(["--quick", "--data", "sim", "--hidden", "0.5", "--methods", "layered HMM,flat CRF",
+                    "--results", str(tmp_path)])
     out = capsys.readouterr().out
     assert "layered HMM" in out and "flat CRF" in out
     for (data, method, frac), r in res.items():
@@ -144,10 +145,10 @@ def test_experiment_quick_smoke(capsys):
 
 
 @pytest.mark.slow
-def test_experiment_quick_all_methods(capsys):
+def test_experiment_quick_all_methods(capsys, tmp_path):
     require_data("mit_placelab_tapia")
     mod = _module("dcrf_activities")
-    res = mod.main(["--quick", "--hidden", "0,0.8"])
+    res = mod.main(["--quick", "--hidden", "0,0.8", "--results", str(tmp_path)])
     out = capsys.readouterr().out
     assert "sim:" in out and "placelab:" in out
     for key, r in res.items():
