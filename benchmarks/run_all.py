@@ -31,6 +31,7 @@ BENCHMARKS = [
     ("bench_hmm.py", ["--quick", "--repeat", "1"], [], 600),
     ("bench_hsmm.py", ["--T", "10000", "--peer-T", "500", "--general-T", "500", "--repeat", "1"], [], 900),
     ("bench_hsmm_variants.py", ["--quick"], [], 600),
+    ("bench_em_ratio.py", ["--T", "20000", "--repeat", "2"], [], 300),
     ("bench_crf_conll2000.py", ["--max-iterations", "5"], [], 900),
     ("bench_semicrf.py", ["--sentences", "200", "--iterations", "2"], [], 600),
     ("bench_higher_order.py", ["--quick"], [], 900),
