@@ -8,7 +8,6 @@ a_(i,d')(j,d) and in their M-step. The explicit-duration model is
 :class:`structlearn.estimators.hsmm.HiddenSemiMarkovModel`.
 """
 import copy
-import math
 from collections import namedtuple
 
 import numpy as np
@@ -27,6 +26,7 @@ from ..models import segment_emissions as _seg
 from ..models.censoring import CENSORING
 from ..models.distribution import check_stochastic_rows
 from ..utils.validation import check_allowed_mask, check_lengths
+from ._criteria import InformationCriteria
 from ._em_restarts import check_n_jobs, fit_restarts, label_mask, n_blocks, warn_empty_states
 from . import _general_hsmm_files as _files
 from ._hsmm_queries import Prediction, SegmentEnds, SubpathQueries, cum_scale, state_runs
@@ -42,7 +42,7 @@ SegmentFiltered = namedtuple("SegmentFiltered", ["ended", "next", "log_likelihoo
 _FORMAT_VERSION = 1
 
 
-class _SuperLabelHSMM(SubpathQueries, BaseEstimator):
+class _SuperLabelHSMM(SubpathQueries, InformationCriteria, BaseEstimator):
     """The surface shared by the three estimators (fit / score / posteriors / decode / filter / sample /
     information criteria / model files). Subclasses define ``_general()`` (log π, log a), ``_m_step``,
     ``_init_transitions`` and ``_check_params``."""
@@ -511,14 +511,8 @@ class _SuperLabelHSMM(SubpathQueries, BaseEstimator):
         return (ns if "s" in self.params else 0) + (nt if "t" in self.params else 0) + \
             (int(self.emission_.n_parameters()) if "e" in self.params else 0)
 
-    def aic(self, X, lengths=None):
-        """Akaike information criterion -2 log L + 2 p (lower is better)."""
-        return -2.0 * self.score(X, lengths) + 2.0 * self.n_parameters()
-
-    def bic(self, X, lengths=None):
-        """Bayesian information criterion -2 log L + p log N (N rows)."""
-        n = self._validate_data(X, lengths)[0].shape[0]
-        return -2.0 * self.score(X, lengths) + self.n_parameters() * math.log(n)
+    def _n_rows(self, X, lengths):
+        return self._validate_data(X, lengths)[0].shape[0]
 
     # -- model files -----------------------------------------------------------------------------------
     def save(self, path):

@@ -5,7 +5,6 @@ prediction and segment queries are the mixin :mod:`structlearn.estimators._hsmm_
 :mod:`structlearn.learning.hsmm_em` driven by :func:`structlearn.learning.em.run_em`; the duration and
 emission families are :mod:`structlearn.models.durations` and :mod:`structlearn.models.emissions`.
 """
-import math
 import sys
 
 import numpy as np
@@ -23,6 +22,7 @@ from ..models.censoring import CENSORING
 from ..models.distribution import families_from_file, family_to_file
 from ..structures.chain import LinearChain
 from ..utils.validation import check_allowed_mask, check_lengths
+from ._criteria import InformationCriteria
 from ._em_restarts import (EmptyStateWarning, check_n_jobs, fit_restarts, label_mask, n_blocks,
                            warn_empty_states)
 from ._hsmm_online import OnlineMixin
@@ -35,7 +35,7 @@ _FORMAT_VERSION = 1
 _LETTERS = "stde"
 
 
-class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, BaseEstimator):
+class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, InformationCriteria, BaseEstimator):
     r"""Explicit-duration hidden semi-Markov model with exact inference and EM (Yu 2010, §2–§3.1).
 
     Parameters
@@ -646,16 +646,6 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, BaseEstimator):
         if "e" in self.params:
             n += int(self.emission_.n_parameters())
         return n
-
-    def aic(self, X, lengths=None):
-        """Akaike information criterion -2 log L + 2 p (lower is better)."""
-        return -2.0 * self.score(X, lengths) + 2.0 * self.n_parameters()
-
-    def bic(self, X, lengths=None):
-        """Bayesian information criterion -2 log L + p log N, N = number of rows of X."""
-        log_likelihood = self.score(X, lengths)
-        n = _emi.check_observations(self.emission_, X).shape[0]
-        return -2.0 * log_likelihood + self.n_parameters() * math.log(n)
 
     # ================================================================================================
     # model files

@@ -5,7 +5,6 @@ The model — (ρ, B, π, A) and the duration / emission families as an explicit
 of :class:`structlearn.models.hsmm.HSMMPotentials`; the E-step is the explicit-duration HSMM's per-shard
 function :func:`structlearn.learning.hsmm_em.shard_statistics`, driven by :func:`structlearn.learning.em.run_em`.
 """
-import math
 import sys
 import warnings
 
@@ -23,6 +22,7 @@ from ..models import switching_hsmm as _model
 from ..models.censoring import CENSORING
 from ..models.distribution import families_from_file, family_to_file
 from ..utils.validation import check_lengths
+from ._criteria import InformationCriteria
 from ._em_restarts import (EmptyStateWarning, check_n_jobs, fit_restarts, label_mask, n_blocks,
                            user_stacklevel)
 
@@ -38,7 +38,7 @@ def _positive_int(v, name):
         raise ValueError(f"`{name}` must be a positive integer; got {v!r}")
 
 
-class SwitchingHSMM(BaseEstimator):
+class SwitchingHSMM(InformationCriteria, BaseEstimator):
     r"""Switching hidden semi-Markov model: regimes × states, exact inference and EM (Duong et al. 2005).
 
     R regimes (routines) × M states (activities). Within a regime the states follow an explicit-duration
@@ -573,16 +573,6 @@ class SwitchingHSMM(BaseEstimator):
         if "e" in self.params:
             n += int(self.emission_.n_parameters())
         return max(n, 0)
-
-    def aic(self, X, lengths=None):
-        """Akaike information criterion -2 log L + 2 p (lower is better)."""
-        return -2.0 * self.score(X, lengths) + 2.0 * self.n_parameters()
-
-    def bic(self, X, lengths=None):
-        """Bayesian information criterion -2 log L + p log N, N = number of rows of X."""
-        ll = self.score(X, lengths)
-        n = _emi.check_observations(self.emission_, X).shape[0]
-        return -2.0 * ll + self.n_parameters() * math.log(n)
 
     # ================================================================================================
     # model files

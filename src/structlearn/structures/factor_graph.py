@@ -530,24 +530,28 @@ class FactorGraph(StructureBase):
                             np.zeros(B), None, "exact", "exact", sr)
 
     # -- mean field ---------------------------------------------------------------------------------
-    def _mean_field(self, opt, init):
+    def _initial_q(self, init):
+        """Mean field's starting q (N, K): ``init`` validated, or q ∝ exp(variable potentials + arity-1
+        factors)."""
         N, K = self.n_rows, self.n_labels
-        if init is None:            # q ∝ exp(variable potentials + arity-1 factors)
-            logit = self.unary.copy()
-            one = np.flatnonzero(np.diff(self._fptr) == 1)
-            for f in one:
-                v = self._fvar[self._fptr[f]]
-                logit[v, :self.n_states[v]] += self.table(f)
-            with np.errstate(under="ignore", invalid="ignore"):
-                m = logit.max(axis=1, keepdims=True)
-                q = np.exp(logit - np.where(np.isfinite(m), m, 0.0))
-            q /= np.maximum(q.sum(axis=1, keepdims=True), 1e-300)
-        else:
+        if init is not None:
             q = np.array(init, dtype=np.float64)
             if q.shape != (N, K) or not np.all(np.isfinite(q)) or q.min() < 0:
                 raise ValueError(f"`init` for mean field must be non-negative finite q of shape ({N}, {K}); got "
                                  f"{q.shape}")
-        q = np.ascontiguousarray(q)
+            return q
+        logit = self.unary.copy()
+        for f in np.flatnonzero(np.diff(self._fptr) == 1):
+            v = self._fvar[self._fptr[f]]
+            logit[v, :self.n_states[v]] += self.table(f)
+        with np.errstate(under="ignore", invalid="ignore"):
+            m = logit.max(axis=1, keepdims=True)
+            q = np.exp(logit - np.where(np.isfinite(m), m, 0.0))
+        q /= np.maximum(q.sum(axis=1, keepdims=True), 1e-300)
+        return q
+
+    def _mean_field(self, opt, init):
+        q = np.ascontiguousarray(self._initial_q(init))
         run = _mf.mean_field if self.batch_size > 1 else _mf.mean_field_serial
         conv, n_iter, res, elbo = run(*self._engine(), self.offsets, self.factor_offsets, q, int(opt.max_iter),
                                       float(opt.tol))

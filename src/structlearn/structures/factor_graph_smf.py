@@ -139,21 +139,7 @@ def structured_mean_field(graph, clusters, opt, init=None):
     local = np.empty(N, dtype=np.int64)
     for members in clusters:
         local[members] = np.arange(members.size)
-    if init is None:
-        logit = graph.unary.copy()
-        for f in range(F):
-            if scopes[f].size == 1:
-                v = int(scopes[f][0])
-                logit[v, :card[v]] += tables[f]
-        with np.errstate(under="ignore", invalid="ignore"):
-            m = logit.max(axis=1, keepdims=True)
-            q = np.exp(logit - np.where(np.isfinite(m), m, 0.0))
-        q /= np.maximum(q.sum(axis=1, keepdims=True), 1e-300)
-    else:
-        q = np.array(init, dtype=np.float64)
-        if q.shape != (N, K) or not np.all(np.isfinite(q)) or q.min() < 0:
-            raise ValueError(f"`init` for mean field must be non-negative finite q of shape ({N}, {K}); got "
-                             f"{q.shape}")
+    q = graph._initial_q(init)
     # the marginal of q_c over every group (f, c): products of the node marginals to start
     marg = {}
     for f, gs in groups.items():
