@@ -304,3 +304,19 @@ def test_event_sequences_with_a_drifting_rate():
     assert model.emission_walk_var_ > 0 and model.duration_walk_var_ == 0.0
     assert np.corrcoef(np.log(out.emission_factor), np.log(eta))[0, 1] > 0.7
     assert out.log_likelihood[-1] > model.hsmm_.score(Xte)
+
+
+def test_sample_walks_the_factors_and_frozen_factors_sample_the_plain_hsmm():
+    plain = _plain("right", K=2, D=8, seed=4)
+    frozen = _adaptive_from(plain)
+    X, states, kappa, eta = frozen.sample(400, random_state=0)
+    assert X.shape == (400, 1) and states.shape == (400,) and np.all(kappa == 1.0) and np.all(eta == 1.0)
+    Xp, sp, _ = plain.sample(400, random_state=0)
+    assert set(np.unique(states)) <= set(range(2))
+    # the walk moves the factors segment by segment and the data follow them
+    moving = _adaptive_from(plain, dq=0.05, eq=0.05)
+    X2, s2, k2, e2 = moving.sample(3000, random_state=1)
+    assert X2.shape == (3000, 1) and k2.std() > 0 and e2.std() > 0
+    assert np.all(np.diff(k2)[np.diff(s2) == 0] == 0)        # constant within a segment
+    with pytest.raises(ValueError, match="n_samples"):
+        moving.sample(0)

@@ -234,6 +234,60 @@ class AdaptiveFactorHSMM(BaseEstimator):
         parts = [filt.run(X[offsets[b]:offsets[b + 1]]) for b in range(len(lengths))]
         return AdaptiveFiltered(*(np.concatenate(a) for a in zip(*parts)))
 
+    def sample(self, n_samples=1, random_state=None):
+        """Draw one sequence of ``n_samples`` rows from the adaptive generative process.
+
+        Segment n draws its state from π (first) or a_ij, then its factors: log κ_n = log κ_(n-1) + ε,
+        log η_n = log η_(n-1) + ε' (ε ~ N(0, ``duration_walk_var_``), ε' ~ N(0, ``emission_walk_var_``), the
+        factors the model adapts; κ_0 = η_0 = 1 for the first segment), its duration from the base law
+        stretched by κ_n (:func:`~structlearn.models.adaptive_factor.stretched_log_pmf`) and its rows from
+        the emission with its location scaled by η_n. The last segment is cut at ``n_samples``.
+
+        Returns
+        -------
+        X : ndarray of float64, shape (n_samples, F)
+        states : ndarray of int64, shape (n_samples,)
+        duration_factor, emission_factor : ndarray of float64, shape (n_samples,)
+            κ and η of every row's segment.
+
+        Raises
+        ------
+        ValueError
+            ``n_samples`` not a positive integer; ``NotFittedError`` before :meth:`fit`.
+
+        Time O(n_samples · F + segments · D·K).
+        """
+        from sklearn.utils import check_random_state
+        check_is_fitted(self, "hsmm_")
+        if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
+            raise ValueError(f"`n_samples` must be a positive integer; got {n_samples!r}")
+        rng = check_random_state(random_state)
+        base = self.hsmm_
+        lp = base._potentials().log_pmf()
+        D, K = lp.shape
+        sd_k = np.sqrt(self.duration_walk_var_) if self._adapts("duration") else 0.0
+        sd_e = np.sqrt(self.emission_walk_var_) if self._adapts("emission") else 0.0
+        parts, states, kap, eta = [], [], [], []
+        log_k = log_e = 0.0
+        t, k = 0, None
+        while t < n_samples:
+            if k is None:
+                k = int(rng.choice(K, p=base.startprob_))
+            else:
+                row = base.transmat_[k]
+                k = int(rng.choice(K, p=row / row.sum()))
+                log_k += sd_k * rng.standard_normal()
+                log_e += sd_e * rng.standard_normal()
+            p = np.exp(_af.stretched_log_pmf(lp, float(np.exp(log_k)))[:, k])
+            d = min(int(rng.choice(D, p=p / p.sum())) + 1, n_samples - t)
+            em = _af.scaled_emission(base.emission_, float(np.exp(log_e))) if sd_e > 0 else base.emission_
+            parts.append(np.asarray(em.sample(np.full(d, k), rng), dtype=np.float64).reshape(d, -1))
+            states.append(np.full(d, k, dtype=np.int64))
+            kap.append(np.full(d, np.exp(log_k)))
+            eta.append(np.full(d, np.exp(log_e)))
+            t += d
+        return np.concatenate(parts), np.concatenate(states), np.concatenate(kap), np.concatenate(eta)
+
     def predict(self, X, lengths=None):
         """Online state estimates: argmax_j P(S_t = j | o_1:t), int64 (N,)."""
         return np.argmax(self.filter(X, lengths).state, axis=1).astype(np.int64)
