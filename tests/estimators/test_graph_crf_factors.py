@@ -295,7 +295,9 @@ def test_distributed_fit_with_factors_equals_fit():
     X, _, Y = parity_triples(rng, 6, T=2)
     X[4] = X[4][:3] + ([(0, 1), (2, 3, 4, 5)], None)     # arities 2 and 4 in the last partition only
     ref = GraphCRF(max_iterations=10).fit(X, Y)
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, memory_limit="1GiB",
+    # in-process workers share this test process's memory: a memory limit would count every earlier test's
+    # allocations and pause the workers (the fit would wait for ever), so there is none
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, memory_limit=0,
                                        dashboard_address=None)
     try:
         with distributed.Client(cluster) as client:
