@@ -10,6 +10,10 @@ Three passes over the data, all on the workers:
    concatenated data;
 2. the client builds the feature model and sends it once; every partition is encoded against it and
    becomes the data term of the objective on that shard (:func:`_objective`), persisted on its worker;
+   a bag element may be a triple (items, labels, allowed): partial labels, ``allowed`` naming the labels
+   allowed per token (names, not positions: a partition does not know the merged label order); the
+   worker turns them into the (n_items, K) mask of ``ChainCLL`` once the label order is merged
+   (:func:`_mask`), so the objective is that of ``fit(X, y, allowed=mask)``;
 3. each L-BFGS evaluation sends w (a task) and tree-reduces the shards' value and gradient
    (:func:`structlearn.learning.shards.objective_statistics`); the optimiser, its stopping rules and the
    penalty run on the client in the estimator's own training loop.
@@ -18,6 +22,7 @@ import time
 
 import numpy as np
 
+from ..estimators._crf_base import label_key
 from ..learning.objectives import ChainCLL
 from ..learning.shards import ShardedObjective, objective_statistics
 from ..models.features import AttributeVocabulary
@@ -26,21 +31,108 @@ from ._common import identity, placement, shard_map, tree_reduce
 __all__ = ["fit_crf"]
 
 
-def _split(part):
-    """(X, y) of a partition of (x_sequence, y_sequence) pairs."""
-    X, y = [], []
-    for i, pair in enumerate(part):
-        if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
-            raise ValueError(f"every element of the bag must be a pair (items, labels) of one sequence; "
-                             f"element {i} of a partition is a {type(pair).__name__}")
-        X.append(pair[0])
-        y.append(pair[1])
-    return X, y
+_LABEL_TYPES = (str, bytes, int, float, bool, np.generic)
+_COLLECTIONS = (set, frozenset, list, tuple, np.ndarray)
 
 
-def _count(estimator, part):
-    """Worker side: the counts of one partition (names, labels, feature and bigram frequencies)."""
-    X, y = _split(part)
+def _split(part, partition=0):
+    """(X, y, allowed) of a partition of (items, labels) pairs and (items, labels, allowed) triples;
+    ``allowed[j]`` is None for a pair, else the triple's ``allowed`` checked for shape (:func:`_check_allowed`)."""
+    X, y, allowed = [], [], []
+    for j, el in enumerate(part):
+        if not (isinstance(el, (tuple, list)) and len(el) in (2, 3)):
+            what = f"a {type(el).__name__} of length {len(el)}" if isinstance(el, (tuple, list)) else \
+                f"a {type(el).__name__}"
+            raise ValueError(f"every element of the bag must be a pair (items, labels) or a triple (items, "
+                             f"labels, allowed) of one sequence; element {j} of partition {partition} is {what}")
+        X.append(el[0])
+        y.append(el[1])
+        allowed.append(None if len(el) == 2 else _check_allowed(el[2], el[1], j, partition))
+    return X, y, allowed
+
+
+def _check_allowed(spec, labels, j, partition):
+    """The ``allowed`` of one triple as a list (per token) of label tuples, or of None (every label).
+    ``spec``: None, or one entry per token: None, a label, or a non-empty set/list/tuple/1-D array of
+    labels (names, not positions: a shard does not know the merged label order)."""
+    where = f"element {j} of partition {partition}"
+    n = len(labels) if hasattr(labels, "__len__") and not isinstance(labels, (str, bytes)) else None
+    if spec is None:
+        return [None] * (n or 0)
+    if isinstance(spec, np.ndarray) and spec.dtype == bool:
+        raise ValueError(f"{where}: `allowed` must name the allowed labels per token (a list of label "
+                         f"sets); got a boolean array {spec.shape}, whose columns would depend on the "
+                         f"label order, which the shards do not know")
+    if isinstance(spec, (str, bytes, dict)) or not isinstance(spec, (list, tuple, np.ndarray)):
+        raise ValueError(f"{where}: `allowed` must be None or a list with one entry (None, a label or a "
+                         f"set of labels) per token; got a {type(spec).__name__}")
+    if n is not None and len(spec) != n:
+        raise ValueError(f"{where}: `allowed` must have one entry per token ({n} labels); got {len(spec)} "
+                         f"entries")
+    out = []
+    for t, entry in enumerate(spec):
+        if entry is None:
+            out.append(None)
+            continue
+        labs = (entry,) if isinstance(entry, _LABEL_TYPES) else entry
+        if not isinstance(labs, _COLLECTIONS) or (isinstance(labs, np.ndarray) and labs.ndim != 1) or \
+                not all(isinstance(lab, _LABEL_TYPES) for lab in labs):
+            raise ValueError(f"{where}: `allowed[{t}]` must be None (every label), a label or a set/list of "
+                             f"labels; got {entry!r}")
+        if len(labs) == 0:
+            raise ValueError(f"{where}: token {t} has no allowed label (`allowed[{t}]` is empty); give at "
+                             f"least one label, or None for every label")
+        out.append(tuple(label_key(lab) for lab in labs))
+    return out
+
+
+def _mask(allowed, yy, packed, label_index, partition):
+    """The (N, K) bool mask of a partition's tokens (the ``allowed`` of ``ChainCLL``): a triple's allowed
+    labels (every label where None), a pair's gold label alone (its term is then log p(y | x)); None when
+    the partition holds no triple."""
+    if all(a is None for a in allowed):
+        return None
+    K = len(label_index)
+    mask = np.zeros((packed.n_items, K), bool)
+    for j, spec in enumerate(allowed):
+        o, n = int(packed.offsets[j]), int(packed.lengths[j])
+        if spec is None:
+            mask[np.arange(o, o + n), yy[o:o + n]] = True
+            continue
+        for t, labs in enumerate(spec):
+            if labs is None:
+                mask[o + t] = True
+                continue
+            for lab in labs:
+                k = label_index.get(lab)
+                if k is None:
+                    raise ValueError(f"element {j} of partition {partition}: `allowed[{t}]` names label "
+                                     f"{lab!r}, which is not a label of the model (the labels of the bag's "
+                                     f"label sequences: {list(label_index)[:10]})")
+                mask[o + t, k] = True
+    return mask
+
+
+def _check_feasible(mask, packed, forb, fstart, fend, partition):
+    """ValueError unless every sequence has a labelling within ``mask`` that ``forbidden_transitions``
+    allows (else its probability is zero); O(N·K²) on booleans."""
+    ok = ~forb
+    for j, (o, n) in enumerate(zip(packed.offsets[:-1].tolist(), packed.lengths.tolist())):
+        if n == 0:
+            continue
+        reach = mask[o] & ~fstart
+        for t in range(1, n):
+            reach = mask[o + t] & ok[reach].any(axis=0)
+        if not (reach & ~fend).any():
+            raise ValueError(f"element {j} of partition {partition}: every labelling that its labels (or "
+                             f"allowed labels) permit uses a transition, start or end that "
+                             f"`forbidden_transitions` forbids; it would have zero probability")
+
+
+def _count(estimator, part, partition=0):
+    """Worker side: the counts of one partition (names, labels, feature and bigram frequencies; the
+    labels of a triple count as a pair's, as ``fit(X, y, allowed=...)`` counts ``y``)."""
+    X, y, _ = _split(part, partition)
     est = estimator.__class__(**estimator.get_params())
     vocab = AttributeVocabulary()
     packed = vocab.encode(X, None, grow=True)
@@ -78,25 +170,31 @@ def _merge(parts):
     return out
 
 
-def _objective(estimator, model, names, classes, part):
-    """Worker side: the data term (CLL without penalty) of one partition under the feature model."""
-    X, y = _split(part)
+def _objective(estimator, model, names, classes, part, partition=0):
+    """Worker side: the data term (CLL without penalty) of one partition under the feature model; with
+    triples, the partial-label CLL (``ChainCLL(..., allowed=mask)``, :func:`_mask`)."""
+    X, y, allowed = _split(part, partition)
     est = estimator.__class__(**estimator.get_params())
     est.classes_ = list(classes)
     est._label_index = {lab: k for k, lab in enumerate(classes)}
     packed = AttributeVocabulary(names).encode(X, None)
     yy = est._encode_labels(y, packed)
-    est._check_gold_allowed(yy, packed, model.forbidden, model.forbidden_start, model.forbidden_end)
-    return ChainCLL(model, packed, yy, c2=0.0)
+    mask = _mask(allowed, yy, packed, est._label_index, partition)
+    if mask is None:
+        est._check_gold_allowed(yy, packed, model.forbidden, model.forbidden_start, model.forbidden_end)
+    elif model.forbidden.any() or model.forbidden_start.any() or model.forbidden_end.any():
+        _check_feasible(mask, packed, model.forbidden, model.forbidden_start, model.forbidden_end, partition)
+    return ChainCLL(model, packed, yy, c2=0.0, allowed=mask)
 
 
 def fit_crf(estimator, data, client, *, split_every=8, callback=None):
-    """Fit a LinearChainCRF (``algorithm="lbfgs"``) on a dask bag of (items, labels) pairs; see
-    :func:`structlearn.distributed.fit`."""
+    """Fit a LinearChainCRF (``algorithm="lbfgs"``) on a dask bag of (items, labels) pairs and (items,
+    labels, allowed) triples (partial labels); see :func:`structlearn.distributed.fit`."""
     from dask.bag import Bag
 
     if not isinstance(data, Bag):
-        raise ValueError(f"`data` must be a dask bag of (items, labels) pairs, one per sequence, to fit a "
+        raise ValueError(f"`data` must be a dask bag of (items, labels) pairs (or (items, labels, allowed) "
+                         f"triples), one per sequence, to fit a "
                          f"{type(estimator).__name__}; got {type(data).__name__}")
     estimator._check_params()
     if estimator.algorithm != "lbfgs":
@@ -109,7 +207,8 @@ def fit_crf(estimator, data, client, *, split_every=8, callback=None):
     where = placement(client)
     raw = [client.compute(p, **where(i)) for i, p in enumerate(parts)]   # loaded once, kept on the workers
     try:
-        counts = tree_reduce(client, _merge, [client.submit(_count, estimator, r, pure=False) for r in raw],
+        counts = tree_reduce(client, _merge, [client.submit(_count, estimator, r, i, pure=False)
+                                               for i, r in enumerate(raw)],
                               split_every).result()
         if counts["items"] == 0:
             raise ValueError("the training set is empty (no items in the bag); give at least one non-empty "
@@ -140,7 +239,7 @@ def fit_crf(estimator, data, client, *, split_every=8, callback=None):
         estimator.featurize_seconds_ = time.perf_counter() - t0
         model_f = client.submit(identity, model, pure=False)
         names_f = client.submit(identity, names, pure=False)
-        shards = [client.submit(_objective, estimator, model_f, names_f, classes, r, pure=False, **where(i))
+        shards = [client.submit(_objective, estimator, model_f, names_f, classes, r, i, pure=False, **where(i))
                   for i, r in enumerate(raw)]
         client.gather(shards)   # errors of the data (a forbidden gold transition, ...) before training
         shard_statistics = shard_map(client, shards, where, split_every, callback)
@@ -154,4 +253,7 @@ def fit_crf(estimator, data, client, *, split_every=8, callback=None):
             estimator._save_model_filename()
         return estimator
     finally:
-        client.cancel(raw)
+        # released, not cancelled: cancelling would also cancel a later fit's futures of the same keys (a
+        # bag's partitions are named by their content) while it loads them
+        for r in raw:
+            r.release()

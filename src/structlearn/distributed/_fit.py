@@ -107,9 +107,18 @@ def fit(estimator, data, client=None, *, init="first", split_every=8, callback=N
         categorical emissions: one sequence of symbols 0..V-1, shape (T,); every partition is one
         shard), or one delayed object / future per shard giving ``X`` (one sequence), ``(X,
         lengths)`` or — the HSMM family's partial labels, as ``fit(X, lengths, labels)`` — ``(X, lengths,
-        labels)`` with labels (N,) int, -1 unknown. LinearChainCRF: a bag whose elements are ``(items, labels)`` pairs, one per
-        sequence, with the items of ``LinearChainCRF.fit`` (dicts attribute -> value or attribute
-        lists). GraphCRF: a bag whose elements are ``(graph, labels)`` pairs or ``(graph, labels,
+        labels)`` with labels (N,) int, -1 unknown. LinearChainCRF: a bag whose elements are ``(items,
+        labels)`` pairs or ``(items, labels, allowed)`` triples (partial labels), one per sequence, with
+        the items of ``LinearChainCRF.fit`` (dicts attribute -> value or attribute lists). ``allowed``
+        names the labels allowed at each token: None (every label), or a list with one entry per token —
+        None (every label), a label, or a non-empty set/list of labels — names, not positions, since a
+        partition does not know the merged label order; the workers convert it to the (n_items, K) mask
+        once the labels are merged. A triple's ``labels`` is one label per token, used as ``fit``'s
+        ``y`` is with ``allowed``: for the label order, the vocabulary and the feature counts
+        (``min_freq``, the label bigrams), not by the objective, which is log p(y ∈ allowed | x); a pair
+        counts as a triple whose tokens allow only their label. The result equals ``fit(X, y,
+        allowed=mask)`` on the concatenated data (pairs' rows one-hot), ``mask`` in ``classes_`` order.
+        GraphCRF: a bag whose elements are ``(graph, labels)`` pairs or ``(graph, labels,
         sample_weight)`` triples, one per graph, as ``GraphCRF.fit`` takes them (``graph = (node_features
         (n, D), edges (m, 2)[, edge_features (m, F)])``, labels (n,) int, -1 hidden). The shards are
         loaded and validated on the workers and stay there (persisted; a lost one is recomputed from
@@ -143,7 +152,9 @@ def fit(estimator, data, client=None, *, init="first", split_every=8, callback=N
         Bad arguments or data (raised on a worker and re-raised here, e.g. a shard with a sequence of zero
         likelihood); an emission family without additive sufficient statistics (a Gaussian mixture, segment
         emissions) while ``params`` re-estimates it; partial labels for an EM model whose ``fit`` takes none
-        (the HMMs, HierarchicalHMM).
+        (the HMMs, HierarchicalHMM); a LinearChainCRF's ``allowed`` that is malformed (naming the
+        element and partition), names a label absent from every ``labels``, leaves a token no label, or
+        leaves a sequence no labelling that ``forbidden_transitions`` permits.
 
     Notes
     -----
@@ -160,6 +171,11 @@ def fit(estimator, data, client=None, *, init="first", split_every=8, callback=N
     A LinearChainCRF: per evaluation of the objective the client sends w (n_params float64) and receives one summed
     value and gradient (n_params float64), tree-reduced on the workers; L-BFGS / OWL-QN runs on the
     client in the estimator's own training loop (:class:`~structlearn.learning.shards.ShardedObjective`).
+    With partial labels a shard also holds its (n_items, K) bool mask (N·K bytes, built on the worker in
+    O(N·K); with ``forbidden_transitions``, a feasibility check of O(N·K²)) and each evaluation runs the
+    forward–backward twice, unconstrained and constrained, O(N·K²) each, as ``fit(..., allowed=...)``
+    does (Lafferty et al. 2001; the constrained partition function of
+    :class:`~structlearn.learning.objectives.ChainCLL`).
 
     EM: per iteration the client sends the parameters once (as a task, so a lost worker's copy is
     recomputed; the workers copy them from each other, one copy per worker) and receives one summed
