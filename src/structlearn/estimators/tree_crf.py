@@ -11,6 +11,7 @@ from ..structures.tree import validate_parents
 from ._crf_base import CRFBase
 from ._params import (ALGORITHM, ALL_POSSIBLE_STATES, LBFGS_PARAMS, MIN_FREQ, ONLINE_PARAMS, RANDOM_STATE,
                       N_JOBS, VERBOSE, Param)
+from ._tree_crf_online import TreeCRFStreamMixin
 
 __all__ = ["TreeCRF", "check_parents", "parents_from_ids"]
 
@@ -202,7 +203,7 @@ def _take_rows(packed, rows, lengths):
 # ---------------------------------------------------------------------------------------------------
 # estimator
 # ---------------------------------------------------------------------------------------------------
-class TreeCRF(CRFBase):
+class TreeCRF(TreeCRFStreamMixin, CRFBase):
     """Tree-structured conditional random field: one label per node of a rooted tree.
 
     Scores (Cohn & Blunsom 2005; belief propagation, Pearl 1982)::
@@ -232,7 +233,8 @@ class TreeCRF(CRFBase):
     algorithm : {"lbfgs", "l2sgd", "ap", "pa", "arow"}, default "lbfgs"
         ``lbfgs``: maximum likelihood with L-BFGS (L2: ``c2``), OWL-QN when ``c1 > 0``; the others are
         CRFsuite's online trainers, run here by a simple per-tree Python loop
-        (:mod:`structlearn.learning.tree_online`; slower than the chain's Numba epochs).
+        (:mod:`structlearn.learning.tree_online`; slower than the chain's Numba epochs); they also
+        stream, one epoch per :meth:`partial_fit` call on a batch of trees.
     c1, c2, max_iterations, num_memories, epsilon, period, delta, linesearch, max_linesearch,
     calibration_eta, calibration_rate, calibration_samples, calibration_candidates,
     calibration_max_trials, pa_type, c, error_sensitive, averaging, variance, gamma, min_freq,

@@ -19,14 +19,58 @@ from sklearn.utils import check_random_state
 
 from ..kernels.online import AP, PA, pa_step
 from .objectives import TreeCLL
-from .online import KINDS, l2sgd_loop, large_margin_loop
+from .online import KINDS, calibrate_eta, l2sgd_loop, large_margin_loop
 
-__all__ = ["large_margin", "l2sgd"]
+__all__ = ["large_margin", "l2sgd", 
+           "large_margin_stream_epoch", "l2sgd_stream_epoch", "n_trees"]
 
 
 def _split_trees(batch):
     """One single-tree sub-batch per non-empty tree (views)."""
     return [(b, batch.slice(b, b + 1)) for b in range(len(batch.lengths)) if batch.lengths[b] > 0]
+
+
+def n_trees(batch):
+    """The number of instances the trainers visit per epoch: the non-empty trees of ``batch``."""
+    return int(np.count_nonzero(batch.lengths))
+
+
+def _large_margin_epoch(kind, model, trees, batch, y, order, w, u, sigma, counter, pa_type, c,
+                        error_sensitive, gamma):
+    """One AP / PA / AROW pass over ``trees[order]``, updating ``w``, ``u`` and ``sigma`` in place;
+    returns (loss, mislabelled nodes, counter)."""
+    loss = 0.0
+    errors = 0
+    for i in order:
+        b, sub = trees[i]
+        o = batch.offsets[b]
+        yb = y[o:o + sub.n_items]
+        pred = model.structure(w, sub).argmax()
+        nd = int(np.count_nonzero(pred != yb))
+        if nd == 0:
+            counter += 1.0
+            continue
+        errors += nd
+        d = model.feature_counts(sub, yb) - model.feature_counts(sub, pred)
+        idx = np.flatnonzero(d)
+        dv = d[idx]
+        if kind == AP:
+            step = dv
+            loss += nd
+        else:
+            ell = max(0.0, -float(w[idx] @ dv) + (math.sqrt(nd) if error_sensitive else 1.0))
+            loss += ell
+            if kind == PA:
+                step = pa_step(ell, float(dv @ dv), int(pa_type), float(c)) * dv
+            else:
+                sd = sigma[idx] * dv
+                beta = 1.0 / (float(sd @ dv) + gamma)
+                step = ell * beta * sd
+                sigma[idx] -= beta * sd * sd
+        w[idx] += step
+        u[idx] += counter * step
+        counter += 1.0
+    return loss, errors, counter
 
 
 def large_margin(algorithm, model, batch, y, *, max_iterations=100, epsilon=0.0, pa_type=1, c=1.0,
@@ -50,38 +94,8 @@ def large_margin(algorithm, model, batch, y, *, max_iterations=100, epsilon=0.0,
     trees = _split_trees(batch)
 
     def run_epoch(w, u, sigma, counter):
-        loss = 0.0
-        errors = 0
-        for i in rng.permutation(len(trees)):
-            b, sub = trees[i]
-            o = batch.offsets[b]
-            yb = y[o:o + sub.n_items]
-            pred = model.structure(w, sub).argmax()
-            nd = int(np.count_nonzero(pred != yb))
-            if nd == 0:
-                counter += 1.0
-                continue
-            errors += nd
-            d = model.feature_counts(sub, yb) - model.feature_counts(sub, pred)
-            idx = np.flatnonzero(d)
-            dv = d[idx]
-            if kind == AP:
-                step = dv
-                loss += nd
-            else:
-                ell = max(0.0, -float(w[idx] @ dv) + (math.sqrt(nd) if error_sensitive else 1.0))
-                loss += ell
-                if kind == PA:
-                    step = pa_step(ell, float(dv @ dv), int(pa_type), float(c)) * dv
-                else:
-                    sd = sigma[idx] * dv
-                    beta = 1.0 / (float(sd @ dv) + gamma)
-                    step = ell * beta * sd
-                    sigma[idx] -= beta * sd * sd
-            w[idx] += step
-            u[idx] += counter * step
-            counter += 1.0
-        return loss, errors, counter
+        return _large_margin_epoch(kind, model, trees, batch, y, rng.permutation(len(trees)), w, u, sigma,
+                                   counter, pa_type, c, error_sensitive, gamma)
 
     return large_margin_loop(run_epoch, kind, model.n_params, batch.n_items,
                              max_iterations=max_iterations, epsilon=epsilon, averaging=averaging,
@@ -125,3 +139,48 @@ def l2sgd(model, batch, y, *, c2=1.0, max_iterations=1000, period=10, delta=1e-6
     return l2sgd_loop(run_epoch, len(trees), model.n_params, lam, rng, c2=c2,
                       max_iterations=max_iterations, period=period, delta=delta, eta=eta, rate=rate,
                       samples=samples, candidates=candidates, max_trials=max_trials, callback=callback)
+
+
+# ----------------------------------------------------------------------------------------------------
+# streaming: one epoch per call, the trainer's state kept between calls (TreeCRF.partial_fit)
+# ----------------------------------------------------------------------------------------------------
+def large_margin_stream_epoch(state, model, batch, y, *, pa_type=1, c=1.0, error_sensitive=True, gamma=1.0):
+    """One AP / PA / AROW epoch over the trees of ``batch`` (shuffled by ``state.rng``), continuing
+    ``state`` (:class:`~structlearn.learning.online.StreamState`).
+
+    The same per-tree steps and the same draws as an epoch of :func:`large_margin`; returns
+    (loss, mislabelled nodes). ``state.n_sequences`` counts the non-empty trees visited.
+    """
+    trees = _split_trees(batch)
+    loss, errors, state.counter = _large_margin_epoch(
+        KINDS[state.algorithm], model, trees, batch, y, state.rng.permutation(len(trees)), state.w, state.u,
+        state.sigma, state.counter, pa_type, c, error_sensitive, gamma)
+    state.n_sequences += len(trees)
+    state.n_epochs += 1
+    return float(loss), int(errors)
+
+
+def l2sgd_stream_epoch(state, model, batch, y, lam, *, eta=0.1, rate=2.0, samples=1000, candidates=10,
+                       max_trials=20):
+    """One SGD epoch over the trees of ``batch`` (shuffled by ``state.rng``) with L2 weight ``lam``,
+    continuing ``state``; η0 is calibrated on the first batch
+    (:func:`~structlearn.learning.online.calibrate_eta`) and kept.
+
+    Step η_t = 1 / (λ (t0 + t)), t0 = 1 / (λ η0), the step counter t continued across calls (as
+    :func:`structlearn.learning.online.l2sgd_stream_epoch`). The same per-tree steps and draws as an
+    epoch of :func:`l2sgd`; returns the batch's Σ −log p(y|x) accumulated during the pass.
+    """
+    trees = _split_trees(batch)
+    lam = float(lam) if lam > 0 else 1e-12
+
+    def run_epoch(order, v, scale, t, t0):
+        return _sgd_epoch(model, trees, batch, y, order, v, scale, t, t0, lam)
+
+    if state.eta0 is None:
+        state.eta0 = calibrate_eta(run_epoch, len(trees), model.n_params, lam, state.rng, eta=eta, rate=rate,
+                                   samples=samples, candidates=candidates, max_trials=max_trials)
+    loss, state.scale, state.t = run_epoch(state.rng.permutation(len(trees)).astype(np.int64), state.w,
+                                           state.scale, state.t, 1.0 / (lam * state.eta0))
+    state.n_sequences += len(trees)
+    state.n_epochs += 1
+    return float(loss)

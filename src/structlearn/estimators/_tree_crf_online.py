@@ -1,0 +1,369 @@
+"""``partial_fit`` of :class:`~structlearn.TreeCRF`: the online trainers (``l2sgd``, ``ap``, ``pa``,
+``arow``) run one epoch per call on a batch of trees of a stream, their state kept between calls, while
+the node- and edge-attribute vocabularies, the labels and the features grow with the stream.
+
+The epochs are the ones ``fit`` runs (:mod:`structlearn.learning.tree_online`: the same per-tree steps
+and the same random draws); what is kept between calls is
+:class:`~structlearn.learning.online.StreamState` plus the pending feature frequencies
+(:func:`~structlearn.models.features.grow_state_features`), as for
+:meth:`structlearn.LinearChainCRF.partial_fit` (:mod:`._crf_online`, whose stream record and checks are
+reused here).
+"""
+import time
+
+import numpy as np
+from sklearn.utils import check_random_state
+
+from ..learning import online, tree_online
+from ..models.features import AttributeVocabulary, grow_state_features
+from ..models.tree_crf import TreeFeatureModel
+from ._crf_base import label_key
+from ._crf_online import STREAMING_ALGORITHMS, ChainCRFStreamMixin, _check_classes, _Stream
+
+__all__ = ["TreeCRFStreamMixin", "tree_index_in"]
+
+_MISSING = object()
+_ROOT = "<root>"  # as tree_crf.ROOT (not imported: tree_crf imports this module)
+
+
+def _feature_positions(old_ptr, old_label, new_ptr, new_label, n_labels, relabel=None):
+    """Positions among the new (attribute, label) features of the old ones (int64, one per old
+    feature); ``relabel`` maps old label ids to new ones. ValueError if one is missing."""
+    old_label = old_label if relabel is None else relabel(old_label)
+    keys = np.repeat(np.arange(len(old_ptr) - 1, dtype=np.int64), np.diff(old_ptr)) * n_labels + old_label
+    keys2 = np.repeat(np.arange(len(new_ptr) - 1, dtype=np.int64), np.diff(new_ptr)) * n_labels + new_label
+    if not keys.size:
+        return np.zeros(0, np.int64)
+    order = np.argsort(keys2, kind="stable")
+    at = np.minimum(np.searchsorted(keys2[order], keys), max(keys2.size - 1, 0))
+    if keys2.size == 0 or not np.array_equal(keys2[order[at]], keys):
+        raise ValueError("a feature of the model is missing from the grown model")
+    return order[at].astype(np.int64)
+
+
+def _pair_relabel(K, K2):
+    """Pair index child·K + parent of K labels -> the same pair among K2 ≥ K labels."""
+    return lambda p: (p // K) * K2 + p % K
+
+
+def tree_index_in(old, grown):
+    """Positions in ``grown``'s parameter vector of the parameters of ``old`` (int64, (old.n_params,)).
+
+    Both are :class:`~structlearn.models.tree_crf.TreeFeatureModel`; ``grown`` is ``old`` after its
+    node / edge attributes, labels and features grew (attribute ids and labels 0..K-1 keep their
+    meaning, every feature of ``old`` is still there). Layout (see :mod:`structlearn.models.tree_crf`):
+    state features, K² edges (child, parent), edge-attribute features (pair index child·K + parent,
+    renumbered for the grown K), K root labels. Cost O(P log P).
+
+    Raises
+    ------
+    ValueError
+        ``grown`` has fewer labels or attributes than ``old``, or lacks one of its features.
+    """
+    K, K2 = old.n_labels, grown.n_labels
+    if K2 < K or len(grown.attr_ptr) < len(old.attr_ptr) or len(grown.edge_attr_ptr) < len(old.edge_attr_ptr):
+        raise ValueError(f"the model ({len(old.attr_ptr) - 1} attributes, {K} labels) is not contained in "
+                         f"the grown one ({len(grown.attr_ptr) - 1} attributes, {K2} labels)")
+    state = _feature_positions(old.attr_ptr, old.feat_label, grown.attr_ptr, grown.feat_label, K2)
+    eattr = _feature_positions(old.edge_attr_ptr, old.edge_feat_pair, grown.edge_attr_ptr,
+                               grown.edge_feat_pair, K2 * K2, _pair_relabel(K, K2))
+    F2, Fe2 = grown.n_state, grown.n_edge_attr
+    i, j = np.divmod(np.arange(K * K, dtype=np.int64), K)
+    labels = np.arange(K, dtype=np.int64)
+    return np.concatenate([state, F2 + i * K2 + j, F2 + K2 * K2 + eattr,
+                           F2 + K2 * K2 + Fe2 + labels]).astype(np.int64)
+
+
+class TreeCRFStreamMixin:
+    """``partial_fit`` for :class:`~structlearn.TreeCRF` (which provides ``_encode``, ``_forbidden``,
+    ``_check_gold_allowed`` and the label helpers of ``CRFBase``)."""
+
+    _check_labels_known = ChainCRFStreamMixin._check_labels_known
+
+    def partial_fit(self, X, y, classes=None, *, parents=None, edge_attributes=None, n_sequences=None):
+        """One epoch of the online trainer on a batch of trees of a stream, continuing from the
+        previous calls.
+
+        The batch's trees are visited in an order shuffled by ``random_state`` (one generator for the
+        whole stream) and the trainer's update applied per tree, exactly as one epoch of :meth:`fit`
+        with the same ``algorithm`` (:mod:`structlearn.learning.tree_online`): on a first call,
+        ``partial_fit(X, y, parents=P)`` gives the weights of ``fit(X, y, parents=P)`` with
+        ``max_iterations=1`` (bitwise), and for ap/pa/arow k calls on the same data those of
+        ``max_iterations=k`` (l2sgd: with ``n_sequences`` = the number of trees).
+
+        Kept between calls: the weights and the trainer's state — ap/pa: the raw weights, the
+        averaging sums and the counter (``coef_`` is the averaged weights, as ``fit`` returns); arow:
+        the weights and the diagonal variances; l2sgd: the weights (with their lazy L2 scale), the step
+        counter t and η0, calibrated as ``fit`` does (``calibration_*``) on the first batch only, the
+        rate η_t = η0 / (1 + λ η0 t) with t continuing across calls. ``coef_`` after each call is what
+        :meth:`predict` uses, so prediction between calls works.
+
+        L2 weight of l2sgd: λ = 2·c2 / n with n = ``n_sequences`` if given, else the number of trees
+        seen so far by the stream (this batch included; a tree passed again counts again). Trees are
+        counted as the trainers visit them: non-empty trees, and with ``allow_forest`` each root's
+        tree. On data of n trees the objective is then ``fit``'s, ``-Σ log p(y|x) + c2‖w‖²``; for
+        several passes over a fixed training set give its size as ``n_sequences``.
+
+        Growth: node attributes, edge attributes, labels and the features over them new in a batch
+        are added (their weights and sums 0, AROW variances ``variance``); nothing is removed — the
+        (attribute, label) state features, the (child label, parent label) edge features and the
+        (edge attribute, child label, parent label) features. ``min_freq`` is applied to the
+        frequencies counted over all batches seen so far (state features with :meth:`fit`'s
+        frequency rule, see ``root_features``); ``all_possible_states`` / ``all_possible_edges`` give
+        every attribute / edge attribute seen so far every label / label pair seen so far;
+        ``forbidden_edges`` pairs naming a label not seen yet apply once it appears. Once the stream
+        has edge attributes every batch must pass ``edge_attributes`` (as :meth:`predict` needs them);
+        they may first appear in a later batch. With ``classes`` on the first call the label set is
+        fixed then (scikit-learn's convention): labels in that order, a later label outside it is an
+        error.
+
+        The first call on an estimator that is not fitted starts a stream. After :meth:`fit` or
+        :meth:`load` (or an assignment of ``coef_``, or a change of ``algorithm``) the next call
+        continues from the fitted weights, vocabularies, labels and features; the trainer's own state
+        restarts (averaging from the fitted weights, counter 1; AROW variances ``variance``; l2sgd:
+        t = 0, η0 calibrated on that batch, n counted from that call). :meth:`fit` after
+        ``partial_fit`` starts afresh; to restart a stream use :func:`sklearn.base.clone`.
+
+        Parameters
+        ----------
+        X : list of B trees, each a list of items (dict attribute -> value or list of attribute strings)
+            The batch.
+        y : list of B lists of labels
+            One label per node.
+        classes : list of labels, optional
+            The whole label set, fixed on the first call; on later calls None or the same set.
+        parents : list (per tree) of array-like of int
+            Parent index of every node within its tree, -1 for the root. Required.
+        edge_attributes : list (per tree) of list (per node) of str, dict or list of str, optional
+            Attributes of the edge from each node to its parent (the root's entry is ignored).
+        n_sequences : int, optional
+            l2sgd only (ignored by ap/pa/arow): the n of λ = 2·c2 / n, in trees (see above).
+
+        Returns
+        -------
+        self
+            With ``coef_``, ``model_``, ``classes_``, ``attributes_``, ``edge_attributes_`` for the
+            model so far, ``n_iter_`` the number of epochs (calls) of the stream, ``converged_``
+            (ap/pa/arow: the batch's share of mislabelled nodes < ``epsilon``; l2sgd: False) and one
+            ``training_log_`` entry per call: ``loss`` (l2sgd: Σ_batch -log p(y|x) during the pass +
+            c2‖w‖²·B/n; ap: mislabelled nodes; pa/arow: the hinge losses), ``n_sequences`` (B, trees
+            visited) and the trainer's fields as in :meth:`fit`.
+
+        Raises
+        ------
+        ValueError
+            ``algorithm="lbfgs"`` (it needs the whole data set: use :meth:`fit`); ``classes`` not a
+            list of distinct labels, given after the first call without fixing the labels then, or a
+            different set; a label outside the fixed ``classes``; an empty batch; no
+            ``edge_attributes`` once the stream has edge attributes; ``n_sequences`` not a positive
+            int; the errors of :meth:`fit` (bad parent pointers, items and labels of different
+            lengths, a gold label pair that ``forbidden_edges`` forbids, ...). The estimator is
+            unchanged after an error.
+
+        Notes
+        -----
+        Cost per call: one epoch, per tree one max-product (ap/pa/arow) or upward–downward (l2sgd)
+        pass, O(T·K²), plus a dense O(P) step per tree (P parameters), in a Python loop over the
+        trees (≈ 0.5–1 ms each); the first l2sgd call adds up to 2·``calibration_candidates`` trial
+        passes over ``calibration_samples`` trees. Growth costs O(P log P) to move the state into the
+        grown layout plus O(nnz log nnz) counting. Memory: the batch plus O(P) state and the
+        frequencies of the pairs still below ``min_freq``.
+
+        References
+        ----------
+        CRFsuite's trainers (Okazaki 2007); Cohn & Blunsom (2005) tree CRFs; L. Bottou, "Stochastic
+        gradient descent tricks" (2012); Collins (2002); Crammer et al. (2006); Mejer & Crammer (2010).
+        """
+        self._check_params()
+        alg = self.algorithm
+        if alg not in STREAMING_ALGORITHMS:
+            raise ValueError(f"partial_fit needs an online trainer, algorithm in {list(STREAMING_ALGORITHMS)} "
+                             f"(one epoch per call); got algorithm={alg!r}, which trains on the whole "
+                             f"data set: use fit, or set algorithm='l2sgd' for SGD on the same objective")
+        if n_sequences is not None and (isinstance(n_sequences, bool)
+                                        or not isinstance(n_sequences, (int, np.integer)) or n_sequences < 1):
+            raise ValueError(f"`n_sequences` must be a positive int (a number of trees) or None; got "
+                             f"{n_sequences!r}")
+        t0 = time.perf_counter()
+        fixed = None if classes is None else _check_classes(classes)
+        stream = self.__dict__.get("_stream")
+        coef = self.__dict__.get("coef_")
+        new_stream = (stream is None or coef is None or stream.coef is not coef
+                      or stream.trainer.algorithm != alg)
+        if not new_stream and fixed is not None and (not stream.fixed_classes
+                                                     or set(fixed) != set(self.classes_)):
+            raise ValueError(f"`classes` can only fix the labels on the first partial_fit call (later calls: "
+                             f"None or the same set); the labels are {self.classes_[:10]}"
+                             + ("" if stream.fixed_classes else " (growing with the stream)")
+                             + f", got {fixed[:10]}")
+
+        saved = {k: self.__dict__.get(k, _MISSING) for k in ("classes_", "_label_index")}
+        warm = new_stream and coef is not None and self.__dict__.get("model_") is not None
+        if new_stream and not warm:  # a fresh stream
+            vocab, evocab = AttributeVocabulary(), AttributeVocabulary()
+            classes_ = []
+        else:
+            vocab, evocab = self._vocab, self._evocab
+            classes_ = list(self.classes_)
+        if new_stream and fixed is not None:
+            missing = [c for c in classes_ if c not in set(fixed)]
+            if missing:
+                raise ValueError(f"`classes` must contain every label of the fitted model; it lacks "
+                                 f"{missing[:10]}")
+            classes_ += [c for c in fixed if c not in set(classes_)]
+        if edge_attributes is None and len(evocab):
+            raise ValueError("this TreeCRF's stream has edge attributes; pass `edge_attributes=` (one entry "
+                             "per node) with every batch")
+        n_attr0, n_eattr0 = len(vocab), len(evocab)
+        self.classes_ = classes_
+        self._label_index = {c: i for i, c in enumerate(classes_)}
+        try:
+            if new_stream:
+                stream = _Stream(None, None, fixed is not None)
+                rng = check_random_state(self.random_state)
+                if warm:
+                    stream.model = self.model_
+                    stream.trainer = online.StreamState(alg, self.model_.n_params, rng, self.variance)
+                    stream.trainer.w = np.array(coef, dtype=np.float64)
+                stream.rng = rng
+            fixed_now = stream.fixed_classes
+            nodes, local, edges, layout, batch = self._encode(X, parents, edge_attributes, True, vocab, evocab)
+            self._check_nonempty(nodes, "nodes", "tree")
+            if fixed_now:
+                self._check_labels_known(y)
+            yy = self._encode_labels(y, nodes, grow=not fixed_now)
+            model, pending = self._grown_tree_model(stream, vocab, evocab, nodes, local, edges, yy,
+                                                    known_only=not fixed_now)
+            self._check_gold_allowed(yy, nodes, local, model.forbidden, model.forbidden_root)
+            y_int = layout.rows_to_internal(yy)
+            featurize_seconds = time.perf_counter() - t0
+
+            # the trainer's state in the grown layout, then one epoch (the stream's state changes from
+            # here: after an error it is dropped and the next call restarts it from coef_)
+            old = stream.model
+            if stream.trainer is None:
+                stream.trainer = online.StreamState(alg, model.n_params, stream.rng, self.variance)
+            elif (old.n_labels, old.n_state, old.n_edge_attr) != (model.n_labels, model.n_state,
+                                                                  model.n_edge_attr):
+                self.__dict__.pop("_stream", None)
+                stream.trainer.remap(tree_index_in(old, model), model.n_params, self.variance)
+            trainer = stream.trainer
+            B = tree_online.n_trees(batch)
+            tt = time.perf_counter()
+            self.__dict__.pop("_stream", None)
+            if alg == "l2sgd":
+                n = int(n_sequences) if n_sequences is not None else trainer.n_sequences + B
+                lam = 2.0 * float(self.c2) / n
+                loss = tree_online.l2sgd_stream_epoch(
+                    trainer, model, batch, y_int, lam, eta=self.calibration_eta, rate=self.calibration_rate,
+                    samples=self.calibration_samples, candidates=self.calibration_candidates,
+                    max_trials=self.calibration_max_trials)
+                w = trainer.weights()
+                obj = loss + float(self.c2) * float(w @ w) * B / n
+                if not np.isfinite(obj):
+                    raise FloatingPointError(f"l2sgd diverged on batch {trainer.n_epochs} (objective "
+                                             f"{obj}); lower `calibration_eta`")
+                entry = {"iteration": trainer.n_epochs, "loss": float(obj), "eta0": trainer.eta0,
+                         "lambda": lam}
+                converged = False
+            else:
+                loss, errors = tree_online.large_margin_stream_epoch(
+                    trainer, model, batch, y_int, pa_type=self.pa_type, c=self.c,
+                    error_sensitive=self.error_sensitive, gamma=self.gamma)
+                w = trainer.weights(self.averaging)
+                rate = errors / max(nodes.n_items, 1)
+                entry = {"iteration": trainer.n_epochs, "loss": loss, "error_rate": rate}
+                epsilon = 0.0 if self.epsilon is None else float(self.epsilon)
+                converged = rate < epsilon
+            entry.update({"active_features": int(np.count_nonzero(trainer.w)), "n_sequences": B,
+                          "seconds": time.perf_counter() - tt})
+        except BaseException:
+            for k, v in saved.items():
+                if v is _MISSING:
+                    self.__dict__.pop(k, None)
+                else:
+                    setattr(self, k, v)
+            for voc, n0 in ((vocab, n_attr0), (evocab, n_eattr0)):
+                for name in voc.names[n0:]:
+                    del voc.index[name]
+                del voc.names[n0:]
+            raise
+
+        # commit
+        w = np.asarray(w, dtype=np.float64)
+        stream.model, stream.pending, stream.coef = model, pending, w
+        self._stream = stream
+        self._vocab, self._evocab = vocab, evocab
+        self.attributes_ = vocab.names
+        self.edge_attributes_ = evocab.names
+        self.model_ = model
+        self.coef_ = w
+        self.n_iter_ = trainer.n_epochs
+        self.converged_ = bool(converged)
+        if new_stream:
+            self.training_log_ = []
+        self.training_log_.append(entry)
+        self.featurize_seconds_ = featurize_seconds
+        self.training_seconds_ = time.perf_counter() - t0
+        return self
+
+    def _stream_forbidden(self, K, known_only):
+        """``_forbidden(K)``; with ``known_only`` (labels growing with a stream) pairs naming a label
+        not seen yet are left out until it appears."""
+        spec = self.forbidden_edges
+        if not known_only or spec is None:
+            return self._forbidden(K)
+        known = set(self._label_index) | {_ROOT}
+        forb = np.zeros((K, K), bool)
+        froot = np.zeros(K, bool)
+        kept = [(a, b) for a, b in spec if label_key(a) in known and label_key(b) in known]
+        for a, b in self._label_pairs(kept, "forbidden_edges", (_ROOT,)):
+            if a == _ROOT:
+                raise ValueError(f"`forbidden_edges`: {_ROOT!r} can only be the parent of a pair "
+                                 f"(label, {_ROOT!r}), which forbids the label at the root; got {(a, b)!r}")
+            if b == _ROOT:
+                froot[self._label_index[a]] = True
+            else:
+                forb[self._label_index[a], self._label_index[b]] = True
+        return forb, froot
+
+    def _grown_tree_model(self, stream, vocab, evocab, nodes, local, edges, yy, known_only):
+        """The feature model after the batch (user-order ``nodes``, ``local`` parents, ``edges``,
+        labels ``yy``): the stream's model (if any) grown by the batch's attributes, labels and
+        features, and the pending frequencies after it: (node pending, edge pending, K of the edge
+        pending's pair indices)."""
+        K, A, E = len(self.classes_), len(vocab), len(evocab)
+        old = stream.model
+        K0 = 0 if old is None else old.n_labels
+        node_pending, edge_pending, Kp = stream.pending if stream.pending is not None else (None, None, K)
+        attr_ptr, feat_label, node_pending = grow_state_features(
+            nodes, yy, A, K, self.min_freq, self.all_possible_states,
+            frequency="count" if self.root_features else "value",
+            features=None if old is None else (old.attr_ptr, old.feat_label), pending=node_pending)
+        seq = np.repeat(np.arange(len(nodes.lengths)), nodes.lengths)
+        gpar = np.where(local >= 0, local + nodes.offsets[:-1][seq], -1)
+        ch = np.flatnonzero(local >= 0)
+        if self.all_possible_edges:
+            edge_features = np.ones((K, K), bool)
+        else:
+            edge_features = np.zeros((K, K), bool)
+            if old is not None:
+                edge_features[:K0, :K0] = old.edge_features
+            edge_features[yy[ch], yy[gpar[ch]]] = True
+        if edge_pending is not None and Kp != K:  # pair indices child·K + parent for the grown K
+            edge_pending = (edge_pending[0], _pair_relabel(Kp, K)(edge_pending[1]), edge_pending[2])
+        eptr = epair = None
+        if edges is not None and E:
+            feats = None
+            if old is not None and old.n_edge_attr:
+                feats = (old.edge_attr_ptr, _pair_relabel(K0, K)(old.edge_feat_pair))
+            pair = np.where(local >= 0, yy * K + yy[np.maximum(gpar, 0)], 0)
+            eptr, epair, edge_pending = grow_state_features(edges, pair, E, K * K, self.min_freq,
+                                                            self.all_possible_edges, features=feats,
+                                                            pending=edge_pending)
+        elif old is not None and old.n_edge_attr:  # unreachable: batches must then bring edge attributes
+            raise ValueError("`edge_attributes` missing for a stream with edge attributes")
+        forb, froot = self._stream_forbidden(K, known_only)
+        model = TreeFeatureModel(attr_ptr, feat_label, K, edge_features, eptr, epair, forb, froot,
+                                 root=bool(self.root_features))
+        return model, (node_pending, edge_pending, K)
