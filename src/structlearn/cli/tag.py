@@ -69,6 +69,21 @@ def _reader(fmt, est, args):
     return Featurizer.from_args(args.format, args.template, args.columns, stored or {})
 
 
+def _open(args):
+    """(model, header) of ``-m``: plain Viterbi tagging of a ``linear-chain-crf`` file (the default of
+    ``learn``), with or without ``-q``/``-t``/``-r``, opens it as a
+    :class:`~structlearn.io.chain_tagger.ChainTagger`, which neither imports scikit-learn nor the estimators
+    (the same labels: one shared function, :func:`structlearn.models.crf_decode.predict_labels`); ``-k``,
+    ``-i``, ``-p`` and the other formats load the estimator."""
+    if args.kbest is None and not args.marginal and not args.probability:
+        from ..io.chain_tagger import open_chain_tagger
+
+        tagger = open_chain_tagger(args.model)
+        if tagger is not None:
+            return tagger, tagger.header
+    return open_model(args.model)
+
+
 def cmd_tag(args):
     from .report import evaluation_report
 
@@ -76,7 +91,7 @@ def cmd_tag(args):
         raise CLIError(f"-k expects a positive number of labelings; got {args.kbest}")
     if args.kbest is not None and args.marginal:
         raise CLIError("-i (marginals of the best labeling) cannot be combined with -k")
-    est, header = open_model(args.model)
+    est, header = _open(args)
     fmt = header.get("format")
     need_gold = args.test or args.reference
     X, y, name, extra = _reader(fmt, est, args).read(args.input, need_labels=need_gold)

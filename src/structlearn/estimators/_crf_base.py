@@ -21,6 +21,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from ..learning.optimizers import lbfgs
 from ..learning.shards import ProcessShards, ShardedObjective
+from ..models.crf_decode import chain_structure, predict_labels
 from ..models.features import AttributeVocabulary
 from ._base import EstimatorBase
 from ._em_restarts import check_n_jobs, n_blocks
@@ -427,12 +428,15 @@ class ChainCRFBase(CRFBase):
 
     def _structure(self, X, lengths=None, constraints=None):
         self._check_fitted()
-        packed = self._vocab.encode(X, lengths)
-        allowed = None if constraints is None else self._constraint_mask(constraints, packed)
-        structure = self.model_.structure(self.coef_, packed, allowed)
-        if allowed is not None:
-            self._check_feasible(structure, packed, allowed)
-        return packed, structure
+        return chain_structure(self.model_, self.coef_, self._vocab, X, lengths=lengths,
+                               **self._constraint_args(constraints))
+
+    def _constraint_args(self, constraints):
+        """``constraint_mask`` and ``check`` of :func:`~structlearn.models.crf_decode.chain_structure`."""
+        if constraints is None:
+            return {}
+        return {"constraint_mask": lambda packed: self._constraint_mask(constraints, packed),
+                "check": self._check_feasible}
 
     def _check_feasible(self, structure, packed, allowed):
         """Raise a ValueError naming the sequence, the position and the constraint that leave no labeling.
@@ -495,10 +499,10 @@ class ChainCRFBase(CRFBase):
         ValueError
             If the constraints (with forbidden transitions) leave a sequence no possible labeling.
         """
-        packed, chain = self._structure(X, lengths, constraints)
-        labels = np.asarray(self.classes_, dtype=object)[chain.argmax()] if packed.n_items else \
-            np.zeros(0, object)
-        return [list(s) for s in self._split(labels, packed)]
+        self._check_fitted()
+        # the same function as the fast path of `structlearn tag` (structlearn.io.chain_tagger)
+        return predict_labels(self.model_, self.coef_, self._vocab, self.classes_, X, lengths=lengths,
+                              **self._constraint_args(constraints))
 
     def predict_single(self, xseq):
         """Labels of one sequence (list of items)."""

@@ -8,6 +8,7 @@ from sklearn.exceptions import NotFittedError
 from ..learning import online
 from ..learning.objectives import ChainCLL
 from ..models.crf import ChainFeatureModel
+from ..models.crf_decode import CHAIN_FORMAT, CHAIN_FORMAT_VERSION, chain_model_from_arrays
 from ..models.features import build_state_features
 from ..utils.crfsuite_model import is_crfsuite_model
 from . import _crfsuite_compat as compat
@@ -16,8 +17,8 @@ from ._crf_online import ChainCRFStreamMixin
 from ._params import (ALGORITHM, ALL_POSSIBLE_STATES, ALL_POSSIBLE_TRANSITIONS, LBFGS_PARAMS, MIN_FREQ,
                       N_JOBS, ONLINE_PARAMS, RANDOM_STATE, VERBOSE, Param)
 
-_FORMAT = "linear-chain-crf"
-_VERSION = 1
+_FORMAT = CHAIN_FORMAT
+_VERSION = CHAIN_FORMAT_VERSION
 _EPSILON = Param("epsilon", None, "float>=0|None",
                  "stopping criterion; None: CRFsuite's default of the algorithm (lbfgs: ||g|| / max(1, ||w||) "
                  "< 1e-5; ap/pa/arow: 0, every epoch runs)")
@@ -486,8 +487,4 @@ class LinearChainCRF(ChainCRFStreamMixin, ChainCRFBase):
 
     def _restore(self, meta, arrays):
         self._restore_labels(meta)
-        self.model_ = ChainFeatureModel(arrays["attr_ptr"], arrays["feat_label"], len(self.classes_),
-                                        arrays["trans_features"], arrays["forbidden"],
-                                        arrays["forbidden_start"], arrays["forbidden_end"],
-                                        start_end=bool(arrays.get("start_end", True)),
-                                        trans_attr=arrays.get("trans_attr"))
+        self.model_ = chain_model_from_arrays(arrays, len(self.classes_))

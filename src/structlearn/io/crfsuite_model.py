@@ -9,7 +9,6 @@ The byte layout is :mod:`structlearn.utils.crfsuite_model` (an independent imple
 
 Reading and writing again reproduces a python-crfsuite file byte for byte.
 """
-from ..estimators.crf import LinearChainCRF
 from ..utils.crfsuite_model import is_crfsuite_model
 
 __all__ = ["read_crfsuite_model", "write_crfsuite_model", "is_crfsuite_model_file"]
@@ -32,6 +31,8 @@ def read_crfsuite_model(path):
     ValueError
         Not a CRFsuite linear-chain model, or a truncated / corrupt one (the message names the file).
     """
+    from ..estimators.crf import LinearChainCRF  # here: importing structlearn.io must not import sklearn
+
     if not is_crfsuite_model_file(path):
         raise ValueError(f"{path}: not a CRFsuite model file (no 'lCRF' magic)")
     return LinearChainCRF.load(path)
@@ -40,6 +41,8 @@ def read_crfsuite_model(path):
 def write_crfsuite_model(estimator, path):
     """Write a fitted :class:`~structlearn.LinearChainCRF` as a CRFsuite model file (see
     ``LinearChainCRF.save(path, format="crfsuite")`` for which models qualify); returns ``path``."""
+    from ..estimators.crf import LinearChainCRF
+
     if not isinstance(estimator, LinearChainCRF):
         raise ValueError(f"only LinearChainCRF models have a CRFsuite model file; got "
                          f"{type(estimator).__name__}")

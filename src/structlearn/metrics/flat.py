@@ -1,7 +1,18 @@
 """Token-level ("flat") metrics with sklearn-crfsuite's names, so its evaluation code runs unchanged:
 ``flat_f1_score(y_true, y_pred, average="weighted", labels=labels)`` etc. They flatten the label
-sequences and call :mod:`sklearn.metrics`."""
-import sklearn.metrics as _m
+sequences and call :mod:`sklearn.metrics` (imported on the first call: ``import structlearn.metrics``, as
+``structlearn tag -t`` does, does not import scikit-learn)."""
+import importlib
+
+
+class _LazySklearnMetrics:
+    """:mod:`sklearn.metrics`, imported when a function of it is first looked up."""
+
+    def __getattr__(self, name):
+        return getattr(importlib.import_module("sklearn.metrics"), name)
+
+
+_m = _LazySklearnMetrics()
 
 
 def _flatten(y_true, y_pred):

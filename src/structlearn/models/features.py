@@ -17,14 +17,21 @@ float64. State features are (attribute, label) pairs grouped by attribute (``att
 ``feat_label`` (F,)), as in CRFsuite's crf1d feature set (Okazaki 2007).
 """
 import numbers
+import sys
 
 import numpy as np
-import scipy.sparse as sp
 
 
 # ---------------------------------------------------------------------------------------------------
 # attribute encoding
 # ---------------------------------------------------------------------------------------------------
+def _issparse(X):
+    """Whether ``X`` is a scipy.sparse matrix or array, without importing SciPy: such an ``X`` exists only
+    once scipy.sparse is imported (``structlearn tag`` encodes items without importing SciPy)."""
+    sp = sys.modules.get("scipy.sparse")
+    return sp is not None and sp.issparse(X)
+
+
 def _text(value):
     """A str, np.str_ or UTF-8 bytes value as str, else None."""
     if isinstance(value, str):
@@ -153,7 +160,7 @@ class AttributeVocabulary:
 
     def encode(self, X, lengths=None, grow=False, name="X"):
         """Pack a batch of item sequences (or a sparse matrix + lengths) into :class:`Packed`."""
-        if sp.issparse(X):
+        if _issparse(X):
             return self._encode_sparse(X, lengths, grow, name)
         if lengths is not None:
             raise ValueError(f"`lengths` is only used with a scipy.sparse `{name}`; got a "
@@ -242,6 +249,8 @@ class AttributeVocabulary:
         return Packed(item_ptr, item_attr, item_val, lens)
 
     def _encode_sparse(self, X, lengths, grow, name):
+        import scipy.sparse as sp
+
         X = sp.csr_matrix(X, dtype=np.float64)
         if lengths is None:
             raise ValueError(f"`{name}` is a scipy.sparse matrix ({X.shape[0]} rows) but `lengths` is "
@@ -369,6 +378,8 @@ def next_token_values(packed, attr_ids):
     boundary after token n: the linear chain's and the semi-Markov engine's row convention), so
     ``next_token_values(packed, ids) @ W.reshape(A_t, K * K)`` are the observation-conditioned
     transition scores. Time O(nnz)."""
+    import scipy.sparse as sp
+
     attr_ids = np.asarray(attr_ids, dtype=np.int64)
     N, Ta = packed.n_items, attr_ids.shape[0]
     col = np.full(max(int(packed.item_attr.max(initial=-1)) + 1, 1), -1, np.int64)

@@ -2,7 +2,6 @@
 from collections import namedtuple
 
 import numpy as np
-from sklearn.utils import check_random_state
 
 from ..utils.validation import check_allowed_mask, check_lengths
 
@@ -48,6 +47,8 @@ class StructureBase:
 
     @staticmethod
     def _uniforms(random_state, shape):
+        from sklearn.utils import check_random_state  # lazily: tagging never imports scikit-learn
+
         rng = check_random_state(random_state)
         return rng.random_sample(shape)
 

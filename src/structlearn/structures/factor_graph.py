@@ -11,8 +11,6 @@ import dataclasses
 import warnings
 
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils import check_random_state
 
 from ..kernels import beliefs as _b
 from ..kernels import mean_field as _mf
@@ -267,6 +265,8 @@ class FactorGraph(StructureBase):
         its own (with a fresh generator when ``random_state`` is an int or None), so a batch gives the
         weights of its graphs one by one."""
         rho = np.ones(self.n_factors)
+        from sklearn.utils import check_random_state  # lazily: importing structures never imports sklearn
+
         fixed = random_state is None or isinstance(random_state, (int, np.integer))
         rng = check_random_state(random_state)
         for b in range(self.batch_size):
@@ -451,6 +451,8 @@ class FactorGraph(StructureBase):
         conv, n_iter, res = self._run_engine(sr, rho, msg, _k.SCHEDULES[opt.schedule], opt.damping,
                                              opt.max_iter, opt.tol)
         if opt.warn and not conv.all():
+            from sklearn.exceptions import ConvergenceWarning  # lazily: structures never import sklearn
+
             bad = np.flatnonzero(~conv)
             warnings.warn(
                 f"{'loopy BP' if method == 'bp' else 'TRW-BP'} did not converge on {bad.size} of "
@@ -556,6 +558,8 @@ class FactorGraph(StructureBase):
         conv, n_iter, res, elbo = run(*self._engine(), self.offsets, self.factor_offsets, q, int(opt.max_iter),
                                       float(opt.tol))
         if opt.warn and not conv.all():
+            from sklearn.exceptions import ConvergenceWarning  # lazily: structures never import sklearn
+
             bad = np.flatnonzero(~conv)
             warnings.warn(f"mean field did not converge on {bad.size} of {conv.size} graph(s) (first: graph "
                           f"{int(bad[0])}) within max_iter={opt.max_iter}: largest change {res[bad].max():.3g} "
@@ -572,6 +576,8 @@ class FactorGraph(StructureBase):
     def _structured_mean_field(self, opt, init, clusters):
         elbo, q, fb, conv, n_iter, res = _smf.structured_mean_field(self, clusters, opt, init)
         if opt.warn and not conv.all():
+            from sklearn.exceptions import ConvergenceWarning  # lazily: structures never import sklearn
+
             bad = np.flatnonzero(~conv)
             warnings.warn(f"structured mean field did not converge on {bad.size} of {conv.size} graph(s) "
                           f"(first: graph {int(bad[0])}) within max_iter={opt.max_iter}: largest change "

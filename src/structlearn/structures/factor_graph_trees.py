@@ -6,17 +6,22 @@ The factor graph is bipartite: V variable nodes, F factor nodes, one edge per sl
 on the same pair of variables already make a cycle.
 """
 import numpy as np
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import breadth_first_order, connected_components
+
+# scipy.sparse is imported inside the functions that need it: importing structlearn.structures (as
+# `structlearn tag` does) must not import SciPy's sparse package
 
 
 def _bipartite(V, F, fvar, slot_fac):
+    from scipy.sparse import coo_matrix
+
     P = fvar.shape[0]
     return coo_matrix((np.ones(P), (fvar, V + slot_fac)), shape=(V + F, V + F))
 
 
 def components(V, F, fvar, slot_fac):
     """Connected components of the bipartite graph: (count, labels (V + F,), variables first)."""
+    from scipy.sparse.csgraph import connected_components
+
     return connected_components(_bipartite(V, F, fvar, slot_fac), directed=False)
 
 
@@ -34,6 +39,9 @@ def forest_flags(V, F, fvar, slot_fac, var_graph, fac_graph, B):
 def sweep_order(V, F, fvar, slot_fac, fac_graph):
     """Factors leaves-to-root: the reverse of a breadth-first order from the first node of every
     component, stable-sorted by graph, shape (F,) int64 (the SEQUENTIAL order of the engine)."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import breadth_first_order, connected_components
+
     if F == 0:
         return np.zeros(0, dtype=np.int64)
     A = _bipartite(V, F, fvar, slot_fac)
@@ -59,6 +67,9 @@ def edge_appearance(eu, ev, N):
     Laplacian as L⁺ = (L + J/n)⁻¹ − J/n. Bridges get 1; Σ_e ρ_e = n − 1 per component. Time
     O(Σ_components n³), memory O(max n²).
     """
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
     E = eu.shape[0]
     rho = np.ones(E)
     if E == 0:

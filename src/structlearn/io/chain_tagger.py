@@ -1,0 +1,118 @@
+"""A ``linear-chain-crf`` model file opened for tagging only, without the estimator (and so without
+scikit-learn): the fast path of ``structlearn tag``.
+
+:func:`open_chain_tagger` reads the file with :func:`structlearn.utils.modelfile.load_model`, rebuilds the
+feature model with :func:`structlearn.models.crf_decode.chain_model_from_arrays` (as
+``LinearChainCRF.load`` does) and :class:`ChainTagger.predict` is
+:func:`structlearn.models.crf_decode.predict_labels`, the function ``LinearChainCRF.predict`` calls: the
+labels are those of the estimator, bit for bit. Anything else (another format, a CRFsuite ``lCRF`` file,
+model files of the old attribute spelling, a malformed file) is left to the estimator
+(:func:`open_chain_tagger` returns None), which reads it or says what is wrong with it.
+"""
+import os
+
+import numpy as np
+
+from ..models.crf_decode import CHAIN_FORMAT, CHAIN_FORMAT_VERSION, chain_model_from_arrays, predict_labels
+from ..models.features import AttributeVocabulary
+from ..utils.modelfile import load_model
+
+__all__ = ["ChainTagger", "open_chain_tagger"]
+
+#: the attribute spelling of the model files the fast path reads
+#: (``structlearn.estimators._modelfile.ATTRIBUTE_SPELLING``; older files go through the estimator, which
+#: aliases their attribute names)
+_SPELLING = "name:value"
+
+
+class ChainTagger:
+    """The prediction state of a fitted ``LinearChainCRF``: Viterbi tagging only.
+
+    Parameters
+    ----------
+    model : ChainFeatureModel
+    coef : ndarray of float64, shape (n_params,)
+    classes : list
+        The labels (``classes_``).
+    attributes : list of str
+        The attribute names (``attributes_``), indexed by attribute id.
+    metadata : dict, optional
+        The user metadata of the file (``metadata_``; ``structlearn learn`` stores its featurizer there).
+    header : dict, optional
+        The file's header.
+    """
+
+    def __init__(self, model, coef, classes, attributes, metadata=None, header=None):
+        self.model_ = model
+        self.coef_ = coef
+        self.classes_ = list(classes)
+        self.attributes_ = list(attributes)
+        self._vocab = AttributeVocabulary(self.attributes_)
+        self.metadata_ = dict(metadata or {})
+        self.header = dict(header or {})
+
+    def predict(self, X, *, lengths=None):
+        """The Viterbi labeling of every sequence: ``LinearChainCRF.predict(X)`` of the same model file.
+
+        Parameters
+        ----------
+        X : list of sequences of items (dicts, lists of attribute names), or a sparse matrix with ``lengths``
+
+        Returns
+        -------
+        list (B) of lists of labels
+
+        Raises
+        ------
+        ValueError
+            Malformed ``X``.
+
+        Notes
+        -----
+        Time O(nnz · labels per attribute + N · K²), memory O(N · K) for N items and K labels.
+        """
+        return predict_labels(self.model_, self.coef_, self._vocab, self.classes_, X, lengths=lengths)
+
+
+def open_chain_tagger(path):
+    """A :class:`ChainTagger` of the structlearn ``linear-chain-crf`` model file ``path``, or None when the
+    estimator should open it.
+
+    None for: a file that is not a structlearn model file (e.g. CRFsuite's ``lCRF``), another format, a
+    newer version, an older attribute spelling, or a file that does not load cleanly (missing or
+    inconsistent entries, non-finite weights) — ``LinearChainCRF.load`` then raises the error it describes.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+
+    Returns
+    -------
+    ChainTagger or None
+
+    Notes
+    -----
+    Reads the file once (time and memory O(file size)); imports neither scikit-learn nor the estimators.
+    """
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as fh:
+            if fh.read(2) != b"PK":  # an .npz is a zip archive
+                return None
+        header, arrays = load_model(path)
+        if header.get("format") != CHAIN_FORMAT or header.get("version", 0) > CHAIN_FORMAT_VERSION:
+            return None
+        meta = header.get("metadata", {})
+        if meta.get("attribute_spelling") != _SPELLING:
+            return None
+        classes = list(meta["classes"])
+        coef = np.asarray(arrays["coef"], dtype=np.float64)
+        model = chain_model_from_arrays(arrays, len(classes))
+        tagger = ChainTagger(model, coef, classes, meta["attributes"], meta.get("user", {}), header)
+    except (OSError, KeyError, TypeError, ValueError):
+        return None
+    # the consistency check of LinearChainCRF.load (which reports the file as inconsistent)
+    if coef.shape != (model.n_params,) or len(tagger._vocab) != len(model.attr_ptr) - 1 \
+            or not np.all(np.isfinite(coef)):
+        return None
+    return tagger

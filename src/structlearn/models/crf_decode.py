@@ -1,0 +1,154 @@
+"""Viterbi tagging with a linear-chain CRF feature model, shared by ``LinearChainCRF.predict`` and the fast
+path of ``structlearn tag``.
+
+One function per step of prediction, none of them a second copy of a recursion:
+
+1. :func:`chain_structure`: items -> :class:`~structlearn.models.features.Packed` (the attribute vocabulary
+   of the model; unknown attributes dropped) -> the engine's :class:`~structlearn.structures.LinearChain`
+   whose potentials the feature model (:meth:`ChainFeatureModel.structure`) computes from the weights;
+2. :func:`viterbi_labels`: the engine's Viterbi (``structure.argmax()``) -> label sequences;
+3. :func:`predict_labels`: both.
+
+:func:`chain_model_from_arrays` rebuilds the feature model from the arrays of a ``linear-chain-crf``
+model file (``LinearChainCRF.load`` and :mod:`structlearn.io.chain_tagger` both read it so).
+
+This module imports NumPy, :mod:`.crf` and :mod:`.features` only (no scikit-learn, no estimator), so the
+command line can tag without importing the estimators.
+"""
+import numpy as np
+
+from .crf import ChainFeatureModel
+
+__all__ = ["CHAIN_FORMAT", "CHAIN_FORMAT_VERSION", "chain_model_from_arrays", "chain_structure",
+           "viterbi_labels", "predict_labels"]
+
+#: the model-file format name and version of :class:`~structlearn.LinearChainCRF` (``structlearn learn``'s
+#: default): the header's ``format`` / ``version`` (:mod:`structlearn.utils.modelfile`)
+CHAIN_FORMAT = "linear-chain-crf"
+CHAIN_FORMAT_VERSION = 1
+
+
+def chain_model_from_arrays(arrays, n_labels):
+    """The :class:`~structlearn.models.crf.ChainFeatureModel` stored in a ``linear-chain-crf`` model file.
+
+    Parameters
+    ----------
+    arrays : mapping str -> ndarray
+        The file's arrays: ``attr_ptr`` int64 (A + 1,), ``feat_label`` int64 (F,), ``trans_features``,
+        ``forbidden`` bool (K, K), ``forbidden_start``, ``forbidden_end`` bool (K,); optional
+        ``start_end`` (0-d bool; default True: files written before it existed had start/end weights)
+        and ``trans_attr`` int64 (Ta,).
+    n_labels : int
+        K, the number of labels (``classes`` of the file's metadata).
+
+    Returns
+    -------
+    ChainFeatureModel
+
+    Raises
+    ------
+    KeyError
+        A required array is missing (``LinearChainCRF.load`` reports it as a malformed model file).
+    """
+    return ChainFeatureModel(arrays["attr_ptr"], arrays["feat_label"], int(n_labels), arrays["trans_features"],
+                             arrays["forbidden"], arrays["forbidden_start"], arrays["forbidden_end"],
+                             start_end=bool(arrays.get("start_end", True)), trans_attr=arrays.get("trans_attr"))
+
+
+def chain_structure(model, coef, vocab, X, *, lengths=None, constraint_mask=None, check=None):
+    """Encode ``X`` against ``vocab`` and build the chain of its sequences under the weights ``coef``.
+
+    Parameters
+    ----------
+    model : ChainFeatureModel (or any feature model with ``structure(w, packed, allowed)``)
+    coef : ndarray of float64, shape (n_params,)
+        The weights (``LinearChainCRF.coef_``).
+    vocab : AttributeVocabulary
+        The model's attribute vocabulary (frozen: attributes not in it are dropped).
+    X : list of sequences of items, or a scipy.sparse matrix (N, A) with ``lengths``
+        Items as :meth:`AttributeVocabulary.encode` takes them.
+    lengths : array-like of int, optional
+        Sequence lengths of a sparse ``X``.
+    constraint_mask : callable Packed -> ndarray of bool (N, K), optional
+        The allowed labels of every item (constrained Viterbi); None: unconstrained.
+    check : callable (structure, packed, allowed) -> None, optional
+        Called when a mask is given, e.g. to raise when the constraints leave a sequence no labeling.
+
+    Returns
+    -------
+    packed : Packed
+        The encoded items (``offsets`` (B + 1,) int64 split the N items into the B sequences).
+    structure : LinearChain
+        Log-space potentials: unary (N, K), transitions (K, K) "from, to" (or (N, K, K)), start/end (K,).
+
+    Raises
+    ------
+    ValueError
+        Malformed ``X`` (:meth:`AttributeVocabulary.encode`), a mask of the wrong shape.
+
+    Notes
+    -----
+    Time O(nnz · labels per attribute) for the state potentials (plus O(N · K²) with transition
+    attributes); memory O(N · K).
+    """
+    packed = vocab.encode(X, lengths)
+    allowed = None if constraint_mask is None else constraint_mask(packed)
+    structure = model.structure(coef, packed, allowed)
+    if allowed is not None and check is not None:
+        check(structure, packed, allowed)
+    return packed, structure
+
+
+def viterbi_labels(structure, packed, classes):
+    """The Viterbi labeling of every sequence of ``structure``, as lists of labels.
+
+    Parameters
+    ----------
+    structure : LinearChain (or any chain-like structure with ``argmax()`` -> int64 (N,))
+    packed : Packed
+        The items of the structure (its ``offsets`` split the labels into sequences).
+    classes : sequence
+        The labels, indexed by label id (``classes_``).
+
+    Returns
+    -------
+    list (B) of lists of labels
+        The elements of ``classes`` (their own Python objects); an empty list for an empty sequence.
+
+    Notes
+    -----
+    Viterbi is the max-product recursion of the engine (Rabiner 1989, eq. 30-35; Lafferty et al. 2001):
+    time O(N · K²), memory O(N · K).
+    """
+    labels = np.asarray(classes, dtype=object)[structure.argmax()] if packed.n_items else np.zeros(0, object)
+    off = packed.offsets
+    return [list(labels[off[b]:off[b + 1]]) for b in range(len(packed.lengths))]
+
+
+def predict_labels(model, coef, vocab, classes, X, *, lengths=None, constraint_mask=None, check=None):
+    """The most likely label sequence of every sequence of ``X`` (:func:`chain_structure`, then
+    :func:`viterbi_labels`): what ``LinearChainCRF.predict`` returns, bit for bit.
+
+    Parameters
+    ----------
+    model, coef, vocab, X, lengths, constraint_mask, check
+        As :func:`chain_structure`.
+    classes : sequence
+        The labels, indexed by label id.
+
+    Returns
+    -------
+    list (B) of lists of labels
+
+    Raises
+    ------
+    ValueError
+        As :func:`chain_structure` (and whatever ``check`` raises).
+
+    Notes
+    -----
+    Time O(nnz · labels per attribute + N · K²), memory O(N · K).
+    """
+    packed, structure = chain_structure(model, coef, vocab, X, lengths=lengths,
+                                        constraint_mask=constraint_mask, check=check)
+    return viterbi_labels(structure, packed, classes)
