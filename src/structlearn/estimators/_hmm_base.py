@@ -24,7 +24,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from ..learning import hmm_online as _online
-from ..learning.em import ConvergenceMonitor, run_em
+from ..learning.em import run_em
 from ..learning.shards import Shard, ShardStatistics, map_shards, split_shards
 from ..models import emissions as _emi
 from ..models import hmm_emissions as _hemi
@@ -33,6 +33,7 @@ from ..models.distribution import families_from_file, family_to_file
 from ..structures.chain import LinearChain
 from ..utils.validation import check_lengths
 from ._em_restarts import check_n_jobs, fit_restarts, n_blocks, warn_empty_states
+from ._em_files import fit_state, restore_fit_state
 from ._hmm_online import HMMOnlineMixin
 
 __all__ = ["HMMBase", "EmissionView", "stationary_distribution"]
@@ -623,13 +624,10 @@ class HMMBase(HMMOnlineMixin, BaseEstimator):
         module = _hemi if type(em).__name__ in _hemi.__all__ else _emi
         name, arrays, config = family_to_file(em, module, "emission")
         arrays.update(startprob_=self.startprob_, transmat_=self.transmat_)
-        ll = getattr(self, "log_likelihood_", np.nan)
         meta = {"emission_family": name, "emission_config": config,
                 "emission_module": "hmm_emissions" if module is _hemi else "emissions",
                 "n_features_in_": int(getattr(self, "n_features_in_", 0)),
-                "converged_": bool(getattr(self, "converged_", False)),
-                "log_likelihood_": float(ll) if np.isfinite(ll) else None,
-                "history": [float(h) for h in getattr(getattr(self, "monitor_", None), "history", [])]}
+                **fit_state(self)}
         save_model(path, format_name=self._format, version=_FORMAT_VERSION,
                    estimator=f"structlearn.hmm.{type(self).__name__}", params=self._file_params(),
                    metadata=meta, arrays=arrays)
@@ -657,12 +655,6 @@ class HMMBase(HMMOnlineMixin, BaseEstimator):
         model.startprob_ = np.asarray(arrays["startprob_"], dtype=np.float64)
         model.transmat_ = np.asarray(arrays["transmat_"], dtype=np.float64)
         model.n_features_in_ = int(meta.get("n_features_in_", 0))
-        model.converged_ = bool(meta.get("converged_", False))
-        ll = meta.get("log_likelihood_")
-        model.log_likelihood_ = float("nan") if ll is None else float(ll)
-        mon = ConvergenceMonitor(model.tol, model.n_iter)
-        mon.history = list(meta.get("history", []))
-        mon.iter = len(mon.history)
-        model.monitor_ = mon
+        restore_fit_state(model, meta)
         model._check()
         return model

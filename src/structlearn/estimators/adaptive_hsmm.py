@@ -11,10 +11,9 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..learning import adaptive_hsmm as _learn
 from ..models import adaptive_factor as _af
-from ..models import durations as _dur
 from ..models import emissions as _emi
-from ..models.distribution import families_from_file, family_to_file
 from ..utils.validation import check_lengths
+from ._em_files import families_from_header, families_to_file
 from .hsmm import HiddenSemiMarkovModel
 
 __all__ = ["AdaptiveFactorHSMM", "AdaptiveFiltered"]
@@ -312,26 +311,16 @@ class AdaptiveFactorHSMM(BaseEstimator):
         ValueError
             A custom (non-structlearn) duration or emission object.
         """
-        from ..models import hmm_emissions as _hemi
         from ..utils.modelfile import save_model
 
         check_is_fitted(self, "hsmm_")
         base = self.hsmm_
-        dname, darr, dcfg = family_to_file(base.duration_, _dur, "duration")
-        ename, earr, ecfg = family_to_file(base.emission_, (_emi, _hemi), "emission")
-        params = {k: v for k, v in self.get_params().items()
-                  if k not in ("duration", "emission", "random_state")}
-        params["duration"] = self.duration if isinstance(self.duration, str) else dname
-        params["emission"] = self.emission if isinstance(self.emission, str) else ename
-        rs = self.random_state
-        params["random_state"] = int(rs) if isinstance(rs, (int, np.integer)) else None
-        meta = {"duration_family": dname, "duration_config": dcfg, "emission_family": ename,
-                "emission_config": ecfg, "max_duration_": int(self.max_duration_),
-                "n_features_in_": int(self.n_features_in_), "duration_walk_var_": self.duration_walk_var_,
-                "emission_walk_var_": self.emission_walk_var_}
+        params, meta, family_arrays = families_to_file(self, base.duration_, base.emission_)
+        meta.update({"max_duration_": int(self.max_duration_), "n_features_in_": int(self.n_features_in_),
+                     "duration_walk_var_": self.duration_walk_var_, "emission_walk_var_": self.emission_walk_var_})
         save_model(path, format_name=_FORMAT, version=_FORMAT_VERSION,
                    estimator="structlearn.AdaptiveFactorHSMM", params=params, metadata=meta,
-                   arrays={"startprob_": base.startprob_, "transmat_": base.transmat_, **darr, **earr})
+                   arrays={"startprob_": base.startprob_, "transmat_": base.transmat_, **family_arrays})
 
     @classmethod
     def load(cls, path):
@@ -342,20 +331,11 @@ class AdaptiveFactorHSMM(BaseEstimator):
         ModelFileError
             Not a file of this format, or a header naming no structlearn family.
         """
-        from ..models import hmm_emissions as _hemi
-        from ..utils.modelfile import ModelFileError, load_model
+        from ..utils.modelfile import load_model
 
         header, arrays = load_model(path, expected_format=_FORMAT, supported_version=_FORMAT_VERSION)
         meta = header["metadata"]
-        fam = families_from_file(meta, arrays, {"duration": (_dur, _dur.DurationDistribution),
-                                                "emission": ((_emi, _hemi), _emi.EmissionDistribution)})
-        if None in fam.values():
-            raise ModelFileError(f"{path!r}: the header names no structlearn duration/emission family "
-                                 f"({meta.get('duration_family')!r}, {meta.get('emission_family')!r})")
-        params = dict(header["params"])
-        for what in ("duration", "emission"):
-            if params.get(what) == meta.get(f"{what}_family"):  # an object at save: its family
-                params[what] = type(fam[what])(**(meta.get(f"{what}_config") or {}))
+        params, fam = families_from_header(path, header, arrays)
         model = cls(**params)
         base = model._base()
         base.duration_, base.emission_ = fam["duration"], fam["emission"]

@@ -20,6 +20,7 @@ from ..models import emissions as _emi
 from ..models.distribution import families_from_file, family_to_file
 from ..models.multichannel_hsmm import MC_CENSORING, MultiChannelPotentials, m_step
 from ..utils.validation import check_lengths
+from ._em_files import fit_state, restore_fit_state
 
 __all__ = ["MultiChannelHSMM"]
 
@@ -512,12 +513,9 @@ class MultiChannelHSMM(BaseEstimator):
         check_is_fitted(self, "startprob_")
         C = len(self.startprob_)
         arrays = {"coupling_": self.coupling_}
-        ll = getattr(self, "log_likelihood_", np.nan)
         meta = {"max_duration_": [int(d) for d in self.max_duration_], "n_features_in_": int(self.n_features_in_),
                 "channels_": [c.tolist() for c in self.channels_],
-                "converged_": bool(getattr(self, "converged_", False)),
-                "log_likelihood_": float(ll) if np.isfinite(ll) else None,
-                "history": [float(h) for h in getattr(getattr(self, "monitor_", None), "history", [])]}
+                **fit_state(self)}
         for c in range(C):
             arrays[f"startprob_{c}"] = self.startprob_[c]
             for k in range(C):
@@ -581,13 +579,7 @@ class MultiChannelHSMM(BaseEstimator):
                            for c in range(C)]
         model.max_duration_ = [int(d) for d in meta["max_duration_"]]
         model.n_features_in_ = int(meta["n_features_in_"])
-        model.converged_ = bool(meta.get("converged_", False))
-        ll = meta.get("log_likelihood_")
-        model.log_likelihood_ = float("nan") if ll is None else float(ll)
-        mon = ConvergenceMonitor(model.tol, model.n_iter)
-        mon.history = list(meta.get("history", []))
-        mon.iter = len(mon.history)
-        model.monitor_ = mon
+        restore_fit_state(model, meta)
         model._check_params()
         return model
 

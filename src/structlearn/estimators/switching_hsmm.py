@@ -14,15 +14,15 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from ..learning import hsmm_em as _em
-from ..learning.em import ConvergenceMonitor, run_em
+from ..learning.em import run_em
 from ..learning.shards import Shard, map_shards, split_shards
 from ..models import durations as _dur
 from ..models import emissions as _emi
 from ..models import switching_hsmm as _model
 from ..models.censoring import CENSORING
-from ..models.distribution import families_from_file, family_to_file
 from ..utils.validation import check_lengths
 from ._criteria import InformationCriteria
+from ._em_files import families_from_header, families_to_file, fit_state, restore_fit_state
 from ._em_restarts import (EmptyStateWarning, check_n_jobs, fit_restarts, label_mask, n_blocks,
                            user_stacklevel)
 
@@ -588,24 +588,13 @@ class SwitchingHSMM(InformationCriteria, BaseEstimator):
         from ..utils.modelfile import save_model
 
         check_is_fitted(self, "startprob_")
-        dname, darr, dcfg = family_to_file(self.duration_, _dur, "duration")
-        ename, earr, ecfg = family_to_file(self.emission_, _emi, "emission")
+        params, meta, family_arrays = families_to_file(self, self.duration_, self.emission_)
         arrays = {"regime_startprob_": self.regime_startprob_, "regime_transmat_": self.regime_transmat_,
-                  "startprob_": self.startprob_, "transmat_": self.transmat_, **darr, **earr}
-        params = {k: v for k, v in self.get_params().items() if k not in ("duration", "emission",
-                                                                           "random_state")}
+                  "startprob_": self.startprob_, "transmat_": self.transmat_, **family_arrays}
         params["tie_durations"] = bool(self.tie_durations)
         params["tie_emissions"] = bool(self.tie_emissions)
-        params["duration"] = self.duration if isinstance(self.duration, str) else dname
-        params["emission"] = self.emission if isinstance(self.emission, str) else ename
-        rs = self.random_state
-        params["random_state"] = int(rs) if isinstance(rs, (int, np.integer)) else None
-        ll = getattr(self, "log_likelihood_", np.nan)
-        meta = {"duration_family": dname, "duration_config": dcfg, "emission_family": ename,
-                "emission_config": ecfg, "max_duration_": int(self.max_duration_),
-                "n_features_in_": int(self.n_features_in_), "converged_": bool(getattr(self, "converged_", False)),
-                "log_likelihood_": float(ll) if np.isfinite(ll) else None,
-                "history": [float(h) for h in getattr(getattr(self, "monitor_", None), "history", [])]}
+        meta.update({"max_duration_": int(self.max_duration_), "n_features_in_": int(self.n_features_in_),
+                     **fit_state(self)})
         save_model(path, format_name=_FORMAT, version=_FORMAT_VERSION, estimator="structlearn.SwitchingHSMM",
                    params=params, metadata=meta, arrays=arrays)
 
@@ -621,33 +610,18 @@ class SwitchingHSMM(InformationCriteria, BaseEstimator):
         ValueError
             Parameters in the file that fail validation.
         """
-        from ..utils.modelfile import ModelFileError, load_model
+        from ..utils.modelfile import load_model
 
         header, arrays = load_model(path, expected_format=_FORMAT, supported_version=_FORMAT_VERSION)
         meta = header["metadata"]
-        fam = families_from_file(meta, arrays, {"duration": (_dur, _dur.DurationDistribution),
-                                                "emission": (_emi, _emi.EmissionDistribution)})
-        if None in fam.values():
-            raise ModelFileError(f"{path!r}: the header names no structlearn duration/emission family "
-                                 f"({meta.get('duration_family')!r}, {meta.get('emission_family')!r})")
-        params = dict(header["params"])
-        if params.get("emission") == meta.get("emission_family"):
-            params["emission"] = type(fam["emission"])(**(meta.get("emission_config") or {}))
-        if params.get("duration") == meta.get("duration_family"):
-            params["duration"] = type(fam["duration"])(**(meta.get("duration_config") or {}))
+        params, fam = families_from_header(path, header, arrays)
         model = cls(**params)
         model.duration_, model.emission_ = fam["duration"], fam["emission"]
         for name in ("regime_startprob_", "regime_transmat_", "startprob_", "transmat_"):
             setattr(model, name, np.asarray(arrays[name], dtype=np.float64))
         model.max_duration_ = int(meta["max_duration_"])
         model.n_features_in_ = int(meta["n_features_in_"])
-        model.converged_ = bool(meta.get("converged_", False))
-        ll = meta.get("log_likelihood_")
-        model.log_likelihood_ = float("nan") if ll is None else float(ll)
-        mon = ConvergenceMonitor(model.tol, model.n_iter)
-        mon.history = list(meta.get("history", []))
-        mon.iter = len(mon.history)
-        model.monitor_ = mon
+        restore_fit_state(model, meta)
         model._validate_hyper()
         model._check_params()
         return model
