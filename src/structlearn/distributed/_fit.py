@@ -232,7 +232,8 @@ def fit(estimator, data, client=None, *, init="first", split_every=8, callback=N
         return estimator._fit_sharded(map_statistics, init_data, max(m[2] for m in meta), features.pop(), None,
                                       **extra)
     finally:
-        client.cancel(shards)
+        for s in shards:   # released, not cancelled (see _crf.py: a later fit may hold futures of the same keys)
+            s.release()
 
 
 def shard_bytes(estimator, shard):

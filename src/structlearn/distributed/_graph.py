@@ -115,4 +115,5 @@ def fit_graph_crf(estimator, data, client, *, split_every=8, callback=None):
 
         return estimator._fit_sharded(map_statistics, D, F, K, t0, factors)
     finally:
-        client.cancel(raw)
+        for r in raw:   # released, not cancelled (see _crf.py: a later fit may hold futures of the same keys)
+            r.release()
