@@ -25,7 +25,15 @@ where ``econst[e]`` is the sum of the constant pattern weights of the Z-suffixes
 In the LOG semiring α and β are kept scaled per token (α̂ sums to 1; β̂ divided by the same
 normalisers, as in scaled forward–backward), so marginals never subtract O(T)-sized log-scores.
 
-Cost per token O(|P|·K·(1 + patterns per edge)), memory O(T·|P|) per sequence.
+The token-dependent part of ψ depends on the edge only through its set of state patterns, its
+*class* c = cls[e] (C classes, C ≪ E: with state patterns up to bigrams C ≤ K + K²), so the kernels
+take per-token class potentials ``phic[t, c] = Σ_{z in class c} phi[t, z]`` and
+ψ[t, e] = econst[e] + phic[t, cls[e]]. The scaled linear-space pass (:func:`_linear_seq`) uses the
+factorisation exp ψ = exp(econst[e] - max) · exp(phic[t, c] - max_t): C exponentials per token, none per
+edge, and collects the marginals of token t while computing β̂[t - 1]; it declines (NaN) when the
+potentials are too spread for scaled products, and :func:`_log_seq` (the log-space recursion) runs.
+
+Cost per token O(|P|·K + C·patterns per class), memory O(T·|P|) per sequence.
 
 **Dense** helpers: the expansion to d-tuples of labels (a first-order chain over K**d states,
 α[y_1..y_d] of Ye et al. 2009); see :mod:`structlearn.models.higher_order` for the layout.
@@ -40,23 +48,61 @@ from ..semirings import LOG, MAX, reduce_pair
 _NEG = -np.inf
 
 
+_SPREAD = 300.0  # linear path only if every finite ψ[t, e] is within this many nats of its token's max
+_SMALL = 1e-150  # ... and every non-zero scaled α̂ / 1/β̂ stays above this (no underflow in products)
+
+
 @njit(cache=True)
-def _edge_scores(phi, econst, es_ptr, es_pat, start, allowed, o, T, K):
-    """ψ (T, E) of one sequence."""
+def class_scores(phi, r0, T, cls_ptr, cls_pat, cls_label, allowed, a0, out):
+    """Token potentials of the edge classes: out[t, c] = Σ_{z in class c} phi[r0 + t, z] for t < T,
+    -inf where the class's label is not allowed at row a0 + t of ``allowed`` (an empty ``allowed``
+    allows every label). ``out`` has at least T rows and C columns."""
+    C = cls_label.shape[0]
+    check = allowed.shape[0] > 0
+    for t in range(T):
+        for c in range(C):
+            if check and not allowed[a0 + t, cls_label[c]]:
+                out[t, c] = _NEG
+                continue
+            v = 0.0
+            for j in range(cls_ptr[c], cls_ptr[c + 1]):
+                v += phi[r0 + t, cls_pat[j]]
+            out[t, c] = v
+
+
+@njit(cache=True)
+def edge_setup(econst):
+    """(max_e econst, exp(econst - max) (E,), whether every edge constant is within _SPREAD / 2 nats of
+    the max: the linear path's condition on the constant factor of ψ)."""
+    E = econst.shape[0]
+    cmax = _NEG
+    for e in range(E):
+        if econst[e] > cmax:
+            cmax = econst[e]
+    eec = np.empty(E)
+    ok = cmax > _NEG
+    for e in range(E):
+        v = econst[e] - cmax
+        if not v >= -0.5 * _SPREAD:
+            ok = False
+        eec[e] = math.exp(v)
+    return cmax, eec, ok
+
+
+@njit(cache=True)
+def _edge_scores(phic, econst, cls, start, T, K):
+    """ψ (T, E) of one sequence from its class potentials phic (T, C) (log-space path, Viterbi)."""
     E = econst.shape[0]
     psi = np.empty((T, E))
     for t in range(T):
-        n = o + t
         for e in range(E):
-            y = e % K
-            if not allowed[n, y]:
+            c = phic[t, cls[e]]
+            if c == _NEG:
                 psi[t, e] = _NEG
                 continue
-            v = econst[e]
-            for j in range(es_ptr[e], es_ptr[e + 1]):
-                v += phi[n, es_pat[j]]
+            v = econst[e] + c
             if t == 0:
-                v += start[y]
+                v += start[e % K]
             psi[t, e] = v
     return psi
 
@@ -157,51 +203,67 @@ def _backward(psi, dst, p_last, end, P, K, T, beta, inc, log_r):
             beta[t, p] = m + math.log(s) - inc[t + 1]
 
 
-_SPREAD = 300.0  # linear path only if every finite ψ[t, e] is within this many nats of its token's max
-_SMALL = 1e-150  # ... and every non-zero scaled α̂ / 1/β̂ stays above this (no underflow in products)
-
-
 @njit(cache=True)
-def _linear_seq(psi, dst, p_last, end, es_ptr, es_pat, P, K, T, o, lab, tok, buf):
-    """Scaled forward–backward in linear space for one sequence: one exp per edge and token.
+def _linear_seq(phic, econst, cmax, eec, cls, dst, p_last, start, end, P, K, T, muc, ebuf):
+    """Scaled forward–backward in linear space for one sequence.
 
-    Returns log Z (-inf if infeasible) after adding the marginals into ``lab``/``tok``/``buf``, or NaN
-    (nothing added) when the potentials are too spread for the scaled products to be exact; the caller
-    then runs the log-space path.
+    ψ[t, e] = econst[e] + phic[t, cls[e]] factorises, so exp ψ = exp(econst[e] - cmax) ·
+    exp(phic[t, c] - max_c phic[t, c]) · const: C exponentials per token (C classes ≪ E edges), none
+    per edge. The marginals of token t are collected while β̂[t - 1] is computed (one pass per
+    direction). Adds μ into ``muc`` (T, C) and ``ebuf`` (E,) (zeroed by the caller) and returns log Z
+    (-inf if infeasible), or NaN when the potentials are too spread for the scaled products to be exact
+    (``muc``/``ebuf`` then hold partial sums; the caller runs the log-space path).
     """
-    E = psi.shape[1]
-    ep = np.empty((T, E))
+    C = phic.shape[1]
+    eph = np.empty((T, C))
     lsc = np.empty(T)  # log of the linear normaliser s_t; inc[t] = M[t] + lsc[t]
     inc = np.empty(T)
-    for t in range(T):
+    ep0 = np.empty(K)
+    m = _NEG
+    for y in range(K):  # t = 0: only the edges out of ε, with the start weights
+        c = phic[0, cls[y]]
+        v = _NEG if c == _NEG else econst[y] + c + start[y]
+        ep0[y] = v
+        if v > m:
+            m = v
+    if m == _NEG:
+        return _NEG
+    for y in range(K):
+        v = ep0[y] - m
+        if v == _NEG:
+            ep0[y] = 0.0
+        elif v < -_SPREAD:
+            return np.nan
+        else:
+            ep0[y] = math.exp(v)
+    inc[0] = m
+    for t in range(1, T):
         m = _NEG
-        for e in range(K if t == 0 else E):
-            if psi[t, e] > m:
-                m = psi[t, e]
+        for c in range(C):
+            if phic[t, c] > m:
+                m = phic[t, c]
         if m == _NEG:
             return _NEG
-        for e in range(E):
-            v = psi[t, e] - m
+        for c in range(C):
+            v = phic[t, c] - m
             if v == _NEG:
-                ep[t, e] = 0.0
-            elif v < -_SPREAD:
-                if t == 0 and e >= K:
-                    ep[t, e] = 0.0
-                else:
-                    return np.nan
+                eph[t, c] = 0.0
+            elif v < -0.5 * _SPREAD:
+                return np.nan
             else:
-                ep[t, e] = math.exp(v)
-        inc[t] = m
+                eph[t, c] = math.exp(v)
+        inc[t] = cmax + m
     alpha = np.zeros((T, P))
+    for y in range(K):
+        alpha[0, dst[y]] += ep0[y]
     for t in range(T):
-        if t == 0:
-            for e in range(K):
-                alpha[0, dst[e]] += ep[0, e]
-        else:
-            for e in range(E):
-                a = alpha[t - 1, e // K]
-                if a != 0.0:
-                    alpha[t, dst[e]] += a * ep[t, e]
+        if t > 0:
+            for p in range(P):
+                a = alpha[t - 1, p]
+                if a == 0.0:
+                    continue
+                for e in range(p * K, p * K + K):
+                    alpha[t, dst[e]] += a * eec[e] * eph[t, cls[e]]
         sm = 0.0
         for q in range(P):
             sm += alpha[t, q]
@@ -237,41 +299,94 @@ def _linear_seq(psi, dst, p_last, end, es_ptr, es_pat, P, K, T, o, lab, tok, buf
             if v > -np.log(_SMALL):
                 return np.nan
             beta[T - 1, q] = math.exp(v)
-    for t in range(T - 2, -1, -1):
-        inv = math.exp(-lsc[t + 1])
+    # β̂[t-1, p] = Σ_y ep[t, e] β̂[t, dst[e]] / s_t and μ[t, e] = α̂[t-1, p] ep[t, e] β̂[t, dst[e]] / s_t
+    for t in range(T - 1, 0, -1):
+        inv = math.exp(-lsc[t])
         for p in range(P):
+            a = alpha[t - 1, p] * inv
             acc = 0.0
-            for y in range(K):
-                e = p * K + y
-                acc += ep[t + 1, e] * beta[t + 1, dst[e]]
+            if a == 0.0:
+                for e in range(p * K, p * K + K):
+                    acc += eec[e] * eph[t, cls[e]] * beta[t, dst[e]]
+            else:
+                for e in range(p * K, p * K + K):
+                    x = eec[e] * eph[t, cls[e]] * beta[t, dst[e]]
+                    acc += x
+                    ebuf[e] += a * x
+                    muc[t, cls[e]] += a * x
             acc *= inv
             if acc > 1.0 / _SMALL:
                 return np.nan
-            beta[t, p] = acc
-    # marginals μ[t, e] = α̂[t-1, p] ep[t, e] β̂[t, dst[e]] / s_t
-    for t in range(T):
-        n = o + t
-        inv = math.exp(-lsc[t])
-        for e in range(K if t == 0 else E):
-            a = 1.0 if t == 0 else alpha[t - 1, e // K]
-            if a == 0.0:
-                continue
-            mu = a * ep[t, e] * beta[t, dst[e]] * inv
-            if mu == 0.0:
-                continue
-            lab[n, e % K] += mu
-            buf[e] += mu
-            for j in range(es_ptr[e], es_ptr[e + 1]):
-                tok[n, es_pat[j]] += mu
+            beta[t - 1, p] = acc
+    inv = math.exp(-lsc[0])
+    for y in range(K):
+        mu = ep0[y] * beta[0, dst[y]] * inv
+        ebuf[y] += mu
+        muc[0, cls[y]] += mu
     lz = log_r
     for t in range(T):
         lz += inc[t]
     return lz
 
 
+@njit(cache=True)
+def _log_seq(phic, econst, cls, dst, p_last, start, end, P, K, T, muc, ebuf):
+    """The log-space forward–backward of one sequence (any potentials): log Z, μ into ``muc``/``ebuf``."""
+    E = dst.shape[0]
+    psi = _edge_scores(phic, econst, cls, start, T, K)
+    alpha = np.empty((T, P))
+    inc = np.empty(T)
+    _forward(psi, dst, P, K, T, LOG, alpha, np.zeros((1, 1), np.int64), inc)
+    if inc[T - 1] == _NEG:
+        return _NEG
+    log_r, _ = _final(alpha[T - 1], p_last, end, LOG)
+    if log_r == _NEG:
+        return _NEG
+    lz = log_r
+    for t in range(T):
+        lz += inc[t]
+    beta = np.empty((T, P))
+    _backward(psi, dst, p_last, end, P, K, T, beta, inc, log_r)
+    for t in range(T):
+        for e in range(E):
+            p = e // K
+            a = (0.0 if p == 0 else _NEG) if t == 0 else alpha[t - 1, p]
+            if a == _NEG:
+                continue
+            v = a + psi[t, e] + beta[t, dst[e]] - inc[t]
+            if v == _NEG:
+                continue
+            mu = math.exp(v)
+            ebuf[e] += mu
+            muc[t, cls[e]] += mu
+    return lz
+
+
+@njit(cache=True)
+def seq_marginals(phic, econst, cmax, eec, linear, cls, dst, p_last, start, end, P, K, T, muc, ebuf):
+    """log Z of one sequence from its class potentials phic (≥ T, C); sets ``muc[:T]`` to the class
+    marginals μ[t, c] = P(the edge at t is of class c) and ``ebuf`` (E,) to Σ_t μ[t, e].
+
+    With ``linear`` (and :func:`edge_setup`'s condition) the scaled linear-space pass runs first, the
+    log-space recursion when it declines. Time O(T·|P|·K + T·C), memory O(T·(|P| + E)) (log path).
+    """
+    C = muc.shape[1]
+    if linear:
+        muc[:T] = 0.0
+        ebuf[:] = 0.0
+        lz = _linear_seq(phic, econst, cmax, eec, cls, dst, p_last, start, end, P, K, T, muc, ebuf)
+        if not np.isnan(lz):
+            return lz
+    for t in range(T):
+        for c in range(C):
+            muc[t, c] = 0.0
+    ebuf[:] = 0.0
+    return _log_seq(phic, econst, cls, dst, p_last, start, end, P, K, T, muc, ebuf)
+
+
 @njit(cache=True, parallel=True)
-def pattern_marginals(phi, econst, es_ptr, es_pat, dst, p_last, start, end, allowed, offsets,
-                      n_chunks, linear=True):
+def pattern_marginals(phi, econst, cls, cls_ptr, cls_pat, cls_label, dst, p_last, start, end, allowed,
+                      offsets, n_chunks, linear=True):
     """log Z, label marginals, token pattern marginals and edge totals of the sparse model.
 
     With ``linear`` a sequence runs the scaled linear-space pass (:func:`_linear_seq`) and falls back
@@ -290,69 +405,57 @@ def pattern_marginals(phi, econst, es_ptr, es_pat, dst, p_last, start, end, allo
     K = start.shape[0]
     E = econst.shape[0]
     P = p_last.shape[0]
+    C = cls_label.shape[0]
+    cmax, eec, ok = edge_setup(econst)
+    lin = linear and ok
     log_z = np.zeros(B)
     lab = np.zeros((N, K))
     tok = np.zeros((N, Zs))
     bufs = np.zeros((n_chunks, E))
     step = (B + n_chunks - 1) // n_chunks
-    for c in prange(n_chunks):
-        dummy = np.zeros((1, 1), np.int64)
-        for b in range(c * step, min(B, (c + 1) * step)):
+    for ch in prange(n_chunks):
+        maxT = 1
+        for b in range(ch * step, min(B, (ch + 1) * step)):
+            maxT = max(maxT, offsets[b + 1] - offsets[b])
+        phic = np.empty((maxT, C))
+        muc = np.empty((maxT, C))
+        ebuf = np.empty(E)
+        for b in range(ch * step, min(B, (ch + 1) * step)):
             o = offsets[b]
             T = offsets[b + 1] - o
             if T == 0:
                 continue
-            psi = _edge_scores(phi, econst, es_ptr, es_pat, start, allowed, o, T, K)
-            if linear:
-                lz = _linear_seq(psi, dst, p_last, end, es_ptr, es_pat, P, K, T, o, lab, tok, bufs[c])
-                if not np.isnan(lz):
-                    log_z[b] = lz
-                    continue
-            alpha = np.empty((T, P))
-            inc = np.empty(T)
-            _forward(psi, dst, P, K, T, LOG, alpha, dummy, inc)
-            if inc[T - 1] == _NEG:
-                log_z[b] = _NEG
-                continue
-            log_r, _ = _final(alpha[T - 1], p_last, end, LOG)
-            if log_r == _NEG:
-                log_z[b] = _NEG
-                continue
-            lz = log_r
-            for t in range(T):
-                lz += inc[t]
+            class_scores(phi, o, T, cls_ptr, cls_pat, cls_label, allowed, o, phic)
+            lz = seq_marginals(phic, econst, cmax, eec, lin, cls, dst, p_last, start, end, P, K, T, muc,
+                               ebuf)
             log_z[b] = lz
-            beta = np.empty((T, P))
-            _backward(psi, dst, p_last, end, P, K, T, beta, inc, log_r)
+            if lz == _NEG:
+                continue
+            for e in range(E):
+                bufs[ch, e] += ebuf[e]
             for t in range(T):
                 n = o + t
-                for e in range(E):
-                    p = e // K
-                    a = (0.0 if p == 0 else _NEG) if t == 0 else alpha[t - 1, p]
-                    if a == _NEG:
-                        continue
-                    v = a + psi[t, e] + beta[t, dst[e]] - inc[t]
-                    if v == _NEG:
-                        continue
-                    mu = math.exp(v)
-                    lab[n, e % K] += mu
-                    bufs[c, e] += mu
-                    for j in range(es_ptr[e], es_ptr[e + 1]):
-                        tok[n, es_pat[j]] += mu
+                for c in range(C):
+                    m = muc[t, c]
+                    lab[n, cls_label[c]] += m
+                    for j in range(cls_ptr[c], cls_ptr[c + 1]):
+                        tok[n, cls_pat[j]] += m
     etot = np.zeros(E)
-    for c in range(n_chunks):
+    for ch in range(n_chunks):
         for e in range(E):
-            etot[e] += bufs[c, e]
+            etot[e] += bufs[ch, e]
     return log_z, lab, tok, etot
 
 
 @njit(cache=True, parallel=True)
-def pattern_viterbi(phi, econst, es_ptr, es_pat, dst, p_last, start, end, allowed, offsets):
+def pattern_viterbi(phi, econst, cls, cls_ptr, cls_pat, cls_label, dst, p_last, start, end, allowed,
+                    offsets):
     """Best score (B,) and best labels (N,) (-1 in infeasible sequences) of the sparse model."""
     B = offsets.shape[0] - 1
     N = phi.shape[0]
     K = start.shape[0]
     P = p_last.shape[0]
+    C = cls_label.shape[0]
     best = np.zeros(B)
     labels = np.full(N, -1, np.int64)
     for b in prange(B):
@@ -360,7 +463,9 @@ def pattern_viterbi(phi, econst, es_ptr, es_pat, dst, p_last, start, end, allowe
         T = offsets[b + 1] - o
         if T == 0:
             continue
-        psi = _edge_scores(phi, econst, es_ptr, es_pat, start, allowed, o, T, K)
+        phic = np.empty((T, C))
+        class_scores(phi, o, T, cls_ptr, cls_pat, cls_label, allowed, o, phic)
+        psi = _edge_scores(phic, econst, cls, start, T, K)
         alpha = np.empty((T, P))
         bp = np.empty((T, P), np.int64)
         _forward(psi, dst, P, K, T, MAX, alpha, bp, np.empty(0))

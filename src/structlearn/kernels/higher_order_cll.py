@@ -1,0 +1,162 @@
+"""Fused Numba kernel of the higher-order CRF objective (sparse pattern inference,
+:class:`structlearn.models.higher_order.HigherOrderFeatureModel`): state-pattern potentials,
+forward–backward over pattern prefixes and expected feature counts in one pass per block of sequences.
+
+The recursion is :func:`structlearn.kernels.higher_order.seq_marginals` (Cuong et al. 2014, JMLR 15, §3);
+this module only feeds it per-sequence potentials built from the attribute occurrences and scatters its
+class marginals into the feature counts, so no (N, Zs) array is built (the layout of
+:func:`structlearn.kernels.crf.chain_cll` for the first-order chain).
+"""
+import numpy as np
+from numba import njit, prange
+
+from .higher_order import class_scores, edge_setup, seq_marginals
+
+_NEG = -np.inf
+
+
+@njit(cache=True, parallel=True)
+def pattern_cll(w, f_idx, f_row, f_col, n_dense, item_code, ones, item_ptr, item_val, attr_ptr, feat_pat,
+                n_state_patterns, econst, cls, cls_ptr, cls_pat, cls_label, dst, p_last, start, end, offsets,
+                gold_edges, bounds, linear):
+    """log Z, gold scores and expected counts of a fully labelled batch, parallel over blocks of sequences.
+
+    Parameters
+    ----------
+    w : ndarray of float64, shape (F,)
+        State-feature weights; feature f is (attribute a, state pattern ``feat_pat[f]``) for f in
+        ``attr_ptr[a]:attr_ptr[a + 1]``.
+    f_idx, f_row, f_col : ndarray of int64, shape (F_d,)
+        Features read through a dense (n_dense, Zs) weight block: feature ``f_idx[i]`` sits at
+        (``f_row[i]``, ``f_col[i]``). An occurrence p with ``item_code[p] >= 0`` adds / collects that
+        whole row; the others (code -(a + 1)) go through attribute a's sparse feature list.
+    ones : bool
+        Every value is 1 (``item_val`` is not read).
+    econst, cls, cls_ptr, cls_pat, cls_label, dst, p_last : the automaton (see
+        :meth:`structlearn.models.higher_order.LabelPatterns.sparse`), ``econst`` (E,) the constant edge
+        log-potentials.
+    start, end : ndarray of float64, shape (K,)
+    offsets : ndarray of int64, shape (B + 1,)
+    gold_edges : ndarray of int64, shape (N,)
+        Automaton edges of the gold labels.
+    bounds : ndarray of int64, shape (C + 1,)
+        Sequence indices of the blocks.
+    linear : bool
+        Allow the scaled linear-space pass.
+
+    Returns
+    -------
+    log_z, gold : (B,) log Z and gold log-score per sequence (log Z -inf: infeasible, adds nothing)
+    gstate : (F,) expected state-feature counts
+    etot : (E,) Σ_t μ[t, e]
+    est, een : (K,) expected first / last label counts
+
+    Notes
+    -----
+    Time O(nnz · Zs) (dense rows) + O(N·|P|·K) (recursion); memory O(n_blocks · (F + n_dense·Zs + E)).
+    """
+    Zs = n_state_patterns
+    K = start.shape[0]
+    F = feat_pat.shape[0]
+    B = offsets.shape[0] - 1
+    NB = bounds.shape[0] - 1
+    E = econst.shape[0]
+    P = p_last.shape[0]
+    C = cls_label.shape[0]
+    AD = n_dense
+    w_dense = np.zeros((AD, Zs))
+    for i in prange(f_idx.shape[0]):
+        w_dense[f_row[i], f_col[i]] = w[f_idx[i]]
+    cmax, eec, ok = edge_setup(econst)
+    lin = linear and ok
+    everything = np.zeros((0, K), np.bool_)
+    log_z = np.zeros(B)
+    gold = np.zeros(B)
+    ebufs = np.zeros((NB, E))
+    sbuf = np.zeros((NB, K))
+    nbuf = np.zeros((NB, K))
+    gbuf = np.zeros((NB, F))
+    dbuf = np.zeros((NB, AD, Zs))
+    for c in prange(NB):
+        maxT = 1
+        for b in range(bounds[c], bounds[c + 1]):
+            maxT = max(maxT, offsets[b + 1] - offsets[b])
+        U = np.empty((maxT, Zs))
+        phic = np.empty((maxT, C))
+        muc = np.empty((maxT, C))
+        ebuf = np.empty(E)
+        for b in range(bounds[c], bounds[c + 1]):
+            o = offsets[b]
+            T = offsets[b + 1] - o
+            if T == 0:
+                continue
+            for t in range(T):
+                n = o + t
+                for k in range(Zs):
+                    U[t, k] = 0.0
+                for p in range(item_ptr[n], item_ptr[n + 1]):
+                    d = item_code[p]
+                    v = 1.0 if ones else item_val[p]
+                    if d >= 0:
+                        for k in range(Zs):
+                            U[t, k] += v * w_dense[d, k]
+                    else:
+                        a = -d - 1
+                        for f in range(attr_ptr[a], attr_ptr[a + 1]):
+                            U[t, feat_pat[f]] += v * w[f]
+            class_scores(U, 0, T, cls_ptr, cls_pat, cls_label, everything, 0, phic)
+            s = start[gold_edges[o] % K] + end[gold_edges[o + T - 1] % K]
+            for t in range(T):
+                e = gold_edges[o + t]
+                s += econst[e] + phic[t, cls[e]]
+            gold[b] = s
+            lz = seq_marginals(phic, econst, cmax, eec, lin, cls, dst, p_last, start, end, P, K, T, muc,
+                               ebuf)
+            log_z[b] = lz
+            if lz == _NEG:
+                continue
+            for e in range(E):
+                ebufs[c, e] += ebuf[e]
+            for j in range(C):
+                sbuf[c, cls_label[j]] += muc[0, j]
+                nbuf[c, cls_label[j]] += muc[T - 1, j]
+            for t in range(T):  # token state-pattern marginals, into U (its potentials are used up)
+                for k in range(Zs):
+                    U[t, k] = 0.0
+                for j in range(C):
+                    m = muc[t, j]
+                    for i in range(cls_ptr[j], cls_ptr[j + 1]):
+                        U[t, cls_pat[i]] += m
+            for t in range(T):
+                n = o + t
+                for p in range(item_ptr[n], item_ptr[n + 1]):
+                    d = item_code[p]
+                    v = 1.0 if ones else item_val[p]
+                    if d >= 0:
+                        for k in range(Zs):
+                            dbuf[c, d, k] += v * U[t, k]
+                    else:
+                        a = -d - 1
+                        for f in range(attr_ptr[a], attr_ptr[a + 1]):
+                            gbuf[c, f] += v * U[t, feat_pat[f]]
+    gstate = np.zeros(F)
+    for f in prange(F):
+        acc = 0.0
+        for c in range(NB):
+            acc += gbuf[c, f]
+        gstate[f] = acc
+    for i in prange(f_idx.shape[0]):
+        acc = 0.0
+        for c in range(NB):
+            acc += dbuf[c, f_row[i], f_col[i]]
+        gstate[f_idx[i]] = acc
+    etot = np.zeros(E)
+    est = np.zeros(K)
+    een = np.zeros(K)
+    for c in range(NB):
+        for e in range(E):
+            etot[e] += ebufs[c, e]
+        for k in range(K):
+            est[k] += sbuf[c, k]
+            een[k] += nbuf[c, k]
+    return log_z, gold, gstate, etot, est, een
