@@ -11,23 +11,13 @@ from structlearn.estimators.graph_crf import GraphCRF
 from structlearn.learning.graph_objective import GraphCLL, factor_weight_slices
 from structlearn.structures.graphs import check_graphs, grid_graph
 from tests.conftest import require_module
+from tests.estimators.test_graph_crf import fd_gradient, random_edges
 from tests.oracles.graph_factor_crf_oracle import (log_partition, map_labeling, negative_log_likelihood,
                                                    node_marginals)
 
 RTOL = 1e-10
 TIGHT = dict(tol=1e-13, max_iter=20000)
 seeds = st.integers(0, 2**31 - 1)
-
-
-def random_edges(rng, n, extra):
-    """A random spanning tree on n nodes plus up to ``extra`` distinct chords, (m, 2) int64."""
-    perm = rng.permutation(n)
-    edges = [(perm[i], perm[rng.integers(0, i)]) for i in range(1, n)]
-    have = {frozenset(e) for e in edges}
-    pairs = [(u, v) for u in range(n) for v in range(u + 1, n) if frozenset((u, v)) not in have]
-    for i in rng.permutation(len(pairs))[:extra]:
-        edges.append(pairs[i])
-    return np.array(edges, dtype=np.int64).reshape(-1, 2)
 
 
 def random_problem(rng, B, n_range, K, arities=(1, 2, 3, 4), D=2, F=2, G=2, extra=1, p_hidden=0.5,
@@ -61,15 +51,6 @@ def weights(rng, obj, D, F, K, scale=0.5):
 def full5(X):
     """Every sample as a 5-tuple for the oracle (no factors: an empty list)."""
     return [x if len(x) == 5 else (x[0], x[1], x[2], [], np.zeros((0, 1))) for x in X]
-
-
-def fd_gradient(obj, w, eps=1e-6):
-    out = np.empty_like(w)
-    for j in range(w.size):
-        d = np.zeros_like(w)
-        d[j] = eps
-        out[j] = (obj.value_and_grad(w + d)[0] - obj.value_and_grad(w - d)[0]) / (2 * eps)
-    return out
 
 
 # -- objective against brute force ------------------------------------------------------------------
