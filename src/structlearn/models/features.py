@@ -142,8 +142,12 @@ class AttributeVocabulary:
     """Maps attribute names to ids; grows while fitting, frozen afterwards (unknown names dropped)."""
 
     def __init__(self, names=()):
-        self.index = {}
-        self.names = []
+        names = list(names)
+        index = dict(zip(names, range(len(names))))  # one C-level pass (a model file's 10⁵ attributes)
+        if len(index) == len(names):
+            self.index, self.names = index, names
+            return
+        self.index, self.names = {}, []  # repeated names: the first occurrence keeps its id, as add()
         for n in names:
             self.add(n)
 
