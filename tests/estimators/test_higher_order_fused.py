@@ -62,6 +62,8 @@ def test_fused_equals_unfused(d, dense_min, real):
         np.testing.assert_allclose(g, ug, rtol=RTOL, atol=1e-11)
     if dense_min == 1:
         assert model._dense_rows()[3] > 0
+    if d == 3:  # the linear pass's default edges (failure links) are exercised
+        assert pt.sparse()["df_from"].size > 0
 
 
 @pytest.mark.parametrize("linear", [True, False])

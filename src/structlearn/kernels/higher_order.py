@@ -204,7 +204,8 @@ def _backward(psi, dst, p_last, end, P, K, T, beta, inc, log_r):
 
 
 @njit(cache=True)
-def _linear_seq(phic, econst, cmax, eec, cls, dst, p_last, start, end, P, K, T, muc, ebuf):
+def _linear_seq(phic, econst, cmax, eec, cls, dst, p_last, start, end, nd, df_from, df_to, P, K, T, muc,
+                ebuf, A, X):
     """Scaled forward–backward in linear space for one sequence.
 
     ψ[t, e] = econst[e] + phic[t, cls[e]] factorises, so exp ψ = exp(econst[e] - cmax) ·
@@ -258,11 +259,18 @@ def _linear_seq(phic, econst, cmax, eec, cls, dst, p_last, start, end, P, K, T, 
         alpha[0, dst[y]] += ep0[y]
     for t in range(T):
         if t > 0:
-            for p in range(P):
+            # A[t, e]: the mass α̂[t-1] that leaves by edge e, after moving the mass of every default
+            # edge (p, y) to (fail(p), y) (deepest first); only the non-default edges then carry it
+            for p in range(1, P):
                 a = alpha[t - 1, p]
-                if a == 0.0:
-                    continue
                 for e in range(p * K, p * K + K):
+                    A[t, e] = a
+            for i in range(df_from.shape[0]):
+                A[t, df_to[i]] += A[t, df_from[i]]
+            for i in range(nd.shape[0]):
+                e = nd[i]
+                a = A[t, e]
+                if a != 0.0:
                     alpha[t, dst[e]] += a * eec[e] * eph[t, cls[e]]
         sm = 0.0
         for q in range(P):
@@ -299,21 +307,25 @@ def _linear_seq(phic, econst, cmax, eec, cls, dst, p_last, start, end, P, K, T, 
             if v > -np.log(_SMALL):
                 return np.nan
             beta[T - 1, q] = math.exp(v)
-    # β̂[t-1, p] = Σ_y ep[t, e] β̂[t, dst[e]] / s_t and μ[t, e] = α̂[t-1, p] ep[t, e] β̂[t, dst[e]] / s_t
+    # β̂[t-1, p] = Σ_y ep[t, e] β̂[t, dst[e]] / s_t and μ[t, e] = α̂[t-1, p] ep[t, e] β̂[t, dst[e]] / s_t;
+    # a default edge has the terms of (fail(p), y) (filled shallowest first), and its marginal mass is
+    # counted on the non-default edge that carried it (same dst, class and patterns)
     for t in range(T - 1, 0, -1):
         inv = math.exp(-lsc[t])
-        for p in range(P):
-            a = alpha[t - 1, p] * inv
+        for i in range(nd.shape[0]):
+            e = nd[i]
+            x = eec[e] * eph[t, cls[e]] * beta[t, dst[e]]
+            X[e] = x
+            mu = A[t, e] * x * inv
+            ebuf[e] += mu
+            muc[t, cls[e]] += mu
+        for i in range(df_from.shape[0] - 1, -1, -1):
+            X[df_from[i]] = X[df_to[i]]
+        beta[t - 1, 0] = 0.0
+        for p in range(1, P):
             acc = 0.0
-            if a == 0.0:
-                for e in range(p * K, p * K + K):
-                    acc += eec[e] * eph[t, cls[e]] * beta[t, dst[e]]
-            else:
-                for e in range(p * K, p * K + K):
-                    x = eec[e] * eph[t, cls[e]] * beta[t, dst[e]]
-                    acc += x
-                    ebuf[e] += a * x
-                    muc[t, cls[e]] += a * x
+            for e in range(p * K, p * K + K):
+                acc += X[e]
             acc *= inv
             if acc > 1.0 / _SMALL:
                 return np.nan
@@ -363,18 +375,24 @@ def _log_seq(phic, econst, cls, dst, p_last, start, end, P, K, T, muc, ebuf):
 
 
 @njit(cache=True)
-def seq_marginals(phic, econst, cmax, eec, linear, cls, dst, p_last, start, end, P, K, T, muc, ebuf):
+def seq_marginals(phic, econst, cmax, eec, linear, cls, dst, p_last, start, end, nd, df_from, df_to, P, K,
+                  T, muc, ebuf, A, X):
     """log Z of one sequence from its class potentials phic (≥ T, C); sets ``muc[:T]`` to the class
     marginals μ[t, c] = P(the edge at t is of class c) and ``ebuf`` (E,) to Σ_t μ[t, e].
 
     With ``linear`` (and :func:`edge_setup`'s condition) the scaled linear-space pass runs first, the
-    log-space recursion when it declines. Time O(T·|P|·K + T·C), memory O(T·(|P| + E)) (log path).
+    log-space recursion when it declines. ``nd`` (non-default edges out of non-empty states),
+    ``df_from``/``df_to`` (default edges (p, y), deepest p first, and their (fail(p), y)): see
+    :meth:`structlearn.models.higher_order.LabelPatterns.sparse`. Work buffers ``A`` (≥ T, E), ``X``
+    (E,). In the edge totals ``ebuf`` the mass of a default edge is counted on the non-default edge with
+    the same patterns that carried it. Time O(T·(|P|·K + C)), memory O(T·(|P| + E)).
     """
     C = muc.shape[1]
     if linear:
         muc[:T] = 0.0
         ebuf[:] = 0.0
-        lz = _linear_seq(phic, econst, cmax, eec, cls, dst, p_last, start, end, P, K, T, muc, ebuf)
+        lz = _linear_seq(phic, econst, cmax, eec, cls, dst, p_last, start, end, nd, df_from, df_to, P, K, T,
+                         muc, ebuf, A, X)
         if not np.isnan(lz):
             return lz
     for t in range(T):
@@ -385,8 +403,8 @@ def seq_marginals(phic, econst, cmax, eec, linear, cls, dst, p_last, start, end,
 
 
 @njit(cache=True, parallel=True)
-def pattern_marginals(phi, econst, cls, cls_ptr, cls_pat, cls_label, dst, p_last, start, end, allowed,
-                      offsets, n_chunks, linear=True):
+def pattern_marginals(phi, econst, cls, cls_ptr, cls_pat, cls_label, dst, p_last, nd, df_from, df_to, start,
+                      end, allowed, offsets, n_chunks, linear=True):
     """log Z, label marginals, token pattern marginals and edge totals of the sparse model.
 
     With ``linear`` a sequence runs the scaled linear-space pass (:func:`_linear_seq`) and falls back
@@ -397,7 +415,8 @@ def pattern_marginals(phi, econst, cls, cls_ptr, cls_pat, cls_label, dst, p_last
     log_z : (B,)
     lab : (N, K) P(y_t = k)
     tok : (N, Zs) P(state pattern z ends at t)
-    etot : (E,) Σ_t μ[t, e] over the batch
+    etot : (E,) Σ_t μ[t, e] over the batch (the linear pass counts the mass of a default edge on the
+        non-default edge with the same patterns that carried it: ``incidence.T @ etot`` is unchanged)
     """
     B = offsets.shape[0] - 1
     N = phi.shape[0]
@@ -420,14 +439,16 @@ def pattern_marginals(phi, econst, cls, cls_ptr, cls_pat, cls_label, dst, p_last
         phic = np.empty((maxT, C))
         muc = np.empty((maxT, C))
         ebuf = np.empty(E)
+        A = np.empty((maxT, E))
+        X = np.empty(E)
         for b in range(ch * step, min(B, (ch + 1) * step)):
             o = offsets[b]
             T = offsets[b + 1] - o
             if T == 0:
                 continue
             class_scores(phi, o, T, cls_ptr, cls_pat, cls_label, allowed, o, phic)
-            lz = seq_marginals(phic, econst, cmax, eec, lin, cls, dst, p_last, start, end, P, K, T, muc,
-                               ebuf)
+            lz = seq_marginals(phic, econst, cmax, eec, lin, cls, dst, p_last, start, end, nd, df_from, df_to,
+                               P, K, T, muc, ebuf, A, X)
             log_z[b] = lz
             if lz == _NEG:
                 continue
@@ -448,8 +469,8 @@ def pattern_marginals(phi, econst, cls, cls_ptr, cls_pat, cls_label, dst, p_last
 
 
 @njit(cache=True, parallel=True)
-def pattern_viterbi(phi, econst, cls, cls_ptr, cls_pat, cls_label, dst, p_last, start, end, allowed,
-                    offsets):
+def pattern_viterbi(phi, econst, cls, cls_ptr, cls_pat, cls_label, dst, p_last, nd, df_from, df_to, start,
+                    end, allowed, offsets):
     """Best score (B,) and best labels (N,) (-1 in infeasible sequences) of the sparse model."""
     B = offsets.shape[0] - 1
     N = phi.shape[0]

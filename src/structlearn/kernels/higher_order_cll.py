@@ -17,8 +17,8 @@ _NEG = -np.inf
 
 @njit(cache=True, parallel=True)
 def pattern_cll(w, f_idx, f_row, f_col, n_dense, item_code, ones, item_ptr, item_val, attr_ptr, feat_pat,
-                n_state_patterns, econst, cls, cls_ptr, cls_pat, cls_label, dst, p_last, start, end, offsets,
-                gold_edges, bounds, linear):
+                n_state_patterns, econst, cls, cls_ptr, cls_pat, cls_label, dst, p_last, nd, df_from, df_to,
+                start, end, offsets, gold_edges, bounds, linear):
     """log Z, gold scores and expected counts of a fully labelled batch, parallel over blocks of sequences.
 
     Parameters
@@ -32,7 +32,7 @@ def pattern_cll(w, f_idx, f_row, f_col, n_dense, item_code, ones, item_ptr, item
         whole row; the others (code -(a + 1)) go through attribute a's sparse feature list.
     ones : bool
         Every value is 1 (``item_val`` is not read).
-    econst, cls, cls_ptr, cls_pat, cls_label, dst, p_last : the automaton (see
+    econst, cls, cls_ptr, cls_pat, cls_label, dst, p_last, nd, df_from, df_to : the automaton (see
         :meth:`structlearn.models.higher_order.LabelPatterns.sparse`), ``econst`` (E,) the constant edge
         log-potentials.
     start, end : ndarray of float64, shape (K,)
@@ -48,7 +48,7 @@ def pattern_cll(w, f_idx, f_row, f_col, n_dense, item_code, ones, item_ptr, item
     -------
     log_z, gold : (B,) log Z and gold log-score per sequence (log Z -inf: infeasible, adds nothing)
     gstate : (F,) expected state-feature counts
-    etot : (E,) Σ_t μ[t, e]
+    etot : (E,) Σ_t μ[t, e] (mass of default edges counted on non-default edges with the same patterns)
     est, een : (K,) expected first / last label counts
 
     Notes
@@ -85,6 +85,8 @@ def pattern_cll(w, f_idx, f_row, f_col, n_dense, item_code, ones, item_ptr, item
         phic = np.empty((maxT, C))
         muc = np.empty((maxT, C))
         ebuf = np.empty(E)
+        A = np.empty((maxT, E))
+        X = np.empty(E)
         for b in range(bounds[c], bounds[c + 1]):
             o = offsets[b]
             T = offsets[b + 1] - o
@@ -110,8 +112,8 @@ def pattern_cll(w, f_idx, f_row, f_col, n_dense, item_code, ones, item_ptr, item
                 e = gold_edges[o + t]
                 s += econst[e] + phic[t, cls[e]]
             gold[b] = s
-            lz = seq_marginals(phic, econst, cmax, eec, lin, cls, dst, p_last, start, end, P, K, T, muc,
-                               ebuf)
+            lz = seq_marginals(phic, econst, cmax, eec, lin, cls, dst, p_last, start, end, nd, df_from, df_to,
+                               P, K, T, muc, ebuf, A, X)
             log_z[b] = lz
             if lz == _NEG:
                 continue
