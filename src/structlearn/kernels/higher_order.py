@@ -204,7 +204,7 @@ def _backward(psi, dst, p_last, end, P, K, T, beta, inc, log_r):
 
 
 @njit(cache=True)
-def _linear_seq(phic, econst, cmax, eec, cls, dst, p_last, start, end, nd, df_from, df_to, P, K, T, muc,
+def _linear_seq(phic, econst, cmax, eec, cls, dst, p_last, start, end, nd, nd_ptr, nd_src, root_pos, P, K, T, muc,
                 ebuf, A, X):
     """Scaled forward–backward in linear space for one sequence.
 
@@ -259,18 +259,15 @@ def _linear_seq(phic, econst, cmax, eec, cls, dst, p_last, start, end, nd, df_fr
         alpha[0, dst[y]] += ep0[y]
     for t in range(T):
         if t > 0:
-            # A[t, e]: the mass α̂[t-1] that leaves by edge e, after moving the mass of every default
-            # edge (p, y) to (fail(p), y) (deepest first); only the non-default edges then carry it
-            for p in range(1, P):
-                a = alpha[t - 1, p]
-                for e in range(p * K, p * K + K):
-                    A[t, e] = a
-            for i in range(df_from.shape[0]):
-                A[t, df_to[i]] += A[t, df_from[i]]
+            # A[t, i]: the mass of α̂[t-1] that leaves by non-default edge nd[i]: its own state's and that
+            # of the states whose edge reaches it through default edges
             for i in range(nd.shape[0]):
-                e = nd[i]
-                a = A[t, e]
+                a = 0.0
+                for j in range(nd_ptr[i], nd_ptr[i + 1]):
+                    a += alpha[t - 1, nd_src[j]]
+                A[t, i] = a
                 if a != 0.0:
+                    e = nd[i]
                     alpha[t, dst[e]] += a * eec[e] * eph[t, cls[e]]
         sm = 0.0
         for q in range(P):
@@ -315,17 +312,15 @@ def _linear_seq(phic, econst, cmax, eec, cls, dst, p_last, start, end, nd, df_fr
         for i in range(nd.shape[0]):
             e = nd[i]
             x = eec[e] * eph[t, cls[e]] * beta[t, dst[e]]
-            X[e] = x
-            mu = A[t, e] * x * inv
+            X[i] = x
+            mu = A[t, i] * x * inv
             ebuf[e] += mu
             muc[t, cls[e]] += mu
-        for i in range(df_from.shape[0] - 1, -1, -1):
-            X[df_from[i]] = X[df_to[i]]
         beta[t - 1, 0] = 0.0
         for p in range(1, P):
             acc = 0.0
             for e in range(p * K, p * K + K):
-                acc += X[e]
+                acc += X[root_pos[e]]
             acc *= inv
             if acc > 1.0 / _SMALL:
                 return np.nan
@@ -375,24 +370,25 @@ def _log_seq(phic, econst, cls, dst, p_last, start, end, P, K, T, muc, ebuf):
 
 
 @njit(cache=True)
-def seq_marginals(phic, econst, cmax, eec, linear, cls, dst, p_last, start, end, nd, df_from, df_to, P, K,
+def seq_marginals(phic, econst, cmax, eec, linear, cls, dst, p_last, start, end, nd, nd_ptr, nd_src, root_pos, P, K,
                   T, muc, ebuf, A, X):
     """log Z of one sequence from its class potentials phic (≥ T, C); sets ``muc[:T]`` to the class
     marginals μ[t, c] = P(the edge at t is of class c) and ``ebuf`` (E,) to Σ_t μ[t, e].
 
     With ``linear`` (and :func:`edge_setup`'s condition) the scaled linear-space pass runs first, the
     log-space recursion when it declines. ``nd`` (non-default edges out of non-empty states),
-    ``df_from``/``df_to`` (default edges (p, y), deepest p first, and their (fail(p), y)): see
-    :meth:`structlearn.models.higher_order.LabelPatterns.sparse`. Work buffers ``A`` (≥ T, E), ``X``
-    (E,). In the edge totals ``ebuf`` the mass of a default edge is counted on the non-default edge with
-    the same patterns that carried it. Time O(T·(|P|·K + C)), memory O(T·(|P| + E)).
+    ``nd_ptr``/``nd_src`` (the states whose mass each carries), ``root_pos`` (E,) (position in ``nd`` of
+    the edge that carries an edge's mass): see :meth:`structlearn.models.higher_order.LabelPatterns.sparse`.
+    Work buffers ``A`` (≥ T, |nd|), ``X`` (|nd|,). In the edge totals ``ebuf`` the mass of a default
+    edge is counted on the non-default edge with the same patterns that carried it.
+    Time O(T·(|P|·K + C)), memory O(T·(|P| + E)).
     """
     C = muc.shape[1]
     if linear:
         muc[:T] = 0.0
         ebuf[:] = 0.0
-        lz = _linear_seq(phic, econst, cmax, eec, cls, dst, p_last, start, end, nd, df_from, df_to, P, K, T,
-                         muc, ebuf, A, X)
+        lz = _linear_seq(phic, econst, cmax, eec, cls, dst, p_last, start, end, nd, nd_ptr, nd_src, root_pos,
+                         P, K, T, muc, ebuf, A, X)
         if not np.isnan(lz):
             return lz
     for t in range(T):
@@ -403,7 +399,7 @@ def seq_marginals(phic, econst, cmax, eec, linear, cls, dst, p_last, start, end,
 
 
 @njit(cache=True, parallel=True)
-def pattern_marginals(phi, econst, cls, cls_ptr, cls_pat, cls_label, dst, p_last, nd, df_from, df_to, start,
+def pattern_marginals(phi, econst, cls, cls_ptr, cls_pat, cls_label, dst, p_last, nd, nd_ptr, nd_src, root_pos, start,
                       end, allowed, offsets, n_chunks, linear=True):
     """log Z, label marginals, token pattern marginals and edge totals of the sparse model.
 
@@ -447,7 +443,7 @@ def pattern_marginals(phi, econst, cls, cls_ptr, cls_pat, cls_label, dst, p_last
             if T == 0:
                 continue
             class_scores(phi, o, T, cls_ptr, cls_pat, cls_label, allowed, o, phic)
-            lz = seq_marginals(phic, econst, cmax, eec, lin, cls, dst, p_last, start, end, nd, df_from, df_to,
+            lz = seq_marginals(phic, econst, cmax, eec, lin, cls, dst, p_last, start, end, nd, nd_ptr, nd_src, root_pos,
                                P, K, T, muc, ebuf, A, X)
             log_z[b] = lz
             if lz == _NEG:
@@ -469,7 +465,7 @@ def pattern_marginals(phi, econst, cls, cls_ptr, cls_pat, cls_label, dst, p_last
 
 
 @njit(cache=True, parallel=True)
-def pattern_viterbi(phi, econst, cls, cls_ptr, cls_pat, cls_label, dst, p_last, nd, df_from, df_to, start,
+def pattern_viterbi(phi, econst, cls, cls_ptr, cls_pat, cls_label, dst, p_last, nd, nd_ptr, nd_src, root_pos, start,
                     end, allowed, offsets):
     """Best score (B,) and best labels (N,) (-1 in infeasible sequences) of the sparse model."""
     B = offsets.shape[0] - 1

@@ -17,7 +17,7 @@ _NEG = -np.inf
 
 @njit(cache=True, parallel=True)
 def pattern_cll(w, f_idx, f_row, f_col, n_dense, item_code, ones, item_ptr, item_val, attr_ptr, feat_pat,
-                n_state_patterns, econst, cls, cls_ptr, cls_pat, cls_label, dst, p_last, nd, df_from, df_to,
+                n_state_patterns, econst, cls, cls_ptr, cls_pat, cls_label, dst, p_last, nd, nd_ptr, nd_src, root_pos,
                 start, end, offsets, gold_edges, bounds, linear):
     """log Z, gold scores and expected counts of a fully labelled batch, parallel over blocks of sequences.
 
@@ -32,7 +32,7 @@ def pattern_cll(w, f_idx, f_row, f_col, n_dense, item_code, ones, item_ptr, item
         whole row; the others (code -(a + 1)) go through attribute a's sparse feature list.
     ones : bool
         Every value is 1 (``item_val`` is not read).
-    econst, cls, cls_ptr, cls_pat, cls_label, dst, p_last, nd, df_from, df_to : the automaton (see
+    econst, cls, cls_ptr, cls_pat, cls_label, dst, p_last, nd, nd_ptr, nd_src, root_pos : the automaton (see
         :meth:`structlearn.models.higher_order.LabelPatterns.sparse`), ``econst`` (E,) the constant edge
         log-potentials.
     start, end : ndarray of float64, shape (K,)
@@ -112,7 +112,7 @@ def pattern_cll(w, f_idx, f_row, f_col, n_dense, item_code, ones, item_ptr, item
                 e = gold_edges[o + t]
                 s += econst[e] + phic[t, cls[e]]
             gold[b] = s
-            lz = seq_marginals(phic, econst, cmax, eec, lin, cls, dst, p_last, start, end, nd, df_from, df_to,
+            lz = seq_marginals(phic, econst, cmax, eec, lin, cls, dst, p_last, start, end, nd, nd_ptr, nd_src, root_pos,
                                P, K, T, muc, ebuf, A, X)
             log_z[b] = lz
             if lz == _NEG:

@@ -148,11 +148,12 @@ class LabelPatterns:
         """The automaton: dict with ``dst`` (E,), ``p_last`` (P,), ``es_ptr``/``es_pat`` (state patterns
         of every edge), ``incidence`` (E, Z) sparse 0/1 (all patterns of every edge), ``prefixes``, and
         the edge classes: ``cls`` (E,) class of every edge, ``cls_ptr``/``cls_pat`` the state patterns of
-        every class, ``cls_label`` (C,) its label; ``nd`` the non-default edges out of non-empty states and
-        ``df_from``/``df_to`` the default edges (p, y) (deepest p first) with their (fail(p), y), fail(p)
-        the longest proper suffix of p in P: a default edge has the destination, class and patterns of
-        (fail(p), y), so the linear pass computes only the non-default ones (on CoNLL-2002 order 3: 549
-        of 1 674 edges).
+        every class, ``cls_label`` (C,) its label. Failure links: fail(p) is the longest proper suffix of
+        p in P; edge (p, y) is *default* when it has the destination, class and patterns of
+        (fail(p), y), so its mass can travel on that edge (recursively): ``nd`` the non-default edges out
+        of non-empty states (on CoNLL-2002 order 3: 549 of 1 674 edges), ``nd_ptr``/``nd_src`` the states
+        whose mass each of them carries, ``root_pos`` (E,) the position in ``nd`` of the edge that
+        carries edge e's mass (-1 out of ε). The linear pass computes only the non-default edges.
 
         Edge e = p·K + y for forward state p (0 = ε) and label y. Edges with the same state patterns
         form a class (C ≤ Σ_{k ≤ s} K**k; C = Zs when s = 2 and every bigram is a pattern), so the
@@ -212,24 +213,25 @@ class LabelPatterns:
         edge_pats = [frozenset() for _ in range(P * K)]
         for r, c in zip(rows, cols):
             edge_pats[r] = edge_pats[r] | {c}
-        nd, df = [], []
-        for p, pz in enumerate(plist):
-            if p == 0:
-                continue
+        root = np.full(P * K, -1, np.int64)  # the non-default edge reached through default edges
+        for p in sorted(range(1, P), key=lambda i: len(plist[i])):  # fail(p) before p
+            pz = plist[p]
             f = prefixes[next(pz[i:] for i in range(1, len(pz)) if pz[i:] in prefixes)] if len(pz) >= 2 else -1
             for y in range(K):
                 e, g = p * K + y, f * K + y
-                if f >= 0 and dst[e] == dst[g] and cls[e] == cls[g] and edge_pats[e] == edge_pats[g]:
-                    df.append((-len(pz), e, g))
-                else:
-                    nd.append(e)
-        df.sort()
+                dflt = f >= 0 and dst[e] == dst[g] and cls[e] == cls[g] and edge_pats[e] == edge_pats[g]
+                root[e] = root[g] if dflt else e
+        nd = np.flatnonzero(root == np.arange(P * K))
+        root_pos = np.full(P * K, -1, np.int64)
+        root_pos[K:] = np.searchsorted(nd, root[K:])
+        src = np.argsort(root_pos[K:], kind="stable") + K  # edges (p ≥ 1) grouped by carrier
+        nd_ptr = np.concatenate([[0], np.cumsum(np.bincount(root_pos[K:], minlength=nd.size))])
         self._sparse = {"dst": dst, "p_last": p_last, "es_ptr": np.asarray(es_ptr, np.int64),
                         "es_pat": np.asarray(es_pat, np.int64), "incidence": inc, "prefixes": plist,
                         "cls": cls, "cls_ptr": np.asarray(cls_ptr, np.int64),
                         "cls_pat": np.asarray(cls_pat, np.int64), "cls_label": np.asarray(cls_label, np.int64),
-                        "nd": np.asarray(nd, np.int64), "df_from": np.asarray([v[1] for v in df], np.int64),
-                        "df_to": np.asarray([v[2] for v in df], np.int64)}
+                        "nd": nd.astype(np.int64), "nd_ptr": nd_ptr.astype(np.int64),
+                        "nd_src": (src // K).astype(np.int64), "root_pos": root_pos}
         return self._sparse
 
     # -- dense expansion ----------------------------------------------------------------------------
@@ -402,8 +404,8 @@ class PatternChain:
         sa = self.patterns.sparse()
         econst = np.asarray(sa["incidence"] @ self.wpat, dtype=np.float64)
         return (self.phi, econst, sa["cls"], sa["cls_ptr"], sa["cls_pat"], sa["cls_label"], sa["dst"],
-                sa["p_last"], sa["nd"], sa["df_from"], sa["df_to"], self.start, self.end, self.allowed,
-                self.offsets)
+                sa["p_last"], sa["nd"], sa["nd_ptr"], sa["nd_src"], sa["root_pos"], self.start, self.end,
+                self.allowed, self.offsets)
 
     # -- log semiring -------------------------------------------------------------------------------
     def pattern_marginals(self):
@@ -663,8 +665,8 @@ class HigherOrderFeatureModel:
             np.ascontiguousarray(w[:self.n_state]), f_idx, f_row, f_col, n_dense, codes[1], codes[2],
             packed.item_ptr, packed.item_val, self.attr_ptr, self.feat_pat, pt.n_state_patterns, econst,
             sa["cls"], sa["cls_ptr"], sa["cls_pat"], sa["cls_label"], sa["dst"], sa["p_last"], sa["nd"],
-            sa["df_from"], sa["df_to"], np.ascontiguousarray(st), np.ascontiguousarray(en), packed.offsets, path[2],
-            _chunk_bounds(packed.offsets, n_chunks), PatternChain.linear)
+            sa["nd_ptr"], sa["nd_src"], sa["root_pos"], np.ascontiguousarray(st), np.ascontiguousarray(en),
+            packed.offsets, path[2], _chunk_bounds(packed.offsets, n_chunks), PatternChain.linear)
         g = np.empty(self.n_params)
         gs, gp, gst, gen = self.split(g)
         gs[...] = gstate
