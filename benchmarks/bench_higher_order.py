@@ -12,9 +12,32 @@ over the pattern prefixes (O(N·|P|·K)). A dense run whose estimated cost is to
 
 ``--quick``: the first 500 training sentences, 3 iterations. Seconds per iteration are the mean over
 iterations 2.. (the first includes Numba compilation on a cold cache) and include the line search's
-extra objective evaluations. ``--accuracy`` also reports CoNLL entity P/R/F1 (conlleval) on ``testb``.
+extra objective evaluations (``evals/it``, their mean over the same iterations). ``--accuracy`` also
+reports CoNLL entity P/R/F1 (conlleval) on ``testb``.
 
-Measured (2026-12-01, one Numba thread on a shared 2-core machine, so ±30 %; K = 9 BIO labels)::
+Measured 2026-12-03 (sparse; one Numba thread, ``NUMBA_NUM_THREADS=1``, on a shared 2-core machine with
+load average 3–4 from other jobs, so ±30 %), after the fused objective kernel
+(:func:`structlearn.kernels.higher_order_cll.pattern_cll`: state-pattern potentials with dense rows,
+forward–backward and gradient scatter per sequence, no (N, Zs) arrays), edge classes (C exponentials
+per token instead of E) and failure links (only the non-default edges are computed: 549 of 1 674 at
+order 3); 2 objective evaluations per iteration::
+
+    full train set, s/iteration          order 1   order 2   order 3   order 4
+    after                                   4.78      9.64     14.30     26.83
+    quick (500 sentences)                   0.14      0.35      0.47      0.60
+
+    same inputs, back to back (before = the code of 2026-12-01; after = this code without the last
+    change, the carriers' gather, worth ~10 % more), order 3, s/iteration:
+    full set (8 323 sentences)    before 49.22   after 15.23   (3.2x; the same objective values)
+    first 2 000 sentences         before  7.78   after  2.67   (2.9x)
+    quick (500 sentences)         before  1.73   after  0.56   (3.1x)
+
+Objective and gradient of one evaluation at the same weights equal before / after to 1e-14 relative
+(500 and 2 000 sentences, order 3). Order 1 stays at ~2.4 s per evaluation: this template has 170
+attribute occurrences per token (45 M in all), and their potentials and gradient scatter dominate.
+
+Measured (2026-12-01, before the changes above; one Numba thread on a shared 2-core machine, so ±30 %;
+K = 9 BIO labels)::
 
     full train set (8 323 sentences, 264 715 tokens), 3 iterations, s/iteration
     order  patterns  prefixes  state features   dense    sparse
@@ -40,8 +63,9 @@ converged; c2 = 1; one thread)::
     segments=True (runs of entity types; BIO -> types -> BIO, so adjacent same-type entities merge),
     first 3 000 sentences, 50 iterations:  order 1  65.39,  order 2  66.85   (not run by this script)
 
-At order 1–2 (≤ 81 tuple states) both are dominated by the bigram-conditioned state features and the
-dense adapter's optimised first-order kernel is slightly faster; from order 3 the dense cost grows as
+Before the changes above, at order 1–2 (≤ 81 tuple states) both were dominated by the bigram-conditioned
+state features and the dense adapter's optimised first-order kernel was slightly faster (the dense
+mode still runs the unfused path); from order 3 the dense cost grows as
 K**(2d) and the sparse one as the number of pattern prefixes (×2–3 per order here).
 """
 import argparse
@@ -77,7 +101,9 @@ def run(X, y, d, mode, iterations, state_order, c2):
         total = time.perf_counter() - t0
     secs = [e["seconds"] for e in est.training_log_]
     per_it = float(np.mean(secs[1:])) if len(secs) > 1 else float(secs[0])
-    return est, per_it, total
+    evals = [e.get("line_search_evals", 1) for e in est.training_log_]
+    evals = float(np.mean(evals[1:])) if len(evals) > 1 else float(evals[0])
+    return est, per_it, total, evals
 
 
 def main():
@@ -107,7 +133,7 @@ def main():
     if args.accuracy:
         Xte, yte = featurize(data.testb, tpl)
     print(f"{'order':>5} {'mode':>6} {'patterns':>8} {'prefixes':>8} {'features':>9} {'s/iter':>8} "
-          f"{'fit s':>7}" + (f" {'P':>6} {'R':>6} {'F1':>6}" if args.accuracy else ""))
+          f"{'evals/it':>8} {'fit s':>7}" + (f" {'P':>6} {'R':>6} {'F1':>6}" if args.accuracy else ""))
     for d in [int(v) for v in args.orders.split(",")]:
         for mode in args.modes.split(","):
             if mode == "dense":
@@ -116,10 +142,10 @@ def main():
                     print(f"{d:>5} {mode:>6}  skipped: {K}**{d} = {K ** d} tuple states, "
                           f"N·K**(2d) = {work:.2g} per pass")
                     continue
-            est, per_it, total = run(X, y, d, mode, args.iterations, args.state_order, args.c2)
+            est, per_it, total, evals = run(X, y, d, mode, args.iterations, args.state_order, args.c2)
             pt = est.model_.patterns
             line = (f"{d:>5} {mode:>6} {pt.n_patterns:>8} {len(pt.sparse()['prefixes']):>8} "
-                    f"{est.model_.n_state:>9} {per_it:>8.3f} {total:>7.1f}")
+                    f"{est.model_.n_state:>9} {per_it:>8.3f} {evals:>8.1f} {total:>7.1f}")
             if args.accuracy:
                 r = conlleval(yte, est.predict(Xte)).overall
                 line += f" {100 * r.precision:>6.2f} {100 * r.recall:>6.2f} {100 * r.f1:>6.2f}"
