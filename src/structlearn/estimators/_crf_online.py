@@ -54,6 +54,130 @@ def _check_classes(classes):
     return out
 
 
+def open_stream(est, classes, n_sequences, unit="int"):
+    """The checks and state every ``partial_fit`` starts with: ``(fixed classes or None, stream or
+    None, coef or None, new_stream, warm, saved label attributes)``.
+
+    ``new_stream``: no stream yet, or a ``fit`` / ``load`` / assignment of ``coef_`` / change of
+    ``algorithm`` since the last call; ``warm``: a new stream that continues a fitted model.
+    Raises ValueError for a non-online ``algorithm``, a bad ``n_sequences`` (``unit`` names what it
+    counts) and ``classes`` given after the first call with a different set."""
+    est._check_params()
+    alg = est.algorithm
+    if alg not in STREAMING_ALGORITHMS:
+        raise ValueError(f"partial_fit needs an online trainer, algorithm in {list(STREAMING_ALGORITHMS)} "
+                         f"(one epoch per call); got algorithm={alg!r}, which trains on the whole "
+                         f"data set: use fit, or set algorithm='l2sgd' for SGD on the same objective")
+    if n_sequences is not None and (isinstance(n_sequences, bool)
+                                    or not isinstance(n_sequences, (int, np.integer)) or n_sequences < 1):
+        raise ValueError(f"`n_sequences` must be a positive {unit} or None; got {n_sequences!r}")
+    fixed = None if classes is None else _check_classes(classes)
+    stream = est.__dict__.get("_stream")
+    coef = est.__dict__.get("coef_")
+    new_stream = (stream is None or coef is None or stream.coef is not coef
+                  or stream.trainer.algorithm != alg)
+    if not new_stream and fixed is not None and (not stream.fixed_classes
+                                                 or set(fixed) != set(est.classes_)):
+        raise ValueError(f"`classes` can only fix the labels on the first partial_fit call (later calls: "
+                         f"None or the same set); the labels are {est.classes_[:10]}"
+                         + ("" if stream.fixed_classes else " (growing with the stream)")
+                         + f", got {fixed[:10]}")
+    saved = {k: est.__dict__.get(k, _MISSING) for k in ("classes_", "_label_index")}
+    warm = new_stream and coef is not None and est.__dict__.get("model_") is not None
+    return fixed, stream, coef, new_stream, warm, saved
+
+
+def stream_classes(est, new_stream, warm, fixed):
+    """The label list the call starts from (the fitted or streamed labels, plus ``classes`` on a new
+    stream), set as ``classes_`` / ``_label_index``."""
+    classes_ = [] if new_stream and not warm else list(est.classes_)
+    if new_stream and fixed is not None:
+        missing = [c for c in classes_ if c not in set(fixed)]
+        if missing:
+            raise ValueError(f"`classes` must contain every label of the fitted model; it lacks "
+                             f"{missing[:10]}")
+        classes_ += [c for c in fixed if c not in set(classes_)]
+    est.classes_ = classes_
+    est._label_index = {c: i for i, c in enumerate(classes_)}
+
+
+def new_stream_state(est, fixed, warm, coef):
+    """A :class:`_Stream` for a new stream (warm: its trainer starts from the fitted weights)."""
+    stream = _Stream(None, None, fixed is not None)
+    rng = check_random_state(est.random_state)
+    if warm:
+        stream.model = est.model_
+        stream.trainer = online.StreamState(est.algorithm, est.model_.n_params, rng, est.variance)
+        stream.trainer.w = np.array(coef, dtype=np.float64)
+    stream.rng = rng
+    return stream
+
+
+def stream_epoch(est, epochs, trainer, model, batch, y, B, n_items, n_sequences):
+    """One epoch of ``est.algorithm`` by ``epochs`` (:mod:`structlearn.learning.online` or
+    :mod:`~structlearn.learning.tree_online`) on ``batch`` (B sequences or trees, ``n_items`` items);
+    returns (weights, training-log entry, converged)."""
+    tt = time.perf_counter()
+    est.__dict__.pop("_stream", None)  # the stream's state changes from here (dropped after an error)
+    if est.algorithm == "l2sgd":
+        n = int(n_sequences) if n_sequences is not None else trainer.n_sequences + B
+        lam = 2.0 * float(est.c2) / n
+        loss = epochs.l2sgd_stream_epoch(
+            trainer, model, batch, y, lam, eta=est.calibration_eta, rate=est.calibration_rate,
+            samples=est.calibration_samples, candidates=est.calibration_candidates,
+            max_trials=est.calibration_max_trials)
+        w = trainer.weights()
+        obj = loss + float(est.c2) * float(w @ w) * B / n
+        if not np.isfinite(obj):
+            raise FloatingPointError(f"l2sgd diverged on batch {trainer.n_epochs} (objective "
+                                     f"{obj}); lower `calibration_eta`")
+        entry = {"iteration": trainer.n_epochs, "loss": float(obj), "eta0": trainer.eta0, "lambda": lam}
+        converged = False
+    else:
+        loss, errors = epochs.large_margin_stream_epoch(
+            trainer, model, batch, y, pa_type=est.pa_type, c=est.c,
+            error_sensitive=est.error_sensitive, gamma=est.gamma)
+        w = trainer.weights(est.averaging)
+        rate = errors / max(n_items, 1)
+        entry = {"iteration": trainer.n_epochs, "loss": loss, "error_rate": rate}
+        epsilon = 0.0 if est.epsilon is None else float(est.epsilon)
+        converged = rate < epsilon
+    entry.update({"active_features": int(np.count_nonzero(trainer.w)), "n_sequences": B,
+                  "seconds": time.perf_counter() - tt})
+    return w, entry, converged
+
+
+def roll_back(est, saved, vocabs):
+    """Undo a failed call: the label attributes ``saved`` and the names each vocabulary grew by
+    (``vocabs``: (vocabulary, its size before the call) pairs)."""
+    for k, v in saved.items():
+        if v is _MISSING:
+            est.__dict__.pop(k, None)
+        else:
+            setattr(est, k, v)
+    for vocab, n0 in vocabs:
+        for name in vocab.names[n0:]:
+            del vocab.index[name]
+        del vocab.names[n0:]
+
+
+def commit_stream(est, stream, model, pending, w, trainer, converged, entry, new_stream, featurize_seconds,
+                  t0):
+    """Store the call's result: the stream, ``model_``, ``coef_``, the iteration count and the log."""
+    w = np.asarray(w, dtype=np.float64)
+    stream.model, stream.pending, stream.coef = model, pending, w
+    est._stream = stream
+    est.model_ = model
+    est.coef_ = w
+    est.n_iter_ = trainer.n_epochs
+    est.converged_ = bool(converged)
+    if new_stream:
+        est.training_log_ = []
+    est.training_log_.append(entry)
+    est.featurize_seconds_ = featurize_seconds
+    est.training_seconds_ = time.perf_counter() - t0
+
+
 class ChainCRFStreamMixin:
     """``partial_fit`` for :class:`~structlearn.LinearChainCRF` (which provides ``_forbidden``,
     ``_transition_attribute_ids``, ``_check_gold_allowed`` and the label helpers of ``CRFBase``)."""
@@ -148,58 +272,18 @@ class ChainCRFStreamMixin:
         tricks", Neural Networks: Tricks of the Trade (2012) — the step size and the lazy L2 scale;
         Collins (2002); Crammer et al. (2006); Mejer & Crammer (2010).
         """
-        self._check_params()
-        alg = self.algorithm
-        if alg not in STREAMING_ALGORITHMS:
-            raise ValueError(f"partial_fit needs an online trainer, algorithm in {list(STREAMING_ALGORITHMS)} "
-                             f"(one epoch per call); got algorithm={alg!r}, which trains on the whole "
-                             f"data set: use fit, or set algorithm='l2sgd' for SGD on the same objective")
-        if n_sequences is not None and (isinstance(n_sequences, bool)
-                                        or not isinstance(n_sequences, (int, np.integer)) or n_sequences < 1):
-            raise ValueError(f"`n_sequences` must be a positive int or None; got {n_sequences!r}")
         t0 = time.perf_counter()
-        fixed = None if classes is None else _check_classes(classes)
-        stream = self.__dict__.get("_stream")
-        coef = self.__dict__.get("coef_")
-        new_stream = (stream is None or coef is None or stream.coef is not coef
-                      or stream.trainer.algorithm != alg)
-        if not new_stream and fixed is not None and (not stream.fixed_classes
-                                                     or set(fixed) != set(self.classes_)):
-            raise ValueError(f"`classes` can only fix the labels on the first partial_fit call (later calls: "
-                             f"None or the same set); the labels are {self.classes_[:10]}"
-                             + ("" if stream.fixed_classes else " (growing with the stream)")
-                             + f", got {fixed[:10]}")
-
-        saved = {k: self.__dict__.get(k, _MISSING) for k in ("classes_", "_label_index")}
-        warm = new_stream and coef is not None and self.__dict__.get("model_") is not None
-        if new_stream and not warm:  # a fresh stream
-            vocab = AttributeVocabulary()
-            classes_ = []
-        else:
-            vocab = self._vocab
-            classes_ = list(self.classes_)
-        if new_stream and fixed is not None:
-            missing = [c for c in classes_ if c not in set(fixed)]
-            if missing:
-                raise ValueError(f"`classes` must contain every label of the fitted model; it lacks "
-                                 f"{missing[:10]}")
-            classes_ += [c for c in fixed if c not in set(classes_)]
+        fixed, stream, coef, new_stream, warm, saved = open_stream(self, classes, n_sequences)
+        vocab = AttributeVocabulary() if new_stream and not warm else self._vocab
+        stream_classes(self, new_stream, warm, fixed)
         n_attr0 = len(vocab)
-        self.classes_ = classes_
-        self._label_index = {c: i for i, c in enumerate(classes_)}
         try:
             if new_stream:
-                stream = _Stream(None, None, fixed is not None)
-                rng = check_random_state(self.random_state)
-                if warm:
-                    if self.model_.n_trans_attr:
-                        raise ValueError("partial_fit cannot continue a model with transition attributes "
-                                         "(they are trained by lbfgs only); clone the estimator to start "
-                                         "a new stream")
-                    stream.model = self.model_
-                    stream.trainer = online.StreamState(alg, self.model_.n_params, rng, self.variance)
-                    stream.trainer.w = np.array(coef, dtype=np.float64)
-                stream.rng = rng
+                if warm and self.model_.n_trans_attr:
+                    raise ValueError("partial_fit cannot continue a model with transition attributes "
+                                     "(they are trained by lbfgs only); clone the estimator to start "
+                                     "a new stream")
+                stream = new_stream_state(self, fixed, warm, coef)
             fixed_now = stream.fixed_classes
             packed = vocab.encode(X, lengths, grow=True)
             self._check_nonempty(packed)
@@ -214,67 +298,21 @@ class ChainCRFStreamMixin:
             # here: after an error it is dropped and the next call restarts it from coef_)
             old = stream.model
             if stream.trainer is None:
-                stream.trainer = online.StreamState(alg, model.n_params, stream.rng, self.variance)
+                stream.trainer = online.StreamState(self.algorithm, model.n_params, stream.rng, self.variance)
             elif old.n_labels != model.n_labels or old.n_state != model.n_state:
                 self.__dict__.pop("_stream", None)
                 stream.trainer.remap(old.index_in(model), model.n_params, self.variance)
             trainer = stream.trainer
-            B = len(packed.lengths)
-            tt = time.perf_counter()
-            if alg == "l2sgd":
-                n = int(n_sequences) if n_sequences is not None else trainer.n_sequences + B
-                lam = 2.0 * float(self.c2) / n
-                self.__dict__.pop("_stream", None)
-                loss = online.l2sgd_stream_epoch(
-                    trainer, model, packed, yy, lam, eta=self.calibration_eta, rate=self.calibration_rate,
-                    samples=self.calibration_samples, candidates=self.calibration_candidates,
-                    max_trials=self.calibration_max_trials)
-                w = trainer.weights()
-                obj = loss + float(self.c2) * float(w @ w) * B / n
-                if not np.isfinite(obj):
-                    raise FloatingPointError(f"l2sgd diverged on batch {trainer.n_epochs} (objective "
-                                             f"{obj}); lower `calibration_eta`")
-                entry = {"iteration": trainer.n_epochs, "loss": float(obj), "eta0": trainer.eta0,
-                         "lambda": lam}
-                converged = False
-            else:
-                self.__dict__.pop("_stream", None)
-                loss, errors = online.large_margin_stream_epoch(
-                    trainer, model, packed, yy, pa_type=self.pa_type, c=self.c,
-                    error_sensitive=self.error_sensitive, gamma=self.gamma)
-                w = trainer.weights(self.averaging)
-                rate = errors / max(packed.n_items, 1)
-                entry = {"iteration": trainer.n_epochs, "loss": loss, "error_rate": rate}
-                epsilon = 0.0 if self.epsilon is None else float(self.epsilon)
-                converged = rate < epsilon
-            entry.update({"active_features": int(np.count_nonzero(trainer.w)), "n_sequences": B,
-                          "seconds": time.perf_counter() - tt})
+            w, entry, converged = stream_epoch(self, online, trainer, model, packed, yy, len(packed.lengths),
+                                               packed.n_items, n_sequences)
         except BaseException:
-            for k, v in saved.items():
-                if v is _MISSING:
-                    self.__dict__.pop(k, None)
-                else:
-                    setattr(self, k, v)
-            for name in vocab.names[n_attr0:]:
-                del vocab.index[name]
-            del vocab.names[n_attr0:]
+            roll_back(self, saved, [(vocab, n_attr0)])
             raise
 
-        # commit
-        w = np.asarray(w, dtype=np.float64)
-        stream.model, stream.pending, stream.coef = model, pending, w
-        self._stream = stream
         self._vocab = vocab
         self.attributes_ = vocab.names
-        self.model_ = model
-        self.coef_ = w
-        self.n_iter_ = trainer.n_epochs
-        self.converged_ = bool(converged)
-        if new_stream:
-            self.training_log_ = []
-        self.training_log_.append(entry)
-        self.featurize_seconds_ = featurize_seconds
-        self.training_seconds_ = time.perf_counter() - t0
+        commit_stream(self, stream, model, pending, w, trainer, converged, entry, new_stream, featurize_seconds,
+                      t0)
         return self
 
     def _check_labels_known(self, y):

@@ -12,17 +12,16 @@ reused here).
 import time
 
 import numpy as np
-from sklearn.utils import check_random_state
 
 from ..learning import online, tree_online
 from ..models.features import AttributeVocabulary, grow_state_features
 from ..models.tree_crf import TreeFeatureModel
 from ._crf_base import label_key
-from ._crf_online import STREAMING_ALGORITHMS, ChainCRFStreamMixin, _check_classes, _Stream
+from ._crf_online import (ChainCRFStreamMixin, commit_stream, new_stream_state, open_stream, roll_back,
+                          stream_classes, stream_epoch)
 
 __all__ = ["TreeCRFStreamMixin", "tree_index_in"]
 
-_MISSING = object()
 _ROOT = "<root>"  # as tree_crf.ROOT (not imported: tree_crf imports this module)
 
 
@@ -174,58 +173,22 @@ class TreeCRFStreamMixin:
         CRFsuite's trainers (Okazaki 2007); Cohn & Blunsom (2005) tree CRFs; L. Bottou, "Stochastic
         gradient descent tricks" (2012); Collins (2002); Crammer et al. (2006); Mejer & Crammer (2010).
         """
-        self._check_params()
-        alg = self.algorithm
-        if alg not in STREAMING_ALGORITHMS:
-            raise ValueError(f"partial_fit needs an online trainer, algorithm in {list(STREAMING_ALGORITHMS)} "
-                             f"(one epoch per call); got algorithm={alg!r}, which trains on the whole "
-                             f"data set: use fit, or set algorithm='l2sgd' for SGD on the same objective")
-        if n_sequences is not None and (isinstance(n_sequences, bool)
-                                        or not isinstance(n_sequences, (int, np.integer)) or n_sequences < 1):
-            raise ValueError(f"`n_sequences` must be a positive int (a number of trees) or None; got "
-                             f"{n_sequences!r}")
         t0 = time.perf_counter()
-        fixed = None if classes is None else _check_classes(classes)
-        stream = self.__dict__.get("_stream")
-        coef = self.__dict__.get("coef_")
-        new_stream = (stream is None or coef is None or stream.coef is not coef
-                      or stream.trainer.algorithm != alg)
-        if not new_stream and fixed is not None and (not stream.fixed_classes
-                                                     or set(fixed) != set(self.classes_)):
-            raise ValueError(f"`classes` can only fix the labels on the first partial_fit call (later calls: "
-                             f"None or the same set); the labels are {self.classes_[:10]}"
-                             + ("" if stream.fixed_classes else " (growing with the stream)")
-                             + f", got {fixed[:10]}")
-
-        saved = {k: self.__dict__.get(k, _MISSING) for k in ("classes_", "_label_index")}
-        warm = new_stream and coef is not None and self.__dict__.get("model_") is not None
+        fixed, stream, coef, new_stream, warm, saved = open_stream(self, classes, n_sequences,
+                                                                   "int (a number of trees)")
         if new_stream and not warm:  # a fresh stream
             vocab, evocab = AttributeVocabulary(), AttributeVocabulary()
-            classes_ = []
         else:
             vocab, evocab = self._vocab, self._evocab
-            classes_ = list(self.classes_)
-        if new_stream and fixed is not None:
-            missing = [c for c in classes_ if c not in set(fixed)]
-            if missing:
-                raise ValueError(f"`classes` must contain every label of the fitted model; it lacks "
-                                 f"{missing[:10]}")
-            classes_ += [c for c in fixed if c not in set(classes_)]
+        stream_classes(self, new_stream, warm, fixed)
         if edge_attributes is None and len(evocab):
+            roll_back(self, saved, [])
             raise ValueError("this TreeCRF's stream has edge attributes; pass `edge_attributes=` (one entry "
                              "per node) with every batch")
         n_attr0, n_eattr0 = len(vocab), len(evocab)
-        self.classes_ = classes_
-        self._label_index = {c: i for i, c in enumerate(classes_)}
         try:
             if new_stream:
-                stream = _Stream(None, None, fixed is not None)
-                rng = check_random_state(self.random_state)
-                if warm:
-                    stream.model = self.model_
-                    stream.trainer = online.StreamState(alg, self.model_.n_params, rng, self.variance)
-                    stream.trainer.w = np.array(coef, dtype=np.float64)
-                stream.rng = rng
+                stream = new_stream_state(self, fixed, warm, coef)
             fixed_now = stream.fixed_classes
             nodes, local, edges, layout, batch = self._encode(X, parents, edge_attributes, True, vocab, evocab)
             self._check_nonempty(nodes, "nodes", "tree")
@@ -242,69 +205,23 @@ class TreeCRFStreamMixin:
             # here: after an error it is dropped and the next call restarts it from coef_)
             old = stream.model
             if stream.trainer is None:
-                stream.trainer = online.StreamState(alg, model.n_params, stream.rng, self.variance)
+                stream.trainer = online.StreamState(self.algorithm, model.n_params, stream.rng, self.variance)
             elif (old.n_labels, old.n_state, old.n_edge_attr) != (model.n_labels, model.n_state,
                                                                   model.n_edge_attr):
                 self.__dict__.pop("_stream", None)
                 stream.trainer.remap(tree_index_in(old, model), model.n_params, self.variance)
             trainer = stream.trainer
-            B = tree_online.n_trees(batch)
-            tt = time.perf_counter()
-            self.__dict__.pop("_stream", None)
-            if alg == "l2sgd":
-                n = int(n_sequences) if n_sequences is not None else trainer.n_sequences + B
-                lam = 2.0 * float(self.c2) / n
-                loss = tree_online.l2sgd_stream_epoch(
-                    trainer, model, batch, y_int, lam, eta=self.calibration_eta, rate=self.calibration_rate,
-                    samples=self.calibration_samples, candidates=self.calibration_candidates,
-                    max_trials=self.calibration_max_trials)
-                w = trainer.weights()
-                obj = loss + float(self.c2) * float(w @ w) * B / n
-                if not np.isfinite(obj):
-                    raise FloatingPointError(f"l2sgd diverged on batch {trainer.n_epochs} (objective "
-                                             f"{obj}); lower `calibration_eta`")
-                entry = {"iteration": trainer.n_epochs, "loss": float(obj), "eta0": trainer.eta0,
-                         "lambda": lam}
-                converged = False
-            else:
-                loss, errors = tree_online.large_margin_stream_epoch(
-                    trainer, model, batch, y_int, pa_type=self.pa_type, c=self.c,
-                    error_sensitive=self.error_sensitive, gamma=self.gamma)
-                w = trainer.weights(self.averaging)
-                rate = errors / max(nodes.n_items, 1)
-                entry = {"iteration": trainer.n_epochs, "loss": loss, "error_rate": rate}
-                epsilon = 0.0 if self.epsilon is None else float(self.epsilon)
-                converged = rate < epsilon
-            entry.update({"active_features": int(np.count_nonzero(trainer.w)), "n_sequences": B,
-                          "seconds": time.perf_counter() - tt})
+            w, entry, converged = stream_epoch(self, tree_online, trainer, model, batch, y_int,
+                                               tree_online.n_trees(batch), nodes.n_items, n_sequences)
         except BaseException:
-            for k, v in saved.items():
-                if v is _MISSING:
-                    self.__dict__.pop(k, None)
-                else:
-                    setattr(self, k, v)
-            for voc, n0 in ((vocab, n_attr0), (evocab, n_eattr0)):
-                for name in voc.names[n0:]:
-                    del voc.index[name]
-                del voc.names[n0:]
+            roll_back(self, saved, [(vocab, n_attr0), (evocab, n_eattr0)])
             raise
 
-        # commit
-        w = np.asarray(w, dtype=np.float64)
-        stream.model, stream.pending, stream.coef = model, pending, w
-        self._stream = stream
         self._vocab, self._evocab = vocab, evocab
         self.attributes_ = vocab.names
         self.edge_attributes_ = evocab.names
-        self.model_ = model
-        self.coef_ = w
-        self.n_iter_ = trainer.n_epochs
-        self.converged_ = bool(converged)
-        if new_stream:
-            self.training_log_ = []
-        self.training_log_.append(entry)
-        self.featurize_seconds_ = featurize_seconds
-        self.training_seconds_ = time.perf_counter() - t0
+        commit_stream(self, stream, model, pending, w, trainer, converged, entry, new_stream, featurize_seconds,
+                      t0)
         return self
 
     def _stream_forbidden(self, K, known_only):
