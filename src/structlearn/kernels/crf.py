@@ -4,6 +4,7 @@ import numpy as np
 from numba import njit, prange
 
 from .chain import ChainSetup, chain_work, marginals_seq, marginals_setup
+from .features import dense_weight_rows, gather_item_row, scatter_item_row, sum_feature_blocks
 
 
 @njit(cache=True, parallel=True)
@@ -23,9 +24,7 @@ def chain_cll(w, f_idx, f_row, f_lab, n_dense, item_code, ones, item_ptr, item_v
     B = offsets.shape[0] - 1
     C = bounds.shape[0] - 1
     AD = n_dense
-    w_dense = np.zeros((AD, K))
-    for i in prange(f_idx.shape[0]):
-        w_dense[f_row[i], f_lab[i]] = w[f_idx[i]]
+    w_dense = dense_weight_rows(w, f_idx, f_row, f_lab, AD, K)
     st = marginals_setup(trans, start, end)
     # built by its constructor here: a parallel loop captures a named tuple only then (Numba)
     setup = ChainSetup(st.eTc, st.cmax, st.eTr, st.eTrt, st.rmax, st.fwd, st.bwd, st.gmax, st.es,
@@ -51,19 +50,7 @@ def chain_cll(w, f_idx, f_row, f_lab, n_dense, item_code, ones, item_ptr, item_v
             if T == 0:
                 continue
             for t in range(T):
-                n = o + t
-                for k in range(K):
-                    U[t, k] = 0.0
-                for p in range(item_ptr[n], item_ptr[n + 1]):
-                    d = item_code[p]
-                    v = 1.0 if ones else item_val[p]
-                    if d >= 0:
-                        for k in range(K):
-                            U[t, k] += v * w_dense[d, k]
-                    else:
-                        a = -d - 1
-                        for f in range(attr_ptr[a], attr_ptr[a + 1]):
-                            U[t, feat_label[f]] += v * w[f]
+                gather_item_row(U, t, o + t, item_ptr, item_code, item_val, ones, w_dense, attr_ptr, feat_label, w)
             s = start[y[o]] + end[y[o + T - 1]] + U[0, y[o]]
             for t in range(1, T):
                 s += U[t, y[o + t]] + trans[0, y[o + t - 1], y[o + t]]
@@ -76,28 +63,9 @@ def chain_cll(w, f_idx, f_row, f_lab, n_dense, item_code, ones, item_ptr, item_v
                 sbuf[c, k] += M[0, k]
                 nbuf[c, k] += M[T - 1, k]
             for t in range(T):
-                n = o + t
-                for p in range(item_ptr[n], item_ptr[n + 1]):
-                    d = item_code[p]
-                    v = 1.0 if ones else item_val[p]
-                    if d >= 0:
-                        for k in range(K):
-                            dbuf[c, d, k] += v * M[t, k]
-                    else:
-                        a = -d - 1
-                        for f in range(attr_ptr[a], attr_ptr[a + 1]):
-                            gbuf[c, f] += v * M[t, feat_label[f]]
-    gstate = np.zeros(F)
-    for f in prange(F):
-        acc = 0.0
-        for c in range(C):
-            acc += gbuf[c, f]
-        gstate[f] = acc
-    for i in prange(f_idx.shape[0]):
-        acc = 0.0
-        for c in range(C):
-            acc += dbuf[c, f_row[i], f_lab[i]]
-        gstate[f_idx[i]] = acc
+                scatter_item_row(M, t, o + t, item_ptr, item_code, item_val, ones, attr_ptr, feat_label, dbuf[c],
+                                 gbuf[c])
+    gstate = sum_feature_blocks(gbuf, dbuf, f_idx, f_row, f_lab)
     edge = np.zeros((K, K))
     est = np.zeros(K)
     een = np.zeros(K)

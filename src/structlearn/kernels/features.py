@@ -62,3 +62,68 @@ def state_gradient_tokens(resid, item_ptr, item_attr, item_val, attr_ptr, feat_l
         for f in range(F):
             out[f] += bufs[c, f]
     return out
+
+
+# -- the fused objectives' feature steps (a dense row block for frequent attributes, the sparse list for
+# -- the others), shared by the linear-chain CRF (kernels.crf) and the higher-order CRF (kernels.higher_order_cll)
+@njit(cache=True)
+def dense_weight_rows(w, f_idx, f_row, f_col, n_dense, n_cols):
+    """The (n_dense, n_cols) block of weights ``w[f_idx[i]]`` at ``(f_row[i], f_col[i])`` (0 elsewhere)."""
+    w_dense = np.zeros((n_dense, n_cols))
+    for i in range(f_idx.shape[0]):
+        w_dense[f_row[i], f_col[i]] = w[f_idx[i]]
+    return w_dense
+
+
+@njit(cache=True, inline="always")
+def gather_item_row(U, t, n, item_ptr, item_code, item_val, ones, w_dense, attr_ptr, feat_col, w):
+    """U[t, :] = Σ over the items p of token n of v_p · (their weight row): ``item_code[p] >= 0`` reads
+    the dense row ``w_dense[item_code[p]]``, code -(a + 1) the sparse features of attribute a (column
+    ``feat_col[f]``). ``ones``: every value is 1 (``item_val`` not read)."""
+    for k in range(U.shape[1]):
+        U[t, k] = 0.0
+    for p in range(item_ptr[n], item_ptr[n + 1]):
+        d = item_code[p]
+        v = 1.0 if ones else item_val[p]
+        if d >= 0:
+            for k in range(U.shape[1]):
+                U[t, k] += v * w_dense[d, k]
+        else:
+            a = -d - 1
+            for f in range(attr_ptr[a], attr_ptr[a + 1]):
+                U[t, feat_col[f]] += v * w[f]
+
+
+@njit(cache=True, inline="always")
+def scatter_item_row(M, t, n, item_ptr, item_code, item_val, ones, attr_ptr, feat_col, dbuf, gbuf):
+    """The transpose of :func:`gather_item_row`: add v_p · M[t, :] to the dense rows ``dbuf`` and to the
+    sparse features' ``gbuf`` (expected feature counts of one block of sequences)."""
+    for p in range(item_ptr[n], item_ptr[n + 1]):
+        d = item_code[p]
+        v = 1.0 if ones else item_val[p]
+        if d >= 0:
+            for k in range(M.shape[1]):
+                dbuf[d, k] += v * M[t, k]
+        else:
+            a = -d - 1
+            for f in range(attr_ptr[a], attr_ptr[a + 1]):
+                gbuf[f] += v * M[t, feat_col[f]]
+
+
+@njit(cache=True, parallel=True)
+def sum_feature_blocks(gbuf, dbuf, f_idx, f_row, f_col):
+    """The expected state-feature counts (F,): the blocks' sparse counts ``gbuf`` (C, F) summed, then the
+    dense rows ``dbuf`` (C, n_dense, n_cols) summed into their features ``f_idx``."""
+    C, F = gbuf.shape
+    out = np.zeros(F)
+    for f in prange(F):
+        acc = 0.0
+        for c in range(C):
+            acc += gbuf[c, f]
+        out[f] = acc
+    for i in prange(f_idx.shape[0]):
+        acc = 0.0
+        for c in range(C):
+            acc += dbuf[c, f_row[i], f_col[i]]
+        out[f_idx[i]] = acc
+    return out

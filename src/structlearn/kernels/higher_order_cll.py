@@ -10,6 +10,7 @@ class marginals into the feature counts, so no (N, Zs) array is built (the layou
 import numpy as np
 from numba import njit, prange
 
+from .features import dense_weight_rows, gather_item_row, scatter_item_row, sum_feature_blocks
 from .higher_order import class_scores, edge_setup, seq_marginals
 
 _NEG = -np.inf
@@ -64,9 +65,7 @@ def pattern_cll(w, f_idx, f_row, f_col, n_dense, item_code, ones, item_ptr, item
     P = p_last.shape[0]
     C = cls_label.shape[0]
     AD = n_dense
-    w_dense = np.zeros((AD, Zs))
-    for i in prange(f_idx.shape[0]):
-        w_dense[f_row[i], f_col[i]] = w[f_idx[i]]
+    w_dense = dense_weight_rows(w, f_idx, f_row, f_col, AD, Zs)
     cmax, eec, ok = edge_setup(econst)
     lin = linear and ok
     everything = np.zeros((0, K), np.bool_)
@@ -93,19 +92,7 @@ def pattern_cll(w, f_idx, f_row, f_col, n_dense, item_code, ones, item_ptr, item
             if T == 0:
                 continue
             for t in range(T):
-                n = o + t
-                for k in range(Zs):
-                    U[t, k] = 0.0
-                for p in range(item_ptr[n], item_ptr[n + 1]):
-                    d = item_code[p]
-                    v = 1.0 if ones else item_val[p]
-                    if d >= 0:
-                        for k in range(Zs):
-                            U[t, k] += v * w_dense[d, k]
-                    else:
-                        a = -d - 1
-                        for f in range(attr_ptr[a], attr_ptr[a + 1]):
-                            U[t, feat_pat[f]] += v * w[f]
+                gather_item_row(U, t, o + t, item_ptr, item_code, item_val, ones, w_dense, attr_ptr, feat_pat, w)
             class_scores(U, 0, T, cls_ptr, cls_pat, cls_label, everything, 0, phic)
             s = start[gold_edges[o] % K] + end[gold_edges[o + T - 1] % K]
             for t in range(T):
@@ -130,28 +117,9 @@ def pattern_cll(w, f_idx, f_row, f_col, n_dense, item_code, ones, item_ptr, item
                     for i in range(cls_ptr[j], cls_ptr[j + 1]):
                         U[t, cls_pat[i]] += m
             for t in range(T):
-                n = o + t
-                for p in range(item_ptr[n], item_ptr[n + 1]):
-                    d = item_code[p]
-                    v = 1.0 if ones else item_val[p]
-                    if d >= 0:
-                        for k in range(Zs):
-                            dbuf[c, d, k] += v * U[t, k]
-                    else:
-                        a = -d - 1
-                        for f in range(attr_ptr[a], attr_ptr[a + 1]):
-                            gbuf[c, f] += v * U[t, feat_pat[f]]
-    gstate = np.zeros(F)
-    for f in prange(F):
-        acc = 0.0
-        for c in range(NB):
-            acc += gbuf[c, f]
-        gstate[f] = acc
-    for i in prange(f_idx.shape[0]):
-        acc = 0.0
-        for c in range(NB):
-            acc += dbuf[c, f_row[i], f_col[i]]
-        gstate[f_idx[i]] = acc
+                scatter_item_row(U, t, o + t, item_ptr, item_code, item_val, ones, attr_ptr, feat_pat, dbuf[c],
+                                 gbuf[c])
+    gstate = sum_feature_blocks(gbuf, dbuf, f_idx, f_row, f_col)
     etot = np.zeros(E)
     est = np.zeros(K)
     een = np.zeros(K)
