@@ -16,13 +16,11 @@ import numpy as np
 from ..learning import online, tree_online
 from ..models.features import AttributeVocabulary, grow_state_features
 from ..models.tree_crf import TreeFeatureModel
-from ._crf_base import label_key
 from ._crf_online import (ChainCRFStreamMixin, commit_stream, new_stream_state, open_stream, roll_back,
                           stream_classes, stream_epoch)
 
 __all__ = ["TreeCRFStreamMixin", "tree_index_in"]
 
-_ROOT = "<root>"  # as tree_crf.ROOT (not imported: tree_crf imports this module)
 
 
 def _feature_positions(old_ptr, old_label, new_ptr, new_label, n_labels, relabel=None):
@@ -224,26 +222,6 @@ class TreeCRFStreamMixin:
                       t0)
         return self
 
-    def _stream_forbidden(self, K, known_only):
-        """``_forbidden(K)``; with ``known_only`` (labels growing with a stream) pairs naming a label
-        not seen yet are left out until it appears."""
-        spec = self.forbidden_edges
-        if not known_only or spec is None:
-            return self._forbidden(K)
-        known = set(self._label_index) | {_ROOT}
-        forb = np.zeros((K, K), bool)
-        froot = np.zeros(K, bool)
-        kept = [(a, b) for a, b in spec if label_key(a) in known and label_key(b) in known]
-        for a, b in self._label_pairs(kept, "forbidden_edges", (_ROOT,)):
-            if a == _ROOT:
-                raise ValueError(f"`forbidden_edges`: {_ROOT!r} can only be the parent of a pair "
-                                 f"(label, {_ROOT!r}), which forbids the label at the root; got {(a, b)!r}")
-            if b == _ROOT:
-                froot[self._label_index[a]] = True
-            else:
-                forb[self._label_index[a], self._label_index[b]] = True
-        return forb, froot
-
     def _grown_tree_model(self, stream, vocab, evocab, nodes, local, edges, yy, known_only):
         """The feature model after the batch (user-order ``nodes``, ``local`` parents, ``edges``,
         labels ``yy``): the stream's model (if any) grown by the batch's attributes, labels and
@@ -280,7 +258,7 @@ class TreeCRFStreamMixin:
                                                             pending=edge_pending)
         elif old is not None and old.n_edge_attr:  # unreachable: batches must then bring edge attributes
             raise ValueError("`edge_attributes` missing for a stream with edge attributes")
-        forb, froot = self._stream_forbidden(K, known_only)
+        forb, froot = self._forbidden(K, known_only)
         model = TreeFeatureModel(attr_ptr, feat_label, K, edge_features, eptr, epair, forb, froot,
                                  root=bool(self.root_features))
         return model, (node_pending, edge_pending, K)

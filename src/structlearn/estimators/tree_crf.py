@@ -8,7 +8,7 @@ from ..learning.objectives import TreeCLL
 from ..models.features import AttributeVocabulary, Packed, build_state_features
 from ..models.tree_crf import TreeBatch, TreeFeatureModel
 from ..structures.tree import validate_parents
-from ._crf_base import CRFBase
+from ._crf_base import CRFBase, label_key
 from ._params import (ALGORITHM, ALL_POSSIBLE_STATES, LBFGS_PARAMS, MIN_FREQ, ONLINE_PARAMS, RANDOM_STATE,
                       N_JOBS, VERBOSE, Param)
 from ._tree_crf_online import TreeCRFStreamMixin
@@ -377,12 +377,18 @@ class TreeCRF(TreeCRFStreamMixin, CRFBase):
                            None if edges is None else _take_rows(edges, perm, ilen))
         return nodes, local, edges, layout, ibatch
 
-    def _forbidden(self, K):
+    def _forbidden(self, K, known_only=False):
+        """(forbidden (child, parent) pairs (K, K), forbidden root labels (K,)) of ``forbidden_edges``;
+        with ``known_only`` (labels growing with a stream) pairs naming a label not seen yet are left out
+        until it appears."""
         forb = np.zeros((K, K), bool)
         froot = np.zeros(K, bool)
         spec = self.forbidden_edges
         if spec is None:
             return forb, froot
+        if known_only:
+            known = set(self._label_index) | {ROOT}
+            spec = [(a, b) for a, b in spec if label_key(a) in known and label_key(b) in known]
         for a, b in self._label_pairs(spec, "forbidden_edges", (ROOT,)):
             if a == ROOT:
                 raise ValueError(f"`forbidden_edges`: {ROOT!r} can only be the parent of a pair "
