@@ -1,8 +1,44 @@
 """The dask plumbing shared by every distributed fit: shard placement, the tree reduction of shard
 statistics, and the map of a shard-statistics function over persisted shards."""
+import ctypes
+import os
+import sys
+
 from ..learning.shards import reduce_statistics
 
-__all__ = ["identity", "placement", "tree_reduce", "shard_map", "sum_shards"]
+__all__ = ["identity", "placement", "tree_reduce", "shard_map", "sum_shards", "keep_heap"]
+
+_HEAP_KEPT = False
+#: glibc's mallopt parameters (malloc.h) and the values keep_heap sets
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+_MMAP_THRESHOLD = 32 * 2**20   # glibc's largest (HEAP_MAX / 2 on 64-bit)
+_TRIM_THRESHOLD = 256 * 2**20
+
+
+def keep_heap():
+    """Let this worker process reuse freed heap memory for the kernels' large temporary arrays.
+
+    A dask nanny starts its workers with ``MALLOC_TRIM_THRESHOLD_=65536`` (``distributed.nanny.pre-spawn-
+    environ``), so that freed memory goes back to the OS. Setting it also freezes glibc's mmap threshold
+    at 128 KiB, so every array above that (a shard's gradient, the kernels' per-block buffers) is a fresh
+    ``mmap`` whose pages fault in again on every evaluation: measured on the CoNLL-2000 CRF, 57 000–71 000
+    page faults and 0.16–0.23 s of system time per map over 8 shards, the worker's evaluation 1.2–1.5× the
+    same evaluation in a plain process. This raises the mmap threshold to 32 MiB and the trim threshold to
+    256 MiB in this process (``mallopt``), once, when that variable is set and the C library is glibc;
+    elsewhere (or when the user set ``MALLOC_MMAP_THRESHOLD_``) it does nothing. Returns whether it set
+    them."""
+    global _HEAP_KEPT
+    if _HEAP_KEPT or not sys.platform.startswith("linux") or "MALLOC_TRIM_THRESHOLD_" not in os.environ \
+            or "MALLOC_MMAP_THRESHOLD_" in os.environ:
+        return False
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        ok = libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD) == 1 and \
+            libc.mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD) == 1
+    except (OSError, AttributeError):
+        ok = False
+    _HEAP_KEPT = True
+    return ok
 
 
 def identity(x):
@@ -32,7 +68,8 @@ def tree_reduce(client, function, parts, split_every):
 
 def sum_shards(function, params, *shards):
     """Worker side: ``function(params, shard)`` of several shards added where they live (one result per
-    worker travels instead of one per shard)."""
+    worker travels instead of one per shard); the first call in a worker process runs :func:`keep_heap`."""
+    keep_heap()
     return reduce_statistics([function(params, s) for s in shards])
 
 
