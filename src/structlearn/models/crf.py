@@ -19,7 +19,7 @@ import numpy as np
 from ..kernels.crf import chain_cll
 from ..kernels.features import state_gradient_tokens, state_potentials
 from ..structures import LinearChain
-from .features import next_token_values
+from .features import dense_feature_rows, next_token_values
 
 
 class ChainFeatureModel:
@@ -252,20 +252,8 @@ class ChainFeatureModel:
         cache = getattr(self, "_dense_cache", None)
         if cache is not None:
             return cache
-        K = self.n_labels
-        n_feat = np.diff(self.attr_ptr)
-        dense = n_feat >= (max(4, K // 5) if self.dense_min_labels is None else self.dense_min_labels)
-        budget = 2 ** 22  # at most 4M dense entries (32 MB)
-        if dense.sum() * K > budget:
-            keep = np.argsort(-n_feat, kind="stable")[:budget // K]
-            dense = np.zeros_like(dense)
-            dense[keep] = True
-        dense_of = np.full(n_feat.shape[0], -1, dtype=np.int64)
-        dense_of[dense] = np.arange(int(dense.sum()))
-        f_attr = np.repeat(np.arange(n_feat.shape[0]), n_feat)
-        f_idx = np.flatnonzero(dense[f_attr])
-        self._dense_cache = (dense_of, f_idx, dense_of[f_attr[f_idx]], self.feat_label[f_idx],
-                             int(dense.sum()))
+        self._dense_cache = dense_feature_rows(self.attr_ptr, self.feat_label, self.n_labels,
+                                               self.dense_min_labels)
         return self._dense_cache
 
     def __setstate__(self, state):

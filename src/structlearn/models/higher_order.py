@@ -38,6 +38,7 @@ from ..structures._base import KBest, Marginals
 from ..utils.validation import check_allowed_mask, check_labels
 from ..kernels.features import state_gradient_tokens, state_potentials
 from .crf import _chunk_bounds
+from .features import dense_feature_rows
 
 __all__ = ["LabelPatterns", "PatternChain", "HigherOrderFeatureModel", "build_pattern_state_features",
            "ngram_ids"]
@@ -682,20 +683,9 @@ class HigherOrderFeatureModel:
         patterns, A_d, dense row of every attribute or -1); cached."""
         cache = self._cache.get("dense")
         if cache is None:
-            Zs = self.patterns.n_state_patterns
-            n_feat = np.diff(self.attr_ptr)
-            thr = self.dense_min_patterns
-            dense = n_feat >= (max(4, Zs // 5) if thr is None else thr)
-            budget = 2 ** 22
-            if dense.sum() * Zs > budget:
-                keep = np.argsort(-n_feat, kind="stable")[:budget // Zs]
-                dense = np.zeros_like(dense)
-                dense[keep] = True
-            dense_of = np.full(n_feat.shape[0], -1, dtype=np.int64)
-            dense_of[dense] = np.arange(int(dense.sum()))
-            f_attr = np.repeat(np.arange(n_feat.shape[0]), n_feat)
-            f_idx = np.flatnonzero(dense[f_attr])
-            cache = (f_idx, dense_of[f_attr[f_idx]], self.feat_pat[f_idx], int(dense.sum()), dense_of)
+            dense_of, f_idx, f_row, f_col, n_dense = dense_feature_rows(
+                self.attr_ptr, self.feat_pat, self.patterns.n_state_patterns, self.dense_min_patterns)
+            cache = (f_idx, f_row, f_col, n_dense, dense_of)
             self._cache["dense"] = cache
         return cache
 
