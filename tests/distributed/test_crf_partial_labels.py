@@ -18,6 +18,7 @@ from sklearn.base import clone
 
 from structlearn import LinearChainCRF
 from tests.conftest import require_module
+from tests.distributed.test_distributed_crf import _same_fit
 
 distributed = require_module("distributed")
 dask_bag = require_module("dask.bag")
@@ -107,16 +108,6 @@ def _fit_both(est, X, y, partial, client, npartitions=3):
         ref = clone(est).fit(X, y, allowed=_mask(y, partial))
         got = sd.fit(clone(est), bag, client)
     return ref, got
-
-
-def _same_fit(ref, got, atol=1e-8):
-    assert got.classes_ == ref.classes_
-    assert got.attributes_ == ref.attributes_
-    assert got.num_features_ == ref.num_features_
-    assert got.n_iter_ == ref.n_iter_ and got.converged_ == ref.converged_   # the same iterations
-    np.testing.assert_allclose([e["loss"] for e in got.training_log_],
-                               [e["loss"] for e in ref.training_log_], rtol=1e-10)
-    np.testing.assert_allclose(got.coef_, ref.coef_, rtol=0, atol=atol)
 
 
 def test_triples_equal_fit_with_allowed(local_client):
