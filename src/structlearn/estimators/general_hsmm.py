@@ -30,6 +30,7 @@ from ._criteria import InformationCriteria
 from ._em_restarts import check_n_jobs, fit_restarts, label_mask, n_blocks, warn_empty_states
 from . import _general_hsmm_files as _files
 from ._hsmm_queries import Prediction, SegmentEnds, SubpathQueries, cum_scale, state_runs
+from ._shard_online import ShardOnlineMixin
 
 __all__ = ["GeneralHSMM", "VariableTransitionHMM", "ResidentialTimeHMM", "SegmentFiltered"]
 
@@ -42,7 +43,7 @@ SegmentFiltered = namedtuple("SegmentFiltered", ["ended", "next", "log_likelihoo
 _FORMAT_VERSION = 1
 
 
-class _SuperLabelHSMM(SubpathQueries, InformationCriteria, BaseEstimator):
+class _SuperLabelHSMM(ShardOnlineMixin, SubpathQueries, InformationCriteria, BaseEstimator):
     """The surface shared by the three estimators (fit / score / posteriors / decode / filter / sample /
     information criteria / model files). Subclasses define ``_general()`` (log π, log a), ``_m_step``,
     ``_init_transitions`` and ``_check_params``."""
@@ -184,6 +185,10 @@ class _SuperLabelHSMM(SubpathQueries, InformationCriteria, BaseEstimator):
         return Shard(X, lengths, offsets, label_mask(labels, X.shape[0], self.n_states)[1])
 
     # -- the per-shard interface (structlearn.learning.shards), shared with structlearn.distributed ---------
+    def _online_attributes(self):
+        """The fitted parameters whose identity ties ``partial_fit``'s running statistics to them."""
+        return ("startprob_", "transmat_", "emission_")
+
     def _shard_function(self, posteriors=True):
         """(statistics, params) of the current parameters: ``statistics(params, shard)`` is the E-step of
         one shard (:func:`structlearn.learning.general_hsmm_em.shard_statistics`) with the counts this
