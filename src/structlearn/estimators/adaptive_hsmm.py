@@ -10,10 +10,12 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from ..learning import adaptive_hsmm as _learn
+from ..learning.shards import map_shards, split_shards
 from ..models import adaptive_factor as _af
 from ..models import emissions as _emi
 from ..utils.validation import check_lengths
 from ._em_files import families_from_header, families_to_file
+from ._em_restarts import check_n_jobs, n_blocks
 from .hsmm import HiddenSemiMarkovModel
 
 __all__ = ["AdaptiveFactorHSMM", "AdaptiveFiltered"]
@@ -70,6 +72,10 @@ class AdaptiveFactorHSMM(BaseEstimator):
         durations, from which EM may not escape).
     factored : bool, optional
         Pattern of the streaming filter (default ``n_states > 10``).
+    n_jobs : int, optional
+        joblib processes (-1: all cores) for :meth:`fit`: the base HSMM's E-step and the walk-variance
+        measurements (the Viterbi pass) run over ``n_jobs`` blocks of whole sequences; None: in this
+        process.
 
     Attributes
     ----------
@@ -101,7 +107,7 @@ class AdaptiveFactorHSMM(BaseEstimator):
     def __init__(self, n_states=2, duration="gamma", emission="gaussian", max_duration=None,
                  censoring="right", factors="both", duration_walk_var=None, emission_walk_var=None,
                  n_iter=100, tol=1e-4, n_init=1, init="kmeans", init_params="stde", random_state=None,
-                 factored=None):
+                 factored=None, n_jobs=None):
         self.n_states = n_states
         self.duration = duration
         self.emission = emission
@@ -117,6 +123,7 @@ class AdaptiveFactorHSMM(BaseEstimator):
         self.init_params = init_params
         self.random_state = random_state
         self.factored = factored
+        self.n_jobs = n_jobs
 
     # ================================================================================================
     def _validate_hyper(self):
@@ -126,12 +133,17 @@ class AdaptiveFactorHSMM(BaseEstimator):
         _check_walk_var(self.emission_walk_var, "emission_walk_var")
         if self.factored is not None and not isinstance(self.factored, (bool, np.bool_)):
             raise ValueError(f"`factored` must be True, False or None; got {self.factored!r}")
+        check_n_jobs(self.n_jobs)
+        if self._adapts("emission"):
+            _af.check_scalable_emission(_emi.make_emission(self.emission))
+        self._base()._validate_hyper()
 
     def _base(self):
         return HiddenSemiMarkovModel(self.n_states, duration=self.duration, emission=self.emission,
                                      max_duration=self.max_duration, censoring=self.censoring,
                                      n_iter=self.n_iter, tol=self.tol, n_init=self.n_init, init=self.init,
-                                     init_params=self.init_params, random_state=self.random_state)
+                                     init_params=self.init_params, random_state=self.random_state,
+                                     n_jobs=self.n_jobs)
 
     def _adapts(self, what):
         return self.factors in ("both", what)
@@ -160,29 +172,52 @@ class AdaptiveFactorHSMM(BaseEstimator):
             emission factor cannot scale while it adapts.
         """
         self._validate_hyper()
-        if self._adapts("emission"):
-            _af.check_scalable_emission(_emi.make_emission(self.emission))
         base = self._base().fit(X, lengths, labels)
-        Xv = _emi.check_observations(base.emission_, X)
-        lengths, offsets = check_lengths(lengths, Xv.shape[0], rows_name="the observations `X`")
+        shards = split_shards(base._shard_from_data(X, lengths), n_blocks(self.n_jobs))
+        return self._fit_walks(base, lambda f, p: map_shards(f, p, shards, self.n_jobs))
+
+    def _fit_sharded(self, map_statistics, init_data, max_length, n_features, X=None):
+        """The base HSMM by its sharded EM (:meth:`HiddenSemiMarkovModel._fit_sharded
+        <structlearn.estimators.hsmm.HiddenSemiMarkovModel>`), then the walk variances from measurements
+        computed shard by shard: the hook of :func:`structlearn.distributed.fit` (``map_statistics(function,
+        params)`` maps over the persisted shards; ``X`` None there). Returns self."""
+        base = self._base()
+        base._fit_sharded(map_statistics, init_data, max_length, n_features, X)
+        return self._fit_walks(base, map_statistics)
+
+    def _shard_from_data(self, X, lengths=None, labels=None):
+        """The validated :class:`~structlearn.learning.shards.Shard` of ``X``, ``lengths`` and partial
+        ``labels`` (the base HSMM's, as ``fit``)."""
+        return self._base()._shard_from_data(X, lengths, labels)
+
+    def _shard_function(self, posteriors=True):
+        """The base HSMM's per-shard E-step at its fitted parameters (what one EM iteration of
+        :func:`structlearn.distributed.fit` sends and receives; :func:`structlearn.distributed.shard_bytes`)."""
+        check_is_fitted(self, "hsmm_")
+        return self.hsmm_._shard_function(posteriors)
+
+    def _fit_walks(self, base, map_statistics):
+        """Set ``hsmm_`` and the walk variances left as None: maximum likelihood of the local-level model
+        (:func:`~structlearn.learning.adaptive_hsmm.estimate_walk_variance`) on the measurements of the
+        Viterbi segments of the base model, computed per shard
+        (:func:`~structlearn.learning.adaptive_hsmm.shard_measurements` through ``map_statistics``) and
+        gathered here. Returns self."""
         self.hsmm_ = base
         self.max_duration_ = base.max_duration_
         self.n_features_in_ = base.n_features_in_
-        log_pmf = base._potentials().log_pmf()
-        segs = None
+        todo = tuple(w for w in ("duration", "emission")
+                     if self._adapts(w) and getattr(self, f"{w}_walk_var") is None)
+        total = None
+        if todo:
+            total = map_statistics(_learn.shard_measurements,
+                                   (base, base._potentials().log_pmf(), self.censoring, todo))
         for what in ("duration", "emission"):
-            given = getattr(self, f"{what}_walk_var")
             if not self._adapts(what):
                 q = 0.0
-            elif given is not None:
-                q = float(given)
+            elif what in todo:
+                q = _learn.estimate_walk_variance(_learn.gather_measurements(total, what))
             else:
-                if segs is None:
-                    segs = base.decode(Xv, lengths, return_segments=True)[2]
-                meas = [_learn.segment_measurements(base.emission_, log_pmf, Xv[offsets[b]:offsets[b + 1]],
-                                                    np.asarray(segs[b]), self.censoring, what)
-                        for b in range(len(lengths))]
-                q = _learn.estimate_walk_variance(meas)
+                q = float(getattr(self, f"{what}_walk_var"))
             setattr(self, f"{what}_walk_var_", q)
         return self
 

@@ -3,7 +3,10 @@
 The model — (ρ, B, π, A) and the duration / emission families as an explicit-duration HSMM over
 (regime, state) pairs — is :mod:`structlearn.models.switching_hsmm`; inference is the semi-Markov structure
 of :class:`structlearn.models.hsmm.HSMMPotentials`; the E-step is the explicit-duration HSMM's per-shard
-function :func:`structlearn.learning.hsmm_em.shard_statistics`, driven by :func:`structlearn.learning.em.run_em`.
+function on the product states (:func:`structlearn.learning.switching_hsmm_em.shard_statistics`), driven by
+:func:`structlearn.learning.em.run_em` through the per-shard interface (:mod:`structlearn.learning.shards`):
+one EM loop (``_em_sharded``) serves ``fit`` (local blocks, ``n_jobs``) and :func:`structlearn.distributed.fit`
+(persisted dask shards, emissions refitted from sufficient statistics).
 """
 import sys
 import warnings
@@ -14,6 +17,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from ..learning import hsmm_em as _em
+from ..learning import switching_hsmm_em as _sem
 from ..learning.em import run_em
 from ..learning.shards import Shard, map_shards, split_shards
 from ..models import durations as _dur
@@ -87,7 +91,8 @@ class SwitchingHSMM(InformationCriteria, BaseEstimator):
     verbose : bool, default False
         Progress bar (tqdm, stderr) with the log-likelihood per iteration.
     n_jobs : int, optional
-        E-step over ``n_jobs`` blocks of whole sequences in joblib processes (-1: all cores).
+        E-step over ``n_jobs`` blocks of whole sequences in joblib processes (-1: all cores); the result
+        equals the single-process fit up to rounding (the shards' statistics are added).
 
     Attributes
     ----------
@@ -374,24 +379,51 @@ class SwitchingHSMM(InformationCriteria, BaseEstimator):
                              f"cannot be initialised from the data; set `emission` with its parameters and "
                              f"leave 'e' out of `init_params`")
         known, allowed = label_mask(labels, X.shape[0], int(self.n_states))
-        if allowed is not None:  # (r, m) allowed iff m is allowed: columns k = r·M + m
-            allowed = np.tile(allowed, (1, int(self.n_regimes)))
         shards = split_shards(Shard(X, lengths, offsets, allowed), n_blocks(self.n_jobs))
+        return self._fit_sharded(lambda f, p: map_shards(f, p, shards, self.n_jobs), (X, lengths, known),
+                                 int(lengths.max()), X.shape[1], X)
+
+    def _fit_sharded(self, map_statistics, init_data, max_length, n_features, X=None):
+        """EM with restarts (:func:`fit_restarts`) whose E-step maps the per-shard function over the shards
+        (``map_statistics(statistics, params)`` -> summed ShardStatistics), as
+        :meth:`HiddenSemiMarkovModel._fit_sharded <structlearn.estimators.hsmm.HiddenSemiMarkovModel>`:
+        ``init_data`` = (X, lengths, known states m or None) initialises the parameters; ``X``: the rows of
+        all shards in this process (posteriors travel; ``fit``) or None (additive emission statistics;
+        :func:`structlearn.distributed.fit`). Returns self."""
         self.max_duration_ = int(self.max_duration if self.max_duration is not None
-                                 else max(1, int(lengths.max())))
-        self.n_features_in_ = int(X.shape[1])
+                                 else max(1, int(max_length)))
+        self.n_features_in_ = int(n_features)
+        Xi, Li, known = init_data
         attributes = {"regime_startprob_": "s", "startprob_": "s", "regime_transmat_": "t", "transmat_": "t",
                       "duration_": "d", "emission_": "e"}
-        fit_restarts(self, attributes, lambda rng, restart: self._init_params(X, lengths, rng, restart, known),
-                     lambda monitor, restart: self._em(shards, X, monitor, restart))
+        fit_restarts(self, attributes, lambda rng, restart: self._init_params(Xi, Li, rng, restart, known),
+                     lambda monitor, restart: self._em_sharded(map_statistics, monitor, restart, X))
         return self
+
+    def _shard_from_data(self, X, lengths=None, labels=None):
+        """The validated :class:`~structlearn.learning.shards.Shard` of ``X``, ``lengths`` and partial
+        ``labels`` (states m, as ``fit``); its ``allowed`` is the (N, M) mask of states, tiled over the
+        regimes by the per-shard function."""
+        X, lengths, offsets = self._validate_data(X, lengths, _emi.make_emission(self.emission))
+        return Shard(X, lengths, offsets, label_mask(labels, X.shape[0], int(self.n_states))[1])
+
+    # -- the per-shard interface (structlearn.learning.shards), shared with structlearn.distributed --
+    def _shard_function(self, posteriors=True):
+        """(statistics, params) of the current parameters: ``statistics(params, shard)`` is the E-step of
+        one shard on the product states (:func:`structlearn.learning.switching_hsmm_em.shard_statistics`);
+        ``posteriors`` keeps γ for the emission M-step in this process (else additive emission statistics
+        travel)."""
+        return _sem.shard_statistics, (self._potentials(), self._letters(), posteriors, int(self.n_regimes))
 
     def _letters(self):
         """The E-step letters: π needs the switch counts ("t") and ρ the start counts ("s")."""
         p = self.params
         return p + ("st" if any(c in p for c in "st") else "")
 
-    def _em(self, shards, X, monitor, restart):
+    def _em_sharded(self, map_statistics, monitor, restart, X=None):
+        """EM (:func:`run_em`) whose E-step is ``map_statistics(statistics, params)`` -> the summed
+        :class:`~structlearn.learning.shards.ShardStatistics` of all shards: local blocks in ``fit``, dask
+        workers in :func:`structlearn.distributed.fit` (``X`` None: no posteriors travel)."""
         bar = None
         if self.verbose:
             from tqdm import tqdm
@@ -399,8 +431,7 @@ class SwitchingHSMM(InformationCriteria, BaseEstimator):
                        file=sys.stderr, leave=False)
 
         def e_step():
-            total = map_shards(_em.shard_statistics, (self._potentials(), self._letters(), True), shards,
-                               self.n_jobs)
+            total = map_statistics(*self._shard_function(posteriors=X is not None))
             return total, total.value
 
         def progress(it, ll):
@@ -409,14 +440,15 @@ class SwitchingHSMM(InformationCriteria, BaseEstimator):
                 bar.set_postfix(loglik=f"{ll:.6g}")
 
         try:
-            return run_em(e_step, lambda total: self._m_step(total, X), monitor, progress)
+            return run_em(e_step, lambda total: self._apply_statistics(total, X), monitor, progress)
         finally:
             if bar is not None:
                 bar.close()
 
-    def _m_step(self, total, X):
-        """ρ, π, B, A from the product's expected counts; durations and emissions (tied: summed over
-        regimes) refitted in place by the HSMM's M-step."""
+    def _apply_statistics(self, total, X=None):
+        """The M-step of the summed shard statistics: ρ, π, B, A from the product's expected counts;
+        durations and emissions (tied: summed over regimes) refitted in place — the emissions from the rows
+        ``X`` and ``total.posteriors`` when they travelled, else from ``total.stats["emission"]``."""
         stats = total.stats
         if "occupancy" in stats:
             self._warn_empty(stats["occupancy"])
@@ -430,7 +462,11 @@ class SwitchingHSMM(InformationCriteria, BaseEstimator):
         potentials = self._potentials()
         _em.m_step_from_statistics(potentials, family_stats)
         if "e" in self.params:
-            potentials.emission.fit(X, total.posteriors)
+            if total.posteriors is not None:
+                potentials.emission.fit(X, total.posteriors)
+            else:  # the inner family of tied emissions: the statistics were summed over regimes
+                from ..learning.hsmm_online import emission_m_step
+                emission_m_step(self.emission_, stats["emission"])
 
     def _warn_empty(self, occupancy):
         R, M = int(self.n_regimes), int(self.n_states)

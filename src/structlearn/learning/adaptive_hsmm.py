@@ -16,13 +16,24 @@ of the measurements is the product of the Kalman filter's innovation densities,
 with m_{1|0} = 0, P_{1|0} = q, P_{n+1|n} = P_{n|n} + q — the recursion of
 :class:`~structlearn.models.adaptive_factor.FactorWalk` with certain segment ends. q̂ maximises it over
 {0} ∪ a log grid refined by a bounded scalar search (:func:`estimate_walk_variance`).
+
+The measurements are per sequence and the walk restarts at every sequence, so they are computed shard by
+shard (:func:`shard_measurements`, the per-shard function of :mod:`structlearn.learning.shards`: in this
+process, joblib processes or dask workers) and gathered on the caller (:func:`gather_measurements`); the
+log-likelihood adds the sequences' terms exactly (``math.fsum``), so q̂ does not depend on the order in
+which the shards come back. They are not additive sufficient statistics: log L(q) is a non-linear function
+of them for every q, and the search evaluates it for some 50 values of q.
 """
+import math
+
 import numpy as np
 from scipy import optimize
 
 from ..models.adaptive_factor import emission_evidence, log_duration_moments, log_factor_measurement
+from .shards import ShardStatistics
 
-__all__ = ["segment_measurements", "walk_log_likelihood", "estimate_walk_variance"]
+__all__ = ["segment_measurements", "walk_log_likelihood", "estimate_walk_variance", "shard_measurements",
+           "gather_measurements"]
 
 
 def segment_measurements(emission, log_pmf, X, segments, censoring, what):
@@ -78,8 +89,9 @@ def walk_log_likelihood(measurements, walk_var):
         The log-likelihood (0 without finite measurements). Time O(total segments).
     """
     q = float(walk_var)
-    total = 0.0
+    totals = []
     for z, r in measurements:
+        total = 0.0
         m, P = 0.0, q
         for zn, rn in zip(z, r):
             if np.isfinite(zn):
@@ -89,7 +101,8 @@ def walk_log_likelihood(measurements, walk_var):
                 m += g * (zn - m)
                 P *= 1.0 - g
             P += q
-    return float(total)
+        totals.append(total)
+    return float(math.fsum(totals))  # exact sum: independent of the order of the sequences
 
 
 def estimate_walk_variance(measurements, grid=None):
@@ -125,3 +138,60 @@ def estimate_walk_variance(measurements, grid=None):
         if -res.fun > ll[best]:
             return float(np.exp(res.x))
     return float(cand[best])
+
+
+def shard_measurements(params, shard):
+    """The measurements of one shard of sequences (module-level, picklable: the per-shard function of
+    :mod:`structlearn.learning.shards`).
+
+    Parameters
+    ----------
+    params : tuple (base, log_pmf, censoring, whats)
+        ``base``: the fitted base model, any object with ``decode(X, lengths, return_segments=True)``
+        returning the Viterbi segments of every sequence third (a
+        :class:`~structlearn.estimators.hsmm.HiddenSemiMarkovModel`) and ``emission_``; ``log_pmf`` (D, K)
+        its duration log-pmf; ``censoring`` as :func:`segment_measurements`; ``whats``: the factors to
+        measure, a tuple of ``"duration"`` / ``"emission"``.
+    shard : Shard
+        Validated rows X (N, F) float64, lengths (B,), offsets (B + 1,); its ``allowed`` mask (partial
+        labels of the base EM) is not used: the segments are the unconstrained Viterbi path, as ``fit``.
+
+    Returns
+    -------
+    ShardStatistics
+        ``stats`` empty and ``value`` 0 (nothing is additive); ``posteriors``: a dict, for each factor
+        ``what`` in ``whats``, of ``what + "_z"`` and ``what + "_r"`` (n_seg,) float64, the measurements of
+        all segments of the shard in sequence order (NaN: no evidence), and ``what + "_n"`` (B,) int64,
+        the number of segments of each sequence — concatenated over shards by
+        :func:`~structlearn.learning.shards.reduce_statistics`; :func:`gather_measurements` splits them
+        back into sequences.
+
+    Raises
+    ------
+    ValueError
+        A sequence with zero likelihood under the base model (from ``decode``).
+
+    Notes
+    -----
+    Time O(N·(D·K + K²)) (the Viterbi pass) + O(N·K·F) per factor; memory O(N·K).
+    """
+    base, log_pmf, censoring, whats = params
+    X, lengths, offsets, _ = shard
+    out = {}
+    if whats:
+        segs = base.decode(X, lengths, return_segments=True)[2]
+    for what in whats:
+        meas = [segment_measurements(base.emission_, log_pmf, X[offsets[b]:offsets[b + 1]], np.asarray(segs[b]),
+                                     censoring, what) for b in range(len(lengths))]
+        out[what + "_z"] = np.concatenate([z for z, _ in meas]) if meas else np.zeros(0)
+        out[what + "_r"] = np.concatenate([r for _, r in meas]) if meas else np.zeros(0)
+        out[what + "_n"] = np.array([z.shape[0] for z, _ in meas], dtype=np.int64)
+    return ShardStatistics({}, 0.0, int(len(lengths)), out)
+
+
+def gather_measurements(total, what):
+    """The per-sequence measurements ``[(z, r), ...]`` (the input of :func:`estimate_walk_variance`) of
+    factor ``what`` from the reduced :func:`shard_measurements` of all shards (``total.posteriors``)."""
+    post = total.posteriors
+    cuts = np.cumsum(post[what + "_n"])[:-1]
+    return list(zip(np.split(post[what + "_z"], cuts), np.split(post[what + "_r"], cuts)))
