@@ -507,10 +507,7 @@ def test_segments_estimator(tmp_path):
     assert np.all((p > 0) & (p <= 1))
     back = HigherOrderCRF.load(crf.save(tmp_path / "seg.npz"))
     assert back.predict(X) == pred
-    with pytest.raises(NotImplementedError, match="kbest"):
-        crf.kbest(X)
-    with pytest.raises(NotImplementedError, match="dense"):
-        HigherOrderCRF(segments=True, patterns="sparse").fit(X, y)
+    assert crf.kbest(X[:1], 1)[0][0][0] == pred[0]  # k-best and sparse: test_higher_order_segments_sparse.py
     with pytest.raises(ValueError, match="state_order"):
         HigherOrderCRF(order=2, segments=True, state_order=2).fit(X, y)
 

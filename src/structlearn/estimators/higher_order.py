@@ -7,6 +7,7 @@ from ..learning.objectives import HigherOrderCLL, SegmentCLL
 from ..models.features import build_state_features
 from ..models.higher_order import HigherOrderFeatureModel, LabelPatterns, build_pattern_state_features
 from ..models.segment_patterns import SegmentPatternModel, runs
+from ..models.segment_patterns_sparse import SparseSegmentPatternModel, build_segment_state_features
 from ._crf_base import ChainCRFBase
 from ._params import ALL_POSSIBLE_STATES, ALL_POSSIBLE_TRANSITIONS, LBFGS_PARAMS, MIN_FREQ, N_JOBS, VERBOSE, Param
 
@@ -42,19 +43,24 @@ class HigherOrderCRF(ChainCRFBase):
         of equal token labels (Sarawagi & Cohen 2004's variant, consecutive segments have different labels; convert
         BIO tags to entity types first), a segment scores the sum of its tokens' (attribute, label)
         state features plus a (length, label) duration feature, lengths are limited to the longest run
-        of each label in training. Inference: dense expansion to tuples of the last d segment labels
-        on :class:`~structlearn.structures.SemiMarkov`; state features condition on the segment label
-        only (``state_order`` must be 1 or None).
+        of each label in training. Inference on :class:`~structlearn.structures.SemiMarkov` over
+        super-labels: tuples of the last d segment labels (``patterns="dense"``, state features
+        condition on the segment label only, ``state_order`` 1) or the prefixes of the segment-label
+        patterns seen in training (``patterns="sparse"``, Nguyen, Ye, Lee & Chieu 2011,
+        :class:`~structlearn.models.segment_patterns_sparse.SparseSegmentPatternModel`; state features
+        may condition on segment-label n-grams up to ``state_order`` ≤ d).
     patterns : {"sparse", "dense"}, optional
         Inference algorithm (the model is the same): ``"dense"`` expands to a first-order chain over
         K**d label tuples (time O(N·K**(2d)) per pass, memory O(N·K**d)); ``"sparse"`` runs the
         forward–backward of Cuong et al. (2014) over prefixes of the patterns with the longest-suffix
-        relation (time O(N·|P|·K), |P| ≤ number of pattern prefixes seen in training). Default
-        ``"sparse"`` for chains, ``"dense"`` for segments (the only one there).
+        relation (time O(N·|P|·K), |P| ≤ number of pattern prefixes seen in training). Segments:
+        ``"dense"`` has S ≈ K·(K-1)**(d-1) tuple states, ``"sparse"`` S = |P| pattern-prefix states,
+        time O(N·(D·S + S²)) per pass either way. Default ``"sparse"`` for chains, ``"dense"`` for
+        segments.
     state_order : int, optional
         Longest label n-gram that state features condition on, 1 ≤ s ≤ d; default min(d, 2) (unigrams
         and bigrams: longer n-grams multiply the number of state features with little data each);
-        1 with ``segments=True``.
+        1 with ``segments=True`` (where s > 1 needs ``patterns="sparse"``).
     c1, c2, max_iterations, num_memories, epsilon, period, delta, linesearch, max_linesearch :
         As :class:`~structlearn.LinearChainCRF` (L-BFGS; OWL-QN when ``c1 > 0``).
     min_freq : float, default 0
@@ -86,7 +92,9 @@ class HigherOrderCRF(ChainCRFBase):
     -----
     Cuong, Ye, Lee & Chieu (2014), "Conditional random field with high-order dependencies for sequence
     labeling and segmentation", JMLR 15: 981–1009, §3 (forward/backward over pattern prefixes).
-    ``kbest`` runs on the dense expansion (small K**d only) and is not available with ``segments=True``.
+    Nguyen, Ye, Lee & Chieu (2011), "Semi-Markov conditional random field with high-order features"
+    (``segments=True, patterns="sparse"``). ``kbest`` runs on the dense expansion for chains (small K**d
+    only) and on the super-label semi-Markov structure (either form) with ``segments=True``.
     """
 
     _parameters = (
@@ -110,13 +118,11 @@ class HigherOrderCRF(ChainCRFBase):
         self._store_params(locals())
 
     def _check_param_combinations(self):
-        if self.segments and self.patterns == "sparse":
-            raise NotImplementedError("HigherOrderCRF(segments=True) has only the dense expansion; use "
-                                      "patterns='dense' or None")
-        hi = 1 if self.segments else self.order
+        hi = 1 if self.segments and self._mode() == "dense" else self.order
         if not 1 <= self._state_order() <= hi:
             raise ValueError(f"`state_order` must be an integer in 1..{hi} or None (order={self.order}, "
-                             f"segments={self.segments}); got {self.state_order!r}")
+                             f"segments={self.segments}, patterns={self._mode()!r}); got "
+                             f"{self.state_order!r}")
 
     def _state_order(self):
         if self.state_order is not None:
@@ -130,12 +136,20 @@ class HigherOrderCRF(ChainCRFBase):
 
     def _segment_model(self, yy, packed, K, n_attributes):
         s0, s1, sl, so = runs(yy, packed.offsets)
-        pats = LabelPatterns.from_labels(sl, so, K, int(self.order), 1, self.all_possible_transitions)
+        s = int(self._state_order())
+        pats = LabelPatterns.from_labels(sl, so, K, int(self.order), s, self.all_possible_transitions)
         max_lengths = np.ones(K, np.int64)
         np.maximum.at(max_lengths, sl, s1 - s0 + 1)
-        attr_ptr, feat_label = build_state_features(packed, yy, n_attributes, K, self.min_freq,
-                                                    self.all_possible_states)
-        return SegmentPatternModel(pats, attr_ptr, feat_label, max_lengths)
+        if s == 1:
+            attr_ptr, feat = build_state_features(packed, yy, n_attributes, K, self.min_freq,
+                                                  self.all_possible_states)
+        else:
+            attr_ptr, feat = build_segment_state_features(packed, yy, pats, n_attributes, self.min_freq,
+                                                          self.all_possible_states)
+        return self._segment_class()(pats, attr_ptr, feat, max_lengths)
+
+    def _segment_class(self):
+        return SparseSegmentPatternModel if self._mode() == "sparse" else SegmentPatternModel
 
     def fit(self, X, y, X_dev=None, y_dev=None, *, lengths=None, allowed=None, callback=None):
         """Train on sequences ``X`` with label sequences ``y`` (L-BFGS).
@@ -160,8 +174,6 @@ class HigherOrderCRF(ChainCRFBase):
         ------
         ValueError
             Bad parameters, empty training set, items and labels of different lengths.
-        NotImplementedError
-            ``segments=True``.
         """
         self._check_params()
         t0 = time.perf_counter()
@@ -194,17 +206,28 @@ class HigherOrderCRF(ChainCRFBase):
         return self
 
     def kbest(self, X, k=5):
-        """The k most likely label sequences of every sequence with their probabilities (exact k-best
-        Viterbi on the dense d-tuple expansion, whatever ``patterns``; time O(N·K**(2d)·k log(K**d·k)),
-        so only for small K**d). Not available with ``segments=True`` (NotImplementedError).
+        """The k most likely label sequences of every sequence with their probabilities.
+
+        Chains: exact k-best Viterbi on the dense d-tuple expansion, whatever ``patterns``; time
+        O(N·K**(2d)·k log(K**d·k)), so only for small K**d. Segments: the engine's k-best over the
+        super-label paths (:meth:`structlearn.structures.SemiMarkov.kbest`), one path per labelling;
+        time O(N·k·(D·S + S²)) with S the tuple (dense) or pattern-prefix (sparse) states.
+
+        Parameters
+        ----------
+        X : list of sequences of items
+        k : int, default 5
 
         Returns
         -------
-        list (per sequence) of lists of (labels (list of str), probability), best first.
+        list (per sequence) of lists of (labels (list of str), probability), best first; shorter when
+        a sequence has fewer than k labellings.
+
+        Raises
+        ------
+        ValueError
+            ``k`` not a positive integer; chains: K**d too large for the expansion.
         """
-        if self.segments:
-            raise NotImplementedError("HigherOrderCRF(segments=True).kbest is not implemented; use "
-                                      "predict (Viterbi) or predict_marginals")
         return super().kbest(X, k)
 
     # ------------------------------------------------------------------------------------------------
@@ -251,6 +274,7 @@ class HigherOrderCRF(ChainCRFBase):
         pats = LabelPatterns.from_array(arrays["patterns"], len(self.classes_), int(self.order),
                                         int(self._state_order()))
         if self.segments:
-            self.model_ = SegmentPatternModel(pats, arrays["attr_ptr"], arrays["feat_pat"], arrays["max_lengths"])
+            self.model_ = self._segment_class()(pats, arrays["attr_ptr"], arrays["feat_pat"],
+                                                arrays["max_lengths"])
         else:
             self.model_ = HigherOrderFeatureModel(pats, arrays["attr_ptr"], arrays["feat_pat"], self._mode())

@@ -9,7 +9,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..kernels.features import state_gradient_tokens, state_potentials
-from ..structures._base import Marginals
+from ..structures import SemiMarkov
+from ..structures._base import KBest, Marginals
 from ..utils.validation import check_allowed_mask, check_labels
 
 __all__ = ["SegmentPatternModel", "SegmentPatternChain", "runs"]
@@ -92,6 +93,10 @@ class SegmentPatternModel:
         E = len(src)
         self.trans_inc = sp.csr_matrix((np.ones(len(pat_ids)), np.asarray(pat_ids, np.int64),
                                         np.asarray(pat_ptr, np.int64)), shape=(E, patterns.n_patterns))
+        S = len(tuples)
+        self.state_map = sp.csr_matrix((np.ones(S), (np.arange(S), self.last)), shape=(S, K))
+        self._first_of = {k: index[(pad,) * (d - 1) + (k,)] for k in range(K)}
+        self._step = {(int(a), int(self.last[b])): int(b) for a, b in zip(self.src, self.dst)}
 
     @property
     def n_states(self):
@@ -119,45 +124,44 @@ class SegmentPatternModel:
 
     def structure(self, w, packed, allowed=None):
         """The expanded :class:`SegmentPatternChain` of a packed batch."""
-        from ..structures import SemiMarkov
-
         ws, wp, wd, st, en = self.split(w)
         wp = np.where(self.patterns.lengths >= 2, wp, 0.0)
         phi = state_potentials(ws, packed.item_ptr, packed.item_attr, packed.item_val, self.attr_ptr,
-                               self.feat_label, self.n_labels)
+                               self.feat_label, self.state_map.shape[1])
+        unary = np.ascontiguousarray(phi @ self.state_map.T)  # (N, S): Σ of the state's state patterns
         if allowed is not None:
-            phi = np.where(check_allowed_mask(allowed, phi.shape), phi, -np.inf)
+            ok = check_allowed_mask(allowed, (packed.n_items, self.n_labels))
+            unary = np.where(ok[:, self.last], unary, -np.inf)
         S = self.n_states
         dur = np.where(np.arange(1, self.D + 1)[:, None] <= self.max_lengths[None, :], wd, -np.inf)
         tr = np.full((S, S), -np.inf)
         tr[self.src, self.dst] = np.asarray(self.trans_inc @ wp)
         start = np.where(self.first_state, st[self.last], -np.inf)
-        sm = SemiMarkov(phi[:, self.last], dur[:, self.last], tr, lengths=packed.lengths, start=start,
-                        end=en[self.last], allow_same_label=True)
+        sm = SemiMarkov(unary, np.ascontiguousarray(dur[:, self.last]), tr, lengths=packed.lengths,
+                        start=start, end=en[self.last], allow_same_label=True)
         return SegmentPatternChain(self, sm)
 
     def gold(self, y, offsets):
         """Gold segments in the expanded state space: list of B (n_seg, 3) arrays (local positions)."""
         s0, s1, lab, so = runs(y, offsets)
-        d = self.patterns.order
-        pad = self.n_labels
-        index = {t: i for i, t in enumerate(self.tuples)}
         out = []
         for b in range(len(offsets) - 1):
             rows = []
-            hist = (pad,) * d
+            state = -1
             for i in range(so[b], so[b + 1]):
-                hist = hist[1:] + (int(lab[i]),)
-                rows.append((s0[i] - offsets[b], s1[i] - offsets[b], index[hist]))
+                k = int(lab[i])
+                state = self._first_of[k] if state < 0 else self._step[(state, k)]
+                rows.append((s0[i] - offsets[b], s1[i] - offsets[b], state))
             out.append(np.asarray(rows, np.int64).reshape(-1, 3))
         return out
 
-    def statistics(self, lab, dur, edge, first, last, packed):
-        """Gradient vector from label token marginals (N, K), duration counts (D, K), expanded edge
-        totals (E,), first / last label totals (K,)."""
+    def statistics(self, tok, dur, edge, first, last, packed):
+        """Gradient vector from token state-pattern marginals (N, Zs) (``tok = U @ state_map`` with U
+        the (N, S) state marginals; Zs = K here), duration counts (D, K), expanded edge totals (E,),
+        first / last label totals (K,)."""
         g = np.empty(self.n_params)
         gs, gp, gd, gst, gen = self.split(g)
-        gs[...] = state_gradient_tokens(np.ascontiguousarray(lab), packed.item_ptr, packed.item_attr,
+        gs[...] = state_gradient_tokens(np.ascontiguousarray(tok), packed.item_ptr, packed.item_attr,
                                         packed.item_val, self.attr_ptr, self.feat_label,
                                         numba.get_num_threads())
         gp[...] = np.where(self.patterns.lengths >= 2, np.asarray(self.trans_inc.T @ edge).ravel(), 0.0)
@@ -170,22 +174,28 @@ class SegmentPatternModel:
         return np.arange(1, self.D + 1)[:, None] <= self.max_lengths[None, :]
 
     def feature_counts(self, packed, y):
+        """Observed feature counts (n_params,) of gold token labels ``y`` (N,) (segments = runs)."""
         K = self.n_labels
         N = packed.n_items
-        lab = np.zeros((N, K))
-        lab[np.arange(N), y] = 1.0
+        golds = self.gold(y, packed.offsets)
+        tstate = np.zeros(N, np.int64)
+        for b, segs in enumerate(golds):
+            for a, e, q in segs:
+                tstate[packed.offsets[b] + a:packed.offsets[b] + e + 1] = q
+        onehot = sp.csr_matrix((np.ones(N), (np.arange(N), tstate)), shape=(N, self.n_states))
+        tok = (onehot @ self.state_map).toarray()
         s0, s1, sl, so = runs(y, packed.offsets)
         dur = np.zeros((self.D, K))
         np.add.at(dur, (s1 - s0, sl), 1.0)
         edge = np.zeros(len(self.src))
         emap = {(int(a), int(b)): e for e, (a, b) in enumerate(zip(self.src, self.dst))}
-        for b, segs in enumerate(self.gold(y, packed.offsets)):
+        for b, segs in enumerate(golds):
             for i in range(1, len(segs)):
                 edge[emap[(int(segs[i - 1, 2]), int(segs[i, 2]))]] += 1.0
         nz = np.flatnonzero(packed.lengths > 0)
         first = np.bincount(y[packed.offsets[nz]], minlength=K).astype(np.float64)
         last = np.bincount(y[packed.offsets[nz + 1] - 1], minlength=K).astype(np.float64)
-        return self.statistics(lab, dur, edge, first, last, packed)
+        return self.statistics(tok, dur, edge, first, last, packed)
 
 
 def _pads_first(t, pad):
@@ -199,7 +209,19 @@ def _pads_first(t, pad):
 
 
 class SegmentPatternChain:
-    """A :class:`~structlearn.structures.SemiMarkov` over tuple states seen through its segment labels."""
+    """A :class:`~structlearn.structures.SemiMarkov` over super-label states (tuples of the last segment
+    labels, or pattern prefixes in the sparse form) seen through its segment labels.
+
+    Every super-label path with a finite score is the image of exactly one labelling: the first state is
+    fixed by the first segment's label (start is -inf elsewhere) and each next state by the previous
+    state and the next segment's label (the transition table is -inf off the automaton's edges, and
+    consecutive segments differ in label, so a labelling's runs are its segments). Hence log Z, the
+    marginals, Viterbi and the k best paths of the expanded structure are those of the labellings.
+    """
+
+    #: largest number of entries (sequences × S²) of the per-sequence transition marginals
+    #: :meth:`expected` holds at once; above it the batch is evaluated in blocks of sequences
+    block_entries = 2 ** 24
 
     def __init__(self, model, semimarkov):
         self.model = model
@@ -232,29 +254,83 @@ class SegmentPatternChain:
             out.append(s)
         return out
 
+    def kbest(self, k):
+        """The k best labellings, best first: the engine's exact k-best Viterbi over super-label paths
+        (:meth:`structlearn.structures.SemiMarkov.kbest`) mapped to token labels (one path per labelling,
+        see the class docstring, so no two rows of a sequence repeat).
+
+        Returns
+        -------
+        KBest
+            ``labels`` (k, N) int64 (-1 where a sequence has fewer labellings), ``scores`` (B, k) float64
+            log-scores (-inf padding). Time O(N·k·(D·S + S²)) for S super-labels.
+
+        Raises
+        ------
+        ValueError
+            ``k`` not a positive integer, or an infeasible sequence.
+        """
+        kb = self.sm.kbest(k)
+        labels = np.where(kb.labels >= 0, self.model.last[np.maximum(kb.labels, 0)], -1)
+        return KBest(labels, kb.scores)
+
+    def kbest_segments(self, k):
+        """The k best segmentations: list of B lists of (score, (n_seg, 3) int64 (start, end, label))."""
+        out = []
+        for lst in self.sm.kbest_segments(k):
+            res = []
+            for sc, segs in lst:
+                segs = segs.copy()
+                segs[:, 2] = self.model.last[segs[:, 2]]
+                res.append((sc, segs))
+            out.append(res)
+        return out
+
     def marginals(self, edge="none"):
         """Label marginals P(token n in a segment labelled k), ``unary`` (N, K)."""
-        U = self.sm.marginals().unary
+        U = self.sm.marginals(edge="none").unary
         lab = np.zeros((self.n_rows, self.model.n_labels))
-        for s, k in enumerate(self.model.last):
-            lab[:, k] += U[:, s]
+        np.add.at(lab.T, self.model.last, U.T)
         return Marginals(lab, None)
 
-    def expected(self, packed):
-        """(log Z (B,), expected feature counts (n_params,))."""
-        m = self.model
+    def _blocks(self):
+        """Engine structures over blocks of sequences, each holding ≤ ``block_entries`` transition
+        marginal entries: [(first sequence, last + 1, SemiMarkov)]."""
         sm = self.sm
-        marg = sm.marginals()
-        U = marg.unary
-        K = m.n_labels
+        B = len(self.lengths)
+        per = max(1, self.block_entries // max(1, sm.n_labels ** 2))
+        if B <= per:
+            return [(0, B, sm)]
+        out = []
+        for b0 in range(0, B, per):
+            b1 = min(B, b0 + per)
+            o0, o1 = self.offsets[b0], self.offsets[b1]
+            out.append((b0, b1, SemiMarkov(sm.unary[o0:o1], sm.duration, sm.transition,
+                                           lengths=self.lengths[b0:b1], start=sm.start, end=sm.end,
+                                           allow_same_label=True)))
+        return out
+
+    def expected(self, packed):
+        """(log Z (B,), expected feature counts (n_params,)). Memory O(N·S + block_entries)."""
+        m = self.model
+        K, S = m.n_labels, m.n_states
+        log_z = np.empty(len(self.lengths))
+        U = np.empty((self.n_rows, S))
+        dexp = np.zeros((m.D, S))
+        etot = np.zeros((S, S))
+        for b0, b1, sm in self._blocks():
+            o0, o1 = self.offsets[b0], self.offsets[b1]
+            marg = sm.marginals(edge="total")
+            U[o0:o1] = marg.unary
+            etot += marg.edge
+            dexp += sum(f.sum(axis=0) for f in sm.duration_marginals())  # (D, S)
+            log_z[b0:b1] = sm.log_partition()
         lab = np.zeros((self.n_rows, K))
         np.add.at(lab.T, m.last, U.T)
-        dm = sm.duration_marginals()
-        dexp = sum(f.sum(axis=0) for f in dm)  # (D, S)
+        tok = np.asarray(U @ m.state_map)
         dur = np.zeros((m.D, K))
         np.add.at(dur.T, m.last, dexp.T)
-        etot = marg.edge.sum(axis=0)[m.src, m.dst]
         nz = np.flatnonzero(self.lengths > 0)
         first = lab[self.offsets[nz]].sum(axis=0)
         last = lab[self.offsets[nz + 1] - 1].sum(axis=0)
-        return sm.log_partition(), m.statistics(lab, dur, etot, first, last, packed)
+        return log_z, m.statistics(tok, dur, etot[m.src, m.dst], first, last, packed)
