@@ -13,14 +13,18 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from ..learning import multichannel_em as _mce
 from ..learning.em import ConvergenceMonitor, run_em
 from ..learning.hsmm_em import initial_labels, initial_mean_durations
+from ..learning.shards import Shard, map_shards, split_shards
 from ..models import durations as _dur
 from ..models import emissions as _emi
 from ..models.distribution import families_from_file, family_to_file
 from ..models.multichannel_hsmm import MC_CENSORING, MultiChannelPotentials, m_step
 from ..utils.validation import check_lengths
 from ._em_files import fit_state, restore_fit_state
+from ._em_restarts import check_n_jobs, n_blocks
+from ._multichannel_online import OnlineMixin
 
 __all__ = ["MultiChannelHSMM"]
 
@@ -34,7 +38,7 @@ def _is_int(v, lo):
     return not isinstance(v, bool) and isinstance(v, (int, np.integer)) and v >= lo
 
 
-class MultiChannelHSMM(BaseEstimator):
+class MultiChannelHSMM(OnlineMixin, BaseEstimator):
     r"""Coupled multi-channel explicit-duration HSMM with exact or factored inference and EM
     (Natarajan & Nevatia 2007; Yu 2010 §4; the coupling is Saul & Jordan's mixed memory).
 
@@ -83,6 +87,13 @@ class MultiChannelHSMM(BaseEstimator):
         Letters of the parameters to update / initialise: ``s`` start, ``c`` coupling weights θ, ``t``
         coupling matrices A, ``d`` durations, ``e`` emissions.
     random_state : None, int or numpy.random.RandomState
+    n_jobs : int or None, default None
+        Worker processes (joblib; -1 all cores) for the E-step of ``fit``: the sequences are cut into
+        that many contiguous blocks of about equal rows (:func:`~structlearn.learning.shards.split_shards`),
+        whose expected counts (:func:`structlearn.learning.multichannel_em.statistics`) are computed in
+        parallel and added. The result equals the one-process fit to rounding (``"exact"``) or to within
+        ``sweep_tol`` (``"factored"``: each block sweeps to its own convergence). The same per-shard
+        function runs on dask workers in :func:`structlearn.distributed.fit`.
 
     Attributes
     ----------
@@ -99,6 +110,10 @@ class MultiChannelHSMM(BaseEstimator):
     converged_ : bool
     log_likelihood_ : float
         Of the training data (with ``"factored"``: the factored approximation Σ_c log Z_c).
+    n_chunks_seen_ : int
+    chunk_log_likelihood_ : float
+        Set by :meth:`partial_fit` (online EM): the chunks in the running statistics, and log P(last
+        chunk) under the parameters before its step.
 
     Notes
     -----
@@ -108,12 +123,19 @@ class MultiChannelHSMM(BaseEstimator):
     ``"factored"`` the same M-step runs on the factored expectations (no monotonicity guarantee).
     ``decode`` (Viterbi) maximises over joint (state, remaining duration) paths, i.e. over joint
     segmentations including the full duration of right-censored last segments.
+
+    The E-step is the per-shard function :func:`structlearn.learning.multichannel_em.statistics` (the
+    expected counts of a block of sequences, additive over blocks), so one fit can run over ``n_jobs``
+    local processes or over dask shards (:func:`structlearn.distributed.fit`, partial labels as
+    ``(X, lengths, labels)`` shards with labels (N, C)); with no posteriors travelling the emissions are
+    re-estimated from their families' sufficient statistics (Gaussian, MultivariateGaussian, Poisson,
+    Categorical). :meth:`partial_fit` runs stepwise EM on the same statistics.
     """
 
     def __init__(self, n_states=2, channels=None, duration="nonparametric", emission="gaussian",
                  max_duration=None, censoring="right", inference="exact", max_exact_states=20000,
                  max_sweeps=100, sweep_tol=1e-8, n_iter=100, tol=1e-4, init="kmeans", params="sctde",
-                 init_params="sctde", random_state=None):
+                 init_params="sctde", random_state=None, n_jobs=None):
         self.n_states = n_states
         self.channels = channels
         self.duration = duration
@@ -130,6 +152,7 @@ class MultiChannelHSMM(BaseEstimator):
         self.params = params
         self.init_params = init_params
         self.random_state = random_state
+        self.n_jobs = n_jobs
 
     # ================================================================================================
     # validation
@@ -153,6 +176,7 @@ class MultiChannelHSMM(BaseEstimator):
             if not isinstance(v, str) or set(v) - set(_LETTERS):
                 raise ValueError(f"`{name}` must be a string of letters from {_LETTERS!r} (s start, c "
                                  f"coupling weights, t coupling matrices, d durations, e emissions); got {v!r}")
+        check_n_jobs(self.n_jobs)
 
     def _resolve_channels(self, n_features):
         """The validated list of C int64 column arrays."""
@@ -194,29 +218,13 @@ class MultiChannelHSMM(BaseEstimator):
             raise ValueError(f"X has {X.shape[1]} columns but the model was fitted with {self.n_features_in_}")
         return X
 
-    def _allowed(self, labels, N):
-        """Per channel (N, M_c) bool masks of known labels (``labels`` (N, C), -1 unknown), or None."""
-        if labels is None:
-            return None, None
-        C = len(self.startprob_)
-        lab = np.asarray(labels)
-        if lab.ndim == 1 and C == 1:
-            lab = lab[:, None]
-        if lab.shape != (N, C) or not np.issubdtype(lab.dtype, np.integer):
-            raise ValueError(f"`labels` must be an int array of shape (N, C) = ({N}, {C}) (-1 = unknown); "
-                             f"got shape {lab.shape}, dtype {lab.dtype}")
-        out = []
-        for c, M in enumerate(self._n_states_list()):
-            col = lab[:, c]
-            if np.any((col < -1) | (col >= M)):
-                raise ValueError(f"`labels[:, {c}]` must hold states in [0, {M}) or -1; got values "
-                                 f"{np.unique(col[(col < -1) | (col >= M)])[:5].tolist()}")
-            mask = np.ones((N, M), dtype=bool)
-            known = col >= 0
-            mask[known] = False
-            mask[np.flatnonzero(known), col[known]] = True
-            out.append(mask)
-        return out, lab
+    def _n_states_per_channel(self, C):
+        """The validated M_c of the C channels (``n_states`` one value or one per channel)."""
+        ns = self._per_channel(self.n_states, C, "n_states")
+        for c, M in enumerate(ns):
+            if not _is_int(M, 2):
+                raise ValueError(f"`n_states` must be integers >= 2; got {M!r} for channel {c}")
+        return [int(m) for m in ns]
 
     def _n_states_list(self):
         return [int(p.shape[0]) for p in self.startprob_]
@@ -237,35 +245,25 @@ class MultiChannelHSMM(BaseEstimator):
                              f"{self.max_exact_states}; use inference='factored' (time linear in the "
                              f"channels), smaller max_duration, or raise max_exact_states")
 
-    def _infer(self, X, lengths, offsets, allowed=None, statistics=False):
+    def _infer(self, X, lengths, offsets):
         """One inference of the current parameters, a dict: ``"pot"`` the potentials, ``"log_z"`` (B,);
         exact: ``"chain"`` (SparseChain), ``"layout"``; factored: ``"factored"`` (:data:`Factored`),
-        ``"gammas"``; with ``statistics`` also ``"gammas"`` and ``"stats"`` (the E-step's counts)."""
+        ``"gammas"``. (EM's statistics: :func:`structlearn.learning.multichannel_em.statistics`.)"""
         pot = self._potentials()
         if self.inference == "exact":
             self._check_exact(pot)
             lay = pot.layout()
-            chain = pot.product_chain(X, lengths, allowed, lay)
-            out = {"pot": pot, "chain": chain, "layout": lay, "log_z": chain.log_partition()}
-            if statistics:
-                out["gammas"], out["stats"] = pot.product_statistics(chain, lay, lengths, offsets)
-        else:
-            fac = pot.factored(X, lengths, allowed, self.max_sweeps, self.sweep_tol)
-            out = {"pot": pot, "factored": fac, "log_z": fac.log_likelihood, "gammas": fac.gammas}
-            if statistics:
-                out["stats"] = pot.factored_statistics(fac, lengths, offsets)
-        return out
+            chain = pot.product_chain(X, lengths, None, lay)
+            return {"pot": pot, "chain": chain, "layout": lay, "log_z": chain.log_partition()}
+        fac = pot.factored(X, lengths, None, self.max_sweeps, self.sweep_tol)
+        return {"pot": pot, "factored": fac, "log_z": fac.log_likelihood, "gammas": fac.gammas}
 
     # ================================================================================================
     # fit
     # ================================================================================================
     def _init_params(self, X, lengths, rng, known):
         C = len(self.channels_)
-        ns = self._per_channel(self.n_states, C, "n_states")
-        for c, M in enumerate(ns):
-            if not _is_int(M, 2):
-                raise ValueError(f"`n_states` must be integers >= 2; got {M!r} for channel {c}")
-        ns = [int(m) for m in ns]
+        ns = self._n_states_per_channel(C)
         ip = self.init_params
         durs = self._per_channel(self.duration, C, "duration")
         ems = self._per_channel(self.emission, C, "emission")
@@ -360,56 +358,120 @@ class MultiChannelHSMM(BaseEstimator):
         -----
         ConvergenceWarning
             EM did not converge within ``n_iter`` iterations.
+
+        Notes
+        -----
+        The E-step is :func:`structlearn.learning.multichannel_em.statistics` mapped over ``n_jobs``
+        blocks of sequences (:func:`~structlearn.learning.shards.map_shards`); the M-step runs once on
+        the summed counts, the emissions' on the rows and the concatenated posteriors.
         """
         self._validate_hyper()
-        X = _as_float_2d(X)
-        lengths, offsets = check_lengths(lengths, X.shape[0], rows_name="the observations `X`")
-        self.channels_ = self._resolve_channels(X.shape[1])
+        shard = self._shard_from_data(X, lengths, labels)
+        shards = split_shards(shard, n_blocks(self.n_jobs))
+        return self._fit_sharded(lambda f, p: map_shards(f, p, shards, self.n_jobs),
+                                 (shard.X, shard.lengths, self._shard_known(shard)), int(shard.lengths.max()),
+                                 shard.X.shape[1], shard.X)
+
+    def _fit_sharded(self, map_statistics, init_data, max_length, n_features, X=None):
+        """EM whose E-step maps the per-shard function over the shards (``map_statistics(statistics,
+        params)`` -> the summed ShardStatistics): local blocks in ``fit``, dask workers in
+        :func:`structlearn.distributed.fit`. The initial parameters come from ``init_data`` = (X, lengths,
+        known labels (N, C) or None; an (N,) array is taken as channel 0's labels when C = 1 and ignored
+        otherwise); ``max_length``: the longest sequence of all shards (``max_duration=None``); ``X``: the
+        rows of all shards in this process (posteriors travel) or None (the emission families' additive
+        statistics travel). Returns self."""
+        self._set_dimensions(n_features, max_length)
         C = len(self.channels_)
-        self.n_features_in_ = int(X.shape[1])
-        Dmax = max(1, int(lengths.max()))
-        md = self._per_channel(self.max_duration if self.max_duration is not None else Dmax, C,
-                               "max_duration")
-        for c, D in enumerate(md):
-            if not _is_int(D, 1):
-                raise ValueError(f"`max_duration` must be integers >= 1 or None; got {D!r} for channel {c}")
-        self.max_duration_ = [int(D) for D in md]
-        rng = check_random_state(self.random_state)
-        if labels is not None:
-            lab = np.asarray(labels)
-            if lab.ndim == 1 and C == 1:
-                lab = lab[:, None]
-            if lab.shape != (X.shape[0], C) or not np.issubdtype(lab.dtype, np.integer):
-                raise ValueError(f"`labels` must be an int array of shape (N, C) = ({X.shape[0]}, {C}) "
-                                 f"(-1 = unknown); got shape {lab.shape}, dtype {lab.dtype}")
-            labels = lab
-        self._init_params(X, lengths, rng, labels)
-        allowed, _ = self._allowed(labels, X.shape[0])
+        Xi, Li, known = init_data
+        if known is not None:
+            known = np.asarray(known)
+            if known.ndim == 1:  # structlearn.distributed's one-channel reading of the shard's mask
+                known = known[:, None] if C == 1 else None
+        self._init_params(Xi, Li, check_random_state(self.random_state), known)
         if self.inference == "exact":
             self._check_exact(self._potentials())
+        if X is None and "e" in self.params:
+            from ..learning.hsmm_online import check_emission_supported
+            for em in self.emission_:
+                if em is not None:
+                    check_emission_supported(em)
 
         def e_step():
-            out = self._infer(X, lengths, offsets, allowed, statistics=True)
-            _check_possible(out["log_z"], lengths, offsets)
-            return out, float(out["log_z"].sum())
-
-        def apply(out):
-            m_step(out["pot"], out["stats"], self.params)
-            self.startprob_, self.coupling_, self.transmat_ = (out["pot"].startprob, out["pot"].coupling,
-                                                               out["pot"].transmat)
-            if "e" in self.params:
-                for c, (em, cols) in enumerate(zip(self.emission_, self.channels_)):
-                    if em is not None:
-                        em.fit(X[:, cols], out["gammas"][c])
+            total = map_statistics(*self._shard_function(posteriors=X is not None))
+            return total, total.value
 
         self.monitor_ = ConvergenceMonitor(self.tol, self.n_iter)
-        self.log_likelihood_ = float(run_em(e_step, apply, self.monitor_))
+        self.log_likelihood_ = float(run_em(e_step, lambda total: self._apply_statistics(total, X),
+                                            self.monitor_))
         self.converged_ = bool(self.monitor_.converged)
         if not self.converged_ and self.n_iter > 0:
             warnings.warn(f"MultiChannelHSMM: EM did not converge in {self.n_iter} iterations (last gain "
                           f"{self.monitor_.history[-1] - self.monitor_.history[-2]:.3g}, tol {self.tol})",
-                          ConvergenceWarning, stacklevel=2)
+                          ConvergenceWarning, stacklevel=3)
         return self
+
+    def _set_dimensions(self, n_features, max_length):
+        """``channels_``, ``n_features_in_`` and ``max_duration_`` (``max_duration`` or, when None,
+        ``max_length``: the longest sequence seen)."""
+        self.channels_ = self._resolve_channels(int(n_features))
+        self.n_features_in_ = int(n_features)
+        md = self._per_channel(self.max_duration if self.max_duration is not None else max(1, int(max_length)),
+                               len(self.channels_), "max_duration")
+        for c, D in enumerate(md):
+            if not _is_int(D, 1):
+                raise ValueError(f"`max_duration` must be integers >= 1 or None; got {D!r} for channel {c}")
+        self.max_duration_ = [int(D) for D in md]
+
+    # -- the per-shard interface (structlearn.learning.shards), shared with structlearn.distributed -------
+    def _shard_from_data(self, X, lengths=None, labels=None):
+        """The validated :class:`~structlearn.learning.shards.Shard` of ``X``, ``lengths`` and partial
+        ``labels`` (N, C) (as ``fit``); its ``allowed`` is the (N, Σ_c M_c) bool mask of
+        :func:`~structlearn.learning.multichannel_em.label_masks` or None."""
+        X = _as_float_2d(X)
+        lengths, offsets = check_lengths(lengths, X.shape[0], rows_name="the observations `X`")
+        C = len(self._resolve_channels(X.shape[1]))
+        return Shard(X, lengths, offsets, _mce.label_masks(labels, X.shape[0], self._n_states_per_channel(C))[1])
+
+    def _shard_known(self, shard):
+        """The known labels (N, C) int64 of a shard (-1 unknown), or None: the inverse of its mask."""
+        if shard.allowed is None:
+            return None
+        out = []
+        for mask in _mce.channel_masks(shard.allowed, self._n_states_per_channel(
+                len(self._resolve_channels(shard.X.shape[1])))):
+            out.append(np.where(mask.sum(axis=1) == 1, np.argmax(mask, axis=1), -1))
+        return np.stack(out, axis=1).astype(np.int64)
+
+    def _shard_function(self, posteriors=True):
+        """(statistics, params) of the current parameters: ``statistics(params, shard)`` is the E-step of
+        one shard (:func:`structlearn.learning.multichannel_em.statistics`); ``posteriors`` keeps the
+        per-channel γ for the emission M-step in this process (else additive emission statistics
+        travel)."""
+        return _mce.statistics, (self._potentials(), self.inference, self.max_sweeps, self.sweep_tol,
+                                  "e" in self.params, posteriors)
+
+    def _apply_statistics(self, total, X=None):
+        """The M-step (:func:`~structlearn.models.multichannel_hsmm.m_step`) of summed (or averaged)
+        shard statistics; the emissions from the rows ``X`` and ``total.posteriors`` when they travelled,
+        else from their sufficient statistics. Fresh parameter arrays (the durations and emissions are
+        refitted in place)."""
+        C = len(self.channels_)
+        pot = MultiChannelPotentials([p.copy() for p in self.startprob_], self.coupling_.copy(),
+                                     [[A.copy() for A in row] for row in self.transmat_], self.duration_,
+                                     self.emission_, self.channels_, self.max_duration_, self.censoring)
+        stats = total.stats if hasattr(total, "stats") else total
+        m_step(pot, _mce.channel_statistics(stats, C), self.params)
+        self.startprob_, self.coupling_, self.transmat_ = pot.startprob, pot.coupling, pot.transmat
+        if "e" in self.params:
+            post = getattr(total, "posteriors", None)
+            for c, (em, cols) in enumerate(zip(self.emission_, self.channels_)):
+                if em is None:
+                    continue
+                if post is not None:
+                    em.fit(X[:, cols], post[str(c)])
+                else:
+                    from ..learning.hsmm_online import emission_m_step
+                    emission_m_step(em, stats[str(c)]["emission"])
 
     # ================================================================================================
     # inference
@@ -475,7 +537,7 @@ class MultiChannelHSMM(BaseEstimator):
             return lp, np.stack([g.argmax(axis=1) for g in gam], axis=1).astype(np.int64)
         X, lengths, offsets = self._prepared(X, lengths)
         out = self._infer(X, lengths, offsets)
-        _check_possible(out["log_z"], lengths, offsets)
+        _mce.check_possible(out["log_z"], lengths, offsets)
         if "chain" in out:
             labels = out["chain"].argmax()
             return float(out["chain"].max().sum()), out["layout"].state[:, labels].T.astype(np.int64)
@@ -597,12 +659,3 @@ def _as_float_2d(X):
     if np.any(np.isinf(arr)):
         raise ValueError("`X` contains infinite values; use NaN for missing observations")
     return arr
-
-
-def _check_possible(log_z, lengths, offsets):
-    bad = np.flatnonzero(log_z == -np.inf)
-    if bad.size:
-        b = int(bad[0])
-        raise ValueError(f"sequence {b} (rows {offsets[b]}:{offsets[b + 1]}, length {lengths[b]}) has zero "
-                         f"likelihood under the current parameters (no joint segmentation of the channels "
-                         f"with non-zero probability)")
