@@ -5,6 +5,7 @@ import pickle
 import numpy as np
 
 from ._common import placement, shard_map
+from ._adaboost import fit_adaboost_mrf
 from ._crf import fit_crf
 from ._graph import fit_graph_crf
 
@@ -190,10 +191,11 @@ def fit(estimator, data, client=None, *, init="first", split_every=8, callback=N
         raise ValueError(f"`split_every` must be an integer >= 2; got {split_every!r}")
     if callback is not None and not callable(callback):
         raise ValueError(f"`callback` must be callable or None; got {type(callback).__name__}")
+    from ..estimators.adaboost_mrf import AdaBoostMRF
     from ..estimators.crf import LinearChainCRF
     from ..estimators.graph_crf import GraphCRF
 
-    crf = {LinearChainCRF: fit_crf, GraphCRF: fit_graph_crf}
+    crf = {LinearChainCRF: fit_crf, GraphCRF: fit_graph_crf, AdaBoostMRF: fit_adaboost_mrf}
     for cls, fit_one in crf.items():
         if isinstance(estimator, cls):
             if client is None:

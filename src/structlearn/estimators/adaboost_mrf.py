@@ -17,6 +17,10 @@ from ..learning.graph_objective import GraphCLL, graph_potentials
 from ..learning.optimizers import minimize_cg
 from ..structures.factor_graph import BPOptions
 from ..structures.graphs import check_graph_labels, check_graphs, two_level_trees
+from ._adaboost_shards import (BoostShard, Restricted, ShardedHolderBound, ShardedLearner, boost_summary_statistics,
+                               free_parameters, holder_parts, holder_value, per_graph_statistics, shard_runner,
+                               tree_batch)
+from ._em_restarts import check_n_jobs, n_blocks
 from .graph_crf import GraphCRF, GraphEstimatorMixin, check_choice, check_int, check_number
 
 __all__ = ["AdaBoostMRF", "ParallelHolderBound", "holder_alpha_step", "two_level_chain_trees", "top_chain_tree",
@@ -207,6 +211,13 @@ class AdaBoostMRF(GraphEstimatorMixin):
     inference_options : BPOptions, preset name or dict, optional
     random_state : int, RandomState or None
     verbose : bool
+    n_jobs : int or None, default None
+        Worker processes on this machine: the graphs are cut into ``n_jobs`` blocks (-1: as many as cores)
+        of about equal numbers of nodes, each held by one worker process for the whole fit, with its
+        candidate trees' CRFs (:class:`structlearn.learning.shards.ProcessShards`); every evaluation of a
+        weak learner's objective, of the per-graph tree likelihoods and of the parallel bound sends the
+        weights (and the data weights, B float64) and adds the blocks' statistics
+        (:mod:`structlearn.estimators._adaboost_shards`). Equal to ``n_jobs=None`` up to rounding.
 
     Attributes
     ----------
@@ -256,13 +267,20 @@ class AdaBoostMRF(GraphEstimatorMixin):
     O(B) per step of the 1-D α search; memory O(candidates × (D·K + F·K²)) for the warm starts.
     Inference is exact and always converges (unlike loopy BP / TRW learning). The bound uses the tree
     likelihoods of the partial labels, log P_τ(v | o) = log Z_τ(v, o) − log Z_τ(o).
+
+    Training goes through the per-shard interface (:mod:`structlearn.learning.shards`): the graphs are
+    shards of whole graphs, each keeping its candidate trees' CRFs, and every sum over graphs (a weak
+    learner's value and gradient, the per-graph tree likelihoods, the parallel bound) is a map over the
+    shards and a sum; the boosting loop runs on the per-graph vectors (B float64). So
+    :func:`structlearn.distributed.fit` trains it on dask shards of ``(graph, labels)`` pairs with the
+    result of ``fit``.
     """
 
     def __init__(self, n_labels=None, trees=None, n_trees=4, n_rounds=20, cg_iterations=5, c2=1.0,
                  beta=None, tol=1e-4, selection="greedy", feature_subsets=None, warm_start="learner",
                  criterion="bound", parallel=False, max_iterations=50,
                  predict_method="logop_map", inference="bp", inference_options=None, random_state=None,
-                 verbose=False):
+                 verbose=False, n_jobs=None):
         self._store_params(locals())
 
     # ------------------------------------------------------------------------------------------------
@@ -278,6 +296,7 @@ class AdaBoostMRF(GraphEstimatorMixin):
         check_choice("predict_method", self.predict_method, ("logop_map", "ensemble"))
         check_choice("inference", self.inference, ("bp", "trw", "exact"))
         check_int("n_labels", self.n_labels, none_ok=True)
+        check_n_jobs(getattr(self, "n_jobs", None))
         trees = "random" if self.trees is None else self.trees
         if isinstance(trees, str):
             if trees not in ("random", "max_weight"):
@@ -349,52 +368,81 @@ class AdaBoostMRF(GraphEstimatorMixin):
         -------
         self
         """
+        trees, t0, rs = self._begin_fit()
+        batch = check_graphs(X)
+        K = int(self.n_labels) if self.n_labels is not None else self._infer_n_labels(y)
+        yy = check_graph_labels(y, batch, K)
+        B = batch.n_graphs
+        blocks = GraphCRF._blocks(batch, n_blocks(getattr(self, "n_jobs", None)))
+        if len(blocks) == 1:
+            shards = [self._boost_shard(X, batch, yy, K, trees, 0, B, 0, 1)]
+        else:
+            rows = batch.offsets
+            shards = [self._boost_shard([X[i] for i in range(a, b)], batch.subset(np.arange(a, b)),
+                                        yy[rows[a]:rows[b]], K, trees, a, B, j, len(blocks))
+                      for j, (a, b) in enumerate(blocks)]
+        with shard_runner(shards) as run:
+            return self._fit_shards(run, B, batch.n_node_features, batch.n_edge_features, K, rs, t0)
+
+    def _begin_fit(self):
+        """Checked parameters, start time, the random state and the seed of the generated trees
+        (``_tree_seed``), in the order ``fit`` draws them: (trees, t0, rs)."""
         trees = self._check_params()
         t0 = time.perf_counter()
         rs = check_random_state(self.random_state)
         self._tree_seed = int(rs.randint(2**31 - 1))
-        batch = check_graphs(X)
-        K = int(self.n_labels) if self.n_labels is not None else self._infer_n_labels(y)
-        yy = check_graph_labels(y, batch, K)
+        return trees, t0, rs
+
+    def _boost_shard(self, X, batch, labels, K, trees, start, n_total, index, n_shards):
+        """The :class:`~._adaboost_shards.BoostShard` of the graphs ``X`` (packed ``batch``, packed
+        ``labels``), graphs ``start``.. of ``n_total``, shard ``index`` of ``n_shards``: per candidate tree
+        the unpenalised exact CLL of its CRF (edges scaled by 1/ρ_e for the parallel variant). The
+        generated trees of a graph depend on the graph and ``_tree_seed`` alone, so a shard gets the trees
+        the whole batch would."""
         masks = self._tree_masks(X, batch, trees, self._tree_seed)
         scale = self._edge_scale(masks, np.arange(len(masks)), np.full(len(masks), 1.0 / len(masks)))
-        objs = [GraphCLL(_tree_batch(batch, m, scale), yy, K, method="exact", c2=float(self.c2))
-                for m in masks]
-        B = batch.n_graphs
-        n_obs = np.bincount(batch.node_graph()[yy >= 0], minlength=B)
+        objs = [GraphCLL(tree_batch(batch, m, scale), labels, K, method="exact", c2=0.0) for m in masks]
+        return BoostShard(objs, batch, masks, labels, start, n_total, index, n_shards)
+
+    def _fit_shards(self, run, B, D, F, K, rs, t0):
+        """Boosting (or the parallel variant's CG) on the sum over shards: ``run(function, params)`` is the
+        sum of ``function(params, shard)`` over the :class:`~._adaboost_shards.BoostShard` s of the B graphs
+        (:func:`~._adaboost_shards.shard_runner` in ``fit``, persisted dask shards in
+        :func:`structlearn.distributed.fit`); ``rs`` the random state after ``_begin_fit``. Returns self."""
+        summary = run(boost_summary_statistics, None).stats
         beta = self.beta if self.beta is not None else \
-            1.0 / max(1.0, float(n_obs.mean())) if self.parallel else 1.0
+            1.0 / max(1.0, float(summary["n_observed"][0] / B)) if self.parallel else 1.0
         self.beta_ = float(beta)
-        n_params = objs[0].n_params
+        n_params = D * K + F * K * K
         self.bound_, self.objective_, self.rounds_ = [], [], []
-        subsets = self._feature_subsets(batch.n_node_features, rs)
+        subsets = self._feature_subsets(D, rs)
         self.feature_subsets_ = subsets
+        L = summary["used_features"].shape[0]
         if self.parallel:
-            uncovered = int(np.sum(~np.any(masks, axis=0))) if masks and batch.edges.shape[0] else 0
+            uncovered, n_edges = int(summary["uncovered"][0]), int(summary["n_edges"][0])
             if uncovered:
-                warnings.warn(f"{uncovered} of {batch.edges.shape[0]} edges lie in no candidate tree: they are "
+                warnings.warn(f"{uncovered} of {n_edges} edges lie in no candidate tree: they are "
                               f"not trained, the LogOP leaves them out, and `coef_` / `to_graph_crf()` (the "
                               f"CRF of w on the whole graph) differ from it there; add trees that cover them",
                               UserWarning)
-            w, self.converged_ = self._fit_parallel(objs, beta, n_params, B)
-            self.alphas_ = np.full(len(objs), 1.0 / len(objs))
-            self.learner_coefs_ = np.tile(w, (len(objs), 1))
-            self.learner_trees_ = np.arange(len(objs))
-            self.learner_features_ = np.zeros(len(objs), dtype=np.int64)
+            w, self.converged_ = self._fit_parallel(run, beta, n_params, B)
+            self.alphas_ = np.full(L, 1.0 / L)
+            self.learner_coefs_ = np.tile(w, (L, 1))
+            self.learner_trees_ = np.arange(L)
+            self.learner_features_ = np.zeros(L, dtype=np.int64)
         else:
-            D = batch.n_node_features
-            frees = [_free_parameters(batch, m, K) for m in masks]
-            cands = [(t, f) for t in range(len(objs)) for f in range(len(subsets))]
+            frees = [free_parameters(summary["used_features"][t] > 0, D, K) for t in range(L)]
+            cands = [(t, f) for t in range(L) for f in range(len(subsets))]
             # a learner moves its feature subset's node weights (all of them by default) and its tree's
             # edge blocks; everything else is carried from the current ensemble
             moves = [frees[t] if subsets[f] is None else
                      np.concatenate([(subsets[f][:, None] * K + np.arange(K)).ravel(), frees[t][frees[t] >= D * K]])
                      for t, f in cands]
-            self._fit_sequential(objs, cands, moves, beta, n_params, B)
+            self._fit_sequential(run, cands, moves, beta, n_params, B)
             w = np.zeros(n_params)
             for a, c, w_l in zip(self.alphas_, self.learner_trees_, self.learner_coefs_):
                 w[frees[c]] += a * w_l[frees[c]]
-        self._set_coef(w, batch.n_node_features, batch.n_edge_features, K)
+        self._set_coef(w, D, F, K)
         self.n_rounds_ = len(self.bound_)
         self.training_seconds_ = time.perf_counter() - t0
         if not self.converged_:
@@ -438,8 +486,9 @@ class AdaBoostMRF(GraphEstimatorMixin):
             out.append(np.sort(a).astype(np.int64))
         return out
 
-    def _fit_sequential(self, objs, cands, moves, beta, n_params, B):
-        """Figure 8 of Tran et al. (2014); see the class notes. Fills ``rounds_``, ``bound_``, the learners."""
+    def _fit_sequential(self, run, cands, moves, beta, n_params, B):
+        """Figure 8 of Tran et al. (2014); see the class notes. Fills ``rounds_``, ``bound_``, the learners.
+        ``run``: the sum over shards (:meth:`_fit_shards`); H, h and D are (B,) vectors here."""
         H = np.zeros(B)                      # H_{l−1}(v_i, o_i) = Σ_j α_j log P_τj(v_i | o_i)
         alphas, coefs, chosen = [], [], []
         w_ens = np.zeros(n_params)           # Σ_j α_j w_j so far (carried weights included)
@@ -464,13 +513,13 @@ class AdaBoostMRF(GraphEstimatorMixin):
             D = B * np.exp(-beta * H - logsumexp(-beta * H))
             tried = []
             for c in ([r % L] if cyclic else range(L)):
-                obj, free = objs[cands[c][0]], moves[c]
-                obj.sample_weight = D
+                t, free = cands[c][0], moves[c]
+                learner = ShardedLearner(run, t, D, self.c2)                # Σ_i D(i) (−log P_τ) + c2‖w‖²
                 start = w_ens if self.warm_start == "ensemble" or c not in last else last[c]
                 w_c = start.copy()
-                w_c[free] = minimize_cg(_Restricted(obj, start, free), start[free], self.cg_iterations)[0]
+                w_c[free] = minimize_cg(Restricted(learner, start, free), start[free], self.cg_iterations)[0]
                 last[c] = w_c
-                h = -obj.per_graph(w_c)                                     # h_l(i) = log P_τ(v_i | o_i)
+                h = -run(per_graph_statistics, (t, w_c)).stats["per_graph"]  # h_l(i) = log P_τ(v_i | o_i)
                 if not alphas:                                              # round 1: H = h, α = 1
                     alpha, lb, cond = 1.0, float(logsumexp(-beta * h)), np.inf
                 else:
@@ -520,8 +569,8 @@ class AdaBoostMRF(GraphEstimatorMixin):
         self.learner_trees_ = np.array([cands[chosen[j]][0] for j in keep], dtype=np.int64)
         self.learner_features_ = np.array([cands[chosen[j]][1] for j in keep], dtype=np.int64)
 
-    def _fit_parallel(self, objs, beta, n_params, B):
-        objective = ParallelHolderBound(objs, beta, float(self.c2))
+    def _fit_parallel(self, run, beta, n_params, B):
+        objective = ShardedHolderBound(run, beta, float(self.c2), B)
         w, n_iter, converged, log = minimize_cg(objective, np.zeros(n_params), self.max_iterations)
         for entry in log:
             self.bound_.append(float(entry["loss"]))
@@ -663,38 +712,6 @@ def holder_alpha_step(H, h, beta):
     return alpha, float(logsumexp(-beta * (H + alpha * d))), condition
 
 
-def _tree_batch(batch, mask, scale):
-    """The graphs with only the edges ``mask``, each edge's features multiplied by ``scale[e]``."""
-    sub = batch.with_edges(mask)
-    s = scale[np.asarray(mask, dtype=bool)]
-    if np.all(s == 1.0):
-        return sub
-    return type(sub)(sub.node_features, sub.edges, sub.edge_features * s[:, None], sub.lengths,
-                     sub.edge_lengths)
-
-
-class _Restricted:
-    """``objective`` as a function of the entries ``free`` of w, the others held at ``base``."""
-
-    def __init__(self, objective, base, free):
-        self.objective, self.base, self.free = objective, base, free
-
-    def value_and_grad(self, z):
-        w = self.base.copy()
-        w[self.free] = z
-        value, grad = self.objective.value_and_grad(w)
-        return value, grad[self.free]
-
-
-def _free_parameters(batch, mask, K):
-    """Indices of the parameters a tree CRF on the edges ``mask`` depends on: every node parameter and
-    the K×K block of every edge feature that is non-zero on some tree edge."""
-    D, F = batch.n_node_features, batch.n_edge_features
-    used = np.any(batch.edge_features[mask] != 0, axis=0) if F else np.zeros(0, bool)
-    edge = np.flatnonzero(np.repeat(used, K * K)) + D * K
-    return np.concatenate([np.arange(D * K), edge]).astype(np.int64)
-
-
 class ParallelHolderBound:
     r"""Objective of parallel AdaBoost.MRF: the Hölder bound with fixed α_l = 1/L and shared weights w.
 
@@ -723,22 +740,6 @@ class ParallelHolderBound:
 
     def value_and_grad(self, w):
         w = np.asarray(w, dtype=np.float64)
-        L, B, beta = len(self.objs), self.B, self.beta
-        H = np.zeros(B)
-        G = np.zeros((B, self.n_params))
-        for obj in self.objs:
-            per, grads = _per_graph_grad(obj, w)
-            H -= per / L                    # H_i = Σ_l α_l log P_τl(v_i | o_i; w)
-            G += grads / L                  # ∇(−H_i)
-        lse = logsumexp(-beta * H)
-        value = B / beta * (lse - np.log(B)) + self.c2 * float(w @ w)
-        soft = np.exp(-beta * H - lse)
-        grad = B * (soft @ G) + 2 * self.c2 * w
-        return float(value), grad
+        lse, g = holder_parts(self.objs, w, self.beta)
+        return holder_value(lse, g, w, self.B, self.beta, self.c2)
 
-
-def _per_graph_grad(obj, w):
-    """Per-graph −log P(v_i | o_i) (B,) and its gradient (B, n_params) under a GraphCLL (no L2)."""
-    G = np.zeros((obj.batch.n_graphs, obj.n_params))
-    _, _, per = obj._evaluate(np.asarray(w, dtype=np.float64), need_grad=False, per_graph_grad=G)
-    return per, G
