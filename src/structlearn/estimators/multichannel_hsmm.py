@@ -245,18 +245,17 @@ class MultiChannelHSMM(OnlineMixin, BaseEstimator):
                              f"{self.max_exact_states}; use inference='factored' (time linear in the "
                              f"channels), smaller max_duration, or raise max_exact_states")
 
-    def _infer(self, X, lengths, offsets):
-        """One inference of the current parameters, a dict: ``"pot"`` the potentials, ``"log_z"`` (B,);
-        exact: ``"chain"`` (SparseChain), ``"layout"``; factored: ``"factored"`` (:data:`Factored`),
-        ``"gammas"``. (EM's statistics: :func:`structlearn.learning.multichannel_em.statistics`.)"""
+    def _infer(self, X, lengths, offsets, allowed=None, statistics=False):
+        """One inference of the current parameters
+        (:func:`structlearn.learning.multichannel_em.infer`), a dict: ``"pot"`` the potentials,
+        ``"log_z"`` (B,); exact: ``"chain"`` (SparseChain), ``"layout"``; factored: ``"factored"``
+        (:data:`Factored`), ``"gammas"``; with ``statistics`` also ``"gammas"`` and ``"stats"`` (the
+        E-step's counts). ``allowed``: per-channel (N, M_c) bool masks or None."""
         pot = self._potentials()
         if self.inference == "exact":
             self._check_exact(pot)
-            lay = pot.layout()
-            chain = pot.product_chain(X, lengths, None, lay)
-            return {"pot": pot, "chain": chain, "layout": lay, "log_z": chain.log_partition()}
-        fac = pot.factored(X, lengths, None, self.max_sweeps, self.sweep_tol)
-        return {"pot": pot, "factored": fac, "log_z": fac.log_likelihood, "gammas": fac.gammas}
+        return _mce.infer(pot, self.inference, X, lengths, offsets, allowed, self.max_sweeps, self.sweep_tol,
+                          counts=statistics)
 
     # ================================================================================================
     # fit

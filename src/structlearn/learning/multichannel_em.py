@@ -25,7 +25,7 @@ import numpy as np
 
 from .shards import ShardStatistics
 
-__all__ = ["statistics", "channel_statistics", "check_possible", "channel_masks", "label_masks"]
+__all__ = ["infer", "statistics", "channel_statistics", "check_possible", "channel_masks", "label_masks"]
 
 
 def check_possible(log_z, lengths, offsets):
@@ -93,6 +93,26 @@ def channel_masks(allowed, n_states):
     return np.split(allowed, np.cumsum(n_states)[:-1], axis=1)
 
 
+def infer(pot, inference, X, lengths, offsets, masks=None, max_sweeps=100, sweep_tol=1e-8, counts=False):
+    """One inference of ``pot`` (:class:`~structlearn.models.multichannel_hsmm.MultiChannelPotentials`) on
+    validated rows, a dict: ``"pot"``, ``"log_z"`` (B,) (log space); exact: ``"chain"`` (SparseChain),
+    ``"layout"``; factored: ``"factored"`` (:data:`~structlearn.models.multichannel_hsmm.Factored`),
+    ``"gammas"``; with ``counts`` also ``"gammas"`` (list of C (N, M_c)) and ``"stats"`` (the list of C
+    dicts of expected counts). ``masks``: per-channel (N, M_c) bool or None. Cost: see :func:`statistics`."""
+    if inference == "exact":
+        lay = pot.layout()
+        chain = pot.product_chain(X, lengths, masks, lay)
+        out = {"pot": pot, "chain": chain, "layout": lay, "log_z": chain.log_partition()}
+        if counts:
+            out["gammas"], out["stats"] = pot.product_statistics(chain, lay, lengths, offsets)
+        return out
+    fac = pot.factored(X, lengths, masks, max_sweeps, sweep_tol)
+    out = {"pot": pot, "factored": fac, "log_z": fac.log_likelihood, "gammas": fac.gammas}
+    if counts:
+        out["stats"] = pot.factored_statistics(fac, lengths, offsets)
+    return out
+
+
 def statistics(params, shard):
     """The E-step of one shard (the per-shard function of :mod:`structlearn.learning.shards`).
 
@@ -130,16 +150,9 @@ def statistics(params, shard):
     """
     pot, inference, max_sweeps, sweep_tol, emission, posteriors = params
     X, lengths, offsets, allowed = shard
-    masks = channel_masks(allowed, pot.n_states)
-    if inference == "exact":
-        lay = pot.layout()
-        chain = pot.product_chain(X, lengths, masks, lay)
-        log_z = chain.log_partition()
-        gammas, stats = pot.product_statistics(chain, lay, lengths, offsets)
-    else:
-        fac = pot.factored(X, lengths, masks, max_sweeps, sweep_tol)
-        log_z, gammas = fac.log_likelihood, fac.gammas
-        stats = pot.factored_statistics(fac, lengths, offsets)
+    res = infer(pot, inference, X, lengths, offsets, channel_masks(allowed, pot.n_states), max_sweeps,
+                sweep_tol, counts=True)
+    log_z, gammas, stats = res["log_z"], res["gammas"], res["stats"]
     check_possible(log_z, lengths, offsets)
     out = {}
     for c, st in enumerate(stats):
