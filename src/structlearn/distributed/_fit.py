@@ -33,12 +33,16 @@ def _check_labels_supported(estimator):
     import inspect
     if "labels" not in inspect.signature(estimator._shard_from_data).parameters:
         raise ValueError(f"partial labels ((X, lengths, labels) shards) are supported by the HSMM family "
-                         f"(HiddenSemiMarkovModel, GeneralHSMM, ResidentialTimeHMM, VariableTransitionHMM); "
-                         f"{type(estimator).__name__}.fit takes no labels")
+                         f"(HiddenSemiMarkovModel, GeneralHSMM, ResidentialTimeHMM, VariableTransitionHMM, "
+                         f"SwitchingHSMM, MultiChannelHSMM, AdaptiveFactorHSMM); {type(estimator).__name__}.fit "
+                         f"takes no labels")
 
 
-def _known(shard):
-    """The known state of every row of a shard (-1 where its partial labels allow several), or None."""
+def _known(estimator, shard):
+    """The known state of every row of a shard (-1 where its partial labels allow several), or None; an
+    estimator whose shards encode labels otherwise (MultiChannelHSMM: (N, C)) says so (``_shard_known``)."""
+    if hasattr(estimator, "_shard_known"):
+        return estimator._shard_known(shard)
     if shard.allowed is None:
         return None
     single = shard.allowed.sum(axis=1) == 1
@@ -60,8 +64,9 @@ def _check_estimator(estimator):
     for name in ("_fit_sharded", "_shard_function", "_shard_from_data", "_validate_hyper"):
         if not hasattr(estimator, name):
             raise ValueError(f"`estimator` must be one of structlearn's EM estimators (HiddenSemiMarkovModel, "
-                             f"GeneralHSMM, ResidentialTimeHMM, VariableTransitionHMM, the HMMs of "
-                             f"structlearn.hmm, HierarchicalHMM), a LinearChainCRF or a GraphCRF; got "
+                             f"GeneralHSMM, ResidentialTimeHMM, VariableTransitionHMM, SwitchingHSMM, "
+                             f"MultiChannelHSMM, AdaptiveFactorHSMM, the HMMs of structlearn.hmm, "
+                             f"HierarchicalHMM), a LinearChainCRF, a GraphCRF or an AdaBoostMRF; got "
                              f"{type(estimator).__name__}, which has no {name}")
 
 
@@ -92,13 +97,14 @@ def _partitions(data, client, estimator):
 
 
 def fit(estimator, data, client=None, *, init="first", split_every=8, callback=None):
-    """Fit an EM estimator, a linear-chain CRF or a graph CRF on dask shards; the result equals
-    ``estimator.fit`` on the same data.
+    """Fit an EM estimator, a linear-chain CRF, a graph CRF or AdaBoost.MRF on dask shards; the result
+    equals ``estimator.fit`` on the same data.
 
     Parameters
     ----------
-    estimator : HiddenSemiMarkovModel, GeneralHSMM, ResidentialTimeHMM, VariableTransitionHMM, an HMM
-        of :mod:`structlearn.hmm`, HierarchicalHMM, LinearChainCRF or GraphCRF
+    estimator : HiddenSemiMarkovModel, GeneralHSMM, ResidentialTimeHMM, VariableTransitionHMM,
+        SwitchingHSMM, MultiChannelHSMM, AdaptiveFactorHSMM, an HMM of :mod:`structlearn.hmm`,
+        HierarchicalHMM, LinearChainCRF, GraphCRF or AdaBoostMRF
         Fitted in place with its hyper-parameters (EM: ``n_iter``, ``tol``, ``n_init``, ``params``,
         ``init_params``, ``random_state``, ``inference``, …; ``n_jobs`` is not used. LinearChainCRF:
         ``algorithm="lbfgs"`` with its ``c1``, ``c2``, ``min_freq``, stopping rules, …; GraphCRF: its
@@ -169,6 +175,20 @@ def fit(estimator, data, client=None, *, init="first", split_every=8, callback=N
     parameters, and receives the expected counts (θ layout) and the emission family's sufficient
     statistics (Gaussian, multivariate Gaussian, Poisson, categorical).
 
+    SwitchingHSMM: the E-step of its (regime, state) product and the emission family's sufficient
+    statistics travel (tied emissions: of the M-state family on γ summed over regimes), so a Gaussian
+    mixture emission is refused. MultiChannelHSMM: per iteration the expected counts of every channel
+    (coupling responsibilities, durations, starts) and the emissions' sufficient statistics; partial labels
+    are ``(X, lengths, labels)`` shards with labels (N, C). AdaptiveFactorHSMM: the base HSMM's EM, then
+    one more map that decodes the shards and returns the per-segment walk measurements (O(segments)
+    floats per shard), from which the client estimates the walk variances as ``fit`` does.
+
+    AdaBoostMRF: a bag of ``(graph, labels)`` pairs as for GraphCRF (no sample weights: the boosting
+    weights are its own). Per evaluation the client sends the weights (and, for a weak learner, the B
+    data weights) and receives n_params + 1 floats (a learner's value and gradient), B floats (per-graph
+    tree likelihoods) or S·(n_params + 1) (the parallel bound, S partitions); the boosting runs on the
+    client.
+
     A LinearChainCRF: per evaluation of the objective the client sends w (n_params float64) and receives one summed
     value and gradient (n_params float64), tree-reduced on the workers; L-BFGS / OWL-QN runs on the
     client in the estimator's own training loop (:class:`~structlearn.learning.shards.ShardedObjective`).
@@ -211,12 +231,12 @@ def fit(estimator, data, client=None, *, init="first", split_every=8, callback=N
     meta = client.gather(client.map(_shard_meta, shards, pure=False))
     if isinstance(init, str) and init == "first":
         first = shards[0].result()
-        init_data = (first.X, first.lengths, _known(first))
+        init_data = (first.X, first.lengths, _known(estimator, first))
     elif isinstance(init, tuple) and len(init) in (2, 3):
         if len(init) == 3:
             _check_labels_supported(estimator)
         s = estimator._shard_from_data(*init)
-        init_data = (s.X, s.lengths, _known(s))
+        init_data = (s.X, s.lengths, _known(estimator, s))
     else:
         raise ValueError(f"`init` must be 'first' or a tuple (X, lengths) or (X, lengths, labels); got "
                          f"{init!r}")
