@@ -238,3 +238,13 @@ def test_partial_fit_errors_leave_the_model_unchanged():
     with pytest.raises(ValueError, match="no sufficient statistics"):
         fresh.partial_fit(X, lengths)
     assert not hasattr(fresh, "startprob_")  # the first call's initialisation is undone
+
+
+def test_model_file_keeps_n_jobs_and_partial_fit_continues(tmp_path):
+    X, _, lengths = _data(n_seq=2)
+    est = MultiChannelHSMM(2, max_duration=5, n_jobs=np.int64(2), random_state=0).partial_fit(X, lengths)
+    est.save(tmp_path / "mc.npz")
+    back = MultiChannelHSMM.load(tmp_path / "mc.npz")
+    assert back.n_jobs == 2 and back.get_params() == est.set_params(n_jobs=2).get_params()
+    np.testing.assert_allclose(back.score(X, lengths), est.score(X, lengths), rtol=1e-12)
+    assert back.partial_fit(X, lengths).n_chunks_seen_ == 1  # a loaded model starts its running statistics

@@ -602,6 +602,7 @@ class MultiChannelHSMM(OnlineMixin, BaseEstimator):
                                       else [int(d) for d in params["max_duration"]])
         rs = params["random_state"]
         params["random_state"] = int(rs) if isinstance(rs, (int, np.integer)) else None
+        params["n_jobs"] = None if params["n_jobs"] is None else int(params["n_jobs"])
         save_model(path, format_name=_FORMAT, version=_FORMAT_VERSION,
                    estimator="structlearn.MultiChannelHSMM", params=params, metadata=meta, arrays=arrays)
 
