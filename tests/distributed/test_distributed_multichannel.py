@@ -106,9 +106,8 @@ def test_partial_labels_with_preset_parameters_equal_fit(client, inference):
     _same_fit(ref, got, 1e-6, atol=1e-8)
 
 
-@pytest.mark.xfail(strict=True, reason="structlearn.distributed._fit._known reads a one-channel mask; the "
-                                       "channels' known labels need MultiChannelHSMM._shard_known")
 def test_partial_labels_initialise_as_fit(client):
+    # the known labels (N, C) of the init data come from MultiChannelHSMM._shard_known
     _, X, L, S = _data(seed=4)
     labels = np.where(np.random.RandomState(1).rand(*S.shape) < 0.3, S, -1)
     est = MultiChannelHSMM(2, max_duration=6, n_iter=3, random_state=0)
