@@ -226,7 +226,7 @@ def test_partial_fit_errors_leave_the_model_unchanged():
     before = [p.copy() for p in est.startprob_]
     with pytest.raises(ValueError, match=r"`kappa` must be a number in \(0.5, 1\]"):
         est.partial_fit(X, lengths, kappa=0.5)
-    with pytest.raises(ValueError, match="X has 3 columns but the model was fitted with 2"):
+    with pytest.raises(ValueError, match="X has 3 features but the model was fitted with 2"):
         est.partial_fit(np.zeros((5, 3)))
     est.startprob_ = [np.array([1.0, 0.0]), before[1]]  # an assignment: the next step starts afresh
     with pytest.raises(ValueError, match="sequence 0 .* has zero likelihood"):

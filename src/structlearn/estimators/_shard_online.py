@@ -5,8 +5,10 @@
 :func:`structlearn.distributed.fit`: ``_validate_hyper``, ``_shard_from_data(X, lengths[, labels])``,
 ``_shard_function(posteriors=False)`` -> ``(statistics, params)``, ``_apply_statistics(total)`` (the
 M-step of summed statistics, from the emission family's sufficient statistics when no rows travel),
-``_init_params(X, lengths, rng, restart, known)``, ``_check_params`` and ``_online_attributes`` (the
-fitted attribute names whose identity marks "the parameters the running statistics were made under").
+``_check_params`` and ``_online_attributes`` (the fitted attribute names whose identity marks "the
+parameters the running statistics were made under"); ``_online_init(shard)`` (the first chunk's
+initialisation, by default ``_init_params(X, lengths, rng, 0, known)``) and ``_check_online`` (which
+emissions the M-step can re-estimate from additive statistics) may be overridden.
 The running average and the step size are :mod:`structlearn.learning.hsmm_online`'s, so the behaviour
 is :meth:`HiddenSemiMarkovModel.partial_fit <structlearn.estimators.hsmm.HiddenSemiMarkovModel.partial_fit>`'s.
 """
@@ -44,9 +46,9 @@ class ShardOnlineMixin:
             The chunk (NaN = missing).
         lengths : array-like of int, shape (B,), optional
             Its sequences (default one).
-        labels : array-like of int, shape (N,), optional
-            Known states, -1 where unknown (as :meth:`fit`): the chunk's statistics are those of the paths
-            that agree with them.
+        labels : array-like of int, optional
+            Known states, -1 where unknown, as :meth:`fit` takes them ((N,); MultiChannelHSMM: (N, C) per
+            channel): the chunk's statistics are those of the paths that agree with them.
         kappa : float, default 0.7
             Step-size exponent κ ∈ (0.5, 1] (κ = 1: the running mean of the chunks' statistics).
 
@@ -75,11 +77,12 @@ class ShardOnlineMixin:
         self._validate_hyper()
         names = self._online_attributes()
         fitted = all(hasattr(self, n) for n in names)
-        saved = copy.deepcopy({n: getattr(self, n) for n in vars(self)
-                               if n.endswith("_") and not n.startswith("__")})
+        # the parameters as they stand, before ``_check_params`` (which may rebuild containers): the running
+        # statistics go on only if these are the objects the last step left
+        current = tuple(getattr(self, n, None) for n in names)
+        saved = copy.deepcopy({n: v for n, v in vars(self).items() if n.endswith("_") and not n.startswith("__")})
         try:
-            shard = self._shard_from_data(X, lengths) if labels is None else \
-                self._shard_from_data(X, lengths, labels)
+            shard = self._shard_from_data(X, lengths, labels)
             if not fitted:
                 self._online_init(shard)
             else:
@@ -87,18 +90,16 @@ class ShardOnlineMixin:
                     raise ValueError(f"X has {shard.X.shape[1]} features but the model was fitted with "
                                      f"{self.n_features_in_}")
                 self._check_params()
-            if "e" in self.params:
-                self._check_online_emission()
+            self._check_online()
             state = getattr(self, "_online_state", None)
             marker = getattr(self, "_online_marker", ())
-            current = tuple(getattr(self, n) for n in names)
-            if state is None or len(marker) != len(current) or any(a is not b for a, b in zip(marker, current)):
+            if (not fitted or state is None or len(marker) != len(current)
+                    or any(a is not b for a, b in zip(marker, current))):
                 state = _online.OnlineStatistics()
             function, params = self._shard_function(posteriors=False)
             part = function(params, shard)
             state = copy.deepcopy(state)      # the running statistics change only when the step succeeds
-            k = state.n_updates
-            state.update(part.stats, _online.step_size(k, float(kappa)))
+            state.update(part.stats, _online.step_size(state.n_updates, float(kappa)))
             self._apply_statistics(ShardStatistics(state.average(), part.value, part.n_sequences))
             self._check_params()
         except BaseException:
@@ -124,7 +125,10 @@ class ShardOnlineMixin:
             known = np.where(single, np.argmax(shard.allowed, axis=1), -1).astype(np.int64)
         self._init_params(shard.X, shard.lengths, check_random_state(self.random_state), 0, known)
 
-    def _check_online_emission(self):
+    def _check_online(self):
+        """ValueError unless the emissions the M-step re-estimates have additive statistics."""
+        if "e" not in self.params:
+            return
         if hasattr(self.emission_, "log_segment"):
             raise ValueError("segment emissions are re-estimated from the rows and their posteriors (no "
                              "additive statistics): use `fit`, or leave 'e' out of `params`")

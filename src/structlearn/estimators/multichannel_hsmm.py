@@ -24,7 +24,7 @@ from ..models.multichannel_hsmm import MC_CENSORING, MultiChannelPotentials, m_s
 from ..utils.validation import check_lengths
 from ._em_files import fit_state, restore_fit_state
 from ._em_restarts import check_n_jobs, n_blocks
-from ._multichannel_online import OnlineMixin
+from ._shard_online import ShardOnlineMixin
 
 __all__ = ["MultiChannelHSMM"]
 
@@ -38,7 +38,7 @@ def _is_int(v, lo):
     return not isinstance(v, bool) and isinstance(v, (int, np.integer)) and v >= lo
 
 
-class MultiChannelHSMM(OnlineMixin, BaseEstimator):
+class MultiChannelHSMM(ShardOnlineMixin, BaseEstimator):
     r"""Coupled multi-channel explicit-duration HSMM with exact or factored inference and EM
     (Natarajan & Nevatia 2007; Yu 2010 §4; the coupling is Saul & Jordan's mixed memory).
 
@@ -431,6 +431,24 @@ class MultiChannelHSMM(OnlineMixin, BaseEstimator):
         C = len(self._resolve_channels(X.shape[1]))
         return Shard(X, lengths, offsets, _mce.label_masks(labels, X.shape[0], self._n_states_per_channel(C))[1])
 
+    # -- partial_fit (structlearn.estimators._shard_online.ShardOnlineMixin) -------------------------------
+    def _online_attributes(self):
+        return ("startprob_", "coupling_", "transmat_", "duration_", "emission_")
+
+    def _online_init(self, shard):
+        """The first chunk's initialisation, as ``fit`` does (``max_duration=None``: its longest sequence)."""
+        self._set_dimensions(shard.X.shape[1], shard.lengths.max())
+        self._init_params(shard.X, shard.lengths, check_random_state(self.random_state), self._shard_known(shard))
+
+    def _check_online(self):
+        if self.inference == "exact":
+            self._check_exact(self._potentials())
+        if "e" in self.params:
+            from ..learning.hsmm_online import check_emission_supported
+            for em in self.emission_:
+                if em is not None:
+                    check_emission_supported(em)
+
     def _shard_known(self, shard):
         """The known labels (N, C) int64 of a shard (-1 unknown), or None: the inverse of its mask."""
         if shard.allowed is None:
@@ -498,7 +516,7 @@ class MultiChannelHSMM(OnlineMixin, BaseEstimator):
         out = self._infer(X, lengths, offsets)
         if "gammas" in out:
             return [g.copy() for g in out["gammas"]]
-        lay, N = out["layout"], X.shape[0]
+        N = X.shape[0]
         um = out["chain"].marginals(edge="none").unary
         sizes = [M * D for M, D in zip(out["pot"].n_states, out["pot"].max_duration)]
         grid = um.reshape((N, *sizes))
