@@ -110,3 +110,36 @@ def test_first_chunk_error_leaves_no_fitted_attribute():
     with pytest.raises(ValueError, match="sufficient statistics"):
         m.partial_fit(_chunks(6, 1)[0])
     assert not [k for k in vars(m) if k.endswith("_")]
+
+
+# -- SwitchingHSMM shares the mixin ---------------------------------------------------------------------
+_SWITCHING = ("regime_startprob_", "startprob_", "regime_transmat_", "transmat_")
+
+
+def test_switching_one_step_is_one_em_iteration():
+    chunks = _chunks(7, 6)
+    X, lengths = np.concatenate(chunks), [len(c) for c in chunks]
+    kw = dict(n_regimes=2, n_states=2, max_duration=10, tol=0.0, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = sl.SwitchingHSMM(n_iter=3, **kw).fit(X, lengths)
+        b = sl.SwitchingHSMM(n_iter=4, **kw).fit(X, lengths)
+    a.partial_fit(X, lengths)
+    for name in _SWITCHING:
+        np.testing.assert_allclose(getattr(a, name), getattr(b, name), rtol=1e-8, atol=1e-12)
+
+
+def test_switching_stream_with_labels():
+    chunks = _chunks(8)
+    X, lengths = np.concatenate(chunks), [len(c) for c in chunks]
+    m = sl.SwitchingHSMM(n_regimes=2, n_states=2, max_duration=10, random_state=0)
+    for _ in range(3):
+        for c in chunks:
+            labels = np.where(c[:, 0] > 2.0, 1, 0)
+            labels[1::2] = -1
+            m.partial_fit(c, labels=labels)
+    assert m.n_chunks_seen_ == 3 * len(chunks)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        b = sl.SwitchingHSMM(n_regimes=2, n_states=2, max_duration=10, random_state=0).fit(X, lengths)
+    assert m.score(X, lengths) > b.score(X, lengths) - 0.05 * X.shape[0]

@@ -26,6 +26,7 @@ from ..models import switching_hsmm as _model
 from ..models.censoring import CENSORING
 from ..utils.validation import check_lengths
 from ._criteria import InformationCriteria
+from ._shard_online import ShardOnlineMixin
 from ._em_files import families_from_header, families_to_file, fit_state, restore_fit_state
 from ._em_restarts import (EmptyStateWarning, check_n_jobs, fit_restarts, label_mask, n_blocks,
                            user_stacklevel)
@@ -42,7 +43,7 @@ def _positive_int(v, name):
         raise ValueError(f"`{name}` must be a positive integer; got {v!r}")
 
 
-class SwitchingHSMM(InformationCriteria, BaseEstimator):
+class SwitchingHSMM(ShardOnlineMixin, InformationCriteria, BaseEstimator):
     r"""Switching hidden semi-Markov model: regimes × states, exact inference and EM (Duong et al. 2005).
 
     R regimes (routines) × M states (activities). Within a regime the states follow an explicit-duration
@@ -399,6 +400,20 @@ class SwitchingHSMM(InformationCriteria, BaseEstimator):
         fit_restarts(self, attributes, lambda rng, restart: self._init_params(Xi, Li, rng, restart, known),
                      lambda monitor, restart: self._em_sharded(map_statistics, monitor, restart, X))
         return self
+
+    def _online_attributes(self):
+        """The fitted parameters whose identity ties ``partial_fit``'s running statistics to them."""
+        return ("regime_startprob_", "startprob_", "regime_transmat_", "transmat_", "duration_", "emission_")
+
+    def _online_init(self, shard):
+        """The first chunk's initialisation, as ``fit`` does (``max_duration=None``: its longest sequence)."""
+        self.max_duration_ = int(self.max_duration if self.max_duration is not None
+                                 else max(1, int(shard.lengths.max())))
+        self.n_features_in_ = int(shard.X.shape[1])
+        known = None
+        if shard.allowed is not None:
+            known = np.where(shard.allowed.sum(axis=1) == 1, np.argmax(shard.allowed, axis=1), -1).astype(np.int64)
+        self._init_params(shard.X, shard.lengths, check_random_state(self.random_state), 0, known)
 
     def _shard_from_data(self, X, lengths=None, labels=None):
         """The validated :class:`~structlearn.learning.shards.Shard` of ``X``, ``lengths`` and partial
