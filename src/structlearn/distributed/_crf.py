@@ -5,7 +5,7 @@ Three passes over the data, all on the workers:
 
 1. every partition is counted where it lives (:func:`_count`): its attribute names and labels in order of
    first appearance, the (attribute, label) frequencies of its state features, its label bigrams; the
-   counts are merged by a tree reduction in partition order (:func:`_merge`), so the vocabulary, the label
+   counts are merged by a tree reduction in partition order (:func:`._crf_shared.merge_counts`), so the vocabulary, the label
    order and the feature set (``min_freq``, CRFsuite's frequency rule) are those ``fit`` builds from the
    concatenated data;
 2. the client builds the feature model and sends it once; every partition is encoded against it and
@@ -24,9 +24,9 @@ import numpy as np
 
 from ..estimators._crf_base import label_key
 from ..learning.objectives import ChainCLL
-from ..learning.shards import ShardedObjective, objective_statistics
 from ..models.features import AttributeVocabulary
-from ._common import identity, placement, shard_map, tree_reduce
+from ._crf_shared import (check_bag, check_lbfgs, identity, load, pair_counts, reduce_counts, release,
+                          state_features, train_on_shards)
 
 __all__ = ["fit_crf"]
 
@@ -137,37 +137,16 @@ def _count(estimator, part, partition=0):
     vocab = AttributeVocabulary()
     packed = vocab.encode(X, None, grow=True)
     yy = est._fit_labels(y, packed)
-    K = len(est.classes_)
-    rows = np.repeat(np.arange(packed.n_items, dtype=np.int64), np.diff(packed.item_ptr))
-    nz = packed.item_val != 0
-    if not estimator.start_end_features:  # CRFsuite's frequency rule: the value sum (build_state_features)
-        keys, inverse = np.unique(packed.item_attr * K + yy[rows], return_inverse=True)
-        freq = np.bincount(inverse.ravel(), weights=packed.item_val, minlength=keys.size)
-    else:
-        keys, freq = np.unique(packed.item_attr[nz] * K + yy[rows[nz]], return_counts=True)
     names, labels = vocab.names, est.classes_
-    pairs = {(names[k // K], labels[k % K]): float(f) for k, f in zip(keys.tolist(), freq.tolist())}
+    # CRFsuite's frequency rule without start/end features: the value sum (build_state_features)
+    pairs, seen = pair_counts(packed, yy, names, labels,
+                              "count" if estimator.start_end_features else "value")
     same = np.ones(packed.n_items, bool)
     same[packed.offsets[1:] - 1] = False
     idx = np.flatnonzero(same[:-1])
     bigrams = {(labels[a], labels[b]): None for a, b in zip(yy[idx].tolist(), yy[idx + 1].tolist())}
-    seen = {names[a]: None for a in np.unique(packed.item_attr[nz]).tolist()}
     return {"names": dict.fromkeys(names), "labels": dict.fromkeys(labels), "pairs": pairs,
             "bigrams": bigrams, "seen": seen, "items": int(packed.n_items), "sequences": len(X)}
-
-
-def _merge(parts):
-    """The counts of consecutive partitions together (first-appearance orders kept, frequencies added)."""
-    out = {"names": {}, "labels": {}, "pairs": {}, "bigrams": {}, "seen": {}, "items": 0, "sequences": 0}
-    for p in parts:
-        for key in ("names", "labels", "bigrams", "seen"):
-            out[key].update(p[key])
-        pairs = out["pairs"]
-        for k, v in p["pairs"].items():
-            pairs[k] = pairs.get(k, 0.0) + v
-        out["items"] += p["items"]
-        out["sequences"] += p["sequences"]
-    return out
 
 
 def _objective(estimator, model, names, classes, part, partition=0):
@@ -190,46 +169,24 @@ def _objective(estimator, model, names, classes, part, partition=0):
 def fit_crf(estimator, data, client, *, split_every=8, callback=None):
     """Fit a LinearChainCRF (``algorithm="lbfgs"``) on a dask bag of (items, labels) pairs and (items,
     labels, allowed) triples (partial labels); see :func:`structlearn.distributed.fit`."""
-    from dask.bag import Bag
-
-    if not isinstance(data, Bag):
-        raise ValueError(f"`data` must be a dask bag of (items, labels) pairs (or (items, labels, allowed) "
-                         f"triples), one per sequence, to fit a "
-                         f"{type(estimator).__name__}; got {type(data).__name__}")
+    check_bag(data, estimator, "(items, labels) pairs (or (items, labels, allowed) triples), one per "
+              "sequence,")
     estimator._check_params()
-    if estimator.algorithm != "lbfgs":
-        raise ValueError(f"distributed fitting of a {type(estimator).__name__} needs algorithm='lbfgs' (the "
-                         f"online trainers visit the sequences one after another); got "
-                         f"algorithm={estimator.algorithm!r}")
+    check_lbfgs(estimator)
     t0 = time.perf_counter()
-    parts = data.to_delayed()
-
-    where = placement(client)
-    raw = [client.compute(p, **where(i)) for i, p in enumerate(parts)]   # loaded once, kept on the workers
+    raw, where = load(client, data)   # loaded once, kept on the workers
     try:
-        counts = tree_reduce(client, _merge, [client.submit(_count, estimator, r, i, pure=False)
-                                               for i, r in enumerate(raw)],
-                              split_every).result()
+        counts = reduce_counts(client, [client.submit(_count, estimator, r, i, pure=False)
+                                        for i, r in enumerate(raw)], split_every)
         if counts["items"] == 0:
             raise ValueError("the training set is empty (no items in the bag); give at least one non-empty "
                              "sequence")
         names, classes = list(counts["names"]), list(counts["labels"])
         vocab = AttributeVocabulary(names)
-        K, A = len(classes), len(names)
+        K = len(classes)
         label_index = {lab: k for k, lab in enumerate(classes)}
-        if estimator.all_possible_states:
-            seen = np.zeros(A, bool)
-            seen[[vocab.index[n] for n in counts["seen"]]] = True
-            attr_ptr = np.concatenate([[0], np.cumsum(np.where(seen, K, 0))]).astype(np.int64)
-            feat_label = np.tile(np.arange(K, dtype=np.int64), int(seen.sum()))
-        else:
-            keys = np.array([vocab.index[a] * K + label_index[lab] for a, lab in counts["pairs"]], np.int64)
-            freq = np.array(list(counts["pairs"].values()), np.float64)
-            order = np.argsort(keys, kind="stable")
-            keys, freq = keys[order], freq[order]
-            keys = keys[freq >= estimator.min_freq]
-            attr_ptr = np.concatenate([[0], np.cumsum(np.bincount(keys // K, minlength=A))]).astype(np.int64)
-            feat_label = (keys % K).astype(np.int64)
+        attr_ptr, feat_label = state_features(counts["pairs"], counts["seen"], vocab.index, label_index, K,
+                                              estimator.min_freq, estimator.all_possible_states)
         trans = np.ones((K, K), bool) if estimator.all_possible_transitions else np.zeros((K, K), bool)
         for a, b in counts["bigrams"]:
             trans[label_index[a], label_index[b]] = True
@@ -241,19 +198,9 @@ def fit_crf(estimator, data, client, *, split_every=8, callback=None):
         names_f = client.submit(identity, names, pure=False)
         shards = [client.submit(_objective, estimator, model_f, names_f, classes, r, i, pure=False, **where(i))
                   for i, r in enumerate(raw)]
-        client.gather(shards)   # errors of the data (a forbidden gold transition, ...) before training
-        shard_statistics = shard_map(client, shards, where, split_every, callback)
-
-        def map_statistics(w):
-            return shard_statistics(objective_statistics, w)
-
-        objective = ShardedObjective(map_statistics, model.free_mask(), c2=estimator.c2)
-        estimator._train(model, objective, t0, algorithm="lbfgs")
+        train_on_shards(estimator, client, model, shards, where, t0, split_every, callback)
         if estimator.model_filename:
             estimator._save_model_filename()
         return estimator
     finally:
-        # released, not cancelled: cancelling would also cancel a later fit's futures of the same keys (a
-        # bag's partitions are named by their content) while it loads them
-        for r in raw:
-            r.release()
+        release(raw)

@@ -8,6 +8,7 @@ from ._common import placement, shard_map
 from ._adaboost import fit_adaboost_mrf
 from ._crf import fit_crf
 from ._graph import fit_graph_crf
+from ._semicrf import fit_semicrf
 
 __all__ = ["fit", "shard_bytes"]
 
@@ -214,8 +215,10 @@ def fit(estimator, data, client=None, *, init="first", split_every=8, callback=N
     from ..estimators.adaboost_mrf import AdaBoostMRF
     from ..estimators.crf import LinearChainCRF
     from ..estimators.graph_crf import GraphCRF
+    from ..estimators.semicrf import SemiMarkovCRF
 
-    crf = {LinearChainCRF: fit_crf, GraphCRF: fit_graph_crf, AdaBoostMRF: fit_adaboost_mrf}
+    crf = {LinearChainCRF: fit_crf, GraphCRF: fit_graph_crf, AdaBoostMRF: fit_adaboost_mrf,
+           SemiMarkovCRF: fit_semicrf}
     for cls, fit_one in crf.items():
         if isinstance(estimator, cls):
             if client is None:

@@ -243,7 +243,7 @@ class SemiMarkovCRF(CRFBase):
     # ------------------------------------------------------------------------------------------------
     # token strings (segment features "span" and "caps")
     # ------------------------------------------------------------------------------------------------
-    def _token_strings(self, X, tokens, packed):
+    def _token_strings(self, X, tokens, packed, check=True):
         if tokens is not None:
             if len(tokens) != len(packed.lengths) or any(
                     len(t) != n for t, n in zip(tokens, packed.lengths)):
@@ -272,7 +272,7 @@ class SemiMarkovCRF(CRFBase):
                             break
                 found = found or bool(tok)
                 out.append(tok)
-        if not found and out:
+        if check and not found and out:
             raise ValueError(f"segment features {list(self.segment_features)} need the token strings: no "
                              f"item has the attribute {pre!r}…; set `token_attribute` or pass `tokens`")
         return out
@@ -308,8 +308,53 @@ class SemiMarkovCRF(CRFBase):
         batch.span_id = np.where((table[pos] == h) & (h != -1), pos, -1).astype(np.int64)
 
     # ------------------------------------------------------------------------------------------------
-    # fitting
+    # fitting (the steps that structlearn.distributed shares: it feeds them counts merged over shards)
     # ------------------------------------------------------------------------------------------------
+    def _max_lengths_of(self, seen):
+        """(K,) int longest segment per label of ``max_segment_length``, given ``seen`` (K,) int64, the
+        longest training segment per label (``classes_`` order); ValueError when a training segment is
+        longer."""
+        K = len(seen)
+        msl = self.max_segment_length
+        if msl is None or msl == "per-label":
+            max_lengths = np.maximum(seen, 1)
+        elif msl == "global":
+            max_lengths = np.full(K, max(int(seen.max(initial=1)), 1))
+        elif isinstance(msl, dict):
+            max_lengths = np.array([int(msl.get(c, seen[k])) for k, c in enumerate(self.classes_)])
+        else:
+            max_lengths = np.full(K, int(msl))
+        bad = np.flatnonzero(seen > max_lengths)
+        if bad.size:
+            k = int(bad[0])
+            raise ValueError(f"a training segment labelled {self.classes_[k]!r} has length {seen[k]} > "
+                             f"max_segment_length {max_lengths[k]}; raise `max_segment_length`")
+        return max_lengths
+
+    def _consecutive_segments(self, segs, so):
+        """(sequence of every segment (S,), rows i of ``segs`` followed by a segment of the same sequence);
+        ValueError for two consecutive segments of one label with ``allow_same_label=False``."""
+        seq = np.repeat(np.arange(len(so) - 1), np.diff(so))
+        same = np.flatnonzero(seq[1:] == seq[:-1]) if len(seq) > 1 else np.zeros(0, np.int64)
+        if not self.allow_same_label:
+            hit = same[segs[same, 2] == segs[same + 1, 2]]
+            if hit.size:
+                b = int(seq[hit[0]])
+                raise ValueError(f"training sequence {b} has two consecutive segments labelled "
+                                 f"{self.classes_[segs[hit[0], 2]]!r}, impossible with "
+                                 f"allow_same_label=False; set allow_same_label=True")
+        return seq, same
+
+    def _feature_model(self, vocab, attr_ptr, feat_label, max_lengths, trans_features, span_features):
+        """The SemiMarkovFeatureModel of the training features; sets ``attributes_`` and
+        ``max_lengths_``."""
+        model = SemiMarkovFeatureModel(attr_ptr, feat_label, len(self.classes_), max_lengths, trans_features,
+                                       self.allow_same_label, tuple(self.segment_features),
+                                       span_features, trans_attr=self._transition_attribute_ids(vocab))
+        self.attributes_ = vocab.names
+        self.max_lengths_ = {c: int(max_lengths[k]) for k, c in enumerate(self.classes_)}
+        return model
+
     def fit(self, X, y, *, lengths=None, tokens=None, callback=None):
         """Train on sequences ``X`` with segmentations ``y``.
 
@@ -354,29 +399,8 @@ class SemiMarkovCRF(CRFBase):
         dur = segs[:, 1] - segs[:, 0] + 1
         seen = np.zeros(K, np.int64)
         np.maximum.at(seen, segs[:, 2], dur)
-        msl = self.max_segment_length
-        if msl is None or msl == "per-label":
-            max_lengths = np.maximum(seen, 1)
-        elif msl == "global":
-            max_lengths = np.full(K, max(int(seen.max(initial=1)), 1))
-        elif isinstance(msl, dict):
-            max_lengths = np.array([int(msl.get(c, seen[k])) for k, c in enumerate(self.classes_)])
-        else:
-            max_lengths = np.full(K, int(msl))
-        bad = np.flatnonzero(seen > max_lengths)
-        if bad.size:
-            k = int(bad[0])
-            raise ValueError(f"a training segment labelled {self.classes_[k]!r} has length {seen[k]} > "
-                             f"max_segment_length {max_lengths[k]}; raise `max_segment_length`")
-        seq = np.repeat(np.arange(len(so) - 1), np.diff(so))
-        same = np.flatnonzero(seq[1:] == seq[:-1]) if len(seq) > 1 else np.zeros(0, np.int64)
-        if not self.allow_same_label:
-            hit = same[segs[same, 2] == segs[same + 1, 2]]
-            if hit.size:
-                b = int(seq[hit[0]])
-                raise ValueError(f"training sequence {b} has two consecutive segments labelled "
-                                 f"{self.classes_[segs[hit[0], 2]]!r}, impossible with "
-                                 f"allow_same_label=False; set allow_same_label=True")
+        max_lengths = self._max_lengths_of(seen)
+        seq, same = self._consecutive_segments(segs, so)
         self._max_duration = int(max_lengths.max())
         batch = self._batch(X, lengths, tokens, grow=True)
         batch.segments, batch.seg_offsets = segs, so
@@ -404,11 +428,7 @@ class SemiMarkovCRF(CRFBase):
         else:
             trans_features = np.zeros((K, K), bool)
             trans_features[segs[same, 2], segs[same + 1, 2]] = True
-        model = SemiMarkovFeatureModel(attr_ptr, feat_label, K, max_lengths, trans_features,
-                                       self.allow_same_label, tuple(self.segment_features),
-                                       span_features, trans_attr=self._transition_attribute_ids(vocab))
-        self.attributes_ = vocab.names
-        self.max_lengths_ = {c: int(max_lengths[k]) for k, c in enumerate(self.classes_)}
+        model = self._feature_model(vocab, attr_ptr, feat_label, max_lengths, trans_features, span_features)
         self.featurize_seconds_ = time.perf_counter() - t0
 
         objective = SemiMarkovCLL(model, batch, segs, c2=self.c2)

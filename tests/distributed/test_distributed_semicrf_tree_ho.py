@@ -1,0 +1,109 @@
+"""structlearn.distributed.fit of SemiMarkovCRF (and TreeCRF, HigherOrderCRF where wired) on a real
+distributed.LocalCluster (2 worker processes started here): the vocabulary, labels, segment limits and
+features counted on the workers and the L-BFGS fit over the persisted shards equal ``fit`` on the
+concatenated data (weights within 1e-8, the same iterations, the same predictions); bad bag elements are a
+clear ValueError."""
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+
+from structlearn import SemiMarkovCRF
+from tests.conftest import require_module
+
+dask_bag = require_module("dask.bag")
+sd = require_module("structlearn.distributed")
+
+pytestmark = pytest.mark.slow  # a real cluster of 2 worker processes
+
+WORDS = ["The", "cat", "sat", "on", "Big", "Mat", "dog", "ran", "a", "Red"]
+
+
+def _fit_both(est, X, y, client, elements=None, npartitions=3):
+    bag = dask_bag.from_sequence(elements or list(zip(X, y)), npartitions=npartitions)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # ConvergenceWarning of the short fits, the same in both
+        ref = clone(est).fit(X, y)
+        got = sd.fit(clone(est), bag, client)
+    return ref, got
+
+
+def _same_fit(ref, got, X, atol=1e-8):
+    assert got.classes_ == ref.classes_
+    assert got.attributes_ == ref.attributes_
+    assert got.num_features_ == ref.num_features_
+    assert got.n_iter_ == ref.n_iter_ and got.converged_ == ref.converged_   # the same iterations
+    np.testing.assert_allclose([e["loss"] for e in got.training_log_],
+                               [e["loss"] for e in ref.training_log_], rtol=1e-10)
+    np.testing.assert_allclose(got.coef_, ref.coef_, rtol=0, atol=atol)
+    assert got.predict(X) == ref.predict(X)
+
+
+# ---------------------------------------------------------------------------------------------------
+# SemiMarkovCRF
+# ---------------------------------------------------------------------------------------------------
+def _segment_data(n_seq=30, seed=0, fmt="bio"):
+    """Sequences of dict items with chunk tags (bio), runs of labels, or (start, end, label) segments."""
+    rng = np.random.default_rng(seed)
+    X, y = [], []
+    for _ in range(n_seq):
+        items, tags, segs, t, prev = [], [], [], 0, None
+        for _ in range(int(rng.integers(1, 4))):
+            lab = prev = [lab for lab in ("NP", "VP", "O") if lab != prev][int(rng.integers(0, 2))]
+            n = 1 if lab == "O" else int(rng.integers(1, 4))
+            for u in range(n):
+                w = WORDS[int(rng.integers(0, len(WORDS)))]
+                items.append({"w[0]": w, f"n{int(rng.integers(0, 12))}": 1.0, "x": float(rng.normal()),
+                              f"{lab}{int(rng.integers(0, 2))}": 1.0})
+                tags.append("O" if lab == "O" else ("B-" if u == 0 else "I-") + lab)
+            if lab != "O":
+                segs.append((t, t + n, lab))
+            t += n
+        X.append(items)
+        y.append(segs if fmt == "segments" else
+                 [g.split("-")[-1] for g in tags] if fmt == "runs" else tags)
+    return X, y
+
+
+@pytest.mark.parametrize("fmt, params", [
+    ("bio", dict(c2=1.0, max_iterations=30)),
+    ("runs", dict(c1=0.1, c2=0.1, min_freq=2, allow_same_label=True, max_iterations=30)),   # OWL-QN, cut
+    ("segments", dict(c2=0.5, segment_features=("first", "last", "span", "caps"), min_freq=2,
+                      max_segment_length="global", all_possible_transitions=True, max_iterations=30)),
+    ("bio", dict(c2=0.5, all_possible_states=True, transition_attributes=["w[0]:Big"], max_iterations=20)),
+])
+def test_semicrf_distributed_equals_fit(client, fmt, params):
+    X, y = _segment_data(fmt=fmt)
+    ref, got = _fit_both(SemiMarkovCRF(**params), X, y, client)
+    _same_fit(ref, got, X)
+    assert got.label_format_ == ref.label_format_ and got.max_lengths_ == ref.max_lengths_
+    np.testing.assert_array_equal(got._span_hash, ref._span_hash)
+    assert got._tok_index == ref._tok_index
+    assert got.predict_segments(X) == ref.predict_segments(X)
+
+
+def test_semicrf_distributed_tokens_triples(client):
+    """Token strings given as the third element (``fit``'s ``tokens``) for the span feature."""
+    X, y = _segment_data(n_seq=16, seed=3)
+    tokens = [[it["w[0]"].lower() for it in seq] for seq in X]
+    est = SemiMarkovCRF(c2=1.0, segment_features=("span",), max_iterations=15)
+    bag = dask_bag.from_sequence(list(zip(X, y, tokens)), npartitions=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = clone(est).fit(X, y, tokens=tokens)
+        got = sd.fit(clone(est), bag, client)
+    assert got.n_iter_ == ref.n_iter_
+    np.testing.assert_allclose(got.coef_, ref.coef_, rtol=0, atol=1e-8)
+    assert got._tok_index == ref._tok_index
+
+
+def test_semicrf_distributed_bad_elements(client):
+    X, y = _segment_data(n_seq=6)
+    with pytest.raises(ValueError, match="pair \\(items, labels\\) or a triple"):
+        sd.fit(SemiMarkovCRF(), dask_bag.from_sequence([(X[0],)] + list(zip(X, y)), npartitions=2), client)
+    with pytest.raises(ValueError, match="dask bag"):
+        sd.fit(SemiMarkovCRF(), list(zip(X, y)), client)
+    with pytest.raises(ValueError, match="allow_same_label=False"):
+        sd.fit(SemiMarkovCRF(label_format="segments"),
+               dask_bag.from_sequence([(X[0][:2], [(0, 1, "A"), (1, 2, "A")])] * 2, npartitions=1), client)
