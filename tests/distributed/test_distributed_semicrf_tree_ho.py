@@ -107,3 +107,69 @@ def test_semicrf_distributed_bad_elements(client):
     with pytest.raises(ValueError, match="allow_same_label=False"):
         sd.fit(SemiMarkovCRF(label_format="segments"),
                dask_bag.from_sequence([(X[0][:2], [(0, 1, "A"), (1, 2, "A")])] * 2, npartitions=1), client)
+
+
+# ---------------------------------------------------------------------------------------------------
+# TreeCRF
+# ---------------------------------------------------------------------------------------------------
+def _tree_data(n=30, seed=0):
+    """Random trees (parents before or after their children) whose labels follow the parent's label."""
+    rng = np.random.default_rng(seed)
+    X, y, P, E = [], [], [], []
+    for _ in range(n):
+        T = int(rng.integers(1, 7))
+        order = rng.permutation(T)
+        par = np.full(T, -1)
+        for i in range(1, T):
+            par[order[i]] = order[int(rng.integers(0, i))]
+        lab = [None] * T
+        for i in range(T):
+            n_ = order[i]
+            p = par[n_]
+            lab[n_] = int(rng.integers(0, 3)) if p < 0 or rng.random() < 0.3 else (lab[p] + 1) % 3
+        X.append([{"w": f"w{lab[t]}{int(rng.integers(0, 3))}", f"n{int(rng.integers(0, 10))}": 1.0,
+                   "num": float(rng.normal())} for t in range(T)])
+        y.append(["ABC"[k] for k in lab])
+        P.append(par.tolist())
+        E.append([f"rel{int(rng.integers(0, 3))}" for _ in range(T)])
+    return X, y, P, E
+
+
+@pytest.mark.parametrize("edges, params", [
+    (False, dict(c2=1.0, max_iterations=30)),
+    (True, dict(c1=0.1, c2=0.1, min_freq=2, max_iterations=30)),                      # OWL-QN, cut
+    (True, dict(c2=0.5, root_features=False, all_possible_edges=True, max_iterations=20)),  # value rule
+    (False, dict(c2=0.5, all_possible_states=True, forbidden_edges=[("C", "<root>")], max_iterations=20)),
+])
+def test_tree_crf_distributed_equals_fit(client, edges, params):
+    from structlearn import TreeCRF
+
+    X, y, P, E = _tree_data()
+    if params.get("forbidden_edges"):
+        y = [["A" if (p < 0 and lab == "C") else lab for lab, p in zip(labs, par)] for labs, par in zip(y, P)]
+    kw = dict(parents=P, edge_attributes=E if edges else None)
+    elements = list(zip(X, y, P, E)) if edges else list(zip(X, y, P))
+    bag = dask_bag.from_sequence(elements, npartitions=3)
+    est = TreeCRF(**params)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = clone(est).fit(X, y, **kw)
+        got = sd.fit(clone(est), bag, client)
+    assert got.classes_ == ref.classes_ and got.attributes_ == ref.attributes_
+    assert got.edge_attributes_ == ref.edge_attributes_ and got.num_features_ == ref.num_features_
+    assert got.n_iter_ == ref.n_iter_ and got.converged_ == ref.converged_
+    np.testing.assert_allclose(got.coef_, ref.coef_, rtol=0, atol=1e-8)
+    assert got.predict(X, **kw) == ref.predict(X, **kw)
+
+
+def test_tree_crf_distributed_bad_elements(client):
+    from structlearn import TreeCRF
+
+    X, y, P, E = _tree_data(n=6)
+    with pytest.raises(ValueError, match="triple \\(items, labels, parents\\)"):
+        sd.fit(TreeCRF(), dask_bag.from_sequence(list(zip(X, y)), npartitions=2), client)
+    with pytest.raises(ValueError, match="edge attributes with every tree"):
+        sd.fit(TreeCRF(), dask_bag.from_sequence(list(zip(X[:3], y[:3], P[:3], E[:3])) +
+                                                 list(zip(X[3:], y[3:], P[3:])), npartitions=2), client)
+    with pytest.raises(ValueError, match="algorithm='lbfgs'"):
+        sd.fit(TreeCRF(algorithm="ap"), dask_bag.from_sequence(list(zip(X, y, P)), npartitions=2), client)

@@ -477,13 +477,8 @@ class TreeCRF(TreeCRFStreamMixin, CRFBase):
         forb, froot = self._forbidden(K)
         if allowed is None:
             self._check_gold_allowed(yy, nodes, local, forb, froot)
-        model = TreeFeatureModel(attr_ptr, feat_label, K, edge_features, eptr, epair, forb, froot,
-                                 root=bool(self.root_features))
-        self.attributes_ = vocab.names
-        self.edge_attributes_ = evocab.names
-        self._vocab = vocab
-        self._evocab = evocab
-        self.model_ = model
+        model = self._feature_model(vocab, evocab, attr_ptr, feat_label, edge_features, eptr, epair, forb,
+                                    froot)
         self.featurize_seconds_ = time.perf_counter() - t0
         y_int = layout.rows_to_internal(yy)
 
@@ -505,6 +500,19 @@ class TreeCRF(TreeCRFStreamMixin, CRFBase):
         self._train(model, objective, t0, algorithm=self.algorithm, online=tree_online, data=(batch, y_int),
                     dev=dev)
         return self
+
+    def _feature_model(self, vocab, evocab, attr_ptr, feat_label, edge_features, eptr, epair, forb, froot):
+        """The TreeFeatureModel of the training features (also built from counts merged over shards by
+        :mod:`structlearn.distributed`); sets ``model_``, ``attributes_``, ``edge_attributes_`` and the
+        vocabularies."""
+        model = TreeFeatureModel(attr_ptr, feat_label, len(self.classes_), edge_features, eptr, epair, forb,
+                                 froot, root=bool(self.root_features))
+        self.attributes_ = vocab.names
+        self.edge_attributes_ = evocab.names
+        self._vocab = vocab
+        self._evocab = evocab
+        self.model_ = model
+        return model
 
     # ------------------------------------------------------------------------------------------------
     # prediction
