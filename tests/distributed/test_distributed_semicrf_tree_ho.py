@@ -173,3 +173,52 @@ def test_tree_crf_distributed_bad_elements(client):
                                                  list(zip(X[3:], y[3:], P[3:])), npartitions=2), client)
     with pytest.raises(ValueError, match="algorithm='lbfgs'"):
         sd.fit(TreeCRF(algorithm="ap"), dask_bag.from_sequence(list(zip(X, y, P)), npartitions=2), client)
+
+
+# ---------------------------------------------------------------------------------------------------
+# HigherOrderCRF
+# ---------------------------------------------------------------------------------------------------
+def _chain_data(n_seq=30, seed=0):
+    """Label sequences with runs (for segments) and a second-order dependency, dict items."""
+    rng = np.random.default_rng(seed)
+    X, y = [], []
+    for _ in range(n_seq):
+        labs = []
+        while len(labs) < int(rng.integers(1, 9)):
+            follow = labs and rng.random() < 0.6   # the label after the previous one, else any
+            lab = "ABC"[("ABC".index(labs[-1]) + 1) % 3 if follow else int(rng.integers(0, 3))]
+            labs.extend([lab] * int(rng.integers(1, 3)))
+        X.append([{f"w:{lab}{int(rng.integers(0, 3))}": 1.0, f"n{int(rng.integers(0, 10))}": 1.0,
+                   "x": float(rng.normal())} for lab in labs])
+        y.append(labs)
+    return X, y
+
+
+@pytest.mark.parametrize("params", [
+    dict(order=2, c2=1.0, max_iterations=30),                                        # sparse patterns
+    dict(order=2, patterns="dense", c1=0.1, c2=0.1, min_freq=2, max_iterations=30),   # OWL-QN, cut
+    dict(order=3, state_order=3, all_possible_states=True, max_iterations=15),
+    dict(order=2, segments=True, c2=0.5, min_freq=2, max_iterations=25),              # dense segments
+    dict(order=2, segments=True, patterns="sparse", state_order=2, all_possible_transitions=True,
+         max_iterations=20),
+])
+def test_higher_order_distributed_equals_fit(client, params):
+    from structlearn import HigherOrderCRF
+
+    X, y = _chain_data()
+    ref, got = _fit_both(HigherOrderCRF(**params), X, y, client)
+    _same_fit(ref, got, X)
+    assert got.patterns_ == ref.patterns_
+    if params.get("segments"):
+        np.testing.assert_array_equal(got.model_.max_lengths, ref.model_.max_lengths)
+
+
+def test_higher_order_distributed_bad_elements(client):
+    from structlearn import HigherOrderCRF
+
+    X, y = _chain_data(n_seq=6)
+    with pytest.raises(ValueError, match="pair \\(items, labels\\)"):
+        sd.fit(HigherOrderCRF(), dask_bag.from_sequence([(X[0], y[0], None)] + list(zip(X, y)),
+                                                        npartitions=2), client)
+    with pytest.raises(ValueError, match="training set is empty"):
+        sd.fit(HigherOrderCRF(), dask_bag.from_sequence([([], [])] * 2, npartitions=2), client)

@@ -5,9 +5,9 @@ Three passes over the data, all on the workers:
 
 1. every partition is counted where it lives (:func:`_count`): its attribute names and labels in order of
    first appearance, the (attribute, label) frequencies of its state features, its label bigrams; the
-   counts are merged by a tree reduction in partition order (:func:`._crf_shared.merge_counts`), so the vocabulary, the label
-   order and the feature set (``min_freq``, CRFsuite's frequency rule) are those ``fit`` builds from the
-   concatenated data;
+   counts are merged by a tree reduction in partition order (:func:`._crf_shared.merge_counts`), so the
+   vocabulary, the label order and the feature set (``min_freq``, CRFsuite's frequency rule) are those
+   ``fit`` builds from the concatenated data;
 2. the client builds the feature model and sends it once; every partition is encoded against it and
    becomes the data term of the objective on that shard (:func:`_objective`), persisted on its worker;
    a bag element may be a triple (items, labels, allowed): partial labels, ``allowed`` naming the labels

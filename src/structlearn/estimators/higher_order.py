@@ -146,10 +146,18 @@ class HigherOrderCRF(ChainCRFBase):
         else:
             attr_ptr, feat = build_segment_state_features(packed, yy, pats, n_attributes, self.min_freq,
                                                           self.all_possible_states)
-        return self._segment_class()(pats, attr_ptr, feat, max_lengths)
+        return self._model_of(pats, attr_ptr, feat, max_lengths)
 
     def _segment_class(self):
         return SparseSegmentPatternModel if self._mode() == "sparse" else SegmentPatternModel
+
+    def _model_of(self, pats, attr_ptr, feat, max_lengths=None):
+        """The feature model of patterns ``pats`` and state features (``attr_ptr``, ``feat``); with
+        ``segments`` also the longest run ``max_lengths`` (K,) per label (also built from counts merged
+        over shards by :mod:`structlearn.distributed`)."""
+        if self.segments:
+            return self._segment_class()(pats, attr_ptr, feat, max_lengths)
+        return HigherOrderFeatureModel(pats, attr_ptr, feat, self._mode())
 
     def fit(self, X, y, X_dev=None, y_dev=None, *, lengths=None, allowed=None, callback=None):
         """Train on sequences ``X`` with label sequences ``y`` (L-BFGS).
@@ -190,7 +198,7 @@ class HigherOrderCRF(ChainCRFBase):
                 pats.dense()  # fail early when K**d is too large
             attr_ptr, feat_pat = build_pattern_state_features(packed, yy, pats, len(vocab),
                                                               self.min_freq, self.all_possible_states)
-            model = HigherOrderFeatureModel(pats, attr_ptr, feat_pat, self._mode())
+            model = self._model_of(pats, attr_ptr, feat_pat)
         self.attributes_ = vocab.names
         self._vocab = vocab
         self.model_ = model
