@@ -69,7 +69,8 @@ def _check_estimator(estimator):
             raise ValueError(f"`estimator` must be one of structlearn's EM estimators (HiddenSemiMarkovModel, "
                              f"GeneralHSMM, ResidentialTimeHMM, VariableTransitionHMM, SwitchingHSMM, "
                              f"MultiChannelHSMM, AdaptiveFactorHSMM, the HMMs of structlearn.hmm, "
-                             f"HierarchicalHMM), a LinearChainCRF, a GraphCRF or an AdaBoostMRF; got "
+                             f"HierarchicalHMM), a CRF (LinearChainCRF, SemiMarkovCRF, HigherOrderCRF, TreeCRF, GraphCRF) or an "
+                             f"AdaBoostMRF; got "
                              f"{type(estimator).__name__}, which has no {name}")
 
 
@@ -107,10 +108,11 @@ def fit(estimator, data, client=None, *, init="first", split_every=8, callback=N
     ----------
     estimator : HiddenSemiMarkovModel, GeneralHSMM, ResidentialTimeHMM, VariableTransitionHMM,
         SwitchingHSMM, MultiChannelHSMM, AdaptiveFactorHSMM, an HMM of :mod:`structlearn.hmm`,
-        HierarchicalHMM, LinearChainCRF, GraphCRF or AdaBoostMRF
+        HierarchicalHMM, LinearChainCRF, SemiMarkovCRF, HigherOrderCRF, TreeCRF, GraphCRF or AdaBoostMRF
         Fitted in place with its hyper-parameters (EM: ``n_iter``, ``tol``, ``n_init``, ``params``,
         ``init_params``, ``random_state``, ``inference``, …; ``n_jobs`` is not used. LinearChainCRF:
-        ``algorithm="lbfgs"`` with its ``c1``, ``c2``, ``min_freq``, stopping rules, …; GraphCRF: its
+        ``algorithm="lbfgs"`` with its ``c1``, ``c2``, ``min_freq``, stopping rules, … (SemiMarkovCRF,
+        HigherOrderCRF, TreeCRF likewise: L-BFGS / OWL-QN with their own options); GraphCRF: its
         ``inference``, ``optimizer``, ``c2``, ``n_labels``, ``max_iterations``).
     data : dask.bag.Bag or list of dask.delayed / distributed.Future
         EM: a bag whose elements are sequences (array-like (T,) or (T, F), float64 — an HHMM with
@@ -128,6 +130,11 @@ def fit(estimator, data, client=None, *, init="first", split_every=8, callback=N
         (``min_freq``, the label bigrams), not by the objective, which is log p(y ∈ allowed | x); a pair
         counts as a triple whose tokens allow only their label. The result equals ``fit(X, y,
         allowed=mask)`` on the concatenated data (pairs' rows one-hot), ``mask`` in ``classes_`` order.
+        SemiMarkovCRF: ``(items, labels)`` or ``(items, labels, tokens)`` per sequence (labels as BIO tags,
+        runs or segment lists, as ``fit``). HigherOrderCRF (chain and ``segments=True``): ``(items,
+        labels)``. TreeCRF (``algorithm="lbfgs"``): ``(items, labels, parents)`` or ``(items, labels,
+        parents, edge_attributes)`` per tree. These three take no partial labels and no held-out data
+        in the distributed fit.
         GraphCRF: a bag whose elements are ``(graph, labels)`` pairs or ``(graph, labels,
         sample_weight)`` triples, one per graph, as ``GraphCRF.fit`` takes them (``graph = (node_features
         (n, D), edges (m, 2)[, edge_features (m, F)])``, labels (n,) int, -1 hidden). The shards are
