@@ -16,8 +16,6 @@ The boosting loop (or the parallel variant's CG) runs on the client in the estim
 tree likelihoods, the parallel bound — sends its parameters as one task and tree-reduces the shards'
 statistics (:func:`~._common.shard_map`).
 """
-import time
-
 import numpy as np
 
 from ..estimators.adaboost_mrf import AdaBoostMRF
