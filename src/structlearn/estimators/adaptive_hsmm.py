@@ -176,6 +176,63 @@ class AdaptiveFactorHSMM(BaseEstimator):
         shards = split_shards(base._shard_from_data(X, lengths), n_blocks(self.n_jobs))
         return self._fit_walks(base, lambda f, p: map_shards(f, p, shards, self.n_jobs))
 
+    def partial_fit(self, X, lengths=None, kappa=0.7):
+        """One step of online estimation on a chunk of a stream: the base HSMM's stepwise EM
+        (:meth:`HiddenSemiMarkovModel.partial_fit <structlearn.estimators.hsmm.HiddenSemiMarkovModel.partial_fit>`),
+        then the walk variances left as None moved towards the chunk's estimate with the same step:
+        q ← (1 - ρ_k) q + ρ_k q̂(chunk), ρ_k = (k + 2)^(-κ), q̂ the maximum-likelihood variance of the
+        local-level model on the chunk's Viterbi segments under the updated base model (as :meth:`fit`
+        estimates it on all data); the first chunk sets q = q̂.
+
+        Parameters
+        ----------
+        X : array-like of float64, shape (N, F)
+            The chunk (NaN = missing).
+        lengths : array-like of int, shape (B,), optional
+        kappa : float, default 0.7
+            Step-size exponent κ ∈ (0.5, 1].
+
+        Returns
+        -------
+        self
+            With ``n_chunks_seen_`` and ``chunk_log_likelihood_`` (of the base model, before the update).
+
+        Raises
+        ------
+        ValueError
+            Those of the base model's ``partial_fit``; an emission family the emission factor cannot scale
+            while it adapts. The estimator is unchanged after an error.
+
+        Notes
+        -----
+        Cost per call: the base model's E-step of the chunk and one Viterbi pass over it; memory
+        independent of the length of the stream.
+        """
+        import copy
+
+        from ..learning.hsmm_online import step_size
+        self._validate_hyper()
+        base = copy.deepcopy(self.hsmm_) if hasattr(self, "hsmm_") else self._base()
+        base.partial_fit(X, lengths, kappa=kappa)
+        k = base.n_chunks_seen_ - 1
+        todo = tuple(w for w in ("duration", "emission")
+                     if self._adapts(w) and getattr(self, f"{w}_walk_var") is None)
+        estimate = {}
+        if todo:
+            shard = base._shard_from_data(X, lengths)
+            total = map_shards(_learn.shard_measurements,
+                               (base, base._potentials().log_pmf(), self.censoring, todo), [shard])
+            for what in todo:
+                estimate[what] = _learn.estimate_walk_variance(_learn.gather_measurements(total, what))
+        rho = step_size(k, float(kappa))
+        previous = {w: getattr(self, f"{w}_walk_var_", None) for w in todo}
+        self._fit_walks(base, None, walks={
+            w: q if previous[w] is None or k == 0 else (1.0 - rho) * previous[w] + rho * q
+            for w, q in estimate.items()})
+        self.n_chunks_seen_ = base.n_chunks_seen_
+        self.chunk_log_likelihood_ = base.chunk_log_likelihood_
+        return self
+
     def _fit_sharded(self, map_statistics, init_data, max_length, n_features, X=None):
         """The base HSMM by its sharded EM (:meth:`HiddenSemiMarkovModel._fit_sharded
         <structlearn.estimators.hsmm.HiddenSemiMarkovModel>`), then the walk variances from measurements
@@ -196,24 +253,30 @@ class AdaptiveFactorHSMM(BaseEstimator):
         check_is_fitted(self, "hsmm_")
         return self.hsmm_._shard_function(posteriors)
 
-    def _fit_walks(self, base, map_statistics):
+    def _fit_walks(self, base, map_statistics, walks=None):
         """Set ``hsmm_`` and the walk variances left as None: maximum likelihood of the local-level model
         (:func:`~structlearn.learning.adaptive_hsmm.estimate_walk_variance`) on the measurements of the
         Viterbi segments of the base model, computed per shard
         (:func:`~structlearn.learning.adaptive_hsmm.shard_measurements` through ``map_statistics``) and
-        gathered here. Returns self."""
+        gathered here (``walks``: those variances already estimated, by ``partial_fit``). Returns self."""
         self.hsmm_ = base
         self.max_duration_ = base.max_duration_
         self.n_features_in_ = base.n_features_in_
         todo = tuple(w for w in ("duration", "emission")
                      if self._adapts(w) and getattr(self, f"{w}_walk_var") is None)
         total = None
+        if walks is not None:
+            for what, q in walks.items():
+                setattr(self, f"{what}_walk_var_", float(q))
+            todo = ()
         if todo:
             total = map_statistics(_learn.shard_measurements,
                                    (base, base._potentials().log_pmf(), self.censoring, todo))
         for what in ("duration", "emission"):
             if not self._adapts(what):
                 q = 0.0
+            elif walks is not None and what in walks:
+                continue
             elif what in todo:
                 q = _learn.estimate_walk_variance(_learn.gather_measurements(total, what))
             else:
