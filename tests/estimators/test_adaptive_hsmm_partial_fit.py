@@ -1,6 +1,5 @@
 """AdaptiveFactorHSMM.partial_fit: the base HSMM's stepwise EM and walk variances moved towards each
 chunk's estimate."""
-import copy
 import warnings
 
 import numpy as np
