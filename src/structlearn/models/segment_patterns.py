@@ -1,6 +1,8 @@
 """Higher-order semi-Markov CRF: segment-label n-grams on the :class:`~structlearn.structures.SemiMarkov`
 engine by dense expansion to tuples of segment labels (the segment twin of
-:mod:`structlearn.models.higher_order`, which holds the label-pattern sets).
+:mod:`structlearn.models.higher_order`, which holds the label-pattern sets). The sparse form, over the
+prefixes of the patterns seen in training, is :mod:`structlearn.models.segment_patterns_sparse`; both
+run through :class:`SegmentPatternChain`.
 """
 import itertools
 
@@ -49,7 +51,20 @@ class SegmentPatternModel:
     tuples of the last d segment labels, padded at the front with a pad symbol for the first segments;
     the transition between overlapping tuples carries the in-range n-gram weights. Segments longer than
     the longest training run of their label are forbidden. Cost per pass O(N·(D·K' + K'²)) with
-    K' ≈ K·(K-1)**(d-1) tuple states; memory O(N·K'²) for the transition marginals.
+    K' = Σ_{n=1..d} K·(K-1)**(n-1) tuple states (657 for K = 9, d = 3); memory O(N·K') plus the
+    transition marginals, K'² per sequence, summed over blocks of sequences
+    (:attr:`SegmentPatternChain.block_entries`).
+
+    Attributes
+    ----------
+    tuples : list of tuple
+        The S super-labels (here padded d-tuples); ``last`` (S,) int64 their last segment label,
+        ``first_state`` (S,) bool those that may start a sequence.
+    src, dst : ndarray of int64, shape (E,)
+        The expansion's edges; ``trans_inc`` (E, Z) sparse 0/1: the n-grams (n ≥ 2) each one completes.
+    state_map : scipy.sparse.csr_matrix, shape (S, Zs)
+        The state patterns of every super-label (here Zs = K, its last label): the token unary of
+        super-label q is Σ_z state_map[q, z]·phi[:, z].
 
     Parameter layout: ``w[:F]`` state (attribute, label); ``w[F:F+Z]`` patterns (unigrams stay 0);
     ``w[F+Z:F+Z+D·K]`` durations (D, K); then start (K,), end (K,).
