@@ -18,29 +18,7 @@ import math
 
 import numpy as np
 
-
-def _log(x):
-    return math.log(x) if x > 0 else -math.inf
-
-
-def _segmentations(T, M, D, censoring):
-    out = []
-
-    def rec(start, segs):
-        if start >= T:
-            states = []
-            for j, _, d in segs:
-                states.extend([j] * d)
-            out.append((tuple(states[:T]), list(segs)))
-            return
-        for j in range(M):
-            for d in range(1, D + 1):
-                if start + d > T and censoring == "none":
-                    continue
-                rec(start + d, segs + [(j, start, d)])
-
-    rec(0, [])
-    return out
+from .multichannel_hsmm_oracle import _log, _segmentations
 
 
 def expected_counts(startprob, coupling, transmat, pmfs, log_emissions, censoring="right"):

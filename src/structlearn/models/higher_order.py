@@ -307,14 +307,25 @@ def build_pattern_state_features(packed, y, patterns, n_attributes, min_freq=0.0
     attribute, patterns ascending (for order 1 the layout of
     :func:`~structlearn.models.features.build_state_features`).
     """
-    A, Zs = n_attributes, patterns.n_state_patterns
     if all_possible_states:
+        return state_feature_layout(packed, n_attributes, patterns.n_state_patterns, None)
+    ids = ngram_ids(patterns, y, packed.offsets, patterns.state_order)
+    return state_feature_layout(packed, n_attributes, patterns.n_state_patterns, ids, min_freq)
+
+
+def state_feature_layout(packed, n_attributes, n_state_patterns, ids, min_freq=0.0):
+    """(attr_ptr (A + 1,), feat_pat (F,)) int64 of the state features (a, z): a pair exists when attribute
+    a occurs (non-zero) at a token whose ``ids`` row (N, s) holds state pattern z (-1: none) at least
+    ``min_freq`` times; ``ids`` None: every state pattern for every attribute seen. Grouped by attribute,
+    pattern ids ascending. Shared by the chain (:func:`build_pattern_state_features`) and segment
+    (:func:`~structlearn.models.segment_patterns_sparse.build_segment_state_features`) models. Time
+    O(nnz · s + F log F)."""
+    A, Zs = n_attributes, n_state_patterns
+    if ids is None:
         seen = np.zeros(A, bool)
         seen[packed.item_attr[packed.item_val != 0]] = True
-        cnt = np.where(seen, Zs, 0)
-        attr_ptr = np.concatenate([[0], np.cumsum(cnt)]).astype(np.int64)
+        attr_ptr = np.concatenate([[0], np.cumsum(np.where(seen, Zs, 0))]).astype(np.int64)
         return attr_ptr, np.tile(np.arange(Zs, dtype=np.int64), int(seen.sum()))
-    ids = ngram_ids(patterns, y, packed.offsets, patterns.state_order)
     rows = np.repeat(np.arange(packed.n_items, dtype=np.int64), np.diff(packed.item_ptr))
     nz = packed.item_val != 0
     r, a = rows[nz], packed.item_attr[nz]

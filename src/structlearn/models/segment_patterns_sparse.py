@@ -24,6 +24,7 @@ tuples: the same model, the same numbers, K·(K-1)**(d-1) states instead of |P|)
 import numpy as np
 import scipy.sparse as sp
 
+from .higher_order import state_feature_layout
 from .segment_patterns import SegmentPatternModel, runs
 
 __all__ = ["SparseSegmentPatternModel", "segment_prefix_automaton", "build_segment_state_features"]
@@ -104,12 +105,9 @@ def build_segment_state_features(packed, y, patterns, n_attributes, min_freq=0.0
     attribute, ids ascending (with s = 1 the layout of
     :func:`~structlearn.models.features.build_state_features`). Time O(nnz · s).
     """
-    A, Zs = n_attributes, patterns.n_state_patterns
+    Zs = patterns.n_state_patterns
     if all_possible_states:
-        seen = np.zeros(A, bool)
-        seen[packed.item_attr[packed.item_val != 0]] = True
-        attr_ptr = np.concatenate([[0], np.cumsum(np.where(seen, Zs, 0))]).astype(np.int64)
-        return attr_ptr, np.tile(np.arange(Zs, dtype=np.int64), int(seen.sum()))
+        return state_feature_layout(packed, n_attributes, Zs, None)
     s = patterns.state_order
     s0, s1, sl, so = runs(np.asarray(y, np.int64), packed.offsets)
     N = packed.n_items
@@ -121,18 +119,7 @@ def build_segment_state_features(packed, y, patterns, n_attributes, min_freq=0.0
                 z = patterns.index.get(tuple(labs[i - k + 1:i + 1]), -1)
                 if 0 <= z < Zs:
                     ids[s0[so[b] + i]:s1[so[b] + i] + 1, k - 1] = z
-    rows = np.repeat(np.arange(N, dtype=np.int64), np.diff(packed.item_ptr))
-    nz = packed.item_val != 0
-    r, a = rows[nz], packed.item_attr[nz]
-    keys = []
-    for k in range(s):
-        z = ids[r, k]
-        ok = z >= 0
-        keys.append(a[ok] * Zs + z[ok])
-    keys, counts = np.unique(np.concatenate(keys), return_counts=True)
-    keys = keys[counts >= min_freq]
-    attr_ptr = np.concatenate([[0], np.cumsum(np.bincount(keys // Zs, minlength=A))]).astype(np.int64)
-    return attr_ptr, (keys % Zs).astype(np.int64)
+    return state_feature_layout(packed, n_attributes, Zs, ids, min_freq)
 
 
 class SparseSegmentPatternModel(SegmentPatternModel):
