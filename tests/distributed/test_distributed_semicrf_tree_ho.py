@@ -198,7 +198,7 @@ def _chain_data(n_seq=30, seed=0):
     dict(order=2, c2=1.0, max_iterations=30),                                        # sparse patterns
     dict(order=2, patterns="dense", c1=0.1, c2=0.1, min_freq=2, max_iterations=30),   # OWL-QN, cut
     dict(order=3, state_order=3, all_possible_states=True, max_iterations=15),
-    dict(order=2, segments=True, c2=0.5, min_freq=2, max_iterations=25),              # dense segments
+    dict(order=2, segments=True, patterns="dense", c2=0.5, min_freq=2, max_iterations=25),              # dense segments
     dict(order=2, segments=True, patterns="sparse", state_order=2, all_possible_transitions=True,
          max_iterations=20),
 ])

@@ -509,7 +509,7 @@ def test_segments_estimator(tmp_path):
     assert back.predict(X) == pred
     assert crf.kbest(X[:1], 1)[0][0][0] == pred[0]  # k-best and sparse: test_higher_order_segments_sparse.py
     with pytest.raises(ValueError, match="state_order"):
-        HigherOrderCRF(order=2, segments=True, state_order=2).fit(X, y)
+        HigherOrderCRF(order=2, segments=True, patterns="dense", state_order=2).fit(X, y)
 
 
 @pytest.mark.slow

@@ -93,10 +93,10 @@ def test_switching_fit_sharded_from_statistics_equals_fit(kw):
     got = clone(est)
     shards = blocks(got, X, L, labels, [0, 1, 3, 4])[::-1]
     full = got._shard_from_data(X, L, labels)
-    np.testing.assert_array_equal(_known(full), labels)  # an (N, M) mask of states travels
+    np.testing.assert_array_equal(_known(got, full), labels)  # an (N, M) mask of states travels
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        got._fit_sharded(lambda f, p: map_shards(f, p, shards), (full.X, full.lengths, _known(full)),
+        got._fit_sharded(lambda f, p: map_shards(f, p, shards), (full.X, full.lengths, _known(got, full)),
                          int(L.max()), 1, None)
     same_switching(ref, got, 1e-8)
 

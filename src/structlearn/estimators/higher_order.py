@@ -55,8 +55,9 @@ class HigherOrderCRF(ChainCRFBase):
         forward–backward of Cuong et al. (2014) over prefixes of the patterns with the longest-suffix
         relation (time O(N·|P|·K), |P| ≤ number of pattern prefixes seen in training). Segments:
         ``"dense"`` has S ≈ K·(K-1)**(d-1) tuple states, ``"sparse"`` S = |P| pattern-prefix states,
-        time O(N·(D·S + S²)) per pass either way. Default ``"sparse"`` for chains, ``"dense"`` for
-        segments.
+        time O(N·(D·S + S²)) per pass either way. Default ``"sparse"`` (the same model and objective
+        as ``"dense"``, to rounding; order 3 on CoNLL-2002's 9 BIO labels: 77 states against 657, 25.6×
+        faster per iteration).
     state_order : int, optional
         Longest label n-gram that state features condition on, 1 ≤ s ≤ d; default min(d, 2) (unigrams
         and bigrams: longer n-grams multiply the number of state features with little data each);
@@ -101,8 +102,7 @@ class HigherOrderCRF(ChainCRFBase):
         Param("order", 2, "int>=1", "Markov order d: each label depends on the d previous ones"),
         Param("segments", False, "bool", "higher order over segment labels (runs of equal labels)"),
         Param("patterns", None, "{sparse,dense}|None",
-              "inference: sparse (pattern prefixes) or dense (K**d tuples); None: sparse (dense for "
-              "segments)"),
+              "inference: sparse (pattern prefixes) or dense (K**d tuples); None: sparse"),
         Param("state_order", None, "int>=1|None",
               "longest label n-gram that state features condition on (1..order); None: min(order, 2), "
               "1 for segments"),
@@ -132,7 +132,7 @@ class HigherOrderCRF(ChainCRFBase):
     def _mode(self):
         if self.patterns is not None:
             return self.patterns
-        return "dense" if self.segments else "sparse"
+        return "sparse"
 
     def _segment_model(self, yy, packed, K, n_attributes):
         s0, s1, sl, so = runs(yy, packed.offsets)
