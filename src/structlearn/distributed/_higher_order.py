@@ -26,6 +26,7 @@ from ..learning.objectives import HigherOrderCLL, SegmentCLL
 from ..models.features import AttributeVocabulary
 from ..models.higher_order import LabelPatterns, _codes, _positions
 from ..models.segment_patterns import runs
+from ._elements import split_elements
 from ._crf_shared import (check_bag, check_lbfgs, identity, load, reduce_counts, release, state_features,
                           train_on_shards)
 
@@ -36,16 +37,7 @@ _ELEMENTS = "(items, labels) pairs, one per sequence,"
 
 def _split(part, partition=0):
     """(X, y) of a partition of (items, labels) pairs."""
-    X, y = [], []
-    for j, el in enumerate(part):
-        if not (isinstance(el, (tuple, list)) and len(el) == 2):
-            what = f"a {type(el).__name__} of length {len(el)}" if isinstance(el, (tuple, list)) else \
-                f"a {type(el).__name__}"
-            raise ValueError(f"every element of the bag must be a pair (items, labels) of one sequence; "
-                             f"element {j} of partition {partition} is {what}")
-        X.append(el[0])
-        y.append(el[1])
-    return X, y
+    return split_elements(part, partition, ("items", "labels"))
 
 
 def _decode(code, k, labels):

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..learning.objectives import SemiMarkovCLL
 from ..models.features import AttributeVocabulary
+from ._elements import split_elements
 from ._crf_shared import (check_bag, check_lbfgs, identity, load, merge_counts, pair_counts, reduce_counts,
                           release, state_features, train_on_shards)
 
@@ -36,22 +37,8 @@ _ELEMENTS = "(items, labels) pairs or (items, labels, tokens) triples, one per s
 
 def _split(part, partition=0):
     """(X, y, tokens or None) of a partition of (items, labels[, tokens]) elements."""
-    X, y, tokens = [], [], []
-    for j, el in enumerate(part):
-        if not (isinstance(el, (tuple, list)) and len(el) in (2, 3)):
-            what = f"a {type(el).__name__} of length {len(el)}" if isinstance(el, (tuple, list)) else \
-                f"a {type(el).__name__}"
-            raise ValueError(f"every element of the bag must be a pair (items, labels) or a triple (items, "
-                             f"labels, tokens) of one sequence; element {j} of partition {partition} is "
-                             f"{what}")
-        X.append(el[0])
-        y.append(el[1])
-        tokens.append(el[2] if len(el) == 3 else None)
-    given = [t is not None for t in tokens]
-    if any(given) and not all(given):
-        raise ValueError(f"partition {partition}: give the token strings with every sequence of the bag "
-                         f"(triples) or with none (pairs)")
-    return X, y, (tokens if given and all(given) else None)
+    return split_elements(part, partition, ("items", "labels", "tokens"), optional=1,
+                          given_as={"tokens": "the token strings"})
 
 
 def _fresh(estimator):

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..learning.objectives import TreeCLL
 from ..models.features import AttributeVocabulary
+from ._elements import split_elements
 from ._crf_shared import (check_bag, check_lbfgs, identity, load, pair_counts, reduce_counts, release,
                           state_features, train_on_shards)
 
@@ -32,23 +33,8 @@ _ELEMENTS = "(items, labels, parents) or (items, labels, parents, edge_attribute
 def _split(part, partition=0):
     """(X, y, parents, edge attributes or None) of a partition of (items, labels, parents[,
     edge_attributes]) elements."""
-    X, y, P, E = [], [], [], []
-    for j, el in enumerate(part):
-        if not (isinstance(el, (tuple, list)) and len(el) in (3, 4)):
-            what = f"a {type(el).__name__} of length {len(el)}" if isinstance(el, (tuple, list)) else \
-                f"a {type(el).__name__}"
-            raise ValueError(f"every element of the bag must be a triple (items, labels, parents) or a "
-                             f"4-tuple (items, labels, parents, edge_attributes) of one tree; element {j} of "
-                             f"partition {partition} is {what}")
-        X.append(el[0])
-        y.append(el[1])
-        P.append(el[2])
-        E.append(el[3] if len(el) == 4 else None)
-    given = [e is not None for e in E]
-    if any(given) and not all(given):
-        raise ValueError(f"partition {partition}: give edge attributes with every tree of the bag "
-                         f"(4-tuples) or with none (triples)")
-    return X, y, P, (E if given and all(given) else None)
+    return split_elements(part, partition, ("items", "labels", "parents", "edge_attributes"), optional=1,
+                          unit="tree", given_as={"edge_attributes": "edge attributes"})
 
 
 def _fresh(estimator):
