@@ -56,6 +56,9 @@ def timed_sum_shards(function, params, *shards):
     return ShardStatistics(dict(total.stats, _info=info), total.value, total.n_sequences)
 
 
+INLINE = [False]
+
+
 def timed_shard_map(client, shards, where, split_every, callback=None):
     """Client side: :func:`structlearn.distributed._common.shard_map` (one task per worker), timed."""
     import psutil
@@ -71,7 +74,7 @@ def timed_shard_map(client, shards, where, split_every, callback=None):
     def map_statistics(function, params):
         w0 = [sum(p.cpu_times()[:2]) for p in procs]
         c0, t0 = time.process_time(), time.perf_counter()
-        p = client.submit(identity, params, pure=False)
+        p = params if INLINE[0] else client.submit(identity, params, pure=False)
         stats = [client.submit(timed_sum_shards, function, p, *members, pure=False, **where(first))
                  for first, members in groups.values()]
         t1 = time.perf_counter()
@@ -109,6 +112,8 @@ def main():
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--ab", action="store_true", help="with and without the per-shard model copy")
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--inline", action="store_true",
+                    help="also run with w inside the worker's task instead of a task of its own")
     ap.add_argument("--verbose", action="store_true", help="one line per evaluation")
     a = ap.parse_args()
     warnings.simplefilter("ignore")
@@ -147,9 +152,11 @@ def main():
                            dashboard_address=None, env={"NUMBA_NUM_THREADS": "1"})
     client = Client(cluster)
     try:
-        for variant in (["without copy", "with copy"] if a.ab else ["as is"]) * a.rounds:
+        variants = ["without copy", "with copy"] if a.ab else ["w as a task", "w inline"] if a.inline else ["as is"]
+        for variant in variants * a.rounds:
             if a.ab:
                 client.run(_toggle, variant == "with copy")
+            INLINE[0] = variant == "w inline"
             EVALS.clear()
             m = sd.fit(bd.crf_model(a.iter), db.from_sequence(list(zip(X, y)), npartitions=a.shards), client)
             ev = EVALS[1:]
