@@ -12,6 +12,11 @@ Needs the ``bench`` extra (python-crfsuite).
 
 Measured 2026-12-01 on a quiet 2-core machine: structlearn 161 iterations, 0.171 s/it, total 29.3 s, chunk
 F1 0.9362; python-crfsuite 166 iterations, 0.450 s/it, total 76.3 s, F1 0.9361; end-to-end ratio 0.384.
+
+Measured 2026-12-03 on an idle machine (load average ~1): structlearn 161 iterations, 0.206 s/it, total
+35.5 s, chunk F1 0.9361; python-crfsuite 166 iterations, 0.725 s/it, total 122.6 s, F1 0.9361; end-to-end
+ratio 0.290 (training 0.275, tagging 0.952). At load 4.4 the same script gave 0.564: our two Numba threads
+lose more to other jobs than CRFsuite's one.
 """
 import argparse
 import os
