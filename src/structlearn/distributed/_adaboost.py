@@ -21,7 +21,7 @@ import numpy as np
 from ..estimators.adaboost_mrf import AdaBoostMRF
 from ..structures.graphs import check_graph_labels, check_graphs
 from ._common import placement, shard_map
-from ._graph import _count, _split
+from ._graph import _count, _split, label_count
 
 __all__ = ["fit_adaboost_mrf"]
 
@@ -76,13 +76,7 @@ def fit_adaboost_mrf(estimator, data, client, *, split_every=8, callback=None):
             raise ValueError(f"the graphs of the bag must have the same numbers of node and edge features "
                              f"(D, F); the partitions have {sorted(shapes)}")
         D, F = shapes.pop()
-        if estimator.n_labels is not None:
-            K = int(estimator.n_labels)
-        else:
-            top = max(c["top"] for c in counts)
-            if top < 0:
-                raise ValueError("`y` holds no observed label (all -1); pass `n_labels`")
-            K = top + 1
+        K = label_count(estimator, counts)
         sizes = [c["graphs"] for c in counts]
         starts = np.concatenate([[0], np.cumsum(sizes)])
         B, S = int(starts[-1]), len(raw)

@@ -69,6 +69,17 @@ def _objective(estimator, K, factors, part):
                     n_factor_features=factors[0], factor_arities=factors[1])
 
 
+def label_count(estimator, counts):
+    """K of a graph CRF fitted on the bag: ``n_labels``, else 1 + the largest observed label over the
+    partitions' counts (ValueError when no label is observed)."""
+    if estimator.n_labels is not None:
+        return int(estimator.n_labels)
+    top = max(c["top"] for c in counts)
+    if top < 0:
+        raise ValueError("`y` holds no observed label (all -1); pass `n_labels`")
+    return top + 1
+
+
 def fit_graph_crf(estimator, data, client, *, split_every=8, callback=None):
     """Fit a GraphCRF on a dask bag of (graph, labels[, sample_weight]) elements; see
     :func:`structlearn.distributed.fit`."""
@@ -98,13 +109,7 @@ def fit_graph_crf(estimator, data, client, *, split_every=8, callback=None):
             raise ValueError(f"the graphs of the bag must have the same number of factor features G; the "
                              f"partitions have {sorted(gs)}")
         factors = (gs.pop() if gs else 0, tuple(sorted({r for c in counts for r in c["arities"]})))
-        if estimator.n_labels is not None:
-            K = int(estimator.n_labels)
-        else:
-            top = max(c["top"] for c in counts)
-            if top < 0:
-                raise ValueError("`y` holds no observed label (all -1); pass `n_labels`")
-            K = top + 1
+        K = label_count(estimator, counts)
         shards = [client.submit(_objective, estimator, K, factors, r, pure=False, **where(i))
                   for i, r in enumerate(raw)]
         client.gather(shards)   # errors of the data (labels outside 0..K-1, ...) before training
