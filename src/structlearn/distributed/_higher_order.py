@@ -125,22 +125,10 @@ def _objective(estimator, classes, names, model, part, partition=0):
     est._label_index = {lab: k for k, lab in enumerate(classes)}
     packed = AttributeVocabulary(names).encode(X, None)
     yy = est._encode_labels(y, packed)
-    cll = SegmentCLL if estimator.segments else HigherOrderCLL
-    return cll(_own_cache(model), packed, yy, c2=0.0)
+    if estimator.segments:    # segment models keep no per-batch cache
+        return SegmentCLL(model, packed, yy, c2=0.0)
+    return HigherOrderCLL(model.shard_copy(), packed, yy, c2=0.0)
 
-
-def _own_cache(model):
-    """A shallow copy of a chain model whose per-batch cache (item codes, label paths of the last batch
-    the fused kernel saw) is its own: the shards of a worker receive one model object and would rebuild
-    them at every evaluation (as ``distributed._crf._own_cache`` for the linear chain). The dense-row
-    cache depends on the model alone: built once here and shared. Segment models keep no such cache."""
-    if not hasattr(model, "_cache") or not hasattr(model, "_dense_rows"):
-        return model
-    model._dense_rows()
-    own = object.__new__(type(model))
-    own.__dict__.update(model.__dict__)
-    own._cache = {"dense": model._cache["dense"]}
-    return own
 
 
 def fit_higher_order_crf(estimator, data, client, *, split_every=8, callback=None):

@@ -700,6 +700,16 @@ class HigherOrderFeatureModel:
             self._cache["dense"] = cache
         return cache
 
+    def shard_copy(self):
+        """A shallow copy (the same arrays and dense rows, built here once) with its own per-batch cache
+        (item codes and label paths of the last batch ``expected_counts`` saw): for the shards one process
+        evaluates in turn (as :meth:`~structlearn.models.crf.ChainFeatureModel.shard_copy`)."""
+        self._dense_rows()
+        own = object.__new__(type(self))
+        own.__dict__.update(self.__dict__)
+        own._cache = {"dense": self._cache["dense"]}
+        return own
+
     def __getstate__(self):
         state = self.__dict__.copy()
         state["_cache"] = {}
