@@ -3,7 +3,9 @@ __version__ = "0.1.0"
 
 from . import _threading
 
-_threading.configure()  # Numba's fork- and thread-safe layer (TBB), before any kernel runs
+# Numba's fork- and thread-safe layer (TBB), chosen before any kernel runs: now if Numba is loaded, else when
+# it is imported (so that the import of structlearn itself does not load Numba)
+_threading.install()
 
 _LAZY = {
     "LinearChainCRF": "structlearn.estimators.crf",

@@ -7,7 +7,10 @@ a process already using GNU OpenMP, this is unsafe" and the pool waits for it fo
 and thread-safe (Numba's "safe" layer), but the ``tbb`` wheel puts ``libtbb.so.12`` in the environment's
 ``lib/``, where the dynamic loader does not look, so Numba reports it missing.
 
-:func:`configure` (run by ``import structlearn``) therefore
+:func:`configure` (run when Numba is imported in a process that imported structlearn: :func:`install`,
+called by ``import structlearn``, runs it at once when Numba is loaded already, and otherwise when the
+import of Numba finishes, so that ``import structlearn`` itself stays free of Numba's 0.3-0.6 s import and
+``structlearn tag`` with the ahead-of-time compiled kernels never loads it) therefore
 
 1. keeps a layer the user chose (``NUMBA_THREADING_LAYER`` in the environment, or
    ``numba.config.THREADING_LAYER`` set to anything but ``"default"`` before importing structlearn),
@@ -28,7 +31,7 @@ import ctypes
 import os
 import sys
 
-__all__ = ["configure", "CHOSEN"]
+__all__ = ["configure", "install", "CHOSEN"]
 
 CHOSEN = None  # the layer configure() selected ("tbb" / "workqueue"), or None when the user chose one
 
@@ -72,3 +75,39 @@ def configure():
     config.THREADING_LAYER = layer
     CHOSEN = layer
     return layer
+
+
+class _AfterNumbaImport:
+    """A finder that handles only ``numba``: it finds Numba's own spec with the other finders and wraps
+    its loader so that :func:`configure` runs right after ``numba/__init__.py`` has executed (before any
+    kernel can be compiled or its thread pool started), then steps out of ``sys.meta_path``. (A plain class: ``importlib.abc`` costs 30 ms to import.)"""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "numba":
+            return None
+        import importlib.util
+
+        _remove_hook()
+        spec = importlib.util.find_spec("numba")
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        loader_exec = spec.loader.exec_module
+
+        def exec_module(module):
+            loader_exec(module)
+            configure()
+
+        spec.loader.exec_module = exec_module  # this spec's own loader instance
+        return spec
+
+
+def _remove_hook():
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _AfterNumbaImport)]
+
+
+def install():
+    """Run :func:`configure` now if Numba is imported, else as soon as it is (an import hook)."""
+    if "numba" in sys.modules:
+        configure()
+    elif not any(isinstance(f, _AfterNumbaImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterNumbaImport())

@@ -2,9 +2,13 @@
 import os
 import sys
 
-__all__ = ["PROG", "CLIError", "Out", "say", "warn", "source", "human_size", "open_model", "redirect_say"]
+__all__ = ["PROG", "STRUCTURE_NAMES", "CLIError", "Out", "say", "warn", "source", "human_size", "open_model", "redirect_say"]
 
 PROG = "structlearn"
+
+#: the values of ``learn --structure`` (the keys of :data:`structlearn.cli.learn.STRUCTURES`; named here so
+#: that building the parser does not import ``learn``)
+STRUCTURE_NAMES = ("chain", "tree", "semi-markov", "higher-order")
 
 
 class CLIError(Exception):

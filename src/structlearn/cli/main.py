@@ -42,17 +42,17 @@ This module is only the entry point; the subcommands live in :mod:`.learn`, :mod
 import os
 import sys
 
+import importlib
+
 from .common import PROG, CLIError
-from .demo import cmd_demo
-from .learn import cmd_learn
 from .parser import build_parser
-from .report import cmd_dump, cmd_eval, cmd_info
-from .tag import cmd_tag
 
 __all__ = ["main", "build_parser", "CLIError"]
 
-_COMMANDS = {"learn": cmd_learn, "tag": cmd_tag, "eval": cmd_eval, "dump": cmd_dump, "info": cmd_info,
-             "demo": cmd_demo}
+#: command -> (module of structlearn.cli, function); a command's module is imported when it runs, so that
+#: ``tag`` does not pay for the imports of ``learn`` or ``demo``
+_COMMANDS = {"learn": ("learn", "cmd_learn"), "tag": ("tag", "cmd_tag"), "eval": ("report", "cmd_eval"),
+             "dump": ("report", "cmd_dump"), "info": ("report", "cmd_info"), "demo": ("demo", "cmd_demo")}
 
 
 def main(argv=None):
@@ -71,7 +71,8 @@ def main(argv=None):
         if args.command is None:
             parser.print_help()
             return 2
-        return _COMMANDS[args.command](args)
+        module, function = _COMMANDS[args.command]
+        return getattr(importlib.import_module(f"{__package__}.{module}"), function)(args)
     except CLIError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2

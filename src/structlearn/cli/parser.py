@@ -1,8 +1,7 @@
 """The argparse parser of the ``structlearn`` command: one sub-parser per subcommand."""
 import argparse
 
-from .common import PROG, CLIError
-from .learn import STRUCTURES
+from .common import PROG, STRUCTURE_NAMES, CLIError
 
 __all__ = ["build_parser", "FORMATS", "ALGORITHMS"]
 
@@ -63,7 +62,7 @@ def build_parser():
     q.add_argument("train", nargs="*", metavar="TRAIN", help="training file(s) ('-' for stdin)")
     q.add_argument("-m", "--model", default=None,
                    help="file to store the model in (required except with -x; checked before training)")
-    q.add_argument("--structure", choices=tuple(STRUCTURES), default="chain",
+    q.add_argument("--structure", choices=STRUCTURE_NAMES, default="chain",
                    help="chain: linear-chain CRF (default); tree: tree-structured CRF on CRFSuite-0.13 "
                         "tree files (label<TAB>node<TAB>parent|_<TAB>attr[:value]...); semi-markov: "
                         "semi-Markov CRF labelling whole segments (BIO tags or runs of equal labels); "

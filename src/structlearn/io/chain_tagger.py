@@ -5,7 +5,11 @@ scikit-learn): the fast path of ``structlearn tag``.
 feature model with :func:`structlearn.models.crf_decode.chain_model_from_arrays` (as
 ``LinearChainCRF.load`` does) and :class:`ChainTagger.predict` is
 :func:`structlearn.models.crf_decode.predict_labels`, the function ``LinearChainCRF.predict`` calls: the
-labels are those of the estimator, bit for bit. Anything else (another format, a CRFsuite ``lCRF`` file,
+labels are those of the estimator, bit for bit. When the package's build compiled the tag kernels ahead of
+time (:mod:`structlearn.kernels.aot`) and the model has no transition attributes, the tagger keeps only
+the weight layout (:class:`~structlearn.models.crf_layout.ChainLayout`) and decodes with
+:func:`~structlearn.models.crf_decode.predict_labels_compiled`: the same labels, bit for bit, in a process
+that never imports Numba. Anything else (another format, a CRFsuite ``lCRF`` file,
 model files of the old attribute spelling, a malformed file) is left to the estimator
 (:func:`open_chain_tagger` returns None), which reads it or says what is wrong with it.
 """
@@ -13,7 +17,10 @@ import os
 
 import numpy as np
 
-from ..models.crf_decode import CHAIN_FORMAT, CHAIN_FORMAT_VERSION, chain_model_from_arrays, predict_labels
+from ..kernels import aot
+from ..models.crf_decode import (CHAIN_FORMAT, CHAIN_FORMAT_VERSION, chain_model_from_arrays, predict_labels,
+                                 predict_labels_compiled)
+from ..models.crf_layout import ChainLayout
 from ..models.features import AttributeVocabulary
 from ..utils.modelfile import load_model
 
@@ -30,7 +37,7 @@ class ChainTagger:
 
     Parameters
     ----------
-    model : ChainFeatureModel
+    model : ChainFeatureModel, or ChainLayout with ``kernels``
     coef : ndarray of float64, shape (n_params,)
     classes : list
         The labels (``classes_``).
@@ -40,9 +47,12 @@ class ChainTagger:
         The user metadata of the file (``metadata_``; ``structlearn learn`` stores its featurizer there).
     header : dict, optional
         The file's header.
+    kernels : module, optional
+        The ahead-of-time compiled tag kernels (:func:`structlearn.kernels.aot.load`); None: Numba's.
     """
 
-    def __init__(self, model, coef, classes, attributes, metadata=None, header=None):
+    def __init__(self, model, coef, classes, attributes, metadata=None, header=None, kernels=None):
+        self.kernels = kernels if kernels is not None and not model.n_trans_attr else None
         self.model_ = model
         self.coef_ = coef
         self.classes_ = list(classes)
@@ -71,7 +81,16 @@ class ChainTagger:
         -----
         Time O(nnz · labels per attribute + N · K²), memory O(N · K) for N items and K labels.
         """
-        return predict_labels(self.model_, self.coef_, self._vocab, self.classes_, X, lengths=lengths)
+        if self.kernels is not None:
+            out = predict_labels_compiled(self.model_, self.coef_, self._vocab, self.classes_, X, self.kernels,
+                                          lengths=lengths)
+            if out is not None:
+                return out
+            # a sequence without a feasible labeling: the engine's error names it
+        model = self.model_
+        if type(model) is ChainLayout:
+            model = chain_model_from_arrays(vars(model), model.n_labels)
+        return predict_labels(model, self.coef_, self._vocab, self.classes_, X, lengths=lengths)
 
 
 def open_chain_tagger(path):
@@ -107,8 +126,12 @@ def open_chain_tagger(path):
             return None
         classes = list(meta["classes"])
         coef = np.asarray(arrays["coef"], dtype=np.float64)
-        model = chain_model_from_arrays(arrays, len(classes))
-        tagger = ChainTagger(model, coef, classes, meta["attributes"], meta.get("user", {}), header)
+        kernels = aot.load()
+        trans_attr = arrays.get("trans_attr")
+        if trans_attr is not None and np.size(trans_attr):
+            kernels = None  # time-varying transitions: the JIT engine
+        model = chain_model_from_arrays(arrays, len(classes), ChainLayout if kernels is not None else None)
+        tagger = ChainTagger(model, coef, classes, meta["attributes"], meta.get("user", {}), header, kernels)
     except (OSError, KeyError, TypeError, ValueError):
         return None
     # the consistency check of LinearChainCRF.load (which reports the file as inconsistent)

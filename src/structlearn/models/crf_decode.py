@@ -17,10 +17,8 @@ command line can tag without importing the estimators.
 """
 import numpy as np
 
-from .crf import ChainFeatureModel
-
 __all__ = ["CHAIN_FORMAT", "CHAIN_FORMAT_VERSION", "chain_model_from_arrays", "chain_structure",
-           "viterbi_labels", "predict_labels"]
+           "viterbi_labels", "predict_labels", "predict_labels_compiled"]
 
 #: the model-file format name and version of :class:`~structlearn.LinearChainCRF` (``structlearn learn``'s
 #: default): the header's ``format`` / ``version`` (:mod:`structlearn.utils.modelfile`)
@@ -28,7 +26,7 @@ CHAIN_FORMAT = "linear-chain-crf"
 CHAIN_FORMAT_VERSION = 1
 
 
-def chain_model_from_arrays(arrays, n_labels):
+def chain_model_from_arrays(arrays, n_labels, model_class=None):
     """The :class:`~structlearn.models.crf.ChainFeatureModel` stored in a ``linear-chain-crf`` model file.
 
     Parameters
@@ -40,17 +38,22 @@ def chain_model_from_arrays(arrays, n_labels):
         and ``trans_attr`` int64 (Ta,).
     n_labels : int
         K, the number of labels (``classes`` of the file's metadata).
+    model_class : type, optional
+        ``ChainFeatureModel`` (default) or its weight layout alone,
+        :class:`~structlearn.models.crf_layout.ChainLayout` (NumPy only: no kernel is imported).
 
     Returns
     -------
-    ChainFeatureModel
+    ChainFeatureModel (or ``model_class``)
 
     Raises
     ------
     KeyError
         A required array is missing (``LinearChainCRF.load`` reports it as a malformed model file).
     """
-    return ChainFeatureModel(arrays["attr_ptr"], arrays["feat_label"], int(n_labels), arrays["trans_features"],
+    if model_class is None:
+        from .crf import ChainFeatureModel as model_class  # imports the kernels (Numba)
+    return model_class(arrays["attr_ptr"], arrays["feat_label"], int(n_labels), arrays["trans_features"],
                              arrays["forbidden"], arrays["forbidden_start"], arrays["forbidden_end"],
                              start_end=bool(arrays.get("start_end", True)), trans_attr=arrays.get("trans_attr"))
 
@@ -120,7 +123,11 @@ def viterbi_labels(structure, packed, classes):
     Viterbi is the max-product recursion of the engine (Rabiner 1989, eq. 30-35; Lafferty et al. 2001):
     time O(N · K²), memory O(N · K).
     """
-    labels = np.asarray(classes, dtype=object)[structure.argmax()] if packed.n_items else np.zeros(0, object)
+    return _labels_by_sequence(structure.argmax() if packed.n_items else np.zeros(0, np.int64), packed, classes)
+
+
+def _labels_by_sequence(label_ids, packed, classes):
+    labels = np.asarray(classes, dtype=object)[label_ids] if packed.n_items else np.zeros(0, object)
     off = packed.offsets
     return [list(labels[off[b]:off[b + 1]]) for b in range(len(packed.lengths))]
 
@@ -152,3 +159,50 @@ def predict_labels(model, coef, vocab, classes, X, *, lengths=None, constraint_m
     packed, structure = chain_structure(model, coef, vocab, X, lengths=lengths,
                                         constraint_mask=constraint_mask, check=check)
     return viterbi_labels(structure, packed, classes)
+
+
+def predict_labels_compiled(layout, coef, vocab, classes, X, kernels, *, lengths=None):
+    """:func:`predict_labels` through the ahead-of-time compiled kernels (:mod:`structlearn.kernels.aot`),
+    without Numba: the same labels, bit for bit.
+
+    Parameters
+    ----------
+    layout : ChainLayout (or ChainFeatureModel) without transition attributes
+    coef, vocab, classes, X, lengths
+        As :func:`predict_labels`.
+    kernels : module
+        :func:`structlearn.kernels.aot.load`'s module.
+
+    Returns
+    -------
+    list (B) of lists of labels, or None
+        None when a sequence has no feasible labeling (forbidden transitions): :func:`predict_labels`
+        then raises the engine's error naming it.
+
+    Raises
+    ------
+    ValueError
+        Malformed ``X`` (:meth:`AttributeVocabulary.encode`); a layout with transition attributes.
+
+    Notes
+    -----
+    Time O(nnz · labels per attribute + N · K²) on one thread, memory O(N · K).
+    """
+    if layout.n_trans_attr:
+        raise ValueError("predict_labels_compiled: the compiled kernels take stationary transitions; this "
+                         f"model has {layout.n_trans_attr} transition attributes")
+    packed = vocab.encode(X, lengths)
+    K = layout.n_labels
+    w = np.ascontiguousarray(coef, dtype=np.float64)
+    unary = kernels.state_potentials(np.ascontiguousarray(w[:layout.n_state]), packed.item_ptr, packed.item_attr,
+                                     np.ascontiguousarray(packed.item_val, dtype=np.float64), layout.attr_ptr,
+                                     layout.feat_label, K)
+    trans, start, end = layout.transition_potentials(w)
+    labels = np.full(packed.n_items, -1, dtype=np.int64)
+    best = np.zeros(len(packed.lengths))
+    kernels.viterbi(unary, np.ascontiguousarray(trans, dtype=np.float64).reshape(1, K, K),
+                    np.ascontiguousarray(start, dtype=np.float64), np.ascontiguousarray(end, dtype=np.float64),
+                    packed.offsets, labels, best)
+    if np.any(labels < 0):
+        return None
+    return _labels_by_sequence(labels, packed, classes)
