@@ -10,7 +10,10 @@ process (interpreter start, imports, model loading, featurisation, tagging, outp
   ``--repeat`` runs after one warm-up);
 - ``tag conll (estimator path)``: the same through ``LinearChainCRF.load`` + ``predict`` (the path before
   the fast one; what ``-k``/``-i``/``-p`` still take);
-- ``tag conll (cold cache)``: the same with an empty ``NUMBA_CACHE_DIR`` (every kernel of the run compiled);
+- ``tag conll (cold cache)``: the same with an empty ``NUMBA_CACHE_DIR`` (with the tag kernels compiled
+  ahead of time by the package's build, :mod:`structlearn.kernels.aot`, nothing is left to compile);
+- ``tag conll (JIT kernels, warm / cold)``: the fast path with Numba's JIT kernels instead (the path before
+  the ahead-of-time kernels, and what a build without a C compiler takes);
 - ``tag attributes (warm)`` vs ``python-crfsuite``: the CRFsuite attribute file tagged by ``structlearn tag
   --format crfsuite`` and by ``pycrfsuite.Tagger`` on the same model written in CRFsuite's format (its
   process reads the attribute file with a few lines of Python).
@@ -39,6 +42,8 @@ import time
 
 _CLI = "from structlearn.cli.main import main; import sys; sys.exit(main())"
 _ESTIMATOR_PATH = ("import structlearn.io.chain_tagger as c; c.open_chain_tagger = lambda path: None\n" + _CLI)
+# the fast path with Numba's JIT kernels instead of the ahead-of-time compiled ones (structlearn.kernels.aot)
+_JIT_PATH = ("import structlearn.kernels.aot as a; a.load = lambda: None\n" + _CLI)
 _PYCRFSUITE = r"""
 import sys, pycrfsuite
 def field(f):  # CRFsuite's "name[:value]", "\\:" a colon and "\\\\" a backslash in the name
@@ -142,6 +147,11 @@ def main(argv=None):
                                                             repeat=args.repeat)
         with tempfile.TemporaryDirectory() as cache:
             rows["tag conll (cold cache)"], out_cold = _time(tag, env={**os.environ, "NUMBA_CACHE_DIR": cache})
+        jit = [py, "-c", _JIT_PATH, *tag[3:]]
+        _time(jit)  # fills the Numba cache of the JIT tag kernels
+        rows["tag conll (JIT kernels, warm)"], out_jit = _time(jit, repeat=args.repeat)
+        with tempfile.TemporaryDirectory() as cache:
+            rows["tag conll (JIT kernels, cold)"], _ = _time(jit, env={**os.environ, "NUMBA_CACHE_DIR": cache})
         tag_attrs = [py, "-c", _CLI, "tag", "-m", model, "--format", "crfsuite", attrs]
         rows["tag attributes (warm)"], out_attrs = _time(tag_attrs, repeat=args.repeat)
         try:
@@ -160,11 +170,12 @@ def main(argv=None):
     warm = rows["tag conll (warm)"]
     print(f"  ratio estimator path / fast path (warm): {rows['tag conll (estimator path)'] / warm:.2f}")
     print(f"  ratio cold cache / warm:                  {rows['tag conll (cold cache)'] / warm:.2f}")
+    print(f"  ratio JIT kernels / compiled ahead of time (warm): {rows['tag conll (JIT kernels, warm)'] / warm:.2f}")
     if "python-crfsuite tagger" in rows:
         print(f"  ratio structlearn / python-crfsuite (attribute file, warm): "
               f"{rows['tag attributes (warm)'] / rows['python-crfsuite tagger']:.2f}")
-    same = _labels(out_fast) == _labels(out_est) == _labels(out_cold) == _labels(out_attrs)
-    print(f"  outputs: fast = estimator path = cold = attribute file: {same}"
+    same = _labels(out_fast) == _labels(out_est) == _labels(out_cold) == _labels(out_attrs) == _labels(out_jit)
+    print(f"  outputs: fast = estimator path = cold = attribute file = JIT kernels: {same}"
           + ("" if out_crf is None else f"; = python-crfsuite: {_labels(out_crf) == _labels(out_fast)}"))
     return 0 if same else 1
 
