@@ -117,3 +117,33 @@ def test_tag_never_imports_numba(kernels, tmp_path):
     assert res.returncode == 0, res.stderr
     rc, n_chars, *loaded = res.stdout.split()
     assert rc == "0" and int(n_chars) > 0 and loaded == [], loaded
+
+
+@pytest.mark.parametrize("array, value, message", [
+    ("feat_label", 10 ** 7, "'feat_label' must hold labels"),
+    ("feat_label", -5, "'feat_label' must hold labels"),
+    ("attr_ptr", 10 ** 7, "'attr_ptr' must rise"),
+    ("forbidden", None, "'forbidden' must have shape"),
+])
+def test_a_corrupted_model_file_is_refused_not_a_segfault(tmp_path, array, value, message):
+    """Index arrays from a file are checked before a kernel sees them (both paths, one check)."""
+    from structlearn.estimators.crf import LinearChainCRF
+    from structlearn.io import ModelFileError
+    from structlearn.utils.modelfile import load_model, save_model
+
+    X = [[{"w": "a"}, {"w": "b"}, {"w": "c"}], [{"w": "b"}]] * 5
+    y = [["A", "B", "C"], ["B"]] * 5
+    path = LinearChainCRF(max_iterations=10).fit(X, y).save(tmp_path / "m.model")
+    header, arrays = load_model(path)
+    arrays = dict(arrays)
+    if value is None:
+        arrays[array] = arrays[array][:1]
+    else:
+        arrays[array] = arrays[array].copy()
+        arrays[array][1] = value
+    bad = tmp_path / "bad.model"
+    save_model(bad, format_name=header["format"], version=header["version"], estimator=header["estimator"],
+               params=header["params"], metadata=header["metadata"], arrays=arrays)
+    assert open_chain_tagger(bad) is None
+    with pytest.raises(ModelFileError, match=message):
+        LinearChainCRF.load(bad)

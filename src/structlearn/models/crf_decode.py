@@ -50,12 +50,15 @@ def chain_model_from_arrays(arrays, n_labels, model_class=None):
     ------
     KeyError
         A required array is missing (``LinearChainCRF.load`` reports it as a malformed model file).
+    ValueError
+        Index arrays that do not fit each other (:meth:`ChainLayout.check`), e.g. a corrupted file: the
+        kernels would otherwise read and write outside their arrays.
     """
     if model_class is None:
         from .crf import ChainFeatureModel as model_class  # imports the kernels (Numba)
     return model_class(arrays["attr_ptr"], arrays["feat_label"], int(n_labels), arrays["trans_features"],
-                             arrays["forbidden"], arrays["forbidden_start"], arrays["forbidden_end"],
-                             start_end=bool(arrays.get("start_end", True)), trans_attr=arrays.get("trans_attr"))
+                       arrays["forbidden"], arrays["forbidden_start"], arrays["forbidden_end"],
+                       start_end=bool(arrays.get("start_end", True)), trans_attr=arrays.get("trans_attr")).check()
 
 
 def chain_structure(model, coef, vocab, X, *, lengths=None, constraint_mask=None, check=None):

@@ -59,6 +59,32 @@ class ChainLayout:
                               else np.asarray(forbidden_end, bool))
         self.trans_features &= ~self.forbidden
 
+    def check(self):
+        """Check the index arrays against each other (a model read from a file): returns ``self``.
+
+        Raises
+        ------
+        ValueError
+            ``attr_ptr`` does not rise from 0 to F, a ``feat_label`` outside [0, K), a transition attribute
+            outside [0, A), or a mask of the wrong shape: the kernels would read or write outside their
+            arrays.
+        """
+        K, F = self.n_labels, self.n_state
+        ptr, labels, ta = self.attr_ptr, self.feat_label, self.trans_attr
+        if ptr.ndim != 1 or ptr.size == 0 or ptr[0] != 0 or ptr[-1] != F or np.any(np.diff(ptr) < 0):
+            raise ValueError(f"'attr_ptr' must rise from 0 to the number of state features ({F}); got "
+                             f"{ptr.size} entries from {ptr[:1].tolist()} to {ptr[-1:].tolist()}")
+        if labels.ndim != 1 or (F and (labels.min() < 0 or labels.max() >= K)):
+            raise ValueError(f"'feat_label' must hold labels in [0, {K}); got values from {labels.min()} to "
+                             f"{labels.max()}")
+        for name, shape in (("trans_features", (K, K)), ("forbidden", (K, K)), ("forbidden_start", (K,)),
+                            ("forbidden_end", (K,))):
+            if getattr(self, name).shape != shape:
+                raise ValueError(f"{name!r} must have shape {shape}; got {getattr(self, name).shape}")
+        if ta.ndim != 1 or (ta.size and (ta.min() < 0 or ta.max() >= ptr.size - 1)):
+            raise ValueError(f"'trans_attr' must hold attribute ids in [0, {ptr.size - 1})")
+        return self
+
     @property
     def n_state(self):
         """Number of state features F."""
