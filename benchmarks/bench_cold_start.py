@@ -14,6 +14,9 @@ process (interpreter start, imports, model loading, featurisation, tagging, outp
   ahead of time by the package's build, :mod:`structlearn.kernels.aot`, nothing is left to compile);
 - ``tag conll (JIT kernels, warm / cold)``: the fast path with Numba's JIT kernels instead (the path before
   the ahead-of-time kernels, and what a build without a C compiler takes);
+- ``demo kernels (warm / cold cache)``: the kernels ``structlearn demo`` runs (featurise 50 CoNLL-2000
+  sentences, fit 3 L-BFGS iterations, score) in a new process with a filled and an empty
+  ``NUMBA_CACHE_DIR``: the difference is the compilation the demo triggers;
 - ``tag attributes (warm)`` vs ``python-crfsuite``: the CRFsuite attribute file tagged by ``structlearn tag
   --format crfsuite`` and by ``pycrfsuite.Tagger`` on the same model written in CRFsuite's format (its
   process reads the attribute file with a few lines of Python).
@@ -44,6 +47,19 @@ import time
 
 _CLI = "from structlearn.cli.main import main; import sys; sys.exit(main())"
 _ESTIMATOR_PATH = ("import structlearn.io.chain_tagger as c; c.open_chain_tagger = lambda path: None\n" + _CLI)
+# the demo's kernels on a small slice of its data (featurise, fit 3 L-BFGS iterations, predict, chunk F1):
+# with an empty Numba cache this is the compilation `structlearn demo` triggers, with a warm one the rest
+_DEMO_KERNELS = """
+from structlearn.datasets import load_conll2000
+from structlearn.io.conll import featurize
+from structlearn.estimators.crf import LinearChainCRF
+import warnings
+warnings.simplefilter("ignore")
+data = load_conll2000()
+X, y = featurize(data.train[:50], "chunking")
+est = LinearChainCRF(max_iterations=3).fit(X, y)
+print(est.score(X, y))
+"""
 # the fast path with Numba's JIT kernels instead of the ahead-of-time compiled ones (structlearn.kernels.aot)
 _JIT_PATH = ("import structlearn.kernels.aot as a; a.load = lambda: None\n" + _CLI)
 _PYCRFSUITE = r"""
@@ -154,6 +170,11 @@ def main(argv=None):
         rows["tag conll (JIT kernels, warm)"], out_jit = _time(jit, repeat=args.repeat)
         with tempfile.TemporaryDirectory() as cache:
             rows["tag conll (JIT kernels, cold)"], _ = _time(jit, env={**os.environ, "NUMBA_CACHE_DIR": cache})
+        demo = [py, "-c", _DEMO_KERNELS]
+        _time(demo)
+        rows["demo kernels (warm cache)"], _ = _time(demo, repeat=args.repeat)
+        with tempfile.TemporaryDirectory() as cache:
+            rows["demo kernels (cold cache)"], _ = _time(demo, env={**os.environ, "NUMBA_CACHE_DIR": cache})
         tag_attrs = [py, "-c", _CLI, "tag", "-m", model, "--format", "crfsuite", attrs]
         rows["tag attributes (warm)"], out_attrs = _time(tag_attrs, repeat=args.repeat)
         try:
@@ -172,6 +193,8 @@ def main(argv=None):
     warm = rows["tag conll (warm)"]
     print(f"  ratio estimator path / fast path (warm): {rows['tag conll (estimator path)'] / warm:.2f}")
     print(f"  ratio cold cache / warm:                  {rows['tag conll (cold cache)'] / warm:.2f}")
+    print(f"  compilation the demo triggers (cold - warm): "
+          f"{rows['demo kernels (cold cache)'] - rows['demo kernels (warm cache)']:.1f} s")
     print(f"  ratio JIT kernels / compiled ahead of time (warm): {rows['tag conll (JIT kernels, warm)'] / warm:.2f}")
     if "python-crfsuite tagger" in rows:
         print(f"  ratio structlearn / python-crfsuite (attribute file, warm): "
