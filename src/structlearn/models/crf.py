@@ -1,17 +1,7 @@
 """Linear-chain CRF feature model: a weight vector -> :class:`~structlearn.structures.LinearChain`.
 
-Parameter layout of ``w`` (float64, length ``n_params``)::
-
-    w[:F]                 state features (attribute, label), grouped by attribute
-    w[F:F+K²]             transitions "from, to" (row-major)
-    w[F+K²:F+K²+K]        start (label of the first token)
-    w[F+K²+K:F+K²+2K]     end (label of the last token)
-    w[F+K²+2K:]           transition attributes (Ta, K, K): x_{t+1,a} · W[a, y_t, y_{t+1}] (optional)
-
-Transitions without a feature (never observed in training, unless ``all_possible_transitions``) keep
-weight 0; so do the start and end weights of a model without them (``start_end=False``: CRFsuite's crf1d
-model, whose score is state plus transition weights only); forbidden transitions/starts/ends (user constraints such as BIO ``O -> I-X``) are -inf
-potentials in training and decoding.
+The layout of the weight vector ``w``, which transitions are parameters and the -inf potentials of
+forbidden ones: :mod:`structlearn.models.crf_layout`.
 """
 import numba
 import numpy as np
@@ -24,28 +14,14 @@ from .features import dense_feature_rows, next_token_values
 
 
 class ChainFeatureModel(ChainLayout):
-    """Maps CRF weights to chain potentials and chain marginals to the gradient (the weight layout and
-    transition potentials: :class:`~structlearn.models.crf_layout.ChainLayout`).
+    """Maps CRF weights to chain potentials and chain marginals to the gradient.
 
     Parameters
     ----------
-    attr_ptr : ndarray of int64, shape (A + 1,)
-    feat_label : ndarray of int64, shape (F,)
-    n_labels : int
-        K.
-    trans_features : ndarray of bool, shape (K, K)
-        Which transitions are parameters (others keep weight 0).
-    forbidden : ndarray of bool, shape (K, K), optional
-        Transitions with potential -inf.
-    forbidden_start, forbidden_end : ndarray of bool, shape (K,), optional
-        Labels that may not start / end a sequence.
-    start_end : bool, default True
-        Whether the start and end weights are parameters. ``False`` is CRFsuite's model (crf1d has no
-        boundary features): the slots stay in ``w`` with weight 0, so the layout does not change.
-    trans_attr : ndarray of int64, shape (Ta,), optional
-        Attribute ids whose value at token t+1 scales a label-pair weight ``W[a, y_t, y_{t+1}]``: the
-        observation-conditioned transition features t(y', y, x, i) of Sutton & McCallum (2012, §2.6,
-        the seed's transition scores). The chain then gets time-varying transitions (N, K, K).
+    attr_ptr, feat_label, n_labels, trans_features, forbidden, forbidden_start, forbidden_end, start_end, trans_attr
+        The weight layout: see :class:`~structlearn.models.crf_layout.ChainLayout`, which also gives the
+        transition potentials; this class adds the state potentials, the chain, the fused objective and
+        the gradient (Numba kernels).
     """
 
     #: attributes with at least this many label features are dense rows in the fused training kernel

@@ -12,6 +12,11 @@ Parameter layout of ``w`` (float64, length ``n_params``)::
     w[F+K²:F+K²+K]        start (label of the first token)
     w[F+K²+K:F+K²+2K]     end (label of the last token)
     w[F+K²+2K:]           transition attributes (Ta, K, K): x_{t+1,a} · W[a, y_t, y_{t+1}] (optional)
+
+Transitions without a feature (never observed in training, unless ``all_possible_transitions``) keep
+weight 0; so do the start and end weights of a model without them (``start_end=False``: CRFsuite's crf1d
+model, whose score is state plus transition weights only); forbidden transitions/starts/ends (user
+constraints such as BIO ``O -> I-X``) are -inf potentials in training and decoding.
 """
 import numpy as np
 
