@@ -282,7 +282,12 @@ class HigherOrderCRF(ChainCRFBase):
         pats = LabelPatterns.from_array(arrays["patterns"], len(self.classes_), int(self.order),
                                         int(self._state_order()))
         if self.segments:
-            self.model_ = self._segment_class()(pats, arrays["attr_ptr"], arrays["feat_pat"],
-                                                arrays["max_lengths"])
+            # durations bound the (D, K) blocks: at most the stored weights (a corrupted file must not allocate)
+            ml = np.asarray(arrays["max_lengths"])
+            if ml.shape != (len(self.classes_),) or ml.min() < 1 or ml.max() > self.coef_.size:
+                raise ValueError(f"'max_lengths' must be K = {len(self.classes_)} integers in "
+                                 f"[1, {self.coef_.size}]; got {ml.tolist()}")
+            self.model_ = self._segment_class()(pats, arrays["attr_ptr"], arrays["feat_pat"], ml).check()
         else:
-            self.model_ = HigherOrderFeatureModel(pats, arrays["attr_ptr"], arrays["feat_pat"], self._mode())
+            self.model_ = HigherOrderFeatureModel(pats, arrays["attr_ptr"], arrays["feat_pat"],
+                                                  self._mode()).check()

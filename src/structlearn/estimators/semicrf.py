@@ -8,6 +8,7 @@ from ..kernels.semicrf import span_all_caps, span_hashes
 from ..learning.objectives import SemiMarkovCLL
 from ..metrics.sequence import labels_from_segments, segments_from_labels
 from ..models.features import AttributeVocabulary, build_state_features
+from ..models.higher_order import check_shapes
 from ..models.semicrf import SEGMENT_FEATURES, SegmentBatch, SemiMarkovFeatureModel
 from ._crf_base import CRFBase
 from ._params import ALL_POSSIBLE_STATES, ALL_POSSIBLE_TRANSITIONS, LBFGS_PARAMS, MIN_FREQ, N_JOBS, VERBOSE, Param
@@ -613,11 +614,22 @@ class SemiMarkovCRF(CRFBase):
         self._restore_labels(meta)
         self.label_format_ = meta["label_format"]
         self._tok_index = {s: i for i, s in enumerate(meta.get("tokens", []))}
-        self._span_hash = np.asarray(arrays["span_hash"], dtype=np.int64)
+        self._span_hash = h = np.asarray(arrays["span_hash"], dtype=np.int64)
+        K = len(self.classes_)
+        check_shapes(arrays, {"trans_features": (K, K), "forbidden": (K, K), "max_lengths": (K,),
+                              "span_features": (np.shape(arrays["span_features"])[:1] + (K,))})
+        # durations bound the (D, K) blocks: at most the stored weights (a corrupted file must not allocate)
+        ml = np.asarray(arrays["max_lengths"])
+        if ml.size and (ml.min() < 1 or ml.max() > self.coef_.size):
+            raise ValueError(f"'max_lengths' must lie in [1, {self.coef_.size}]; got {ml.tolist()}")
+        if "span" in self.segment_features and (h.ndim != 1 or h.size != np.shape(arrays["span_features"])[0]
+                                                or np.any(h[1:] <= h[:-1])):  # no diff: hashes overflow
+            raise ValueError(f"'span_hash' must be {np.shape(arrays['span_features'])[0]} increasing hashes "
+                             f"(one per row of 'span_features'); got shape {h.shape}")
         self.model_ = SemiMarkovFeatureModel(
-            arrays["attr_ptr"], arrays["feat_label"], len(self.classes_), arrays["max_lengths"],
+            arrays["attr_ptr"], arrays["feat_label"], K, arrays["max_lengths"],
             arrays["trans_features"], self.allow_same_label, self.segment_features,
             arrays["span_features"], arrays["forbidden"],
-            trans_attr=arrays["trans_attr"] if "trans_attr" in arrays else None)  # older files: none
+            trans_attr=arrays["trans_attr"] if "trans_attr" in arrays else None).check()  # older files: none
         self._max_duration = self.model_.max_duration
         self.max_lengths_ = {c: int(v) for c, v in zip(self.classes_, self.model_.max_lengths)}

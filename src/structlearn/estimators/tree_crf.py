@@ -6,6 +6,7 @@ import numpy as np
 from ..learning import tree_online
 from ..learning.objectives import TreeCLL
 from ..models.features import AttributeVocabulary, Packed, build_state_features
+from ..models.higher_order import check_shapes
 from ..models.tree_crf import TreeBatch, TreeFeatureModel
 from ..structures.tree import validate_parents
 from ._crf_base import CRFBase, label_key
@@ -704,10 +705,12 @@ class TreeCRF(TreeCRFStreamMixin, CRFBase):
         self._restore_labels(meta)
         self.edge_attributes_ = list(meta["edge_attributes"])
         self._evocab = AttributeVocabulary(self.edge_attributes_)
-        self.model_ = TreeFeatureModel(arrays["attr_ptr"], arrays["feat_label"], len(self.classes_),
+        K = len(self.classes_)
+        check_shapes(arrays, {"edge_features": (K, K), "forbidden": (K, K), "forbidden_root": (K,)})
+        self.model_ = TreeFeatureModel(arrays["attr_ptr"], arrays["feat_label"], K,
                                        arrays["edge_features"], arrays["edge_attr_ptr"],
                                        arrays["edge_feat_pair"], arrays["forbidden"], arrays["forbidden_root"],
-                                       root=bool(arrays.get("root", True)))
+                                       root=bool(arrays.get("root", True))).check()
 
     def _file_consistent(self):
         return super()._file_consistent() and len(self._evocab) == len(self.model_.edge_attr_ptr) - 1

@@ -41,7 +41,28 @@ from .crf import _chunk_bounds
 from .features import dense_feature_rows
 
 __all__ = ["LabelPatterns", "PatternChain", "HigherOrderFeatureModel", "build_pattern_state_features",
-           "ngram_ids"]
+           "ngram_ids", "check_feature_index", "check_shapes"]
+
+
+# ---------------------------------------------------------------------------------------------------
+# checks of arrays read from a model file (the kernels index with them unchecked)
+# ---------------------------------------------------------------------------------------------------
+def check_feature_index(ptr, ids, n_ids, ptr_name="attr_ptr", ids_name="feat_label"):
+    """ValueError naming the array unless ``ids`` is 1-D with values in [0, ``n_ids``) and ``ptr`` (1-D)
+    rises from 0 to ``len(ids)`` (a CSR-like feature index of a model file). Time O(len(ptr) + len(ids))."""
+    if ids.ndim != 1 or (ids.size and (ids.min() < 0 or ids.max() >= n_ids)):
+        raise ValueError(f"{ids_name!r} must be 1-D with values in [0, {n_ids}); got shape {ids.shape}, values "
+                         f"from {ids.min(initial=0)} to {ids.max(initial=0)}")
+    if ptr.ndim != 1 or ptr.size == 0 or ptr[0] != 0 or ptr[-1] != ids.size or np.any(ptr[1:] < ptr[:-1]):
+        raise ValueError(f"{ptr_name!r} must rise from 0 to the length of {ids_name!r} ({ids.size}); got shape "
+                         f"{ptr.shape} from {ptr.ravel()[:1].tolist()} to {ptr.ravel()[-1:].tolist()}")
+
+
+def check_shapes(arrays, shapes):
+    """ValueError naming the first of ``arrays`` (name -> array) whose shape is not ``shapes[name]``."""
+    for name, shape in shapes.items():
+        if np.shape(arrays[name]) != tuple(shape):
+            raise ValueError(f"{name!r} must have shape {tuple(shape)}; got {np.shape(arrays[name])}")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -141,8 +162,14 @@ class LabelPatterns:
 
     @classmethod
     def from_array(cls, table, n_labels, order, state_order):
-        return cls([tuple(int(v) for v in row if v >= 0) for row in np.asarray(table)], n_labels, order,
-                   state_order)
+        """The patterns of :meth:`to_array`'s table (ValueError naming ``patterns`` if malformed)."""
+        table = np.asarray(table)
+        used = table >= 0
+        if table.ndim != 2 or table.size == 0 or table.min() < -1 or table.max() >= int(n_labels) \
+                or np.any(used[:, 1:] & ~used[:, :-1]):
+            raise ValueError(f"'patterns' must be a 2-D table of labels in [0, {int(n_labels)}) right-padded "
+                             f"with -1; got shape {table.shape}")
+        return cls([tuple(int(v) for v in row if v >= 0) for row in table], n_labels, order, state_order)
 
     # -- sparse automaton (Cuong et al. 2014) -------------------------------------------------------
     def sparse(self):
@@ -572,6 +599,12 @@ class HigherOrderFeatureModel:
         self.mode = mode
         self.n_labels = patterns.n_labels
         self._cache = {}
+
+    def check(self):
+        """Check the index arrays (a model read from a file); returns ``self``. ValueError: ``attr_ptr``
+        does not rise from 0 to F or a ``feat_pat`` outside [0, Zs)."""
+        check_feature_index(self.attr_ptr, self.feat_pat, self.patterns.n_state_patterns, ids_name="feat_pat")
+        return self
 
     @property
     def n_state(self):

@@ -14,6 +14,7 @@ from ..kernels.features import state_gradient_tokens, state_potentials
 from ..structures import SemiMarkov
 from ..structures._base import KBest, Marginals
 from ..utils.validation import check_allowed_mask, check_labels
+from .higher_order import check_feature_index
 
 __all__ = ["SegmentPatternModel", "SegmentPatternChain", "runs"]
 
@@ -112,6 +113,15 @@ class SegmentPatternModel:
         self.state_map = sp.csr_matrix((np.ones(S), (np.arange(S), self.last)), shape=(S, K))
         self._first_of = {k: index[(pad,) * (d - 1) + (k,)] for k in range(K)}
         self._step = {(int(a), int(self.last[b])): int(b) for a, b in zip(self.src, self.dst)}
+
+    def check(self):
+        """Check the index arrays (a model read from a file); returns ``self``. ValueError: ``attr_ptr``
+        does not rise from 0 to F, a ``feat_pat`` outside the state patterns, or ``max_lengths`` not K
+        integers ≥ 1."""
+        check_feature_index(self.attr_ptr, self.feat_label, self.state_map.shape[1], ids_name="feat_pat")
+        if self.max_lengths.shape != (self.n_labels,) or np.any(self.max_lengths < 1):
+            raise ValueError(f"'max_lengths' must be K = {self.n_labels} integers ≥ 1; got {self.max_lengths!r}")
+        return self
 
     @property
     def n_states(self):

@@ -44,6 +44,7 @@ from ..kernels.semicrf import (segment_potentials, segment_statistics, semicrf_e
 from ..kernels.semimarkov_window import NO_TV, NO_TV_ON
 from ..structures import SemiMarkov
 from .features import next_token_values
+from .higher_order import check_feature_index, check_shapes
 
 SEGMENT_FEATURES = ("first", "last", "span", "caps")
 
@@ -319,6 +320,27 @@ class SemiMarkovFeatureModel:
             self._layout[name] = (pos, pos + n)
             pos += n
         self.n_params = pos
+
+    def check(self):
+        """Check the index arrays against each other (a model read from a file); returns ``self``.
+
+        Raises
+        ------
+        ValueError
+            ``attr_ptr`` does not rise from 0 to F, a ``feat_label`` outside [0, K), a transition attribute
+            outside [0, A), ``max_lengths`` below 1, or a mask of the wrong shape: the kernels would read
+            outside their arrays.
+        """
+        K, ta = self.n_labels, self.trans_attr
+        check_feature_index(self.attr_ptr, self.feat_label, K)
+        check_shapes(vars(self), {"max_lengths": (K,), "trans_features": (K, K), "forbidden": (K, K),
+                                  "span_features": (self.span_features.shape[0], K)})
+        if np.any(self.max_lengths < 1):
+            raise ValueError(f"'max_lengths' must be at least 1; got {self.max_lengths.tolist()}")
+        A = self.attr_ptr.size - 1
+        if ta.ndim != 1 or (ta.size and (ta.min() < 0 or ta.max() >= A)):
+            raise ValueError(f"'trans_attr' must hold attribute ids in [0, {A}); got {ta.tolist()[:10]}")
+        return self
 
     @property
     def n_state(self):

@@ -28,6 +28,7 @@ import numpy as np
 
 from ..kernels.features import state_gradient_tokens, state_potentials
 from ..structures import Tree
+from .higher_order import check_feature_index, check_shapes
 
 __all__ = ["TreeBatch", "TreeFeatureModel"]
 
@@ -119,6 +120,22 @@ class TreeFeatureModel:
                                                   else edge_attr_ptr, dtype=np.int64)
         self.edge_feat_pair = np.ascontiguousarray(np.zeros(0, np.int64) if edge_feat_pair is None
                                                    else edge_feat_pair, dtype=np.int64)
+
+    def check(self):
+        """Check the index arrays against each other (a model read from a file); returns ``self``.
+
+        Raises
+        ------
+        ValueError
+            ``attr_ptr`` does not rise from 0 to F, a ``feat_label`` outside [0, K), ``edge_attr_ptr`` does
+            not rise from 0 to Fe, an ``edge_feat_pair`` outside [0, K²), or a mask of the wrong shape: the
+            kernels would read outside their arrays.
+        """
+        K = self.n_labels
+        check_feature_index(self.attr_ptr, self.feat_label, K)
+        check_feature_index(self.edge_attr_ptr, self.edge_feat_pair, K * K, "edge_attr_ptr", "edge_feat_pair")
+        check_shapes(vars(self), {"edge_features": (K, K), "forbidden": (K, K), "forbidden_root": (K,)})
+        return self
 
     # -- layout ------------------------------------------------------------------------------------
     @property
