@@ -124,6 +124,7 @@ def test_tag_never_imports_numba(kernels, tmp_path):
     ("feat_label", -5, "'feat_label' must hold labels"),
     ("attr_ptr", 10 ** 7, "'attr_ptr' must rise"),
     ("forbidden", None, "'forbidden' must have shape"),
+    ("attr_ptr", "wrap", "'attr_ptr' must rise"),  # int64 differences that wrap around
 ])
 def test_a_corrupted_model_file_is_refused_not_a_segfault(tmp_path, array, value, message):
     """Index arrays from a file are checked before a kernel sees them (both paths, one check)."""
@@ -138,6 +139,9 @@ def test_a_corrupted_model_file_is_refused_not_a_segfault(tmp_path, array, value
     arrays = dict(arrays)
     if value is None:
         arrays[array] = arrays[array][:1]
+    elif value == "wrap":
+        a = arrays[array]
+        arrays[array] = np.r_[0, 1, np.iinfo(np.int64).min, -1, a[4:]].astype(np.int64)
     else:
         arrays[array] = arrays[array].copy()
         arrays[array][1] = value

@@ -76,7 +76,7 @@ class ChainLayout:
         """
         K, F = self.n_labels, self.n_state
         ptr, labels, ta = self.attr_ptr, self.feat_label, self.trans_attr
-        if ptr.ndim != 1 or ptr.size == 0 or ptr[0] != 0 or ptr[-1] != F or np.any(np.diff(ptr) < 0):
+        if ptr.ndim != 1 or ptr.size == 0 or ptr[0] != 0 or ptr[-1] != F or np.any(ptr[1:] < ptr[:-1]):
             raise ValueError(f"'attr_ptr' must rise from 0 to the number of state features ({F}); got "
                              f"{ptr.size} entries from {ptr[:1].tolist()} to {ptr[-1:].tolist()}")
         if labels.ndim != 1 or (F and (labels.min() < 0 or labels.max() >= K)):
