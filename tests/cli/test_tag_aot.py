@@ -120,8 +120,8 @@ def test_tag_never_imports_numba(kernels, tmp_path):
 
 
 @pytest.mark.parametrize("array, value, message", [
-    ("feat_label", 10 ** 7, "'feat_label' must hold labels"),
-    ("feat_label", -5, "'feat_label' must hold labels"),
+    ("feat_label", 10 ** 7, "'feat_label' must be 1-D with values"),
+    ("feat_label", -5, "'feat_label' must be 1-D with values"),
     ("attr_ptr", 10 ** 7, "'attr_ptr' must rise"),
     ("forbidden", None, "'forbidden' must have shape"),
     ("attr_ptr", "wrap", "'attr_ptr' must rise"),  # int64 differences that wrap around

@@ -8,7 +8,7 @@ from ..kernels.semicrf import span_all_caps, span_hashes
 from ..learning.objectives import SemiMarkovCLL
 from ..metrics.sequence import labels_from_segments, segments_from_labels
 from ..models.features import AttributeVocabulary, build_state_features
-from ..models.higher_order import check_shapes
+from ..utils.validation import check_shapes
 from ..models.semicrf import SEGMENT_FEATURES, SegmentBatch, SemiMarkovFeatureModel
 from ._crf_base import CRFBase
 from ._params import ALL_POSSIBLE_STATES, ALL_POSSIBLE_TRANSITIONS, LBFGS_PARAMS, MIN_FREQ, N_JOBS, VERBOSE, Param

@@ -6,7 +6,7 @@ import numpy as np
 from ..learning import tree_online
 from ..learning.objectives import TreeCLL
 from ..models.features import AttributeVocabulary, Packed, build_state_features
-from ..models.higher_order import check_shapes
+from ..utils.validation import check_shapes
 from ..models.tree_crf import TreeBatch, TreeFeatureModel
 from ..structures.tree import validate_parents
 from ._crf_base import CRFBase, label_key

@@ -20,6 +20,8 @@ constraints such as BIO ``O -> I-X``) are -inf potentials in training and decodi
 """
 import numpy as np
 
+from ..utils.validation import check_feature_index, check_shapes
+
 __all__ = ["ChainLayout"]
 
 
@@ -74,20 +76,14 @@ class ChainLayout:
             outside [0, A), or a mask of the wrong shape: the kernels would read or write outside their
             arrays.
         """
-        K, F = self.n_labels, self.n_state
-        ptr, labels, ta = self.attr_ptr, self.feat_label, self.trans_attr
-        if ptr.ndim != 1 or ptr.size == 0 or ptr[0] != 0 or ptr[-1] != F or np.any(ptr[1:] < ptr[:-1]):
-            raise ValueError(f"'attr_ptr' must rise from 0 to the number of state features ({F}); got "
-                             f"{ptr.size} entries from {ptr[:1].tolist()} to {ptr[-1:].tolist()}")
-        if labels.ndim != 1 or (F and (labels.min() < 0 or labels.max() >= K)):
-            raise ValueError(f"'feat_label' must hold labels in [0, {K}); got values from {labels.min()} to "
-                             f"{labels.max()}")
-        for name, shape in (("trans_features", (K, K)), ("forbidden", (K, K)), ("forbidden_start", (K,)),
-                            ("forbidden_end", (K,))):
-            if getattr(self, name).shape != shape:
-                raise ValueError(f"{name!r} must have shape {shape}; got {getattr(self, name).shape}")
-        if ta.ndim != 1 or (ta.size and (ta.min() < 0 or ta.max() >= ptr.size - 1)):
-            raise ValueError(f"'trans_attr' must hold attribute ids in [0, {ptr.size - 1})")
+        K, A = self.n_labels, self.attr_ptr.size - 1
+        check_feature_index(self.attr_ptr, self.feat_label, K)
+        check_shapes(vars(self), {"trans_features": (K, K), "forbidden": (K, K), "forbidden_start": (K,),
+                                  "forbidden_end": (K,)})
+        ta = self.trans_attr
+        if ta.ndim != 1 or (ta.size and (ta.min() < 0 or ta.max() >= A)):
+            raise ValueError(f"'trans_attr' must hold attribute ids in [0, {A}); got values from "
+                             f"{ta.min(initial=0)} to {ta.max(initial=0)}")
         return self
 
     @property

@@ -13,8 +13,7 @@ import scipy.sparse as sp
 from ..kernels.features import state_gradient_tokens, state_potentials
 from ..structures import SemiMarkov
 from ..structures._base import KBest, Marginals
-from ..utils.validation import check_allowed_mask, check_labels
-from .higher_order import check_feature_index
+from ..utils.validation import check_allowed_mask, check_feature_index, check_labels
 
 __all__ = ["SegmentPatternModel", "SegmentPatternChain", "runs"]
 

@@ -43,8 +43,8 @@ from ..kernels.semicrf import (segment_potentials, segment_statistics, semicrf_e
                               state_gradient3, state_potentials3)
 from ..kernels.semimarkov_window import NO_TV, NO_TV_ON
 from ..structures import SemiMarkov
+from ..utils.validation import check_feature_index, check_shapes
 from .features import next_token_values
-from .higher_order import check_feature_index, check_shapes
 
 SEGMENT_FEATURES = ("first", "last", "span", "caps")
 

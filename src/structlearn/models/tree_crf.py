@@ -28,7 +28,7 @@ import numpy as np
 
 from ..kernels.features import state_gradient_tokens, state_potentials
 from ..structures import Tree
-from .higher_order import check_feature_index, check_shapes
+from ..utils.validation import check_feature_index, check_shapes
 
 __all__ = ["TreeBatch", "TreeFeatureModel"]
 

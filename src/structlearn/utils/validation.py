@@ -122,3 +122,21 @@ def check_labels(labels, n_rows, n_labels, name="labels"):
         bad = int(np.flatnonzero((arr < 0) | (arr >= n_labels))[0])
         raise ValueError(f"`{name}` must lie in [0, {n_labels}); got {int(arr[bad])} at row {bad}")
     return arr
+
+
+def check_feature_index(ptr, ids, n_ids, ptr_name="attr_ptr", ids_name="feat_label"):
+    """ValueError naming the array unless ``ids`` is 1-D with values in [0, ``n_ids``) and ``ptr`` (1-D)
+    rises from 0 to ``len(ids)`` (a CSR-like feature index of a model file). Time O(len(ptr) + len(ids))."""
+    if ids.ndim != 1 or (ids.size and (ids.min() < 0 or ids.max() >= n_ids)):
+        raise ValueError(f"{ids_name!r} must be 1-D with values in [0, {n_ids}); got shape {ids.shape}, values "
+                         f"from {ids.min(initial=0)} to {ids.max(initial=0)}")
+    if ptr.ndim != 1 or ptr.size == 0 or ptr[0] != 0 or ptr[-1] != ids.size or np.any(ptr[1:] < ptr[:-1]):
+        raise ValueError(f"{ptr_name!r} must rise from 0 to the length of {ids_name!r} ({ids.size}); got shape "
+                         f"{ptr.shape} from {ptr.ravel()[:1].tolist()} to {ptr.ravel()[-1:].tolist()}")
+
+
+def check_shapes(arrays, shapes):
+    """ValueError naming the first of ``arrays`` (name -> array) whose shape is not ``shapes[name]``."""
+    for name, shape in shapes.items():
+        if np.shape(arrays[name]) != tuple(shape):
+            raise ValueError(f"{name!r} must have shape {tuple(shape)}; got {np.shape(arrays[name])}")
