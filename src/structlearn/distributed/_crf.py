@@ -13,7 +13,7 @@ Three passes over the data, all on the workers:
    a bag element may be a triple (items, labels, allowed): partial labels, ``allowed`` naming the labels
    allowed per token (names, not positions: a partition does not know the merged label order); the
    worker turns them into the (n_items, K) mask of ``ChainCLL`` once the label order is merged
-   (:func:`_mask`), so the objective is that of ``fit(X, y, allowed=mask)``;
+   (:func:`._elements.allowed_mask`), so the objective is that of ``fit(X, y, allowed=mask)``;
 3. each L-BFGS evaluation sends w (a task) and tree-reduces the shards' value and gradient
    (:func:`structlearn.learning.shards.objective_statistics`); the optimiser, its stopping rules and the
    penalty run on the client in the estimator's own training loop.
@@ -22,95 +22,20 @@ import time
 
 import numpy as np
 
-from ..estimators._crf_base import label_key
 from ..learning.objectives import ChainCLL
 from ..models.features import AttributeVocabulary
 from ._crf_shared import (check_bag, check_lbfgs, identity, load, pair_counts, reduce_counts, release,
                           state_features, train_on_shards)
+from ._elements import allowed_mask as _mask, split_elements
 
 __all__ = ["fit_crf"]
 
 
-_LABEL_TYPES = (str, bytes, int, float, bool, np.generic)
-_COLLECTIONS = (set, frozenset, list, tuple, np.ndarray)
-
-
 def _split(part, partition=0):
     """(X, y, allowed) of a partition of (items, labels) pairs and (items, labels, allowed) triples;
-    ``allowed[j]`` is None for a pair, else the triple's ``allowed`` checked for shape (:func:`_check_allowed`)."""
-    X, y, allowed = [], [], []
-    for j, el in enumerate(part):
-        if not (isinstance(el, (tuple, list)) and len(el) in (2, 3)):
-            what = f"a {type(el).__name__} of length {len(el)}" if isinstance(el, (tuple, list)) else \
-                f"a {type(el).__name__}"
-            raise ValueError(f"every element of the bag must be a pair (items, labels) or a triple (items, "
-                             f"labels, allowed) of one sequence; element {j} of partition {partition} is {what}")
-        X.append(el[0])
-        y.append(el[1])
-        allowed.append(None if len(el) == 2 else _check_allowed(el[2], el[1], j, partition))
-    return X, y, allowed
-
-
-def _check_allowed(spec, labels, j, partition):
-    """The ``allowed`` of one triple as a list (per token) of label tuples, or of None (every label).
-    ``spec``: None, or one entry per token: None, a label, or a non-empty set/list/tuple/1-D array of
-    labels (names, not positions: a shard does not know the merged label order)."""
-    where = f"element {j} of partition {partition}"
-    n = len(labels) if hasattr(labels, "__len__") and not isinstance(labels, (str, bytes)) else None
-    if spec is None:
-        return [None] * (n or 0)
-    if isinstance(spec, np.ndarray) and spec.dtype == bool:
-        raise ValueError(f"{where}: `allowed` must name the allowed labels per token (a list of label "
-                         f"sets); got a boolean array {spec.shape}, whose columns would depend on the "
-                         f"label order, which the shards do not know")
-    if isinstance(spec, (str, bytes, dict)) or not isinstance(spec, (list, tuple, np.ndarray)):
-        raise ValueError(f"{where}: `allowed` must be None or a list with one entry (None, a label or a "
-                         f"set of labels) per token; got a {type(spec).__name__}")
-    if n is not None and len(spec) != n:
-        raise ValueError(f"{where}: `allowed` must have one entry per token ({n} labels); got {len(spec)} "
-                         f"entries")
-    out = []
-    for t, entry in enumerate(spec):
-        if entry is None:
-            out.append(None)
-            continue
-        labs = (entry,) if isinstance(entry, _LABEL_TYPES) else entry
-        if not isinstance(labs, _COLLECTIONS) or (isinstance(labs, np.ndarray) and labs.ndim != 1) or \
-                not all(isinstance(lab, _LABEL_TYPES) for lab in labs):
-            raise ValueError(f"{where}: `allowed[{t}]` must be None (every label), a label or a set/list of "
-                             f"labels; got {entry!r}")
-        if len(labs) == 0:
-            raise ValueError(f"{where}: token {t} has no allowed label (`allowed[{t}]` is empty); give at "
-                             f"least one label, or None for every label")
-        out.append(tuple(label_key(lab) for lab in labs))
-    return out
-
-
-def _mask(allowed, yy, packed, label_index, partition):
-    """The (N, K) bool mask of a partition's tokens (the ``allowed`` of ``ChainCLL``): a triple's allowed
-    labels (every label where None), a pair's gold label alone (its term is then log p(y | x)); None when
-    the partition holds no triple."""
-    if all(a is None for a in allowed):
-        return None
-    K = len(label_index)
-    mask = np.zeros((packed.n_items, K), bool)
-    for j, spec in enumerate(allowed):
-        o, n = int(packed.offsets[j]), int(packed.lengths[j])
-        if spec is None:
-            mask[np.arange(o, o + n), yy[o:o + n]] = True
-            continue
-        for t, labs in enumerate(spec):
-            if labs is None:
-                mask[o + t] = True
-                continue
-            for lab in labs:
-                k = label_index.get(lab)
-                if k is None:
-                    raise ValueError(f"element {j} of partition {partition}: `allowed[{t}]` names label "
-                                     f"{lab!r}, which is not a label of the model (the labels of the bag's "
-                                     f"label sequences: {list(label_index)[:10]})")
-                mask[o + t, k] = True
-    return mask
+    ``allowed[j]`` is None for a pair, else the triple's ``allowed`` checked for shape
+    (:func:`._elements.check_allowed`)."""
+    return split_elements(part, partition, ("items", "labels", "allowed"), optional=1, partial=True)
 
 
 def _check_feasible(mask, packed, forb, fstart, fend, partition):
@@ -152,7 +77,7 @@ def _count(estimator, part, partition=0):
 def _objective(estimator, model, names, classes, part, partition=0):
     """Worker side: the data term (CLL without penalty) of one partition under the feature model (a
     shallow copy with its own batch cache, :meth:`~structlearn.models.crf.ChainFeatureModel.shard_copy`); with triples, the partial-label CLL
-    (``ChainCLL(..., allowed=mask)``, :func:`_mask`)."""
+    (``ChainCLL(..., allowed=mask)``, :func:`._elements.allowed_mask`)."""
     X, y, allowed = _split(part, partition)
     est = estimator.__class__(**estimator.get_params())
     est.classes_ = list(classes)

@@ -131,10 +131,15 @@ def fit(estimator, data, client=None, *, init="first", split_every=8, callback=N
         counts as a triple whose tokens allow only their label. The result equals ``fit(X, y,
         allowed=mask)`` on the concatenated data (pairs' rows one-hot), ``mask`` in ``classes_`` order.
         SemiMarkovCRF: ``(items, labels)`` or ``(items, labels, tokens)`` per sequence (labels as BIO tags,
-        runs or segment lists, as ``fit``). HigherOrderCRF (chain and ``segments=True``): ``(items,
-        labels)``. TreeCRF (``algorithm="lbfgs"``): ``(items, labels, parents)`` or ``(items, labels,
-        parents, edge_attributes)`` per tree. These three take no partial labels and no held-out data
-        in the distributed fit.
+        runs or segment lists, as ``fit``); no partial labels. HigherOrderCRF (chain and
+        ``segments=True``): ``(items, labels)`` pairs or, chain form only, ``(items, labels, allowed)``
+        triples with partial labels, as for the LinearChainCRF. TreeCRF (``algorithm="lbfgs"``):
+        ``(items, labels, parents)`` or ``(items, labels, parents, edge_attributes)`` per tree, or
+        ``(items, labels, parents, edge_attributes, allowed)`` with partial labels (``allowed``: one entry
+        per node, as above; ``edge_attributes`` None when the bag has none; every tree has edge
+        attributes or none, while trees with and without ``allowed`` mix). With partial labels the
+        HigherOrderCRF and TreeCRF equal ``fit(..., allowed=mask)`` as the LinearChainCRF does. The
+        CRFs take no held-out data in the distributed fit.
         GraphCRF: a bag whose elements are ``(graph, labels)`` pairs or ``(graph, labels,
         sample_weight)`` triples, one per graph, as ``GraphCRF.fit`` takes them (``graph = (node_features
         (n, D), edges (m, 2)[, edge_features (m, F)])``, labels (n,) int, -1 hidden). The shards are
@@ -169,9 +174,10 @@ def fit(estimator, data, client=None, *, init="first", split_every=8, callback=N
         Bad arguments or data (raised on a worker and re-raised here, e.g. a shard with a sequence of zero
         likelihood); an emission family without additive sufficient statistics (a Gaussian mixture, segment
         emissions) while ``params`` re-estimates it; partial labels for an EM model whose ``fit`` takes none
-        (the HMMs, HierarchicalHMM); a LinearChainCRF's ``allowed`` that is malformed (naming the
-        element and partition), names a label absent from every ``labels``, leaves a token no label, or
-        leaves a sequence no labelling that ``forbidden_transitions`` permits.
+        (the HMMs, HierarchicalHMM); an ``allowed`` of a LinearChainCRF, HigherOrderCRF or TreeCRF that is
+        malformed (naming the element and partition), names a label absent from every ``labels``, leaves
+        a token (node) no label, or leaves a sequence no labelling that ``forbidden_transitions`` permits
+        (a tree: ``forbidden_edges``); a HigherOrderCRF triple with ``segments=True``.
 
     Notes
     -----

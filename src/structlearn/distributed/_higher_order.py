@@ -16,6 +16,12 @@ Two passes over the data, on the workers (the partitions are loaded once and kep
    :class:`~structlearn.learning.objectives.SegmentCLL` with ``c2=0``, :func:`_objective`); each L-BFGS
    evaluation sends w and tree-reduces the shards' value and gradient; the optimiser runs on the client
    in the estimator's own training loop (``_train``).
+
+Partial labels (chain form): a bag element may be a triple (items, labels, allowed), ``allowed`` naming
+the labels allowed per token as for the LinearChainCRF (:mod:`._elements`); the triple's labels count in
+pass 1 as a pair's (as ``fit(X, y, allowed=...)`` counts ``y``), and in pass 2 the worker turns the names
+into the (n_items, K) mask of the merged label order, so the shard's term is that of
+``HigherOrderCLL(..., allowed=mask)``: log p(y ∈ allowed | x), a pair's tokens allowing their label only.
 """
 import itertools
 import time
@@ -26,18 +32,26 @@ from ..learning.objectives import HigherOrderCLL, SegmentCLL
 from ..models.features import AttributeVocabulary
 from ..models.higher_order import LabelPatterns, _codes, _positions
 from ..models.segment_patterns import runs
-from ._elements import split_elements
+from ._elements import allowed_mask, split_elements
 from ._crf_shared import (check_bag, check_lbfgs, identity, load, reduce_counts, release, state_features,
                           train_on_shards)
 
 __all__ = ["fit_higher_order_crf"]
 
-_ELEMENTS = "(items, labels) pairs, one per sequence,"
+_ELEMENTS = "(items, labels) pairs (or (items, labels, allowed) triples), one per sequence,"
 
 
-def _split(part, partition=0):
-    """(X, y) of a partition of (items, labels) pairs."""
-    return split_elements(part, partition, ("items", "labels"))
+def _split(part, partition=0, segments=False):
+    """(X, y, allowed) of a partition of (items, labels) pairs and (items, labels, allowed) triples
+    (:func:`._elements.split_elements`; ``allowed[j]`` None for a pair); ``segments``: triples refused,
+    as ``fit`` refuses ``allowed`` with ``segments=True``."""
+    X, y, allowed = split_elements(part, partition, ("items", "labels", "allowed"), optional=1, partial=True)
+    if segments:
+        j = next((j for j, a in enumerate(allowed) if a is not None), None)
+        if j is not None:
+            raise ValueError(f"element {j} of partition {partition}: `allowed` (partial labels) is not "
+                             f"supported with segments=True; give (items, labels) pairs")
+    return X, y, allowed
 
 
 def _decode(code, k, labels):
@@ -60,7 +74,7 @@ def _ngrams(seq_labels, offsets, k, labels):
 def _count(estimator, part, partition=0):
     """Worker side: the counts of one partition (see the module docstring, pass 1); a partition of empty
     sequences counts nothing."""
-    X, y = _split(part, partition)
+    X, y, _ = _split(part, partition, estimator.segments)
     est = estimator.__class__(**estimator.get_params())
     vocab = AttributeVocabulary()
     packed = vocab.encode(X, None, grow=True)
@@ -118,8 +132,9 @@ def _patterns(estimator, ngrams, label_index):
 
 
 def _objective(estimator, classes, names, model, part, partition=0):
-    """Worker side: the data term (HigherOrderCLL / SegmentCLL without penalty) of one partition."""
-    X, y = _split(part, partition)
+    """Worker side: the data term (HigherOrderCLL / SegmentCLL without penalty) of one partition; with
+    triples, the partial-label CLL (``HigherOrderCLL(..., allowed=mask)``, :func:`._elements.allowed_mask`)."""
+    X, y, allowed = _split(part, partition, estimator.segments)
     est = estimator.__class__(**estimator.get_params())
     est.classes_ = list(classes)
     est._label_index = {lab: k for k, lab in enumerate(classes)}
@@ -127,8 +142,8 @@ def _objective(estimator, classes, names, model, part, partition=0):
     yy = est._encode_labels(y, packed)
     if estimator.segments:    # segment models keep no per-batch cache
         return SegmentCLL(model, packed, yy, c2=0.0)
-    return HigherOrderCLL(model.shard_copy(), packed, yy, c2=0.0)
-
+    mask = allowed_mask(allowed, yy, packed, est._label_index, partition)
+    return HigherOrderCLL(model.shard_copy(), packed, yy, c2=0.0, allowed=mask)
 
 
 def fit_higher_order_crf(estimator, data, client, *, split_every=8, callback=None):
@@ -141,8 +156,12 @@ def fit_higher_order_crf(estimator, data, client, *, split_every=8, callback=Non
         Its parameters as for ``fit`` (``order``, ``segments``, ``patterns``, ``state_order``,
         ``min_freq``, ...).
     data : dask.bag.Bag
-        One pair ``(items, labels)`` per sequence: one entry of ``fit``'s ``X`` (a list of items) and of
-        its ``y`` (a list of labels, one per item).
+        One element per sequence: a pair ``(items, labels)`` — one entry of ``fit``'s ``X`` (a list of
+        items) and of its ``y`` (a list of labels, one per item) — or a triple ``(items, labels,
+        allowed)`` with partial labels (chain form only, as ``fit``), pairs and triples mixed freely.
+        ``allowed`` is None (every label at every token) or a list with one entry per token: None (every
+        label), a label, or a non-empty set/list of labels — label names, not positions (a partition does
+        not know the merged label order).
     client : distributed.Client
     split_every : int
         Fan-in of the tree reductions.
@@ -151,21 +170,28 @@ def fit_higher_order_crf(estimator, data, client, *, split_every=8, callback=Non
 
     Returns
     -------
-    estimator, fitted: its attributes equal those of ``fit`` on the concatenated sequences (weights to
-    rounding, the same iterations). Held-out data and partial labels (``fit``'s ``X_dev``, ``allowed``)
-    are not taken here.
+    estimator, fitted: its attributes equal those of ``fit(X, y, allowed=mask)`` on the concatenated
+    sequences (``mask`` (N, K) in ``classes_`` order: a triple's allowed labels, a pair's gold label;
+    ``fit(X, y)`` when the bag holds no triple), weights to rounding, the same iterations. Held-out data
+    (``fit``'s ``X_dev``, ``y_dev``) are not taken here.
 
     Raises
     ------
     ValueError
-        ``data`` not a bag, a bag element not a pair, an empty partition, and every error of ``fit``
-        (labels that do not fit the items, K**d too large for ``patterns="dense"``, bad parameters).
+        ``data`` not a bag, a bag element not a pair or triple, a triple with ``segments=True``, an
+        ``allowed`` that is malformed, names a label absent from every ``labels`` or leaves a token no
+        label (each naming the element and the partition), an empty training set, and every error of
+        ``fit`` (labels that do not fit the items, K**d too large for ``patterns="dense"``, bad
+        parameters).
 
     Notes
     -----
     Cost: two passes over the partitions where they live (the count O(nnz · state_order)), then per
     L-BFGS evaluation one forward–backward per shard (time as ``fit``'s, see the estimator) and the
-    parameters (n_params float64) sent to and the gradient reduced from every worker.
+    parameters (n_params float64) sent to and the gradient reduced from every worker. With partial labels
+    a shard also holds its (n_items, K) bool mask and each evaluation runs the forward–backward twice,
+    unconstrained and constrained, as ``fit(..., allowed=...)`` does. The model has no forbidden
+    transitions, so a mask that leaves every token a label always leaves its sequence a labelling.
     """
     check_bag(data, estimator, _ELEMENTS)
     estimator._check_params()
