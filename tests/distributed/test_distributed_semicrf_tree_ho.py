@@ -218,7 +218,7 @@ def test_higher_order_distributed_bad_elements(client):
 
     X, y = _chain_data(n_seq=6)
     with pytest.raises(ValueError, match="pair \\(items, labels\\)"):
-        sd.fit(HigherOrderCRF(), dask_bag.from_sequence([(X[0], y[0], None)] + list(zip(X, y)),
+        sd.fit(HigherOrderCRF(), dask_bag.from_sequence([(X[0], y[0], None, None)] + list(zip(X, y)),
                                                         npartitions=2), client)
     with pytest.raises(ValueError, match="training set is empty"):
         sd.fit(HigherOrderCRF(), dask_bag.from_sequence([([], [])] * 2, npartitions=2), client)
