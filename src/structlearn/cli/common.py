@@ -27,6 +27,8 @@ class Out:
             self.flush()
 
     def flush(self):
+        if sys.stdout is None:  # started with standard output closed ('>&-')
+            raise CLIError("standard output is closed; redirect it to a file or a pipe")
         if self.lines:
             sys.stdout.write("\n".join(self.lines) + "\n")
             self.lines = []
@@ -75,10 +77,14 @@ def open_model(path):
     from ..io.modelfile import MODEL_FORMATS, load_estimator, read_header
     from .learn import STRUCTURES
 
+    if path == "-" and not os.path.exists(path):
+        raise CLIError("-m -: a model is read from a file, not from standard input")
     if not os.path.exists(path):
         raise CLIError(f"model file not found: {path!r}")
     if os.path.isdir(path):
         raise CLIError(f"{path}: is a folder, not a model file")
+    if not os.path.isfile(path):  # a fifo or a device: a model file is read more than once
+        raise CLIError(f"{path}: not a regular file; a model file must be a file on disk")
     with open(path, "rb") as fh:
         magic = fh.read(4)
     if magic == b"lCRF":  # a CRFsuite model file (crfsuite learn, python-crfsuite, sklearn-crfsuite)
@@ -90,13 +96,17 @@ def open_model(path):
             raise CLIError(str(exc)) from None
         return est, {"format": "linear-chain-crf", "version": "crfsuite (lCRF, FOMC 100)",
                      "structlearn_version": "-"}
-    if magic[:2] != b"PK":  # an .npz is a zip archive; anything else would reach numpy's pickle check
+    if magic not in (b"PK\x03\x04", b"PK\x05\x06"):  # an .npz is a zip archive; anything else would reach
+        # numpy's pickle check
         raise CLIError(f"{path}: not a structlearn model file (expected an .npz archive written by "
                        f"'{PROG} learn'); check the -m argument")
-    header = read_header(path)
-    fmt = header.get("format")
-    handled = [s.format for s in STRUCTURES.values()]  # the formats the command trains
-    if fmt in MODEL_FORMATS and fmt not in handled:
-        raise CLIError(f"{path}: a {fmt!r} model file; the {PROG} command handles {', '.join(handled)} "
-                       f"models")
-    return load_estimator(path), header
+    try:
+        header = read_header(path)
+        fmt = header.get("format")
+        handled = [s.format for s in STRUCTURES.values()]  # the formats the command trains
+        if fmt in MODEL_FORMATS and fmt not in handled:
+            raise CLIError(f"{path}: a {fmt!r} model file; the {PROG} command handles {', '.join(handled)} "
+                           f"models")
+        return load_estimator(path), header
+    except NotImplementedError as exc:  # zipfile's answer to some corrupted archive headers
+        raise CLIError(f"{path}: not a readable model file (corrupt .npz archive: {exc})") from None

@@ -55,7 +55,7 @@ class Featurizer:
 
             try:
                 self._compiled = compile_template(spec, columns)
-            except ValueError as exc:
+            except (TypeError, ValueError, OverflowError) as exc:  # a JSON template's "fields": 5, offset 1e400
                 raise CLIError(f"template {template_name!r}: {exc}") from None
 
     @classmethod

@@ -1,5 +1,7 @@
 """``structlearn tag``: label the sequences (or trees) of a file with a trained model, as ``crfsuite tag``."""
-from .common import CLIError, Out, open_model
+import warnings
+
+from .common import CLIError, Out, open_model, warn
 from .featurize import Featurizer, TreeReader
 
 __all__ = ["cmd_tag"]
@@ -66,6 +68,9 @@ def _reader(fmt, est, args):
     if fmt == "tree-crf":
         return TreeReader()
     stored = getattr(est, "metadata_", {}).get("featurizer")
+    if stored is not None and not isinstance(stored, dict):
+        raise CLIError(f"{args.model}: the model file's featurizer record is malformed (expected a JSON object; "
+                       f"got {type(stored).__name__}); give --format/--template")
     return Featurizer.from_args(args.format, args.template, args.columns, stored or {})
 
 
@@ -94,7 +99,11 @@ def cmd_tag(args):
     est, header = _open(args)
     fmt = header.get("format")
     need_gold = args.test or args.reference
-    X, y, name, extra = _reader(fmt, est, args).read(args.input, need_labels=need_gold)
+    with warnings.catch_warnings(record=True) as caught:  # e.g. unknown declarations: one line each
+        warnings.simplefilter("always")
+        X, y, name, extra = _reader(fmt, est, args).read(args.input, need_labels=need_gold)
+    for w in caught:
+        warn(str(w.message).splitlines()[0])
     est = _TAGGERS.get(fmt, Tagger)(est, extra)
     if need_gold:
         if y is None or any(lab == "" for s in y for lab in s):
@@ -102,13 +111,15 @@ def cmd_tag(args):
                            + ("no label column" if y is None else "empty label fields"))
     out = Out()
     pred = est.predict(X) if (not args.quiet or args.test) and args.kbest is None else None
+    # labels are written (and compared with the input's gold labels) as text: a model fitted in Python
+    # may have other labels, e.g. ints
     if not args.quiet:
         if args.kbest is not None:
             for b, results in enumerate(est.kbest(X, args.kbest)):
                 for r, (labels, prob) in enumerate(results, 1):
                     out(f"@kbest\t{r}\t{prob:.6f}")
                     for t, lab in enumerate(labels):
-                        out(f"{y[b][t]}\t{lab}" if args.reference else lab)
+                        out(f"{y[b][t]}\t{lab}" if args.reference else str(lab))
                     out()
         else:
             probs = est.predict_proba_sequence(X) if args.probability else None
@@ -117,13 +128,13 @@ def cmd_tag(args):
                 if probs is not None:
                     out(f"@probability\t{probs[b]:.6f}")
                 for t, lab in enumerate(labels):
-                    text = f"{lab}:{marg[b][t][lab]:.6f}" if marg is not None else lab
+                    text = f"{lab}:{marg[b][t][lab]:.6f}" if marg is not None else str(lab)
                     out(f"{y[b][t]}\t{text}" if args.reference else text)
                 out()
     if args.test:
         if pred is None:
             pred = est.predict(X)
-        for line in evaluation_report(y, pred):
+        for line in evaluation_report(y, [[str(lab) for lab in labels] for labels in pred]):
             out(line)
     out.flush()
     return 0

@@ -3,6 +3,7 @@ import contextlib
 import gzip
 import io
 import os
+import zlib
 
 _GZIP_MAGIC = b"\x1f\x8b"
 
@@ -26,6 +27,8 @@ def open_text(source, mode="r", encoding="utf-8"):
     ------
     FileNotFoundError
         If a path to read does not exist (the message names the path).
+    ValueError
+        A gzip file that is truncated or corrupt, raised while reading (the message names the path).
     """
     if mode not in ("r", "w"):
         raise ValueError(f"`mode` must be 'r' or 'w'; got {mode!r}")
@@ -45,16 +48,26 @@ def open_text(source, mode="r", encoding="utf-8"):
     if mode == "r":
         if not os.path.exists(path):
             raise FileNotFoundError(f"no such file: {path!r}")
-        with open(path, "rb") as fh:
-            magic = fh.read(2)
-        if path.endswith(".gz") or magic == _GZIP_MAGIC:
-            fh = gzip.open(path, "rt", encoding=encoding, newline=None)
-        else:
-            fh = open(path, "r", encoding=encoding, newline=None)
+        # opened once, the magic bytes peeked: a fifo (``<(zcat x.gz)``) cannot be opened a second time
+        raw = open(path, "rb")
+        try:
+            gz = path.endswith(".gz") or raw.peek(2)[:2] == _GZIP_MAGIC
+            inner = gzip.GzipFile(fileobj=raw, mode="rb") if gz else raw
+            fh = io.TextIOWrapper(inner, encoding=encoding, newline=None)
+        except BaseException:
+            raw.close()
+            raise
+        with raw, fh:
+            try:
+                yield fh
+            except (EOFError, zlib.error, gzip.BadGzipFile) as exc:  # gzip.open's errors while reading
+                if not gz:
+                    raise
+                raise ValueError(f"{path}: not a readable gzip file (truncated or corrupt: {exc})") from None
+        return
+    if path.endswith(".gz"):
+        fh = gzip.open(path, "wt", encoding=encoding, newline="\n", compresslevel=6)
     else:
-        if path.endswith(".gz"):
-            fh = gzip.open(path, "wt", encoding=encoding, newline="\n", compresslevel=6)
-        else:
-            fh = open(path, "w", encoding=encoding, newline="\n")
+        fh = open(path, "w", encoding=encoding, newline="\n")
     with fh:
         yield fh

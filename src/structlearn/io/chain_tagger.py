@@ -114,6 +114,8 @@ def open_chain_tagger(path):
     Reads the file once (time and memory O(file size)); imports neither scikit-learn nor the estimators.
     """
     path = os.fspath(path)
+    if not os.path.isfile(path):  # a fifo could be read only once, a folder not at all: the estimator's error
+        return None
     try:
         with open(path, "rb") as fh:
             if fh.read(2) != b"PK":  # an .npz is a zip archive
@@ -132,8 +134,8 @@ def open_chain_tagger(path):
             kernels = None  # time-varying transitions: the JIT engine
         model = chain_model_from_arrays(arrays, len(classes), ChainLayout if kernels is not None else None)
         tagger = ChainTagger(model, coef, classes, meta["attributes"], meta.get("user", {}), header, kernels)
-    except (OSError, KeyError, TypeError, ValueError):
-        return None
+    except (OSError, KeyError, TypeError, ValueError, AttributeError, NotImplementedError):
+        return None  # AttributeError: e.g. metadata that is not a dict; NotImplementedError: zipfile's, corrupt
     # the consistency check of LinearChainCRF.load (which reports the file as inconsistent)
     if coef.shape != (model.n_params,) or len(tagger._vocab) != len(model.attr_ptr) - 1 \
             or not np.all(np.isfinite(coef)):

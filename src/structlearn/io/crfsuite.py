@@ -117,7 +117,12 @@ class _Parser:
             # as CRFsuite's reader: an empty name is the attribute "" (CRFSuite 0.13 writes ':'), an
             # empty value is 1.0
             v = 1.0 if not value else self.parse_value(lineno, line, name, value)
-            item[name] = item[name] + v if name in item else v
+            if name in item:
+                v += item[name]
+                if not math.isfinite(v):
+                    raise self.error(lineno, f"the values of attribute {name!r} (repeated) add up to {v}; "
+                                     "the sum must be finite", line)
+            item[name] = v
         return item
 
 

@@ -12,10 +12,12 @@ One function per step of prediction, none of them a second copy of a recursion:
 :func:`chain_model_from_arrays` rebuilds the feature model from the arrays of a ``linear-chain-crf``
 model file (``LinearChainCRF.load`` and :mod:`structlearn.io.chain_tagger` both read it so).
 
-This module imports NumPy, :mod:`.crf` and :mod:`.features` only (no scikit-learn, no estimator), so the
-command line can tag without importing the estimators.
+This module imports NumPy, :mod:`structlearn.utils.validation`, :mod:`.crf` and :mod:`.features` only (no
+scikit-learn, no estimator), so the command line can tag without importing the estimators.
 """
 import numpy as np
+
+from ..utils.validation import check_shapes
 
 __all__ = ["CHAIN_FORMAT", "CHAIN_FORMAT_VERSION", "chain_model_from_arrays", "chain_structure",
            "viterbi_labels", "predict_labels", "predict_labels_compiled"]
@@ -51,11 +53,18 @@ def chain_model_from_arrays(arrays, n_labels, model_class=None):
     KeyError
         A required array is missing (``LinearChainCRF.load`` reports it as a malformed model file).
     ValueError
-        Index arrays that do not fit each other (:meth:`ChainLayout.check`), e.g. a corrupted file: the
-        kernels would otherwise read and write outside their arrays.
+        Index arrays that do not fit each other (:meth:`ChainLayout.check`), masks of the wrong shape, a
+        ``start_end`` that is not one boolean, e.g. a corrupted file: the kernels would otherwise read and
+        write outside their arrays. The message names the array.
     """
     if model_class is None:
         from .crf import ChainFeatureModel as model_class  # imports the kernels (Numba)
+    K = int(n_labels)
+    # the masks' shapes before the constructor combines them (a NumPy broadcast error would not name them)
+    check_shapes(arrays, {"trans_features": (K, K), "forbidden": (K, K), "forbidden_start": (K,),
+                          "forbidden_end": (K,)})
+    if np.ndim(arrays.get("start_end", True)) != 0:
+        raise ValueError(f"'start_end' must be a single boolean; got shape {np.shape(arrays['start_end'])}")
     return model_class(arrays["attr_ptr"], arrays["feat_label"], int(n_labels), arrays["trans_features"],
                        arrays["forbidden"], arrays["forbidden_start"], arrays["forbidden_end"],
                        start_end=bool(arrays.get("start_end", True)), trans_attr=arrays.get("trans_attr")).check()
