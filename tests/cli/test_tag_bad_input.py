@@ -203,6 +203,22 @@ def test_repeated_attribute_values_that_overflow(files, capsys, tmp_path):
     _one_line_error(*run(capsys, "tag", "-m", files / "m.model", tmp_path / "in.txt"), "in.txt, line 1", "w=a")
 
 
+def test_kbest_beyond_the_number_of_labelings(files, capsys):
+    # -k 10**9 allocated (K, N) labels (GBs, minutes) for 5 tokens; -k 10**20 reached Numba's typing
+    # (TypingError, a traceback). Capped at the labelings that exist: the same output as a K that suffices
+    rc, expected, _ = run(capsys, "tag", "-k", 50, "-m", files / "m.model", files / "train.txt")
+    assert rc == 0 and len(blocks(expected)) == 27 + 9  # 3^3 and 3^2 labelings
+    for k in (10 ** 9, 10 ** 20):
+        rc, out, err = run(capsys, "tag", "-k", k, "-m", files / "m.model", files / "train.txt")
+        assert rc == 0 and out == expected, err
+
+
+def test_kbest_that_cannot_fit_in_memory(files, capsys, tmp_path):
+    (tmp_path / "long.txt").write_text("".join(f"B\tw={'abcd'[t % 4]}\n" for t in range(200)), encoding="utf-8")
+    _one_line_error(*run(capsys, "tag", "-k", 10 ** 20, "-m", files / "m.model", tmp_path / "long.txt"),
+                    "-k 100000000000000000000", "memory")
+
+
 # --- attacks that already failed cleanly (kept as guards) ------------------------------------------------
 
 @pytest.mark.parametrize("text, lengths", [("", []), ("\n\n  \n\t\n", []), ("B\tw=a\x00b\nO\tw=c\n", [2]),

@@ -89,6 +89,17 @@ def _open(args):
     return open_model(args.model)
 
 
+def _kbest_k(k, X, classes):
+    """``-k K`` capped at the number of labelings a sequence of ``X`` can have, at most (2·|classes| + 1)^length
+    (the BIO tags of a segment model included): the k-best kernels allocate K rows, and more labelings than
+    exist add nothing to the output."""
+    import math
+
+    n_tags = 2 * len(classes) + 1
+    longest = max((len(x) for x in X), default=0)
+    return min(k, n_tags ** longest) if longest * math.log(n_tags) < math.log(k) + 1 else k
+
+
 def cmd_tag(args):
     from .report import evaluation_report
 
@@ -115,7 +126,15 @@ def cmd_tag(args):
     # may have other labels, e.g. ints
     if not args.quiet:
         if args.kbest is not None:
-            for b, results in enumerate(est.kbest(X, args.kbest)):
+            k, n_items = _kbest_k(args.kbest, X, est.est.classes_), sum(map(len, X))
+            try:
+                if k * n_items >= 2 ** 60:  # (K, N) labels: beyond any memory (and the kernels' int64)
+                    raise MemoryError
+                kbest = est.kbest(X, k)
+            except MemoryError:
+                raise CLIError(f"-k {args.kbest}: not enough memory for {k} labelings of {n_items} items; use a "
+                               "smaller K") from None
+            for b, results in enumerate(kbest):
                 for r, (labels, prob) in enumerate(results, 1):
                     out(f"@kbest\t{r}\t{prob:.6f}")
                     for t, lab in enumerate(labels):
