@@ -98,6 +98,19 @@ def format_entry(entry):
     return "  ".join(parts)
 
 
+COMPILE_NOTICE = ("first run in this environment: Numba compiles the training kernels before the first "
+                  "iteration (a minute or two) and caches them for later runs")
+
+
+def _first_compilation():
+    """Whether the CRF objective kernel has never been compiled into Numba's cache here (the notice of the
+    first ``learn`` / ``demo`` run, whose first iteration otherwise looks like a hang)."""
+    from ..kernels.cache import is_cached
+    from ..kernels.crf import chain_cll
+
+    return is_cached(chain_cll) is False
+
+
 def fit(est, X, y, X_dev=None, y_dev=None, *, log=True, expect_max_iterations=False, **fit_kwargs):
     """Fit, printing each log entry as it comes (``log``) and turning warnings into one-line messages.
 
@@ -114,6 +127,8 @@ def fit(est, X, y, X_dev=None, y_dev=None, *, log=True, expect_max_iterations=Fa
 
     if X_dev is not None:
         fit_kwargs.update(X_dev=X_dev, y_dev=y_dev)
+    if log and _first_compilation():
+        say(COMPILE_NOTICE)
     if log and "callback" in inspect.signature(est.fit).parameters:
         fit_kwargs["callback"] = on_entry
     with warnings.catch_warnings(record=True) as caught:
