@@ -2,6 +2,7 @@
 (exit status 2), never a traceback, a hang or half-written output; and tagging that works on odd but valid
 input (fifos, gzip, CRLF, NUL bytes, models with non-string labels)."""
 import gzip
+import io
 import json
 import os
 import subprocess
@@ -217,6 +218,40 @@ def test_kbest_that_cannot_fit_in_memory(files, capsys, tmp_path):
     (tmp_path / "long.txt").write_text("".join(f"B\tw={'abcd'[t % 4]}\n" for t in range(200)), encoding="utf-8")
     _one_line_error(*run(capsys, "tag", "-k", 10 ** 20, "-m", files / "m.model", tmp_path / "long.txt"),
                     "-k 100000000000000000000", "memory")
+
+
+def _stdin(monkeypatch, data):
+    """Standard input holding the bytes ``data``, its text layer ASCII with surrogateescape (a C locale)."""
+    raw = io.BytesIO(data)
+    raw.name = "<stdin>"  # as sys.stdin.buffer's
+    text = io.TextIOWrapper(io.BufferedReader(raw), encoding="ascii", errors="surrogateescape")
+    monkeypatch.setattr(sys, "stdin", text)
+
+
+def test_standard_input_is_read_as_utf8_bytes(files, capsys, monkeypatch):
+    # '-' read sys.stdin's text layer: its locale's encoding (a UTF-8 file failed under PYTHONIOENCODING=ascii)
+    # and, in a C locale, surrogateescape (invalid UTF-8 was tagged silently, unlike the same file)
+    _stdin(monkeypatch, "B\tw=\u00e9\nO\tw=c\n".encode())
+    rc, out, err = run(capsys, "tag", "-m", files / "m.model", "-")
+    assert rc == 0 and [len(seq) for seq in blocks(out)] == [2], err
+    _stdin(monkeypatch, b"B\tw=a\xff\n")
+    _one_line_error(*run(capsys, "tag", "-m", files / "m.model", "-"), "<stdin>", "UTF-8")
+
+
+def test_gzip_on_standard_input(files, capsys, monkeypatch):
+    # recognised by its magic bytes, as a file's (it was decoded as text and tagged as junk)
+    data = gzip.compress(TRAIN.encode())
+    _stdin(monkeypatch, data)
+    rc, out, err = run(capsys, "tag", "-m", files / "m.model", "-")
+    assert rc == 0 and blocks(out) == [["B", "I", "O"], ["B", "O"]], err
+    _stdin(monkeypatch, data[:len(data) // 2])
+    _one_line_error(*run(capsys, "tag", "-m", files / "m.model", "-"), "<stdin>", "gzip")
+
+
+def test_closed_standard_input(files, capsys, monkeypatch):
+    # 'structlearn tag -m M - <&-': sys.stdin is None (AttributeError, a traceback)
+    monkeypatch.setattr(sys, "stdin", None)
+    _one_line_error(*run(capsys, "tag", "-m", files / "m.model", "-"), "standard input")
 
 
 # --- attacks that already failed cleanly (kept as guards) ------------------------------------------------

@@ -62,7 +62,13 @@ def warn(message):
 
 
 def source(path):
-    return sys.stdin if path == "-" else path
+    """The file to read for ``path``: ``-`` is standard input's bytes (decoded as UTF-8 like a file,
+    whatever the locale or PYTHONIOENCODING, and gzip recognised), anything else a path."""
+    if path != "-":
+        return path
+    if sys.stdin is None:  # started with standard input closed ('<&-')
+        raise CLIError("'-' reads standard input, which is closed")
+    return getattr(sys.stdin, "buffer", sys.stdin)  # a test's StringIO has no buffer
 
 
 def human_size(n):

@@ -20,7 +20,8 @@ def open_text(source, mode="r", encoding="utf-8"):
     """Open ``source`` for reading or writing text.
 
     ``source`` is a path (``.gz`` means gzip; when reading, gzip is also recognised by its magic bytes)
-    or an already open file object (text or binary), which is used as is and not closed. Reading
+    or an already open file object (text or binary; a binary one is decoded as ``encoding``, and when
+    reading gzip is recognised by its magic bytes), which is not closed. Reading
     uses universal newlines, so LF, CRLF and CR files read the same; writing uses LF.
 
     Raises
@@ -36,9 +37,13 @@ def open_text(source, mode="r", encoding="utf-8"):
         if isinstance(source, io.TextIOBase) or hasattr(source, "encoding"):
             yield source
         else:
-            wrapper = io.TextIOWrapper(source, encoding=encoding, newline=None if mode == "r" else "\n")
+            # a binary stream (e.g. standard input's buffer): gzip recognised by its magic bytes, as a path's
+            gz = mode == "r" and hasattr(source, "peek") and source.peek(2)[:2] == _GZIP_MAGIC
+            inner = gzip.GzipFile(fileobj=source, mode="rb") if gz else source
+            wrapper = io.TextIOWrapper(inner, encoding=encoding, newline=None if mode == "r" else "\n")
             try:
-                yield wrapper
+                with _gzip_errors(describe(source), gz):
+                    yield wrapper
             finally:
                 if mode == "w":
                     wrapper.flush()
@@ -57,13 +62,8 @@ def open_text(source, mode="r", encoding="utf-8"):
         except BaseException:
             raw.close()
             raise
-        with raw, fh:
-            try:
-                yield fh
-            except (EOFError, zlib.error, gzip.BadGzipFile) as exc:  # gzip.open's errors while reading
-                if not gz:
-                    raise
-                raise ValueError(f"{path}: not a readable gzip file (truncated or corrupt: {exc})") from None
+        with raw, fh, _gzip_errors(path, gz):
+            yield fh
         return
     if path.endswith(".gz"):
         fh = gzip.open(path, "wt", encoding=encoding, newline="\n", compresslevel=6)
@@ -71,3 +71,14 @@ def open_text(source, mode="r", encoding="utf-8"):
         fh = open(path, "w", encoding=encoding, newline="\n")
     with fh:
         yield fh
+
+
+@contextlib.contextmanager
+def _gzip_errors(name, gz):
+    """gzip's errors while reading (a truncated or corrupt stream) as a ValueError naming ``name``."""
+    try:
+        yield
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        if not gz:
+            raise
+        raise ValueError(f"{name}: not a readable gzip file (truncated or corrupt: {exc})") from None
