@@ -82,6 +82,22 @@ def test_a_model_with_integer_labels_tags(files, capsys, opts):
         assert all(lab in ("1", "2", "3") for seq in blocks(out) for lab in seq)
 
 
+@pytest.mark.parametrize("command", ["info", "dump"])
+def test_info_and_dump_of_a_model_with_integer_labels(files, capsys, command):
+    # ", ".join(classes) and len(label): TypeError tracebacks
+    rc, out, err = run(capsys, command, files / "int.model")
+    assert rc == 0 and "Traceback" not in err, err
+    assert ("labels: 3 (1, 2, 3)" in out) if command == "info" else ("LABELS (3):" in out)
+
+
+@pytest.mark.parametrize("record", ["conll", {"format": "conll", "spec": [1]}])
+def test_info_of_a_malformed_featurizer_record(files, capsys, tmp_path, record):
+    bad = _rewrite(files / "m.model", tmp_path / "bad.model",
+                   lambda h: h["metadata"].__setitem__("user", {"featurizer": record}))
+    rc, out, err = run(capsys, "info", bad)
+    assert rc == 0 and "Traceback" not in err and "input: " in out, err
+
+
 @pytest.mark.parametrize("metadata", [[], None, "x"])
 def test_model_metadata_that_is_not_an_object(files, capsys, tmp_path, metadata):
     # the fast path called metadata.get (AttributeError, a traceback)

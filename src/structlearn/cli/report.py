@@ -170,7 +170,7 @@ def _dump_transitions(trans, cls, out):
             out(f"  {_fmt_w(v):>10}  {a} -> {b}")
         return
     names = cls + ["<end>"]
-    width = max(8, max(len(n) for n in names + ["<start>"]) + 1)
+    width = max(8, max(len(str(n)) for n in names + ["<start>"]) + 1)  # labels of a Python fit: any type
     out(" " * width + "".join(f"{n:>{width}}" for n in names))
     for a in ["<start>"] + cls:
         cells = []
@@ -233,13 +233,16 @@ def cmd_info(args):
     feat = getattr(est, "metadata_", {}).get("featurizer")
     if not feat:
         out("input: not recorded (CRFsuite attribute files assumed)")
+    elif not isinstance(feat, dict):
+        out("input: malformed record (not a JSON object)")
     elif feat.get("format") == "conll":
-        fields = feat.get("columns") or (feat.get("spec") or {}).get("fields")
-        out(f"input: CoNLL columns {','.join(fields or [])}, template {feat.get('template')}")
+        spec = feat.get("spec")
+        fields = feat.get("columns") or (spec.get("fields") if isinstance(spec, dict) else None)
+        out(f"input: CoNLL columns {','.join(map(str, fields or []))}, template {feat.get('template')}")
     else:
         out("input: CRFsuite attribute files")
     cls = list(est.classes_)
-    shown = ", ".join(cls[:20]) + (", ..." if len(cls) > 20 else "")
+    shown = ", ".join(map(str, cls[:20])) + (", ..." if len(cls) > 20 else "")
     out(f"labels: {len(cls)} ({shown})")
     out(f"attributes: {len(est.attributes_)}")
     if hasattr(est, "state_features_"):
