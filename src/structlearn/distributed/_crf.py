@@ -17,6 +17,10 @@ Three passes over the data, all on the workers:
 3. each L-BFGS evaluation sends w (a task) and tree-reduces the shards' value and gradient
    (:func:`structlearn.learning.shards.objective_statistics`); the optimiser, its stopping rules and the
    penalty run on the client in the estimator's own training loop.
+
+Held-out data (``X_dev``, ``y_dev``, as ``fit``'s) stay on the client: encoded with the merged vocabulary
+and labels by the estimator's own ``_dev_set`` (so its errors are those of ``fit``) before any shard is
+built, and decoded there every L-BFGS iteration (``"dev_accuracy"`` in ``training_log_``).
 """
 import time
 
@@ -92,9 +96,11 @@ def _objective(estimator, model, names, classes, part, partition=0):
     return ChainCLL(model.shard_copy(), packed, yy, c2=0.0, allowed=mask)
 
 
-def fit_crf(estimator, data, client, *, split_every=8, callback=None):
+def fit_crf(estimator, data, client, *, split_every=8, callback=None, X_dev=None, y_dev=None):
     """Fit a LinearChainCRF (``algorithm="lbfgs"``) on a dask bag of (items, labels) pairs and (items,
-    labels, allowed) triples (partial labels); see :func:`structlearn.distributed.fit`."""
+    labels, allowed) triples (partial labels); see :func:`structlearn.distributed.fit`. The held-out data
+    ``X_dev``, ``y_dev`` (as ``fit``'s) stay on the client, encoded with the merged vocabulary and labels
+    (``_dev_set``), and their accuracy is logged every iteration."""
     check_bag(data, estimator, "(items, labels) pairs (or (items, labels, allowed) triples), one per "
               "sequence,")
     estimator._check_params()
@@ -120,11 +126,12 @@ def fit_crf(estimator, data, client, *, split_every=8, callback=None):
         estimator._label_index = label_index
         model = estimator._chain_model(vocab, attr_ptr, feat_label, trans)
         estimator.featurize_seconds_ = time.perf_counter() - t0
+        dev = estimator._dev_set(vocab, X_dev, y_dev)
         model_f = client.submit(identity, model, pure=False)
         names_f = client.submit(identity, names, pure=False)
         shards = [client.submit(_objective, estimator, model_f, names_f, classes, r, i, pure=False, **where(i))
                   for i, r in enumerate(raw)]
-        train_on_shards(estimator, client, model, shards, where, t0, split_every, callback)
+        train_on_shards(estimator, client, model, shards, where, t0, split_every, callback, dev=dev)
         if estimator.model_filename:
             estimator._save_model_filename()
         return estimator

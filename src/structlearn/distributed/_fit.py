@@ -100,7 +100,25 @@ def _partitions(data, client, estimator):
     return out
 
 
-def fit(estimator, data, client=None, *, init="first", split_every=8, callback=None):
+_CHAIN_DEV = ("X_dev", "y_dev")
+_TREE_DEV = ("X_dev", "y_dev", "parents_dev", "edge_attributes_dev")
+
+
+def _held_out(estimator, takes, given):
+    """The held-out keyword arguments (``given``: name -> value) for the fit of ``estimator``, which
+    takes those named in ``takes``; ValueError naming the first one given (not None) that it does not take."""
+    name = next((k for k, v in given.items() if v is not None and k not in takes), None)
+    if name is not None:
+        cls = type(estimator).__name__
+        what = f"its held-out data are {', '.join(f'`{k}`' for k in takes)}" if takes else \
+            f"{cls}.fit takes no held-out data (the distributed fits of LinearChainCRF, HigherOrderCRF and " \
+            f"TreeCRF do)"
+        raise ValueError(f"`{name}` is not taken by the distributed fit of a {cls}: {what}")
+    return {k: given[k] for k in takes}
+
+
+def fit(estimator, data, client=None, *, init="first", split_every=8, callback=None, X_dev=None, y_dev=None,
+        parents_dev=None, edge_attributes_dev=None):
     """Fit an EM estimator, a linear-chain CRF, a graph CRF or AdaBoost.MRF on dask shards; the result
     equals ``estimator.fit`` on the same data.
 
@@ -138,8 +156,7 @@ def fit(estimator, data, client=None, *, init="first", split_every=8, callback=N
         ``(items, labels, parents, edge_attributes, allowed)`` with partial labels (``allowed``: one entry
         per node, as above; ``edge_attributes`` None when the bag has none; every tree has edge
         attributes or none, while trees with and without ``allowed`` mix). With partial labels the
-        HigherOrderCRF and TreeCRF equal ``fit(..., allowed=mask)`` as the LinearChainCRF does. The
-        CRFs take no held-out data in the distributed fit.
+        HigherOrderCRF and TreeCRF equal ``fit(..., allowed=mask)`` as the LinearChainCRF does.
         GraphCRF: a bag whose elements are ``(graph, labels)`` pairs or ``(graph, labels,
         sample_weight)`` triples, one per graph, as ``GraphCRF.fit`` takes them (``graph = (node_features
         (n, D), edges (m, 2)[, edge_features (m, F)])``, labels (n,) int, -1 hidden). The shards are
@@ -161,6 +178,15 @@ def fit(estimator, data, client=None, *, init="first", split_every=8, callback=N
     callback : callable (iteration) -> None, optional
         Called on the client before the E-step of every iteration (CRF: before every evaluation of the
         objective) — progress, or fault injection in tests.
+    X_dev, y_dev : list of sequences of items, list of lists of labels, optional
+        LinearChainCRF and HigherOrderCRF (TreeCRF: held-out trees, with ``parents_dev`` and
+        ``edge_attributes_dev``): held-out data, as ``fit``'s. They stay on the client (held-out sets are
+        small), are encoded with the vocabulary and labels the distributed fit merged (the estimator's own
+        encoding of ``fit``, before any shard is built) and decoded there every L-BFGS iteration, so
+        ``training_log_`` gets the ``"dev_accuracy"`` entries of ``fit(X, y, X_dev, y_dev)`` on the
+        concatenated data. As in ``fit``, ``y_dev`` without ``X_dev`` is not used.
+    parents_dev, edge_attributes_dev : list (per tree), optional
+        TreeCRF only: the parents and edge attributes of the held-out trees, as ``fit``'s.
 
     Returns
     -------
@@ -177,7 +203,12 @@ def fit(estimator, data, client=None, *, init="first", split_every=8, callback=N
         (the HMMs, HierarchicalHMM); an ``allowed`` of a LinearChainCRF, HigherOrderCRF or TreeCRF that is
         malformed (naming the element and partition), names a label absent from every ``labels``, leaves
         a token (node) no label, or leaves a sequence no labelling that ``forbidden_transitions`` permits
-        (a tree: ``forbidden_edges``); a HigherOrderCRF triple with ``segments=True``.
+        (a tree: ``forbidden_edges``); a HigherOrderCRF triple with ``segments=True``; held-out data
+        (``X_dev``, ``y_dev``, ``parents_dev``, ``edge_attributes_dev``) for an estimator whose
+        distributed fit does not take them (SemiMarkovCRF, GraphCRF, AdaBoostMRF, the EM models; the
+        tree arguments for a LinearChainCRF or HigherOrderCRF), naming the argument and the estimator;
+        bad held-out data (the errors of ``fit``: labels that do not fit the items, labels absent from
+        the training labels, bad ``parents_dev``, ...).
 
     Notes
     -----
@@ -234,15 +265,19 @@ def fit(estimator, data, client=None, *, init="first", split_every=8, callback=N
     from ..estimators.semicrf import SemiMarkovCRF
     from ..estimators.tree_crf import TreeCRF
 
-    crf = {LinearChainCRF: fit_crf, GraphCRF: fit_graph_crf, AdaBoostMRF: fit_adaboost_mrf,
-           SemiMarkovCRF: fit_semicrf, TreeCRF: fit_tree_crf, HigherOrderCRF: fit_higher_order_crf}
-    for cls, fit_one in crf.items():
+    given = dict(X_dev=X_dev, y_dev=y_dev, parents_dev=parents_dev, edge_attributes_dev=edge_attributes_dev)
+    crf = {LinearChainCRF: (fit_crf, _CHAIN_DEV), GraphCRF: (fit_graph_crf, ()),
+           AdaBoostMRF: (fit_adaboost_mrf, ()), SemiMarkovCRF: (fit_semicrf, ()),
+           TreeCRF: (fit_tree_crf, _TREE_DEV), HigherOrderCRF: (fit_higher_order_crf, _CHAIN_DEV)}
+    for cls, (fit_one, takes) in crf.items():
         if isinstance(estimator, cls):
+            dev = _held_out(estimator, takes, given)
             if client is None:
                 from distributed import get_client
                 client = get_client()
-            return fit_one(estimator, data, client, split_every=split_every, callback=callback)
+            return fit_one(estimator, data, client, split_every=split_every, callback=callback, **dev)
     _check_estimator(estimator)
+    _held_out(estimator, (), given)
     estimator._validate_hyper()
     if client is None:
         from distributed import get_client

@@ -22,6 +22,10 @@ the labels allowed per token as for the LinearChainCRF (:mod:`._elements`); the 
 pass 1 as a pair's (as ``fit(X, y, allowed=...)`` counts ``y``), and in pass 2 the worker turns the names
 into the (n_items, K) mask of the merged label order, so the shard's term is that of
 ``HigherOrderCLL(..., allowed=mask)``: log p(y ∈ allowed | x), a pair's tokens allowing their label only.
+
+Held-out data (``X_dev``, ``y_dev``, as ``fit``'s) stay on the client: encoded with the merged vocabulary
+and labels by the estimator's own ``_dev_set`` before any shard is built, and decoded there every L-BFGS
+iteration (``"dev_accuracy"`` in ``training_log_``).
 """
 import itertools
 import time
@@ -146,7 +150,7 @@ def _objective(estimator, classes, names, model, part, partition=0):
     return HigherOrderCLL(model.shard_copy(), packed, yy, c2=0.0, allowed=mask)
 
 
-def fit_higher_order_crf(estimator, data, client, *, split_every=8, callback=None):
+def fit_higher_order_crf(estimator, data, client, *, split_every=8, callback=None, X_dev=None, y_dev=None):
     """Fit a :class:`~structlearn.HigherOrderCRF` (either form) on a dask bag of sequences; see
     :func:`structlearn.distributed.fit`.
 
@@ -167,13 +171,16 @@ def fit_higher_order_crf(estimator, data, client, *, split_every=8, callback=Non
         Fan-in of the tree reductions.
     callback : callable or None
         ``callback(k)`` on the client before the k-th map over the shards.
+    X_dev, y_dev : list of sequences of items, list of lists of labels, optional
+        Held-out data as ``fit``'s, kept on the client; its token accuracy is logged every iteration
+        (``"dev_accuracy"`` in ``training_log_``).
 
     Returns
     -------
-    estimator, fitted: its attributes equal those of ``fit(X, y, allowed=mask)`` on the concatenated
-    sequences (``mask`` (N, K) in ``classes_`` order: a triple's allowed labels, a pair's gold label;
-    ``fit(X, y)`` when the bag holds no triple), weights to rounding, the same iterations. Held-out data
-    (``fit``'s ``X_dev``, ``y_dev``) are not taken here.
+    estimator, fitted: its attributes equal those of ``fit(X, y, X_dev, y_dev, allowed=mask)`` on the
+    concatenated sequences (``mask`` (N, K) in ``classes_`` order: a triple's allowed labels, a pair's gold
+    label; ``fit(X, y, X_dev, y_dev)`` when the bag holds no triple), weights to rounding, the same
+    iterations and held-out accuracies.
 
     Raises
     ------
@@ -182,7 +189,7 @@ def fit_higher_order_crf(estimator, data, client, *, split_every=8, callback=Non
         ``allowed`` that is malformed, names a label absent from every ``labels`` or leaves a token no
         label (each naming the element and the partition), an empty training set, and every error of
         ``fit`` (labels that do not fit the items, K**d too large for ``patterns="dense"``, bad
-        parameters).
+        parameters; held-out labels that do not fit the items or are absent from the training labels).
 
     Notes
     -----
@@ -223,9 +230,10 @@ def fit_higher_order_crf(estimator, data, client, *, split_every=8, callback=Non
         model = estimator._model_of(pats, attr_ptr, feat, max_lengths)
         estimator.attributes_, estimator._vocab, estimator.model_ = names, vocab, model
         estimator.featurize_seconds_ = time.perf_counter() - t0
+        dev = estimator._dev_set(vocab, X_dev, y_dev)
         model_f = client.submit(identity, model, pure=False)
         shards = [client.submit(_objective, estimator, classes, names, model_f, r, i, pure=False, **where(i))
                   for i, r in enumerate(raw)]
-        return train_on_shards(estimator, client, model, shards, where, t0, split_every, callback)
+        return train_on_shards(estimator, client, model, shards, where, t0, split_every, callback, dev=dev)
     finally:
         release(raw)

@@ -21,6 +21,10 @@ mask of the merged label order, so the shard's term is that of ``TreeCLL(..., al
 log p(y ∈ allowed | x), a tree without ``allowed`` allowing its gold labels only. With
 ``forbidden_edges`` every tree is checked to keep a permitted labelling (:func:`_check_feasible`).
 
+Held-out trees (``X_dev``, ``y_dev``, ``parents_dev``, ``edge_attributes_dev``, as ``fit``'s) stay on the
+client: encoded with the merged vocabularies and labels by the estimator's own ``_dev_set`` before any
+shard is built, and decoded there every L-BFGS iteration (``"dev_accuracy"`` in ``training_log_``).
+
 The online trainers (``l2sgd``, ``ap``, ``pa``, ``arow``) stream with ``partial_fit`` instead.
 """
 import time
@@ -128,7 +132,8 @@ def _check_feasible(mask, nodes, local, forb, froot, partition):
                          f"label that `forbidden_edges` forbids; it would have zero probability")
 
 
-def fit_tree_crf(estimator, data, client, *, split_every=8, callback=None):
+def fit_tree_crf(estimator, data, client, *, split_every=8, callback=None, X_dev=None, y_dev=None,
+                 parents_dev=None, edge_attributes_dev=None):
     """Fit a :class:`~structlearn.TreeCRF` (``algorithm="lbfgs"``) on a dask bag of trees; see
     :func:`structlearn.distributed.fit`.
 
@@ -150,13 +155,17 @@ def fit_tree_crf(estimator, data, client, *, split_every=8, callback=None):
         Fan-in of the tree reductions.
     callback : callable or None
         ``callback(k)`` on the client before the k-th map over the shards.
+    X_dev, y_dev, parents_dev, edge_attributes_dev : optional
+        Held-out trees as ``fit``'s, kept on the client; their node accuracy is logged every iteration
+        (``"dev_accuracy"`` in ``training_log_``).
 
     Returns
     -------
-    estimator, fitted: its attributes equal those of ``fit(X, y, parents=..., edge_attributes=...,
-    allowed=mask)`` on the concatenated trees (``mask`` (N, K) in ``classes_`` order: a tree's allowed
-    labels, else its gold labels; ``fit`` without ``allowed`` when no tree has one), weights to rounding,
-    the same iterations. Held-out data (``fit``'s ``X_dev``, ``parents_dev``, ...) are not taken here.
+    estimator, fitted: its attributes equal those of ``fit(X, y, X_dev, y_dev, parents=...,
+    edge_attributes=..., parents_dev=..., edge_attributes_dev=..., allowed=mask)`` on the concatenated
+    trees (``mask`` (N, K) in ``classes_`` order: a tree's allowed labels, else its gold labels; ``fit``
+    without ``allowed`` when no tree has one), weights to rounding, the same iterations and held-out
+    accuracies.
 
     Raises
     ------
@@ -166,7 +175,8 @@ def fit_tree_crf(estimator, data, client, *, split_every=8, callback=None):
         no label or leaves a tree no labelling that ``forbidden_edges`` permits (each naming the element
         and the partition), an empty training set, an online ``algorithm`` (partial labels need
         ``algorithm="lbfgs"`` in ``fit`` too), and every error of ``fit`` (bad parents, labels that do
-        not fit the nodes, a gold edge that ``forbidden_edges`` forbids, ...).
+        not fit the nodes, a gold edge that ``forbidden_edges`` forbids, bad held-out trees or labels,
+        ...).
 
     Notes
     -----
@@ -210,10 +220,11 @@ def fit_tree_crf(estimator, data, client, *, split_every=8, callback=None):
         model = estimator._feature_model(vocab, evocab, attr_ptr, feat_label, edge_features, eptr, epair,
                                          forb, froot)
         estimator.featurize_seconds_ = time.perf_counter() - t0
+        dev = estimator._dev_set(vocab, evocab, X_dev, y_dev, parents_dev, edge_attributes_dev)
         model_f = client.submit(identity, model, pure=False)
         shards = [client.submit(_objective, estimator, classes, names, enames, model_f, r, i, pure=False,
                                 **where(i))
                   for i, r in enumerate(raw)]
-        return train_on_shards(estimator, client, model, shards, where, t0, split_every, callback)
+        return train_on_shards(estimator, client, model, shards, where, t0, split_every, callback, dev=dev)
     finally:
         release(raw)

@@ -483,13 +483,7 @@ class TreeCRF(TreeCRFStreamMixin, CRFBase):
         self.featurize_seconds_ = time.perf_counter() - t0
         y_int = layout.rows_to_internal(yy)
 
-        dev = None
-        if X_dev is not None:
-            dnodes, _, _, dlayout, dbatch = self._encode(X_dev, parents_dev, edge_attributes_dev, False,
-                                                         vocab, evocab, "edge_attributes_dev",
-                                                         "parents_dev")
-            dev = (dbatch, dlayout.rows_to_internal(self._encode_labels(y_dev, dnodes, "y_dev",
-                                                                        grow=False)))
+        dev = self._dev_set(vocab, evocab, X_dev, y_dev, parents_dev, edge_attributes_dev)
         objective = None
         if self.algorithm == "lbfgs":
             allowed = self._allowed_mask(allowed, nodes.n_items, K)
@@ -501,6 +495,15 @@ class TreeCRF(TreeCRFStreamMixin, CRFBase):
         self._train(model, objective, t0, algorithm=self.algorithm, online=tree_online, data=(batch, y_int),
                     dev=dev)
         return self
+
+    def _dev_set(self, vocab, evocab, X_dev, y_dev, parents_dev, edge_attributes_dev):
+        """(internal batch, internal labels) of the held-out trees under the training vocabularies and
+        ``classes_`` (also used by :mod:`structlearn.distributed`), or None without ``X_dev``."""
+        if X_dev is None:
+            return None
+        nodes, _, _, layout, batch = self._encode(X_dev, parents_dev, edge_attributes_dev, False, vocab, evocab,
+                                                  "edge_attributes_dev", "parents_dev")
+        return batch, layout.rows_to_internal(self._encode_labels(y_dev, nodes, "y_dev", grow=False))
 
     def _feature_model(self, vocab, evocab, attr_ptr, feat_label, edge_features, eptr, epair, forb, froot):
         """The TreeFeatureModel of the training features (also built from counts merged over shards by
