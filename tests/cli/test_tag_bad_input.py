@@ -236,6 +236,16 @@ def test_kbest_that_cannot_fit_in_memory(files, capsys, tmp_path):
                     "-k 100000000000000000000", "memory")
 
 
+@pytest.mark.parametrize("opts", [[], ["-i"]])
+def test_attribute_values_whose_scores_overflow(files, capsys, tmp_path, opts):
+    # finite values whose weighted sum is +inf: LinearChainCRF.predict (and tag -i/-p/-k) refuses them, but
+    # the compiled fast path of plain tag decoded them into labels
+    _, arrays = load_model(files / "m.model")
+    big = _rewrite(files / "m.model", tmp_path / "big.model", coef=arrays["coef"] * 10)
+    (tmp_path / "in.txt").write_text("B\tw=a:1.7e308\tp=x:1.7e308\nO\tw=c\n", encoding="utf-8")
+    _one_line_error(*run(capsys, "tag", *opts, "-m", big, tmp_path / "in.txt"), "inf")
+
+
 def _stdin(monkeypatch, data):
     """Standard input holding the bytes ``data``, its text layer ASCII with surrogateescape (a C locale)."""
     raw = io.BytesIO(data)

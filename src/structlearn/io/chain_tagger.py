@@ -86,7 +86,7 @@ class ChainTagger:
                                           lengths=lengths)
             if out is not None:
                 return out
-            # a sequence without a feasible labeling: the engine's error names it
+            # no feasible labeling, or an infinite state score: the engine's error names it
         model = self.model_
         if type(model) is ChainLayout:
             model = chain_model_from_arrays(vars(model), model.n_labels)

@@ -188,8 +188,8 @@ def predict_labels_compiled(layout, coef, vocab, classes, X, kernels, *, lengths
     Returns
     -------
     list (B) of lists of labels, or None
-        None when a sequence has no feasible labeling (forbidden transitions): :func:`predict_labels`
-        then raises the engine's error naming it.
+        None when a sequence has no feasible labeling (forbidden transitions) or a state score is not
+        finite (huge attribute values): :func:`predict_labels` then raises the engine's error naming it.
 
     Raises
     ------
@@ -209,6 +209,8 @@ def predict_labels_compiled(layout, coef, vocab, classes, X, kernels, *, lengths
     unary = kernels.state_potentials(np.ascontiguousarray(w[:layout.n_state]), packed.item_ptr, packed.item_attr,
                                      np.ascontiguousarray(packed.item_val, dtype=np.float64), layout.attr_ptr,
                                      layout.feat_label, K)
+    if not np.all(unary < np.inf):  # +inf or NaN: attribute values whose scores overflow; the engine refuses
+        return None                 # them (predict_labels raises its error), so must this path
     trans, start, end = layout.transition_potentials(w)
     labels = np.full(packed.n_items, -1, dtype=np.int64)
     best = np.zeros(len(packed.lengths))
