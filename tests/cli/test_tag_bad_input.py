@@ -246,6 +246,17 @@ def test_attribute_values_whose_scores_overflow(files, capsys, tmp_path, opts):
     _one_line_error(*run(capsys, "tag", *opts, "-m", big, tmp_path / "in.txt"), "inf")
 
 
+def test_tree_file_errors_name_the_file_once(capsys, tmp_path):
+    (tmp_path / "t.txt").write_text("A\t1\t_\tw=a\nB\t2\t1\tw=b\n\n", encoding="utf-8")
+    from structlearn.cli.main import main
+
+    assert main(["learn", "-q", "--structure", "tree", "-m", str(tmp_path / "t.model"), str(tmp_path / "t.txt")]) == 0
+    capsys.readouterr()
+    (tmp_path / "short.txt").write_text("A\t1\n", encoding="utf-8")
+    line = _one_line_error(*run(capsys, "tag", "-m", tmp_path / "t.model", tmp_path / "short.txt"), "line 1")
+    assert line.count("short.txt") == 1, line  # was "short.txt: short.txt, line 1: ..."
+
+
 def _stdin(monkeypatch, data):
     """Standard input holding the bytes ``data``, its text layer ASCII with surrogateescape (a C locale)."""
     raw = io.BytesIO(data)

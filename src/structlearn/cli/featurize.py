@@ -148,7 +148,8 @@ class TreeReader:
         except FileNotFoundError:
             raise CLIError(f"{name}: no such file") from None
         except ValueError as exc:
-            raise CLIError(f"{name}: {exc}") from None
+            msg = str(exc)  # the reader's format errors name the file and line already
+            raise CLIError(msg if msg.startswith(f"{name}, line ") else f"{name}: {msg}") from None
         return Data(X, y, name, {"parents": parents})
 
 
