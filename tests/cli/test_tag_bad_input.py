@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import warnings
+import zipfile
 
 import numpy as np
 import pytest
@@ -204,6 +205,27 @@ def test_zip_central_directory_corrupted(files, capsys, tmp_path, offset, value,
     data[cd + offset] = value
     (tmp_path / "bad.model").write_bytes(bytes(data))
     _one_line_error(*run(capsys, "tag", *opts, "-m", tmp_path / "bad.model", files / "train.txt"), "bad.model")
+
+
+@pytest.mark.parametrize("argv", [["tag"], ["tag", "-i"], ["info"]])
+def test_array_header_claiming_a_huge_shape(files, capsys, tmp_path, argv):
+    # NumPy allocates the claimed shape (800 PB here: beyond any address space) before reading: a MemoryError
+    # traceback
+    header, arrays = load_model(files / "m.model")
+    descr = repr({"descr": "<i8", "fortran_order": False, "shape": (10 ** 17,)}).encode()
+    descr += b" " * (63 - (10 + len(descr)) % 64) + b"\n"
+    with zipfile.ZipFile(tmp_path / "huge.model", "w") as z:
+        for name, a in arrays.items():
+            buf = io.BytesIO()
+            np.save(buf, a)
+            z.writestr(name + ".npy", b"\x93NUMPY\x01\x00" + len(descr).to_bytes(2, "little") + descr
+                       if name == "attr_ptr" else buf.getvalue())
+        buf = io.BytesIO()
+        np.save(buf, np.frombuffer(json.dumps(header).encode(), np.uint8))
+        z.writestr(HEADER_KEY + ".npy", buf.getvalue())
+    model = tmp_path / "huge.model"
+    args = [*argv, model] if argv == ["info"] else [*argv, "-m", model, files / "train.txt"]
+    _one_line_error(*run(capsys, *args), "huge.model", "memory")
 
 
 def test_unknown_declaration_is_a_one_line_warning(files, capsys, tmp_path):

@@ -116,3 +116,6 @@ def open_model(path):
         return load_estimator(path), header
     except NotImplementedError as exc:  # zipfile's answer to some corrupted archive headers
         raise CLIError(f"{path}: not a readable model file (corrupt .npz archive: {exc})") from None
+    except MemoryError:  # NumPy allocates the shape an array's header claims before reading it
+        raise CLIError(f"{path}: not enough memory for the model's arrays (or a corrupt file claims a huge "
+                       "array)") from None
