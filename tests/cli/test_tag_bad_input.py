@@ -228,6 +228,18 @@ def test_array_header_claiming_a_huge_shape(files, capsys, tmp_path, argv):
     _one_line_error(*run(capsys, *args), "huge.model", "memory")
 
 
+@pytest.mark.parametrize("argv", [["tag"], ["info"]])
+def test_model_header_nested_too_deeply(files, capsys, tmp_path, argv):
+    # json.loads raised RecursionError, which nothing caught (a traceback)
+    _, arrays = load_model(files / "m.model")
+    text = '{"magic": "structlearn-model", "x": ' + "[" * 100000 + "]" * 100000 + "}"
+    with open(tmp_path / "deep.model", "wb") as fh:
+        np.savez_compressed(fh, **arrays, **{HEADER_KEY: np.frombuffer(text.encode(), np.uint8)})
+    model = tmp_path / "deep.model"
+    args = [*argv, model] if argv == ["info"] else [*argv, "-m", model, files / "train.txt"]
+    _one_line_error(*run(capsys, *args), "deep.model")
+
+
 def test_unknown_declaration_is_a_one_line_warning(files, capsys, tmp_path):
     (tmp_path / "in.txt").write_text("@foo\nB\tw=a\n", encoding="utf-8")
     rc, out, err = run(capsys, "tag", "-m", files / "m.model", tmp_path / "in.txt")
