@@ -123,6 +123,14 @@ def test_json_template_of_the_wrong_types(files, capsys, tmp_path, template):
                          tmp_path / "in.conll"), "t.json")
 
 
+def test_json_template_nested_too_deeply(files, capsys, tmp_path):
+    # json.load's RecursionError was not caught (a traceback)
+    (tmp_path / "t.json").write_text("[" * 100000 + "]" * 100000, encoding="utf-8")
+    (tmp_path / "in.conll").write_text("He B\n", encoding="utf-8")
+    _one_line_error(*run(capsys, "tag", "--template", tmp_path / "t.json", "-m", files / "m.model",
+                         tmp_path / "in.conll"), "t.json")
+
+
 @pytest.mark.parametrize("name, value", [("forbidden", np.zeros((2, 2), bool)),
                                          ("trans_features", np.ones((4, 4), bool)),
                                          ("forbidden", np.zeros(9, bool)),

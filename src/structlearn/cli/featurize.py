@@ -28,7 +28,7 @@ def load_template(spec):
         try:
             with open(spec, encoding="utf-8") as fh:
                 tpl = json.load(fh)
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:  # RecursionError: JSON nested thousands deep
             raise CLIError(f"cannot read template file {spec!r}: {exc}") from None
         if not isinstance(tpl, dict):
             raise CLIError(f"template file {spec!r} must hold a JSON object with 'fields' and 'features'")
