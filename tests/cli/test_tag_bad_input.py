@@ -204,10 +204,11 @@ def test_zip_magic_then_junk(files, capsys, tmp_path):
     assert "pickle" not in line
 
 
-@pytest.mark.parametrize("offset, value", [(6, 0xFF), (10, 0x63)])  # version needed; compression method
+# version needed (NotImplementedError), general purpose flags: encrypted (RuntimeError), compression method
+@pytest.mark.parametrize("offset, value", [(6, 0xFF), (8, 0x01), (10, 0x63)])
 @pytest.mark.parametrize("opts", [[], ["-i"]])
 def test_zip_central_directory_corrupted(files, capsys, tmp_path, offset, value, opts):
-    # zipfile raises NotImplementedError for these, which nothing caught (a traceback)
+    # zipfile raises NotImplementedError or RuntimeError for these, which nothing caught (a traceback)
     data = bytearray((files / "m.model").read_bytes())
     cd = data.index(b"PK\x01\x02")  # first central directory entry
     data[cd + offset] = value
@@ -245,7 +246,7 @@ def test_model_header_nested_too_deeply(files, capsys, tmp_path, argv):
         np.savez_compressed(fh, **arrays, **{HEADER_KEY: np.frombuffer(text.encode(), np.uint8)})
     model = tmp_path / "deep.model"
     args = [*argv, model] if argv == ["info"] else [*argv, "-m", model, files / "train.txt"]
-    _one_line_error(*run(capsys, *args), "deep.model")
+    _one_line_error(*run(capsys, *args), "deep.model", "nested")
 
 
 def test_unknown_declaration_is_a_one_line_warning(files, capsys, tmp_path):

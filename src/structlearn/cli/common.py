@@ -114,10 +114,11 @@ def open_model(path):
             raise CLIError(f"{path}: a {fmt!r} model file; the {PROG} command handles {', '.join(handled)} "
                            f"models")
         return load_estimator(path), header
-    except NotImplementedError as exc:  # zipfile's answer to some corrupted archive headers
-        raise CLIError(f"{path}: not a readable model file (corrupt .npz archive: {exc})") from None
-    except RecursionError:  # json.loads of a header nested thousands deep
+    except RecursionError:  # json.loads of a header nested thousands deep (before RuntimeError, its base)
         raise CLIError(f"{path}: not a readable model file (its JSON header is nested too deeply)") from None
+    except (NotImplementedError, RuntimeError) as exc:  # zipfile's answers to some corrupted archive headers
+        # (an unknown compression or version; the encryption flag set: RuntimeError)
+        raise CLIError(f"{path}: not a readable model file (corrupt .npz archive: {exc})") from None
     except MemoryError:  # NumPy allocates the shape an array's header claims before reading it
         raise CLIError(f"{path}: not enough memory for the model's arrays (or a corrupt file claims a huge "
                        "array)") from None

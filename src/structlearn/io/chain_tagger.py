@@ -134,10 +134,11 @@ def open_chain_tagger(path):
             kernels = None  # time-varying transitions: the JIT engine
         model = chain_model_from_arrays(arrays, len(classes), ChainLayout if kernels is not None else None)
         tagger = ChainTagger(model, coef, classes, meta["attributes"], meta.get("user", {}), header, kernels)
-    except (OSError, KeyError, TypeError, ValueError, AttributeError, NotImplementedError, MemoryError,
-            RecursionError):
-        return None  # AttributeError: e.g. metadata that is not a dict; NotImplementedError: zipfile's, corrupt
-        # archive; MemoryError: an array header claiming a huge shape; RecursionError: a deeply nested header
+    except (OSError, KeyError, TypeError, ValueError, AttributeError, NotImplementedError, RuntimeError,
+            MemoryError):
+        return None  # AttributeError: e.g. metadata that is not a dict; NotImplementedError, RuntimeError:
+        # zipfile's, a corrupt archive; MemoryError: an array header claiming a huge shape; RecursionError (a
+        # RuntimeError): a header nested too deeply
     # the consistency check of LinearChainCRF.load (which reports the file as inconsistent)
     if coef.shape != (model.n_params,) or len(tagger._vocab) != len(model.attr_ptr) - 1 \
             or not np.all(np.isfinite(coef)):
