@@ -53,6 +53,53 @@ def _jsonable_log(log):
     return [{k: (float(v) if isinstance(v, (float, np.floating)) else v) for k, v in e.items()} for e in log]
 
 
+def _check_entries(path, header, arrays):
+    """Refuse (ModelFileError naming the entry) header entries and arrays that ``save`` never writes and
+    that the estimators' restore would misread: ``params`` / ``metadata`` not objects, ``classes`` not a
+    list of distinct labels as ``fit`` accepts them (str without tab or newline, int, float, bool),
+    ``attributes`` / ``edge_attributes`` not a list of distinct str, a non-real ``coef``, a complex
+    array."""
+    for key in ("params", "metadata"):
+        if not isinstance(header.get(key, {}), dict):
+            raise ModelFileError(f"{path}: model file entry {key!r} must be a JSON object; got "
+                                 f"{type(header[key]).__name__}")
+    meta = header.get("metadata", {})
+    if "classes" in meta:
+        classes = meta["classes"]
+        if not isinstance(classes, list):
+            raise ModelFileError(f"{path}: model file entry 'classes' must be a list of labels; got "
+                                 f"{classes!r:.80}")
+        for i, c in enumerate(classes):
+            if not isinstance(c, (str, int, float)) or isinstance(c, str) and ("\t" in c or "\n" in c):
+                raise ModelFileError(f"{path}: model file entry 'classes'[{i}] must be a label (str "
+                                     f"without tab or newline, int, float or bool); got {c!r:.80}")
+        _check_distinct(path, "classes", classes)
+    for key in ("attributes", "edge_attributes"):
+        if key in meta:
+            names = meta[key]
+            if not isinstance(names, list):
+                raise ModelFileError(f"{path}: model file entry {key!r} must be a list of attribute names "
+                                     f"(str); got {names!r:.80}")
+            bad = next((i for i, a in enumerate(names) if not isinstance(a, str)), None)
+            if bad is not None:
+                raise ModelFileError(f"{path}: model file entry {key!r}[{bad}] must be an attribute name "
+                                     f"(str); got {names[bad]!r:.80}")
+            _check_distinct(path, key, names)
+    for name, a in arrays.items():
+        if a.dtype.kind == "c" or name == "coef" and a.dtype.kind not in "fiu":
+            raise ModelFileError(f"{path}: model file array {name!r} must hold real numbers; got dtype "
+                                 f"{a.dtype}")
+
+
+def _check_distinct(path, key, values):
+    seen = {}
+    for i, v in enumerate(values):
+        j = seen.setdefault(v, i)
+        if j != i:
+            raise ModelFileError(f"{path}: model file entry {key!r} must list distinct values; {v!r:.80} "
+                                 f"is both [{j}] and [{i}]")
+
+
 class ModelFileMixin:
     """``save(path, metadata=None)`` and ``load(path)`` through :mod:`structlearn.utils.modelfile`."""
 
@@ -133,6 +180,7 @@ class ModelFileMixin:
         fmt, version, _ = cls._model_format
         header, arrays = load_model(path, expected_format=fmt, supported_version=version)
         meta = header.get("metadata", {})
+        _check_entries(path, header, arrays)
         try:
             est = cls(**cls._params_from_file(dict(header.get("params", {}))))
             est.coef_ = np.asarray(arrays["coef"], dtype=np.float64)

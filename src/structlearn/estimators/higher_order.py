@@ -4,6 +4,7 @@ import time
 import numpy as np
 
 from ..learning.objectives import HigherOrderCLL, SegmentCLL
+from ..models.crf_decode import check_state_scores, viterbi_labels
 from ..models.features import build_state_features
 from ..models.higher_order import HigherOrderFeatureModel, LabelPatterns, build_pattern_state_features
 from ..models.segment_patterns import SegmentPatternModel, runs
@@ -212,6 +213,27 @@ class HigherOrderCRF(ChainCRFBase):
             objective = HigherOrderCLL(model, packed, yy, c2=self.c2, allowed=allowed)
         self._train(model, objective, t0, dev=dev, callback=callback)
         return self
+
+    def _structure(self, X, lengths=None, constraints=None):
+        packed, structure = super()._structure(X, lengths, constraints)
+        if not self.segments:  # the pattern chain takes its state scores unchecked (the engine's chains
+            check_state_scores(structure.phi, packed)  # and semi-Markov structures refuse +inf / NaN)
+        return packed, structure
+
+    def predict(self, X, constraints=None, *, lengths=None):
+        """Most likely label sequence of every sequence (Viterbi); arguments as
+        :meth:`LinearChainCRF.predict <structlearn.LinearChainCRF.predict>`.
+
+        Raises
+        ------
+        ValueError
+            Constraints that leave a sequence no labeling; attribute values whose state scores overflow
+            (naming the sequence and position).
+        """
+        if self.segments:
+            return super().predict(X, constraints, lengths=lengths)
+        packed, structure = self._structure(X, lengths, constraints)
+        return viterbi_labels(structure, packed, self.classes_)
 
     def kbest(self, X, k=5):
         """The k most likely label sequences of every sequence with their probabilities.

@@ -508,7 +508,8 @@ class SemiMarkovCRF(CRFBase):
         """P(token t lies in a segment labelled k): list of (T, K) float64 arrays (``classes_`` order)."""
         batch, sm = self._structure(X, lengths, tokens)
         out = []
-        for _, _, part in sm.parts():
+        for b0, _, part in sm.parts():
+            self._finite_log_z(part.log_partition(), b0)
             u = part.marginals().unary
             out.extend(u[part.offsets[b]:part.offsets[b + 1]] for b in range(part.batch_size))
         return out
@@ -525,6 +526,7 @@ class SemiMarkovCRF(CRFBase):
         out = [[] for _ in range(len(batch.lengths))]
         cls = self.classes_
         for b0, _, part in sm.parts():
+            self._finite_log_z(part.log_partition(), b0)
             for b, s, e, k, p in part.iter_segment_marginals(threshold):
                 out[b0 + b].append((s, e + 1, cls[k], p))
         return out
@@ -547,7 +549,7 @@ class SemiMarkovCRF(CRFBase):
         batch, sm = self._structure(X, lengths, tokens)
         out = []
         for b0, _, part in sm.parts():
-            log_z = part.log_partition()
+            log_z = self._finite_log_z(part.log_partition(), b0)
             for b, items in enumerate(part.kbest_segments(k)):
                 T = int(batch.lengths[b0 + b])
                 conv = (self._public_segments if output == "segments"
@@ -558,8 +560,21 @@ class SemiMarkovCRF(CRFBase):
     def predict_proba_sequence(self, X, *, lengths=None, tokens=None):
         """Probability of the best segmentation of each sequence, shape (B,)."""
         _, sm = self._structure(X, lengths, tokens)
-        out = [np.exp(part.max() - part.log_partition()) for _, _, part in sm.parts()]
+        out = [np.exp(part.max() - self._finite_log_z(part.log_partition(), b0)) for b0, _, part in sm.parts()]
         return np.concatenate(out) if out else np.zeros(0)
+
+    def _finite_log_z(self, log_z, b0=0):
+        """``log_z`` of sequences ``b0, b0 + 1, ...``; a ValueError naming the first whose log partition is
+        +inf or NaN: segmentation scores that overflow float64 (huge weights of a crafted model, or huge
+        attribute values) give no probabilities (NaN), only a Viterbi segmentation."""
+        bad = np.flatnonzero(~(log_z < np.inf))
+        if bad.size:
+            b = int(bad[0])
+            raise ValueError(f"sequence {b0 + b}: its segmentation scores overflow float64 (log partition "
+                             f"{log_z[b]}; expected finite), so they give no probabilities: the model's "
+                             f"weights (largest |w| = {np.max(np.abs(self.coef_)):.3g}) or the attribute values "
+                             f"are too large")
+        return log_z
 
     def log_partition(self, X, *, lengths=None, tokens=None):
         """log Z(x) of every sequence, shape (B,)."""

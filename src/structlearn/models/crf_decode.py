@@ -20,7 +20,7 @@ import numpy as np
 from ..utils.validation import check_shapes
 
 __all__ = ["CHAIN_FORMAT", "CHAIN_FORMAT_VERSION", "chain_model_from_arrays", "chain_structure",
-           "viterbi_labels", "predict_labels", "predict_labels_compiled"]
+           "viterbi_labels", "predict_labels", "predict_labels_compiled", "check_state_scores"]
 
 #: the model-file format name and version of :class:`~structlearn.LinearChainCRF` (``structlearn learn``'s
 #: default): the header's ``format`` / ``version`` (:mod:`structlearn.utils.modelfile`)
@@ -112,6 +112,38 @@ def chain_structure(model, coef, vocab, X, *, lengths=None, constraint_mask=None
     if allowed is not None and check is not None:
         check(structure, packed, allowed)
     return packed, structure
+
+
+def check_state_scores(scores, packed):
+    """Refuse state scores that are +inf or NaN (finite attribute values whose products with the weights
+    overflow float64), naming the sequence and position: the check the engine's chains make of their
+    potentials (:func:`~structlearn.utils.validation.check_log_potentials`), for feature models whose
+    structures take state scores unchecked (``HigherOrderCRF``'s pattern chain).
+
+    Parameters
+    ----------
+    scores : ndarray of float64, shape (N, Z)
+        One row of state scores per item of ``packed``.
+    packed : Packed
+        The items (``offsets`` (B + 1,) split them into sequences).
+
+    Raises
+    ------
+    ValueError
+        ``sequence b, position t: ...`` for the first item with a +inf or NaN score.
+
+    Notes
+    -----
+    Time O(N · Z), no copy of ``scores`` when they are fine.
+    """
+    ok = scores < np.inf  # False for +inf and NaN
+    if ok.all():
+        return
+    n, z = (int(i) for i in np.argwhere(~ok)[0])
+    b = int(np.searchsorted(packed.offsets, n, side="right")) - 1
+    raise ValueError(f"sequence {b}, position {n - int(packed.offsets[b])}: a state score is "
+                     f"{scores[n, z]} (expected finite log-potentials; the item's attribute values times "
+                     f"the model's weights overflow float64): scale the attribute values down")
 
 
 def viterbi_labels(structure, packed, classes):

@@ -146,15 +146,17 @@ def _cqdb_bytes(strings):
     return bytes(head + records + body + tail)
 
 
-def _cqdb_strings(buf, start, count, what):
-    """The ``count`` strings (by id) of the CQDB chunk at ``buf[start:]``."""
+def _cqdb_strings(buf, start, count, what, name="<bytes>"):
+    """The ``count`` strings (by id) of the CQDB chunk at ``buf[start:]`` (errors name the file ``name``)."""
     chunk, size, _, bom, bwd_size, bwd_offset = struct.unpack_from("<4sIIIII", buf, start)
     if chunk != b"CQDB" or bom != _CQDB_BOM:
-        raise ValueError(f"the {what} database at offset {start} is not a CQDB chunk (got {chunk!r})")
+        raise ValueError(f"{name}: the {what} database at offset {start} is not a CQDB chunk (expected "
+                         f"b'CQDB' and byte-order mark {_CQDB_BOM:#x}; got {chunk!r}, {bom:#x})")
     out = []
     for i in range(count):
         if not bwd_offset or i >= bwd_size:
-            raise ValueError(f"the {what} database has no entry for id {i}")
+            raise ValueError(f"{name}: the {what} database has no entry for id {i} (the header says "
+                             f"{count} {what}s; the database holds {bwd_size if bwd_offset else 0})")
         off, = struct.unpack_from("<I", buf, start + bwd_offset + 4 * i)
         _, ksize = struct.unpack_from("<iI", buf, start + off)
         key = bytes(buf[start + off + 8:start + off + 8 + ksize - 1])
@@ -240,9 +242,12 @@ def read_crfsuite_model_bytes(buf, name="<bytes>"):
         names ``name``.
     """
     buf = memoryview(bytes(buf))
-    if len(buf) < 48 or bytes(buf[:4]) != MAGIC:
+    if bytes(buf[:4]) != MAGIC:
         raise ValueError(f"{name}: not a CRFsuite model file (expected the magic 'lCRF', got "
                          f"{bytes(buf[:4])!r})")
+    if len(buf) < 48:
+        raise ValueError(f"{name}: truncated CRFsuite model file ({len(buf)} bytes; its header alone takes "
+                         "48)")
     (_, size, mtype, version, n_feat, K, A, off_f, off_l, off_a, _, off_ar) = struct.unpack_from(
         "<4sI4sIIIIIIIII", buf, 0)
     if mtype != MODEL_TYPE:
@@ -259,8 +264,8 @@ def read_crfsuite_model_bytes(buf, name="<bytes>"):
         feats = np.frombuffer(bytes(buf[off_f + 12:off_f + 12 + 20 * n]),
                               dtype=np.dtype([("type", "<u4"), ("src", "<u4"), ("dst", "<u4"),
                                               ("weight", "<f8")]))
-        labels = _cqdb_strings(buf, off_l, K, "label")
-        attributes = _cqdb_strings(buf, off_a, A, "attribute")
+        labels = _cqdb_strings(buf, off_l, K, "label", name)
+        attributes = _cqdb_strings(buf, off_a, A, "attribute", name)
         chunk, _, n_attr = struct.unpack_from("<4sII", buf, off_ar)
         if chunk != b"AFRF":
             raise ValueError(f"{name}: no attribute-reference chunk at offset {off_ar}")

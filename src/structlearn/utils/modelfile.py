@@ -23,6 +23,8 @@ __all__ = ["save_model", "load_model", "read_header", "ModelFileError", "HEADER_
 
 HEADER_KEY = "__header__"
 MAGIC = "structlearn-model"
+_ZIP_ENTRY = b"PK\x03\x04"  # the signature of a zip local file header: an archive's first bytes
+_ZIP_EMPTY = b"PK\x05\x06"  # the end-of-central-directory signature: the first bytes of an empty archive
 
 class ModelFileError(ValueError):
     """A model file that cannot be read: truncated, corrupt, of another format or of a newer version."""
@@ -124,8 +126,11 @@ def load_model(path, expected_format=None, supported_version=None):
     FileNotFoundError
         No file at ``path``.
     ModelFileError (a ValueError)
-        Truncated or corrupt file, not a structlearn model (no header), a different format, a newer
-        version than ``supported_version``, a header that names missing arrays, or an object array.
+        Truncated or corrupt file (also a zip entry that is encrypted or of an unknown compression or
+        version, a JSON header nested too deeply, an array header claiming more memory than there is), not
+        a structlearn model (not a zip archive starting ``PK\x03\x04``, an empty archive, no header), a
+        different format, a newer version than ``supported_version``, a header that names missing arrays,
+        or an object array. The message names the file.
     """
     return _read(path, expected_format, supported_version, with_arrays=True)
 
@@ -150,9 +155,28 @@ def _read(path, expected_format, supported_version, with_arrays):
         magic = fh.read(4)
     if magic == b"\x93NUM":
         raise ModelFileError(f"{path!r} holds a single .npy array, not a structlearn model (.npz archive)")
-    if magic[:2] != b"PK":
-        raise ModelFileError(f"{path!r} is not a structlearn model file (expected an .npz archive; the "
-                             f"file starts with {magic!r})")
+    if magic == _ZIP_EMPTY:
+        raise ModelFileError(f"{path!r} is an empty zip archive, not a structlearn model file (expected an "
+                             ".npz archive holding a model header and arrays)")
+    if magic != _ZIP_ENTRY:  # a zip archive whose first entry is a file: the local file header signature
+        raise ModelFileError(f"{path!r} is not a structlearn model file (expected an .npz archive, which "
+                             f"starts with {_ZIP_ENTRY!r}; the file starts with {magic!r})")
+    try:
+        return _read_zip(path, expected_format, supported_version, with_arrays)
+    except RecursionError:  # json.loads of a header nested thousands deep (a RuntimeError: first)
+        raise ModelFileError(f"{path!r}: the model header is JSON nested too deeply to be a model header; "
+                             "the file is corrupt") from None
+    except (NotImplementedError, RuntimeError) as exc:  # zipfile's answers to a corrupt entry header: an
+        # unknown compression method or zip version (NotImplementedError), the encryption flag set
+        raise ModelFileError(f"{path!r} is not a readable model file (a corrupt .npz archive entry; expected "
+                             f"an unencrypted zip entry as structlearn writes: {exc})") from None
+    except MemoryError:  # NumPy allocates the shape an array header claims before reading the data
+        raise ModelFileError(f"{path!r}: not enough memory for the model's arrays (or a corrupt array "
+                             "header claims a huge shape)") from None
+
+
+def _read_zip(path, expected_format, supported_version, with_arrays):
+    """:func:`_read` once the file starts as a zip archive."""
     with open(path, "rb") as fh:  # our handle, closed on every error path (np.load's is not)
         try:
             npz = np.load(fh, allow_pickle=False)
@@ -161,8 +185,7 @@ def _read(path, expected_format, supported_version, with_arrays):
                                  f".npz archive written by structlearn): {exc}") from None
         if not isinstance(npz, np.lib.npyio.NpzFile):
             raise ModelFileError(f"{path!r} holds a single .npy array, not a structlearn model (.npz archive)")
-        header, arrays = _read_npz(npz, path, expected_format, supported_version, with_arrays)
-    return header, arrays
+        return _read_npz(npz, path, expected_format, supported_version, with_arrays)
 
 
 def _read_npz(npz, path, expected_format, supported_version, with_arrays):
@@ -172,7 +195,7 @@ def _read_npz(npz, path, expected_format, supported_version, with_arrays):
             if HEADER_KEY not in npz.files:
                 raise ModelFileError(f"{path!r} is an .npz archive but not a structlearn model file (it has "
                                      f"no {HEADER_KEY!r} member; members: {sorted(npz.files)[:10]})")
-            raw = npz[HEADER_KEY]
+            raw = _array(npz, HEADER_KEY, path)
             try:
                 header = json.loads(raw.tobytes().decode("utf-8"))
             except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -194,11 +217,21 @@ def _read_npz(npz, path, expected_format, supported_version, with_arrays):
                 if name not in npz.files:
                     raise ModelFileError(f"{path!r}: the header lists array {name!r} but the file lacks it "
                                          "(the file is corrupt)")
-                try:
-                    arrays[name] = npz[name]
-                except ValueError as exc:  # object arrays need pickle, which is refused
-                    raise ModelFileError(f"{path!r}: array {name!r} cannot be loaded without pickle "
-                                         f"({exc}); refusing it") from None
+                arrays[name] = _array(npz, name, path)
         except (zipfile.BadZipFile, EOFError, OSError, KeyError, zlib.error) as exc:
             raise ModelFileError(f"{path!r} is truncated or corrupt: {exc}") from None
     return header, arrays
+
+
+def _array(npz, name, path):
+    """Member ``name`` of an opened archive; ModelFileError (naming it) for a truncated or refused one."""
+    try:
+        return npz[name]
+    except ValueError as exc:  # NumPy's ValueError for short data ("EOF: reading array data, ..."), a
+        # malformed .npy header, or an object array (which needs pickle, refused)
+        if "pickle" in str(exc):
+            raise ModelFileError(f"{path!r}: array {name!r} is an object array, which cannot be loaded "
+                                 f"without pickle ({exc}); refusing it") from None
+        what = ("truncated (its data is shorter than its header's shape and dtype need)"
+                if str(exc).startswith("EOF") else "corrupt (a malformed .npy array header)")
+        raise ModelFileError(f"{path!r}: array {name!r} is {what}; the file is corrupt: {exc}") from None
