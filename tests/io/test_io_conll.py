@@ -2,7 +2,6 @@
 import gzip
 import io
 import json
-import time
 
 import pytest
 
@@ -147,15 +146,13 @@ def test_derived_functions():
 
 
 @pytest.mark.slow
-def test_conll2000_train_featurises_fast():
+def test_conll2000_train_featurises_whole_set():
+    # speed is measured in benchmarks/bench_crf_conll2000.py, never asserted here
     path = require_data("conll2000") / "train.txt.gz"
     sents = read_conll(path)
     assert len(sents) == 8936 and sum(map(len, sents)) == 211727
-    t0 = time.perf_counter()
     X, y = featurize(sents, "chunking")
-    elapsed = time.perf_counter() - t0
     assert sum(map(len, X)) == 211727 and sum(map(len, y)) == 211727
-    assert elapsed < 8.0, f"featurising CoNLL-2000 train took {elapsed:.1f} s"
 
 
 def test_templates_survive_json_and_latin1(tmp_path):
