@@ -46,7 +46,10 @@ Z_MIN = 1e-70  # token normaliser Σ_k â b̂ of linear-space marginals
 _LOG_IN = math.log(IN_MIN)
 _FLUSH_LO = 1e-200  # the running product of normalisers is logged when it leaves [_FLUSH_LO, _FLUSH_HI]
 _FLUSH_HI = 1e200
-_FM = {"reassoc", "contract", "arcp", "nsz"}  # no nnan / ninf: -inf potentials are data
+# FMA contraction only: flags that let LLVM reorder arithmetic (reassoc, arcp, nsz) made this function
+# give different last bits inlined into a caller loaded from Numba's cache than as the freshly compiled
+# callee of a first run (tests/structures/test_compile_reproducible.py)
+_FM = {"contract"}
 
 # per-token flags
 FL = 1  # forward row in log space
