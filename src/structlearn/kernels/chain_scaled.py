@@ -46,10 +46,10 @@ Z_MIN = 1e-70  # token normaliser Σ_k â b̂ of linear-space marginals
 _LOG_IN = math.log(IN_MIN)
 _FLUSH_LO = 1e-200  # the running product of normalisers is logged when it leaves [_FLUSH_LO, _FLUSH_HI]
 _FLUSH_HI = 1e200
-# FMA contraction only: flags that let LLVM reorder arithmetic (reassoc, arcp, nsz) made this function
-# give different last bits inlined into a caller loaded from Numba's cache than as the freshly compiled
-# callee of a first run (tests/structures/test_compile_reproducible.py)
-_FM = {"contract"}
+# No fast-math flags on the forward-backward below: it is inlined into many cached callers, and with
+# reassoc / arcp / nsz (and even contract, FMA) LLVM rounds each inlined copy differently, so a first
+# run (calling the freshly compiled function) and later runs (the copy inside a cache-loaded caller), or
+# fit and partial_fit, differed in the last bits (tests/structures/test_compile_reproducible.py)
 
 # per-token flags
 FL = 1  # forward row in log space
@@ -293,7 +293,7 @@ def _final_term(fa, r, is_log, lin, end):
     return _final(la, end, LOG)
 
 
-@njit(cache=True, fastmath=_FM)
+@njit(cache=True)
 def linear_marginals_seq(unary, lin, Mf, Mb, Me, logf, logb, loge, start, end, o, T, edge_mode, work,
                          umarg, emarg, ee_dst):
     """Scaled forward–backward of one sequence (rows o .. o+T-1, stationary transitions); returns log Z
