@@ -208,3 +208,4 @@ def test_semimarkov_kbest_refuses_scores_that_overflow():
         with pytest.raises(ValueError, match="sequence 1: its segmentation scores overflow"):
             call(X)
     assert all(0 <= p <= 1 for seq in good for _, p in seq)
+

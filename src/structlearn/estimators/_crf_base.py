@@ -81,6 +81,9 @@ class CRFBase(ModelFileMixin, EstimatorBase):
     """Base of the CRF estimators (see the module docstring)."""
 
     _parameters = ()
+    #: what the scores of ``_finite_log_z``'s message are scores of
+    _score_noun = "labeling"
+    _unit_noun = "sequence"
 
     # ------------------------------------------------------------------------------------------------
     # validation
@@ -89,6 +92,20 @@ class CRFBase(ModelFileMixin, EstimatorBase):
         for p in self._parameters:
             check_param(p, getattr(self, p.name))
         self._check_param_combinations()
+
+    def _finite_log_z(self, log_z, b0=0):
+        """``log_z`` of sequences ``b0, b0 + 1, ...``; a ValueError naming the first whose log partition is
+        +inf or NaN: scores that overflow float64 (huge weights of a crafted model, or huge attribute
+        values) give no probabilities (NaN or inf), only a Viterbi labeling, and not even that when the
+        best score overflows too."""
+        bad = np.flatnonzero(~(log_z < np.inf))
+        if bad.size:
+            b = int(bad[0])
+            raise ValueError(f"{self._unit_noun} {b0 + b}: its {self._score_noun} scores overflow float64 (log partition "
+                             f"{log_z[b]}; expected finite), so they give no probabilities: the model's "
+                             f"weights (largest |w| = {np.max(np.abs(self.coef_)):.3g}) or the attribute values "
+                             f"are too large")
+        return log_z
 
     def _check_param_combinations(self):
         """Checks that involve several parameters (after every parameter's own constraint)."""
@@ -521,6 +538,7 @@ class ChainCRFBase(CRFBase):
             raise ValueError(f"`output` must be 'dict' or 'array'; got {output!r}")
         packed, chain = self._structure(X, lengths, constraints)
         um = chain.marginals(edge="none").unary
+        self._finite_log_z(chain.log_partition())
         seqs = self._split(um, packed)
         if output == "array":
             return seqs
@@ -533,13 +551,15 @@ class ChainCRFBase(CRFBase):
     def predict_proba_sequence(self, X, *, lengths=None):
         """Probability of the Viterbi labeling of each sequence, shape (B,)."""
         _, chain = self._structure(X, lengths)
-        return np.exp(chain.max() - chain.log_partition())
+        log_z = self._finite_log_z(chain.log_partition())
+        return np.exp(chain.max() - log_z)
 
     def sequence_probability(self, X, y):
         """Probability p(y | x) of given label sequences, shape (B,)."""
         packed, chain = self._structure(X)
         yy = self._encode_labels(y, packed, grow=False)
-        return np.exp(chain.score(yy) - chain.log_partition())
+        log_z = self._finite_log_z(chain.log_partition())
+        return np.exp(chain.score(yy) - log_z)
 
     def kbest(self, X, k=5):
         """The k most likely label sequences of every sequence with their probabilities.
@@ -549,8 +569,8 @@ class ChainCRFBase(CRFBase):
         list (per sequence) of lists of (labels (list of str), probability), best first.
         """
         packed, chain = self._structure(X)
+        log_z = self._finite_log_z(chain.log_partition())
         kb = chain.kbest(k)
-        log_z = chain.log_partition()
         cls = np.asarray(self.classes_, dtype=object)
         out = []
         for b in range(len(packed.lengths)):

@@ -132,6 +132,7 @@ class SemiMarkovCRF(CRFBase):
     segment features O(N·D·K) in chunks of at most 4·10⁶ entries.
     """
 
+    _score_noun = "segmentation"
     _parameters = (
         Param("algorithm", "lbfgs", "{lbfgs}",
               "trainer: lbfgs only (the online trainers do not handle segments)"),
@@ -562,19 +563,6 @@ class SemiMarkovCRF(CRFBase):
         _, sm = self._structure(X, lengths, tokens)
         out = [np.exp(part.max() - self._finite_log_z(part.log_partition(), b0)) for b0, _, part in sm.parts()]
         return np.concatenate(out) if out else np.zeros(0)
-
-    def _finite_log_z(self, log_z, b0=0):
-        """``log_z`` of sequences ``b0, b0 + 1, ...``; a ValueError naming the first whose log partition is
-        +inf or NaN: segmentation scores that overflow float64 (huge weights of a crafted model, or huge
-        attribute values) give no probabilities (NaN), only a Viterbi segmentation."""
-        bad = np.flatnonzero(~(log_z < np.inf))
-        if bad.size:
-            b = int(bad[0])
-            raise ValueError(f"sequence {b0 + b}: its segmentation scores overflow float64 (log partition "
-                             f"{log_z[b]}; expected finite), so they give no probabilities: the model's "
-                             f"weights (largest |w| = {np.max(np.abs(self.coef_)):.3g}) or the attribute values "
-                             f"are too large")
-        return log_z
 
     def log_partition(self, X, *, lengths=None, tokens=None):
         """log Z(x) of every sequence, shape (B,)."""

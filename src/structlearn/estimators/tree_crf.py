@@ -291,6 +291,7 @@ class TreeCRF(TreeCRFStreamMixin, CRFBase):
     and pair marginals are per edge, O(N·K²) memory.
     """
 
+    _unit_noun = "tree"
     _parameters = (
         ALGORITHM, *LBFGS_PARAMS, *ONLINE_PARAMS, MIN_FREQ, ALL_POSSIBLE_STATES,
         Param("all_possible_edges", False, "bool",
@@ -581,6 +582,7 @@ class TreeCRF(TreeCRFStreamMixin, CRFBase):
             raise ValueError(f"`output` must be 'dict' or 'array'; got {output!r}")
         _, layout, tree = self._structure(X, parents, edge_attributes, constraints)
         m = tree.marginals(edge="full" if edges else "none")
+        self._finite_log_z(layout.per_tree(tree.log_partition()))
         node = layout.split(layout.rows_to_user(m.unary))
         cls = self.classes_
         if output == "dict":
@@ -598,13 +600,15 @@ class TreeCRF(TreeCRFStreamMixin, CRFBase):
     def predict_proba_sequence(self, X, *, parents=None, edge_attributes=None):
         """Probability of the MAP labeling of each tree, shape (B,)."""
         _, layout, tree = self._structure(X, parents, edge_attributes)
-        return np.exp(layout.per_tree(tree.max()) - layout.per_tree(tree.log_partition()))
+        log_z = self._finite_log_z(layout.per_tree(tree.log_partition()))
+        return np.exp(layout.per_tree(tree.max()) - log_z)
 
     def sequence_probability(self, X, y, *, parents=None, edge_attributes=None):
         """Probability p(y | x) of given labelings, shape (B,)."""
         nodes, layout, tree = self._structure(X, parents, edge_attributes)
         yy = layout.rows_to_internal(self._encode_labels(y, nodes, grow=False))
-        return np.exp(layout.per_tree(tree.score(yy)) - layout.per_tree(tree.log_partition()))
+        log_z = self._finite_log_z(layout.per_tree(tree.log_partition()))
+        return np.exp(layout.per_tree(tree.score(yy)) - log_z)
 
     def kbest(self, X, k=5, *, parents=None, edge_attributes=None, constraints=None):
         """The k most likely labelings of every tree with their probabilities (exact k-best max-product).
@@ -617,8 +621,9 @@ class TreeCRF(TreeCRFStreamMixin, CRFBase):
         list (per tree) of lists of (labels (list of str), probability), best first.
         """
         nodes, layout, tree = self._structure(X, parents, edge_attributes, constraints)
-        kb = tree.kbest(k)
         log_z = tree.log_partition()
+        self._finite_log_z(layout.per_tree(log_z))
+        kb = tree.kbest(k)
         cls = np.asarray(self.classes_, dtype=object)
         ioff = tree.offsets
         parts = [[] for _ in nodes.lengths]

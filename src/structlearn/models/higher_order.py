@@ -394,6 +394,29 @@ class PatternChain:
         self.n_rows = N
         self.allowed = np.ones((N, K), bool) if allowed is None else check_allowed_mask(allowed, (N, K))
         self._cache = {}
+        self._check_overflow()
+
+    def _check_overflow(self):
+        """Refuse potentials whose labeling scores can overflow float64 (the recursions would give inf or
+        NaN, or a wrong finite log Z), naming the first such sequence: a bound on |score| is the largest
+        finite |state score| of every token plus, per token, Σ|pattern weights| and the largest |start|
+        and |end|. State scores that are +inf or NaN themselves are left to
+        :func:`~structlearn.models.crf_decode.check_state_scores` (which names the position)."""
+        def fin_abs(a):
+            a = np.abs(a)
+            return np.where(np.isfinite(a), a, 0.0)
+
+        with np.errstate(over="ignore", invalid="ignore"):
+            per_token = (fin_abs(self.wpat).sum() + fin_abs(self.start).max(initial=0.0)
+                         + fin_abs(self.end).max(initial=0.0))
+            c = np.concatenate([[0.0], np.cumsum(fin_abs(self.phi).max(axis=1, initial=0.0))])
+            bound = c[self.offsets[1:]] - c[self.offsets[:-1]] + self.lengths * per_token
+        bad = np.flatnonzero(~(bound < np.inf))
+        if bad.size:
+            b = int(bad[0])
+            raise ValueError(f"sequence {b}: its labeling scores overflow float64 (a bound on them is "
+                             f"{bound[b]}; expected finite): the model's weights or the attribute values "
+                             f"are too large")
 
     @property
     def batch_size(self):

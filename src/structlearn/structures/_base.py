@@ -31,6 +31,12 @@ class StructureBase:
         return self.lengths.shape[0]
 
     def _raise_if_infeasible(self, log_z, what):
+        """ValueError naming the first sequence whose score ``log_z`` (log Z, or the best score) is +inf
+        or NaN (finite potentials whose sums overflow float64), else the first that is -inf (no
+        labeling)."""
+        over = np.flatnonzero(~(log_z < np.inf))
+        if over.size:
+            self._raise_overflow(int(over[0]), log_z[over[0]], what)
         bad = np.flatnonzero(log_z == -np.inf)
         if bad.size:
             b = int(bad[0])
@@ -38,6 +44,10 @@ class StructureBase:
                 f"cannot compute {what}: sequence {b} (rows {self.offsets[b]}:{self.offsets[b + 1]}) has "
                 f"no labeling with non-zero potential (log_partition is -inf); "
                 f"{bad.size} infeasible sequence(s) in the batch")
+
+    def _raise_overflow(self, b, value, what):
+        raise ValueError(f"cannot compute {what}: sequence {b} (rows {self.offsets[b]}:{self.offsets[b + 1]}): "
+                         f"its scores overflow float64 (got {value}): the potentials are too large")
 
     def _masked_unary(self, unary, allowed):
         mask = check_allowed_mask(allowed, unary.shape)

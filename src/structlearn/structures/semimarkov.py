@@ -508,6 +508,31 @@ class SemiMarkov(StructureBase):
         """Score of the best segmentation of every sequence, shape (B,) (-inf if infeasible)."""
         return self._forward(MAX)[3].copy()
 
+    def _raise_if_infeasible(self, log_z, what):
+        """As the base class; a sequence whose score is -inf while a bound on its scores is not finite is
+        named as an overflow too (+inf − +inf inside the recursion reads as "no labeling"). Potentials
+        are finite or -inf (checked), so only their sums overflow; the bound is computed for the
+        failing sequences only."""
+        for b in np.flatnonzero(log_z == -np.inf):
+            if not np.isfinite(self._score_bound(int(b))):
+                self._raise_overflow(int(b), log_z[b], what)
+        super()._raise_if_infeasible(log_z, what)
+
+    def _score_bound(self, b):
+        """An upper bound on |score| of any segmentation of sequence b (+inf when it overflows): the
+        largest finite |unary| of every token plus, per token, the largest finite |potential| of each
+        duration, transition, start, end and segment table."""
+        o, o1 = int(self.offsets[b]), int(self.offsets[b + 1])
+
+        def amax(a, axis=None):
+            a = np.abs(np.where(np.isneginf(a), 0.0, a))
+            return a.max(axis=axis, initial=0.0)
+
+        per_token = (amax(self._durations) + amax(self.transition) + amax(self.start) + amax(self.end)
+                     + (amax(self.segment[o:o1]) if self.segment is not None else 0.0))
+        with np.errstate(over="ignore"):
+            return float(amax(self.unary[o:o1], axis=1).sum() + (o1 - o) * per_token)
+
     def _viterbi(self):
         if "viterbi" not in self._cache:
             alpha, _, _, best, _, bp_d, bp_j = self._forward(MAX)
