@@ -36,7 +36,7 @@ from ..kernels.features import state_gradient_tokens, state_potentials
 from ..kernels.higher_order_cll import pattern_cll
 from ..structures import LinearChain
 from ..structures._base import KBest, Marginals
-from ..utils.validation import check_allowed_mask, check_feature_index, check_labels
+from ..utils.validation import check_allowed_mask, check_feature_index, check_labels, finite_abs_max
 from .crf import _chunk_bounds
 from .features import dense_feature_rows
 
@@ -402,14 +402,10 @@ class PatternChain:
         finite |state score| of every token plus, per token, Σ|pattern weights| and the largest |start|
         and |end|. State scores that are +inf or NaN themselves are left to
         :func:`~structlearn.models.crf_decode.check_state_scores` (which names the position)."""
-        def fin_abs(a):
-            a = np.abs(a)
-            return np.where(np.isfinite(a), a, 0.0)
-
         with np.errstate(over="ignore", invalid="ignore"):
-            per_token = (fin_abs(self.wpat).sum() + fin_abs(self.start).max(initial=0.0)
-                         + fin_abs(self.end).max(initial=0.0))
-            c = np.concatenate([[0.0], np.cumsum(fin_abs(self.phi).max(axis=1, initial=0.0))])
+            per_token = (finite_abs_max(self.wpat[:, None], axis=1).sum() + finite_abs_max(self.start)
+                         + finite_abs_max(self.end))
+            c = np.concatenate([[0.0], np.cumsum(finite_abs_max(self.phi, axis=1))])
             bound = c[self.offsets[1:]] - c[self.offsets[:-1]] + self.lengths * per_token
         bad = np.flatnonzero(~(bound < np.inf))
         if bad.size:

@@ -7,7 +7,7 @@ from ..kernels import semimarkov as _k
 from ..kernels import semimarkov_decode as _kd
 from ..kernels import semimarkov_window as _kw
 from ..semirings import LOG, MAX
-from ..utils.validation import check_log_potentials
+from ..utils.validation import check_log_potentials, finite_abs_max
 from ._base import KBest, Marginals, StructureBase
 
 #: Expected number of segments per (duration, label) in each sequence, split by the duration table
@@ -511,27 +511,28 @@ class SemiMarkov(StructureBase):
     def _raise_if_infeasible(self, log_z, what):
         """As the base class; a sequence whose score is -inf while a bound on its scores is not finite is
         named as an overflow too (+inf − +inf inside the recursion reads as "no labeling"). Potentials
-        are finite or -inf (checked), so only their sums overflow; the bound is computed for the
-        failing sequences only."""
-        for b in np.flatnonzero(log_z == -np.inf):
-            if not np.isfinite(self._score_bound(int(b))):
-                self._raise_overflow(int(b), log_z[b], what)
+        are finite or -inf (checked), so only their sums overflow; the bound is computed on this error
+        path only."""
+        bad = np.flatnonzero(log_z == -np.inf)
+        if bad.size:
+            over = bad[~np.isfinite(self._score_bounds(bad))]
+            if over.size:
+                self._raise_overflow(int(over[0]), log_z[over[0]], what)
         super()._raise_if_infeasible(log_z, what)
 
-    def _score_bound(self, b):
-        """An upper bound on |score| of any segmentation of sequence b (+inf when it overflows): the
-        largest finite |unary| of every token plus, per token, the largest finite |potential| of each
-        duration, transition, start, end and segment table."""
-        o, o1 = int(self.offsets[b]), int(self.offsets[b + 1])
-
-        def amax(a, axis=None):
-            a = np.abs(np.where(np.isneginf(a), 0.0, a))
-            return a.max(axis=axis, initial=0.0)
-
-        per_token = (amax(self._durations) + amax(self.transition) + amax(self.start) + amax(self.end)
-                     + (amax(self.segment[o:o1]) if self.segment is not None else 0.0))
+    def _score_bounds(self, seqs):
+        """Upper bounds (len(seqs),) on |score| of any segmentation of the sequences ``seqs`` (+inf when
+        it overflows): the largest finite |unary| of every token plus, per token, the largest finite
+        |potential| of each duration, transition, start, end and segment table."""
+        tables = (finite_abs_max(self._durations) + finite_abs_max(self.transition)
+                  + finite_abs_max(self.start) + finite_abs_max(self.end))
+        out = np.empty(len(seqs))
         with np.errstate(over="ignore"):
-            return float(amax(self.unary[o:o1], axis=1).sum() + (o1 - o) * per_token)
+            for i, b in enumerate(seqs):
+                o, o1 = int(self.offsets[b]), int(self.offsets[b + 1])
+                seg = finite_abs_max(self.segment[o:o1]) if self.segment is not None else 0.0
+                out[i] = finite_abs_max(self.unary[o:o1], axis=1).sum() + (o1 - o) * (tables + seg)
+        return out
 
     def _viterbi(self):
         if "viterbi" not in self._cache:

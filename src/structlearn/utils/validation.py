@@ -140,3 +140,11 @@ def check_shapes(arrays, shapes):
     for name, shape in shapes.items():
         if np.shape(arrays[name]) != tuple(shape):
             raise ValueError(f"{name!r} must have shape {tuple(shape)}; got {np.shape(arrays[name])}")
+
+
+def finite_abs_max(x, axis=None):
+    """Largest |x| over the finite entries of ``x`` (0 where there are none), along ``axis``: the size
+    of log-potentials that may hold -inf (forbidden entries), for bounds on the scores their sums give
+    (a bound that is not finite means the scores can overflow float64)."""
+    a = np.abs(np.asarray(x, dtype=np.float64))
+    return np.where(np.isfinite(a), a, 0.0).max(axis=axis, initial=0.0)
