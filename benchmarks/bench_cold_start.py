@@ -1,208 +1,207 @@
-"""Latency of ``structlearn tag`` (issue 21 goal 1): warm and cold Numba cache, against python-crfsuite.
+"""First call of every estimator family in a fresh environment (issue 36), warm call, and the peers.
 
-Makes its own data from CoNLL-2000 (:func:`structlearn.datasets.load_conll2000`): a linear-chain CRF trained
-by ``structlearn learn --format conll`` (chunking template, ``start_end_features=0`` so that python-crfsuite
-can open the same weights) on the first ``--train`` training sentences, and the first ``--sentences``
-test sentences, as a CoNLL file and as a CRFsuite attribute file. Every timing is the wall time of a new
-process (interpreter start, imports, model loading, featurisation, tagging, output):
+Installs the checkout into a new virtual environment — ``pip install .`` (not editable; ``--wheel``: a
+wheel built from the checkout, then installed; ``--editable``: the README's ``pip install -e``) — and times
+the install. Then, with a fresh ``HOME``, no ``NUMBA_CACHE_DIR`` and the working directory outside the
+checkout, runs each family's tiny workload (:data:`structlearn.cli.workloads.WORKLOADS`: fit plus the first
+queries on a tiny input) as a new process, the first time ("cold": the first call after install) and
+``--repeat`` more times ("warm": the median). Every figure is the wall time of a whole process
+(interpreter, imports, fit, predict), as a user's script sees it. Each cold run also reports how many
+structlearn kernels Numba had to compile (0 when the install's cache covered the family).
 
-- ``tag conll (warm)``: ``structlearn tag -m MODEL test.conll`` with the Numba cache filled (median of
-  ``--repeat`` runs after one warm-up);
-- ``tag conll (estimator path)``: the same through ``LinearChainCRF.load`` + ``predict`` (the path before
-  the fast one; what ``-k``/``-i``/``-p`` still take);
-- ``tag conll (cold cache)``: the same with an empty ``NUMBA_CACHE_DIR`` (with the tag kernels compiled
-  ahead of time by the package's build, :mod:`structlearn.kernels.aot`, nothing is left to compile);
-- ``tag conll (JIT kernels, warm / cold)``: the fast path with Numba's JIT kernels instead (the path before
-  the ahead-of-time kernels, and what a build without a C compiler takes);
-- ``demo kernels (warm / cold cache)``: the kernels ``structlearn demo`` runs (featurise 50 CoNLL-2000
-  sentences, fit 3 L-BFGS iterations, score) in a new process with a filled and an empty
-  ``NUMBA_CACHE_DIR``: the difference is the compilation the demo triggers;
-- ``tag attributes (warm)`` vs ``python-crfsuite``: the CRFsuite attribute file tagged by ``structlearn tag
-  --format crfsuite`` and by ``pycrfsuite.Tagger`` on the same model written in CRFsuite's format (its
-  process reads the attribute file with a few lines of Python).
+Peers, run by the same interpreter on the same input: python-crfsuite (a tiny CRF fit + tag, as the CRF
+row's first ``fit`` + ``predict``) and hmmlearn (the same script as the ``GaussianHMM`` row with only the
+import changed: ``from hmmlearn.hmm import GaussianHMM``). They are installed into the benchmark's
+environment from the index (``--no-peers`` skips them).
 
-Prints the times, the load average, the ratios and whether the outputs agree. ``--quick``: 200 training
-sentences, 20 L-BFGS iterations, 2 repeats.
+    python benchmarks/bench_cold_start.py [--quick] [--wheel | --editable] [--venv DIR] [--repeat R]
+                                          [--families A,B]
 
-    python benchmarks/bench_cold_start.py [--quick] [--train N] [--sentences N] [--repeat R] [--data-home DIR]
+``--quick``: the families of the issue's table only (LinearChainCRF, SemiMarkovCRF, GaussianHMM,
+HiddenSemiMarkovModel, FactorGraph-bp) and 2 warm repeats. ``--venv DIR`` reuses (or creates) that
+environment instead of a temporary one, skipping the install when structlearn is already in it.
 
-Needs python-crfsuite (the ``bench`` extra) for the last row; without it that row is skipped.
-
-Measured 2026-12-03 on an idle 2-core machine (load average 1.1), ``--quick``: fast path warm 0.332 s,
-cold Numba cache 0.296 s (the tag kernels are compiled ahead of time: nothing left to compile), the same
-path on Numba's JIT kernels 1.636 s warm (ratio 4.93) and 15.0 s cold, estimator path 3.32 s, attribute
-file 0.353 s vs python-crfsuite 0.125 s (ratio 2.82); outputs identical, python-crfsuite included. What
-is left of the 0.33 s: the interpreter 0.02 s, NumPy's import 0.10 s, structlearn's CLI, CoNLL reader and
-model-file modules 0.08 s, reading the model 0.02 s, featurising and encoding 100 sentences 0.06 s,
-potentials + Viterbi + output 0.01 s. Before the ahead-of-time kernels (a loaded machine, load 4.3):
-fast path 3.82 s warm, 57.3 s cold.
+Measured numbers are in docs/performance.md ("First call").
 """
 import argparse
+import json
 import os
+import pathlib
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-_CLI = "from structlearn.cli.main import main; import sys; sys.exit(main())"
-_ESTIMATOR_PATH = ("import structlearn.io.chain_tagger as c; c.open_chain_tagger = lambda path: None\n" + _CLI)
-# the demo's kernels on a small slice of its data (featurise, fit 3 L-BFGS iterations, predict, chunk F1):
-# with an empty Numba cache this is the compilation `structlearn demo` triggers, with a warm one the rest
-_DEMO_KERNELS = """
-from structlearn.datasets import load_conll2000
-from structlearn.io.conll import featurize
-from structlearn.estimators.crf import LinearChainCRF
-import warnings
-warnings.simplefilter("ignore")
-data = load_conll2000()
-X, y = featurize(data.train[:50], "chunking")
-est = LinearChainCRF(max_iterations=3).fit(X, y)
-print(est.score(X, y))
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+QUICK = ["LinearChainCRF", "SemiMarkovCRF", "GaussianHMM", "HiddenSemiMarkovModel", "FactorGraph-bp"]
+
+# one family's workload in a new process; prints the structlearn kernels compiled meanwhile
+_FAMILY = """
+import sys, json
+from structlearn.cli.workloads import WORKLOADS
+WORKLOADS[sys.argv[1]]()
+from structlearn import _compile_notice
+print(json.dumps(len(_compile_notice.compilations())))
 """
-# the fast path with Numba's JIT kernels instead of the ahead-of-time compiled ones (structlearn.kernels.aot)
-_JIT_PATH = ("import structlearn.kernels.aot as a; a.load = lambda: None\n" + _CLI)
-_PYCRFSUITE = r"""
-import sys, pycrfsuite
-def field(f):  # CRFsuite's "name[:value]", "\\:" a colon and "\\\\" a backslash in the name
-    if "\\" not in f:
-        name, sep, value = f.partition(":")
-        return name, float(value) if sep else 1.0
-    name, i = [], 0
-    while i < len(f):
-        if f[i] == "\\" and i + 1 < len(f):
-            name.append(f[i + 1])
-            i += 2
-        elif f[i] == ":":
-            return "".join(name), float(f[i + 1:])
-        else:
-            name.append(f[i])
-            i += 1
-    return "".join(name), 1.0
-def read(path):
-    seqs, cur = [], []
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            line = line.rstrip("\n")
-            if not line:
-                if cur:
-                    seqs.append(cur)
-                cur = []
-                continue
-            cur.append(dict(field(f) for f in line.split("\t")[1:]))
-    if cur:
-        seqs.append(cur)
-    return seqs
+
+# the same script for structlearn.hmm and hmmlearn.hmm: import, tiny fit, predict, score
+_HMM = """
+import numpy as np
+from {module} import GaussianHMM
+rng = np.random.default_rng(0)
+X = np.concatenate([rng.normal(m, 1.0, size=(50, 1)) for m in (0, 3, 6, 0, 3, 6, 0, 3, 6, 0)])
+model = GaussianHMM(n_components=3, n_iter=10, random_state=0).fit(X)
+print(model.score(X), model.predict(X)[:10])
+"""
+
+# a tiny CRF fit + tag: python-crfsuite, and LinearChainCRF on the same data
+_CRF_DATA = """
+import numpy as np
+rng = np.random.default_rng(0)
+words = ["the", "a", "dog", "cat", "runs", "sees", "big", "red"]
+tag = {"the": "D", "a": "D", "runs": "V", "sees": "V", "big": "A", "red": "A"}
+X, y = [], []
+for n in range(40):
+    ws = rng.choice(words, size=int(rng.integers(3, 9)))
+    X.append([{"w=" + w: 1.0, "suf=" + w[-1]: 1.0} for w in ws])
+    y.append([tag.get(w, "N") for w in ws])
+"""
+_PYCRFSUITE = _CRF_DATA + """
+import pycrfsuite, os, tempfile
+trainer = pycrfsuite.Trainer(verbose=False)
+for xs, ys in zip(X, y):
+    trainer.append(xs, ys)
+trainer.set_params({"c2": 0.1, "max_iterations": 50})
+path = os.path.join(tempfile.mkdtemp(), "m.crfsuite")
+trainer.train(path)
 tagger = pycrfsuite.Tagger()
-tagger.open(sys.argv[1])
-out = []
-for x in read(sys.argv[2]):
-    out.extend(tagger.tag(x))
-    out.append("")
-sys.stdout.write("\n".join(out) + "\n")
+tagger.open(path)
+print(sum(tagger.tag(xs) == ys for xs, ys in zip(X, y)))
+"""
+_LINEAR_CHAIN = _CRF_DATA + """
+from structlearn import LinearChainCRF
+crf = LinearChainCRF(c2=0.1, max_iterations=50).fit(X, y)
+print(sum(p == ys for p, ys in zip(crf.predict(X), y)))
 """
 
 
-def _time(cmd, env=None, repeat=1):
-    """(median wall seconds, stdout of the last run) of ``cmd`` in a new process."""
-    times, out = [], ""
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        res = subprocess.run(cmd, capture_output=True, text=True, env=env)
-        times.append(time.perf_counter() - t0)
-        if res.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd[:4])}... failed: {res.stderr.strip()[-800:]}")
-        out = res.stdout
-    return statistics.median(times), out
+def _run(python, code, args=(), env=None, cwd=None):
+    t0 = time.perf_counter()
+    res = subprocess.run([python, "-c", code, *args], capture_output=True, text=True, env=env, cwd=cwd)
+    dt = time.perf_counter() - t0
+    if res.returncode != 0:
+        raise RuntimeError(f"failed ({args}): {res.stderr.strip()[-1500:]}")
+    return dt, res.stdout.strip().splitlines()[-1] if res.stdout.strip() else ""
 
 
-def _labels(text):
-    return [line for line in text.splitlines() if line]
+def _install(venv, mode, peers):
+    python = os.path.join(venv, "bin", "python")
+    if os.path.exists(python):
+        res = subprocess.run([python, "-c", "import structlearn"], capture_output=True)
+        if res.returncode == 0:
+            return python, None
+    subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+    pip = [python, "-m", "pip", "install", "-q"]
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    t0 = time.perf_counter()
+    if mode == "wheel":
+        with tempfile.TemporaryDirectory() as wheels:
+            subprocess.run([python, "-m", "pip", "wheel", "-q", "--no-deps", "-w", wheels, str(ROOT)], check=True,
+                           env=env)
+            subprocess.run(pip + [str(p) for p in pathlib.Path(wheels).glob("*.whl")], check=True, env=env)
+    elif mode == "editable":
+        subprocess.run(pip + ["-e", str(ROOT)], check=True, env=env)
+    else:
+        subprocess.run(pip + [str(ROOT)], check=True, env=env)
+    t_install = time.perf_counter() - t0
+    if peers:
+        subprocess.run(pip + ["python-crfsuite>=0.9.10", "hmmlearn>=0.3"], check=False, env=env)
+    return python, t_install
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="200 training sentences, 20 iterations, 2 repeats")
-    ap.add_argument("--train", type=int, default=1000, help="training sentences (default 1000)")
-    ap.add_argument("--sentences", type=int, default=100, help="test sentences tagged (default 100)")
-    ap.add_argument("--iterations", type=int, default=100, help="L-BFGS iterations of learn (default 100)")
-    ap.add_argument("--repeat", type=int, default=5, help="warm runs timed (median; default 5)")
-    ap.add_argument("--data-home", default=None)
+    ap.add_argument("--quick", action="store_true", help="the issue's five families, 2 warm repeats")
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--wheel", action="store_true", help="install a wheel built from the checkout")
+    g.add_argument("--editable", action="store_true", help="pip install -e (the README's command)")
+    ap.add_argument("--venv", default=None, help="environment to use or create (default: a temporary one)")
+    ap.add_argument("--repeat", type=int, default=3, help="warm runs per family (median; default 3)")
+    ap.add_argument("--families", default=None, help="comma-separated workload names (default: all)")
+    ap.add_argument("--no-peers", action="store_true", help="do not install or run python-crfsuite, hmmlearn")
+    ap.add_argument("--json", default=None, help="also write the rows to this JSON file")
     args = ap.parse_args(argv)
     if args.quick:
-        args.train, args.iterations, args.repeat = min(args.train, 200), min(args.iterations, 20), 2
+        args.repeat = min(args.repeat, 2)
+    mode = "wheel" if args.wheel else "editable" if args.editable else "pip install ."
 
-    from structlearn.datasets import load_conll2000
-    from structlearn.estimators.crf import LinearChainCRF
-    from structlearn.io import write_crfsuite
-    from structlearn.io.conll import featurize
-    from structlearn.io.templates import get_template
-
-    data = load_conll2000(data_home=args.data_home)
-    py = sys.executable
-    with tempfile.TemporaryDirectory() as d:
-        train, test = os.path.join(d, "train.conll"), os.path.join(d, "test.conll")
-        for path, sents in ((train, data.train[:args.train]), (test, data.test[:args.sentences])):
-            with open(path, "w", encoding="utf-8") as fh:
-                fh.write("\n\n".join("\n".join(" ".join(tok) for tok in s) for s in sents) + "\n")
-        attrs = os.path.join(d, "test.crfsuite.txt")
-        X, y = featurize(data.test[:args.sentences], get_template("chunking"))
-        write_crfsuite(X, y, attrs)
-        model = os.path.join(d, "model.sl")
-        t0 = time.perf_counter()
-        subprocess.run([py, "-c", _CLI, "learn", "-q", "--format", "conll", "-m", model, "-p",
-                        f"max_iterations={args.iterations}", "-p", "start_end_features=0", train], check=True)
-        t_learn = time.perf_counter() - t0
-        crfsuite_model = os.path.join(d, "model.crfsuite")
-        LinearChainCRF.load(model).save(crfsuite_model, format="crfsuite")
-        n_tokens = sum(map(len, data.test[:args.sentences]))
-
-        tag = [py, "-c", _CLI, "tag", "-m", model, test]
-        _time(tag)  # warm-up: fills the Numba cache of this checkout
-        rows = {}
-        rows["tag conll (warm)"], out_fast = _time(tag, repeat=args.repeat)
-        rows["tag conll (estimator path)"], out_est = _time([py, "-c", _ESTIMATOR_PATH, *tag[3:]],
-                                                            repeat=args.repeat)
-        with tempfile.TemporaryDirectory() as cache:
-            rows["tag conll (cold cache)"], out_cold = _time(tag, env={**os.environ, "NUMBA_CACHE_DIR": cache})
-        jit = [py, "-c", _JIT_PATH, *tag[3:]]
-        _time(jit)  # fills the Numba cache of the JIT tag kernels
-        rows["tag conll (JIT kernels, warm)"], out_jit = _time(jit, repeat=args.repeat)
-        with tempfile.TemporaryDirectory() as cache:
-            rows["tag conll (JIT kernels, cold)"], _ = _time(jit, env={**os.environ, "NUMBA_CACHE_DIR": cache})
-        demo = [py, "-c", _DEMO_KERNELS]
-        _time(demo)
-        rows["demo kernels (warm cache)"], _ = _time(demo, repeat=args.repeat)
-        with tempfile.TemporaryDirectory() as cache:
-            rows["demo kernels (cold cache)"], _ = _time(demo, env={**os.environ, "NUMBA_CACHE_DIR": cache})
-        tag_attrs = [py, "-c", _CLI, "tag", "-m", model, "--format", "crfsuite", attrs]
-        rows["tag attributes (warm)"], out_attrs = _time(tag_attrs, repeat=args.repeat)
-        try:
-            import pycrfsuite  # noqa: F401
-            rows["python-crfsuite tagger"], out_crf = _time([py, "-c", _PYCRFSUITE, crfsuite_model, attrs],
-                                                            repeat=args.repeat)
-        except ImportError:
-            out_crf = None
+    tmp = tempfile.mkdtemp(prefix="structlearn-cold-")
+    try:
+        venv = args.venv or os.path.join(tmp, "venv")
+        python, t_install = _install(venv, mode, not args.no_peers)
+        home = os.path.join(tmp, "home")
+        work = os.path.join(tmp, "work")
+        os.makedirs(home)
+        os.makedirs(work)
+        env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "PYTHONPATH")}
+        env["HOME"] = home
+        if args.families:
+            families = args.families.split(",")
+        elif args.quick:
+            families = QUICK
+        else:
+            families = json.loads(subprocess.run(
+                [python, "-c", "import json; from structlearn.cli.workloads import WORKLOADS; "
+                               "print(json.dumps(list(WORKLOADS)))"],
+                capture_output=True, text=True, check=True, env=env, cwd=work).stdout)
+        rows = []
+        for name in families:
+            try:
+                cold, compiled = _run(python, _FAMILY, [name], env=env, cwd=work)
+                warm = statistics.median(_run(python, _FAMILY, [name], env=env, cwd=work)[0]
+                                         for _ in range(args.repeat))
+            except RuntimeError as exc:
+                print(f"  {name}: {exc}", file=sys.stderr)
+                continue
+            rows.append({"family": name, "cold_s": cold, "warm_s": warm, "compiled": int(compiled or 0)})
+        peers = []
+        pairs = [("GaussianHMM script (import + fit + predict + score)", _HMM.format(module="structlearn.hmm"),
+                  "hmmlearn", _HMM.format(module="hmmlearn.hmm")),
+                 ("LinearChainCRF script (import + fit + predict)", _LINEAR_CHAIN, "python-crfsuite", _PYCRFSUITE)]
+        for label, ours, peer, theirs in pairs:
+            try:
+                t_ours = statistics.median(_run(python, ours, env=env, cwd=work)[0] for _ in range(args.repeat))
+                t_peer = (None if args.no_peers else
+                          statistics.median(_run(python, theirs, env=env, cwd=work)[0] for _ in range(args.repeat)))
+            except RuntimeError as exc:
+                print(f"  {label}: {exc}", file=sys.stderr)
+                continue
+            peers.append({"script": label, "ours_s": t_ours, "peer": peer, "peer_s": t_peer})
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"structlearn tag latency: {args.sentences} CoNLL-2000 test sentences ({n_tokens} tokens), model "
-          f"learnt on {args.train} sentences ({args.iterations} iterations max, {t_learn:.1f} s); "
-          f"load average {load:.2f} on {os.cpu_count()} cores")
-    for name, t in rows.items():
-        print(f"  {name:<30} {t:7.3f} s")
-    warm = rows["tag conll (warm)"]
-    print(f"  ratio estimator path / fast path (warm): {rows['tag conll (estimator path)'] / warm:.2f}")
-    print(f"  ratio cold cache / warm:                  {rows['tag conll (cold cache)'] / warm:.2f}")
-    print(f"  compilation the demo triggers (cold - warm): "
-          f"{rows['demo kernels (cold cache)'] - rows['demo kernels (warm cache)']:.1f} s")
-    print(f"  ratio JIT kernels / compiled ahead of time (warm): {rows['tag conll (JIT kernels, warm)'] / warm:.2f}")
-    if "python-crfsuite tagger" in rows:
-        print(f"  ratio structlearn / python-crfsuite (attribute file, warm): "
-              f"{rows['tag attributes (warm)'] / rows['python-crfsuite tagger']:.2f}")
-    same = _labels(out_fast) == _labels(out_est) == _labels(out_cold) == _labels(out_attrs) == _labels(out_jit)
-    print(f"  outputs: fast = estimator path = cold = attribute file = JIT kernels: {same}"
-          + ("" if out_crf is None else f"; = python-crfsuite: {_labels(out_crf) == _labels(out_fast)}"))
-    return 0 if same else 1
+    print(f"First call after install ({mode}{'' if t_install is None else f', install {t_install:.0f} s'}), "
+          f"fresh HOME, no NUMBA_CACHE_DIR; load average {load:.2f} on {os.cpu_count()} cores")
+    print(f"  {'family':<26} {'first (s)':>9} {'warm (s)':>9} {'first-warm':>10} {'compiled':>8}")
+    for r in rows:
+        print(f"  {r['family']:<26} {r['cold_s']:9.2f} {r['warm_s']:9.2f} {r['cold_s'] - r['warm_s']:10.2f} "
+              f"{r['compiled']:8d}")
+    if rows:
+        print(f"  largest first - warm: {max(r['cold_s'] - r['warm_s'] for r in rows):.2f} s; kernels compiled "
+              f"after install: {sum(r['compiled'] for r in rows)}")
+    for p in peers:
+        if p["peer_s"] is None:
+            print(f"  {p['script']}: {p['ours_s']:.2f} s")
+        else:
+            print(f"  {p['script']}: {p['ours_s']:.2f} s vs {p['peer']} {p['peer_s']:.2f} s: "
+                  f"ratio {p['ours_s'] / p['peer_s']:.2f}")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"mode": mode, "install_s": t_install, "families": rows, "peers": peers}, fh, indent=1)
+    return 0
 
 
 if __name__ == "__main__":

@@ -43,7 +43,8 @@ BENCHMARKS = [
     ("bench_hhmm.py", ["--part", "length", "--lengths", "50,100,200", "--budget", "5"], [], 600),
     ("bench_torch.py", ["--repeat", "1", "--timeout", "60"], [], 900),
     ("bench_distributed.py", ["--quick"], [], 600),
-    ("bench_cold_start.py", ["--quick"], [], 900),
+    ("bench_tag_latency.py", ["--quick"], [], 900),
+    ("bench_cold_start.py", ["--quick"], [], 1200),
 ]
 
 #: lines of a script's output that summarise it

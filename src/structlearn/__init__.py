@@ -30,6 +30,7 @@ _LAZY = {
     "PoissonHMM": "structlearn.estimators.hmm",
     "select_order": "structlearn.estimators.order_selection",
     "OrderSelection": "structlearn.estimators.order_selection",
+    "CompilationWarning": "structlearn._compile_notice",
 }
 
 

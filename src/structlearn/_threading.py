@@ -77,6 +77,15 @@ def configure():
     return layer
 
 
+def _after_numba_import():
+    """What runs once Numba is imported: :func:`configure`, then the compile notice's listener
+    (:mod:`structlearn._compile_notice`, the one structlearn module this imports)."""
+    configure()
+    from . import _compile_notice
+
+    _compile_notice.install()
+
+
 class _AfterNumbaImport:
     """A finder that handles only ``numba``: it finds Numba's own spec with the other finders and wraps
     its loader so that :func:`configure` runs right after ``numba/__init__.py`` has executed (before any
@@ -95,7 +104,7 @@ class _AfterNumbaImport:
 
         def exec_module(module):
             loader_exec(module)
-            configure()
+            _after_numba_import()
 
         spec.loader.exec_module = exec_module  # this spec's own loader instance
         return spec
@@ -108,6 +117,6 @@ def _remove_hook():
 def install():
     """Run :func:`configure` now if Numba is imported, else as soon as it is (an import hook)."""
     if "numba" in sys.modules:
-        configure()
+        _after_numba_import()
     elif not any(isinstance(f, _AfterNumbaImport) for f in sys.meta_path):
         sys.meta_path.insert(0, _AfterNumbaImport())

@@ -127,12 +127,22 @@ def fit(est, X, y, X_dev=None, y_dev=None, *, log=True, expect_max_iterations=Fa
 
     if X_dev is not None:
         fit_kwargs.update(X_dev=X_dev, y_dev=y_dev)
-    if log and _first_compilation():
+    noticed = log and _first_compilation()
+    if noticed:
         say(COMPILE_NOTICE)
     if log and "callback" in inspect.signature(est.fit).parameters:
         fit_kwargs["callback"] = on_entry
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
+        # the notice of a kernel compiling now (structlearn.CompilationWarning) is printed when it is issued,
+        # before the wait, unless the line above said so already; other warnings are reported after the fit
+        def show(message, category, filename, lineno, file=None, line=None):
+            if category.__name__ != "CompilationWarning":
+                caught.append(warnings.WarningMessage(message, category, filename, lineno, file, line))
+            elif not noticed:
+                warn(str(message).removeprefix("structlearn: ").splitlines()[0])
+
+        warnings.showwarning = show
         est.fit(X, y, **fit_kwargs)
     for w in caught:
         if expect_max_iterations and issubclass(w.category, ConvergenceWarning):

@@ -52,7 +52,8 @@ __all__ = ["main", "build_parser", "CLIError"]
 #: command -> (module of structlearn.cli, function); a command's module is imported when it runs, so that
 #: ``tag`` does not pay for the imports of ``learn`` or ``demo``
 _COMMANDS = {"learn": ("learn", "cmd_learn"), "tag": ("tag", "cmd_tag"), "eval": ("report", "cmd_eval"),
-             "dump": ("report", "cmd_dump"), "info": ("report", "cmd_info"), "demo": ("demo", "cmd_demo")}
+             "dump": ("report", "cmd_dump"), "info": ("report", "cmd_info"), "demo": ("demo", "cmd_demo"),
+             "compile": ("compile", "cmd_compile")}
 
 
 def main(argv=None):

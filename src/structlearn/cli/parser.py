@@ -195,4 +195,14 @@ def build_parser():
     g = q.add_mutually_exclusive_group()
     g.add_argument("-q", "--quiet", action="store_true", help="no per-iteration log")
     g.add_argument("-v", "--verbose", action="store_true", help="also print the per-type conlleval report")
+
+    # compile
+    from .compile import build_parser as _compile_parser
+
+    q = sub.add_parser("compile", help="compile every estimator's Numba kernels into the package's cache "
+                                       "(done by pip install; rerun on another CPU or Numba version)",
+                       description="Run a tiny fit of every estimator family so that Numba compiles their "
+                                   "kernels into the installed package's on-disk cache (the package's build "
+                                   "does this; see docs/performance.md).")
+    _compile_parser(q)
     return p

@@ -1,0 +1,135 @@
+"""``structlearn compile``: every estimator family's Numba kernels compiled into the installed package's cache.
+
+Numba compiles a kernel the first time it meets a signature and keeps the machine code in an on-disk cache
+(``cache=True``; by default the ``__pycache__`` folder beside the kernel's source, keyed on the source's
+content, Numba's version and the CPU). A new environment therefore waited 15-45 s per model family on its
+first call. The package's build (``setup.py``) runs this command on the package it is building — the wheel's
+copy, or the checkout of an editable install — so the cache ships inside the installed package and a first
+``fit`` loads machine code instead of compiling (``docs/performance.md`` has the numbers).
+
+It runs the tiny workloads of :mod:`structlearn.cli.workloads` (one per estimator family: fit and the first
+queries a user makes), split over ``--jobs`` processes by a fixed partition, then runs all of them once more
+in one process, which compiles whatever a race between the processes lost (two processes saving entries of
+one kernel's index at the same time keep only one of them) and reports what it still had to compile.
+
+Run it again after moving an installed package to another CPU or Numba version (where the shipped code does
+not apply and kernels compile on demand, with a :class:`structlearn.CompilationWarning` saying so), or in
+a container image after ``pip install``. ``NUMBA_CACHE_DIR`` (when set) sends the cache there instead.
+
+    structlearn compile [--jobs N] [--families A,B,...] [--check] [-q]
+"""
+import argparse
+import os
+import subprocess
+import sys
+import time
+import warnings
+
+__all__ = ["main", "cmd_compile", "run_workloads", "partition"]
+
+
+def _families(spec):
+    from .workloads import WORKLOADS
+
+    if not spec:
+        return list(WORKLOADS)
+    names = [s.strip() for s in spec.split(",") if s.strip()]
+    unknown = [n for n in names if n not in WORKLOADS]
+    if unknown:
+        raise ValueError(f"--families: unknown {', '.join(unknown)}; known: {', '.join(WORKLOADS)}")
+    return names
+
+
+def partition(names, jobs):
+    """``names`` in ``jobs`` contiguous groups of nearly equal size (families that share kernels are
+    neighbours in :data:`~structlearn.cli.workloads.WORKLOADS`, so each kernel is compiled by few processes)."""
+    jobs = max(1, min(int(jobs), len(names)))
+    size, extra = divmod(len(names), jobs)
+    groups, start = [], 0
+    for j in range(jobs):
+        stop = start + size + (j < extra)
+        groups.append(names[start:stop])
+        start = stop
+    return groups
+
+
+def run_workloads(names, *, log=None):
+    """Run the workloads ``names`` in this process; returns ``{name: (seconds, kernels compiled)}``, where
+    the count is that of structlearn kernels Numba compiled (rather than loaded from its cache) meanwhile.
+    A workload whose optional dependency is not installed (``torch-CRF`` without torch) is left out."""
+    import importlib.util
+
+    from .. import _compile_notice
+    from .workloads import OPTIONAL, WORKLOADS
+
+    _compile_notice.install()
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", _compile_notice.CompilationWarning)
+        for name in names:
+            if name in OPTIONAL and importlib.util.find_spec(OPTIONAL[name]) is None:
+                if log is not None:
+                    log(f"  {name:<28} skipped ({OPTIONAL[name]} is not installed)")
+                continue
+            before = len(_compile_notice.compilations())
+            t0 = time.perf_counter()
+            WORKLOADS[name]()
+            out[name] = (time.perf_counter() - t0, len(_compile_notice.compilations()) - before)
+            if log is not None:
+                log(f"  {name:<28} {out[name][0]:7.2f} s  {out[name][1]:4d} kernels compiled")
+    return out
+
+
+def _worker(names):
+    """Run in a child process: the workloads, quietly; exit status 0 when all ran."""
+    run_workloads(names)
+    return 0
+
+
+def cmd_compile(args):
+    """The ``structlearn compile`` command (see the module docstring)."""
+    say = (lambda msg: None) if args.quiet else (lambda msg: print(msg, flush=True))
+    names = _families(args.families)
+    t0 = time.perf_counter()
+    if not args.check and args.jobs > 1 and len(names) > 1:
+        groups = partition(names, args.jobs)
+        say(f"structlearn compile: {len(names)} families in {len(groups)} processes")
+        procs = [subprocess.Popen([sys.executable, "-m", "structlearn.cli.compile", "--worker", ",".join(g)])
+                 for g in groups]
+        failed = [",".join(g) for g, p in zip(groups, procs) if p.wait() != 0]
+        if failed:
+            print(f"structlearn compile: a worker failed ({'; '.join(failed)})", file=sys.stderr)
+            return 1
+        say(f"  workers done in {time.perf_counter() - t0:.1f} s; checking every family in one process")
+    results = run_workloads(names, log=say if (args.check or args.jobs <= 1) else None)
+    left = sum(n for _, n in results.values())
+    if args.check:
+        say(f"structlearn compile --check: {left} kernels compiled now "
+            f"({'none was missing' if left == 0 else 'they were missing from the cache'})")
+        return 0 if left == 0 else 1
+    say(f"structlearn compile: done in {time.perf_counter() - t0:.1f} s"
+        + (f" ({left} kernels were compiled by the final pass)" if left else ""))
+    return 0
+
+
+def build_parser(p=None):
+    p = p or argparse.ArgumentParser(prog="structlearn compile", description=__doc__.splitlines()[0])
+    p.add_argument("--jobs", "-j", type=int, default=min(2, os.cpu_count() or 1), metavar="N",
+                   help="processes compiling in parallel (default: 2, or 1 on one core)")
+    p.add_argument("--families", default=None, metavar="A,B",
+                   help="only these families (names as in structlearn.cli.workloads.WORKLOADS)")
+    p.add_argument("--check", action="store_true",
+                   help="run every workload in this process and exit 1 if any kernel had to be compiled")
+    p.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
+    return p
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["--worker"]:
+        return _worker(_families(argv[1]))
+    return cmd_compile(build_parser().parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
