@@ -78,11 +78,13 @@ def configure():
 
 
 def _after_numba_import():
-    """What runs once Numba is imported: :func:`configure`, then the compile notice's listener
-    (:mod:`structlearn._compile_notice`, the one structlearn module this imports)."""
+    """What runs once Numba is imported, before any kernel is decorated: :func:`configure`, the cache
+    locator of the engine's kernels (:mod:`structlearn._kernel_cache`) and the compile notice's listener
+    (:mod:`structlearn._compile_notice`), the two structlearn modules this imports."""
     configure()
-    from . import _compile_notice
+    from . import _compile_notice, _kernel_cache
 
+    _kernel_cache.install()
     _compile_notice.install()
 
 

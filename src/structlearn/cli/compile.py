@@ -41,16 +41,23 @@ def _families(spec):
 
 
 def partition(names, jobs):
-    """``names`` in ``jobs`` contiguous groups of nearly equal size (families that share kernels are
-    neighbours in :data:`~structlearn.cli.workloads.WORKLOADS`, so each kernel is compiled by few processes)."""
-    jobs = max(1, min(int(jobs), len(names)))
-    size, extra = divmod(len(names), jobs)
-    groups, start = [], 0
-    for j in range(jobs):
-        stop = start + size + (j < extra)
-        groups.append(names[start:stop])
-        start = stop
-    return groups
+    """``names`` in at most ``jobs`` groups, one per process: each cluster of families that share kernels
+    (:data:`~structlearn.cli.workloads.CLUSTERS`) stays in one group, and the clusters go, largest compile
+    cost first, to the group with the least so far (a fixed partition: the same for the same arguments)."""
+    from .workloads import CLUSTERS
+
+    wanted = set(names)
+    clusters = [([n for n in fams if n in wanted], cost) for fams, cost in CLUSTERS]
+    placed = {n for fams, _ in clusters for n in fams}
+    clusters += [([n], 1) for n in names if n not in placed]
+    clusters = sorted((c for c in clusters if c[0]), key=lambda c: -c[1])
+    jobs = max(1, min(int(jobs), len(clusters)))
+    groups, loads = [[] for _ in range(jobs)], [0] * jobs
+    for fams, cost in clusters:
+        j = loads.index(min(loads))
+        groups[j].extend(fams)
+        loads[j] += cost
+    return [g for g in groups if g]
 
 
 def run_workloads(names, *, log=None):

@@ -409,25 +409,15 @@ def _torch_crf():
         return [log_likelihood, emissions.grad, crf.transitions.grad, crf.decode(emissions.detach(), mask=mask)]
 
 
-#: family -> workload; ordered so that ``structlearn compile --jobs 2`` (contiguous halves) gives each process
-#: families that share kernels — chains, trees and graphs first (the linear-chain CRF's and the HMMs' chain
-#: kernels), then segments and hierarchies (the semi-Markov CRF's and the HSMMs' semi-Markov kernels) — and
-#: about the same compile time (about 4 minutes of a core each)
+#: family -> workload (the order of the tables in the docs and the benchmark)
 WORKLOADS = {
     "LinearChainCRF": _linear_chain_crf,
+    "SemiMarkovCRF": _semi_markov_crf,
     "HigherOrderCRF": _higher_order_crf,
     "HigherOrderCRF-segments": _higher_order_crf_segments,
     "TreeCRF": _tree_crf,
     "GaussianHMM": _gaussian_hmm,
     "GMMHMM": _gmm_hmm,
-    "torch-CRF": _torch_crf,
-    "GraphCRF": _graph_crf,
-    "AdaBoostMRF": _adaboost_mrf,
-    "FactorGraph-exact": _factor_graph_exact,
-    "FactorGraph-bp": _factor_graph_bp,
-    "FactorGraph-trw": _factor_graph_trw,
-    "FactorGraph-meanfield": _factor_graph_meanfield,
-    "SemiMarkovCRF": _semi_markov_crf,
     "CategoricalHMM": _categorical_hmm,
     "MultinomialHMM": _multinomial_hmm,
     "PoissonHMM": _poisson_hmm,
@@ -440,7 +430,28 @@ WORKLOADS = {
     "AdaptiveFactorHSMM": _adaptive_factor_hsmm,
     "HierarchicalHMM-flat": _hierarchical_hmm_flat,
     "HierarchicalHMM-jtree": _hierarchical_hmm_jtree,
+    "GraphCRF": _graph_crf,
+    "AdaBoostMRF": _adaboost_mrf,
+    "FactorGraph-exact": _factor_graph_exact,
+    "FactorGraph-bp": _factor_graph_bp,
+    "FactorGraph-trw": _factor_graph_trw,
+    "FactorGraph-meanfield": _factor_graph_meanfield,
+    "torch-CRF": _torch_crf,
 }
+
+#: families that share kernels, with the seconds of one core their first run compiles (an empty cache,
+#: 2026-12-07): ``structlearn compile --jobs N`` keeps each cluster in one process (a kernel compiled by
+#: two processes costs twice) and balances the clusters' costs over the processes
+CLUSTERS = (
+    (("LinearChainCRF", "GaussianHMM", "GMMHMM", "CategoricalHMM", "MultinomialHMM", "PoissonHMM",
+      "torch-CRF"), 225),                                                        # chain kernels
+    (("HigherOrderCRF", "HigherOrderCRF-segments"), 118),                       # pattern kernels
+    (("SemiMarkovCRF", "HiddenSemiMarkovModel", "GeneralHSMM", "ResidentialTimeHMM", "VariableTransitionHMM",
+      "SwitchingHSMM", "MultiChannelHSMM", "AdaptiveFactorHSMM"), 341),         # semi-Markov kernels
+    (("TreeCRF", "AdaBoostMRF"), 69),                                            # tree kernels
+    (("GraphCRF", "FactorGraph-exact", "FactorGraph-bp", "FactorGraph-trw", "FactorGraph-meanfield"), 43),
+    (("HierarchicalHMM-flat", "HierarchicalHMM-jtree"), 12),
+)
 
 #: workloads that need an optional dependency (skipped by ``structlearn compile`` when it is not installed)
 OPTIONAL = {"torch-CRF": "torch"}
