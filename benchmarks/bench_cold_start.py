@@ -12,7 +12,7 @@ structlearn kernels Numba had to compile (0 when the install's cache covered the
 Peers, run by the same interpreter on the same input: python-crfsuite (a tiny CRF fit + tag, as the CRF
 row's first ``fit`` + ``predict``) and hmmlearn (the same script as the ``GaussianHMM`` row with only the
 import changed: ``from hmmlearn.hmm import GaussianHMM``). They are installed into the benchmark's
-environment from the index (``--no-peers`` skips them).
+environment from the index, with ``torch==2.13.0`` for the ``torch-CRF`` row (``--no-peers`` skips them).
 
     python benchmarks/bench_cold_start.py [--quick] [--wheel | --editable] [--venv DIR] [--repeat R]
                                           [--families A,B]
@@ -116,8 +116,8 @@ def _install(venv, mode, peers):
     else:
         subprocess.run(pip + [str(ROOT)], check=True, env=env)
     t_install = time.perf_counter() - t0
-    if peers:
-        subprocess.run(pip + ["python-crfsuite>=0.9.10", "hmmlearn>=0.3"], check=False, env=env)
+    if peers:  # and torch for the torch-CRF row (the pinned CPU build of the dev extra)
+        subprocess.run(pip + ["python-crfsuite>=0.9.10", "hmmlearn>=0.3", "torch==2.13.0"], check=False, env=env)
     return python, t_install
 
 

@@ -9,6 +9,7 @@ Subcommands (modelled on the ``crfsuite`` command of Okazaki's CRFsuite: ``learn
     structlearn dump  MODEL [-n TOP]
     structlearn info  MODEL
     structlearn demo  [--data-home DIR] [--max-iterations N] [--download] [-q|-v]
+    structlearn compile [--jobs N] [--families A,B] [--check] [-q]
 
 Input files are CRFsuite attribute files (``label<TAB>attr[:value]<TAB>…``, blank line between sequences;
 see :mod:`structlearn.io.crfsuite`) or, with ``--format conll``, CoNLL column files turned into attributes by
@@ -36,8 +37,9 @@ Errors in files or arguments print one line ``structlearn: error: …`` on stand
 status 2; warnings (e.g. L-BFGS hitting ``max_iterations``) print ``structlearn: warning: …``.
 
 This module is only the entry point; the subcommands live in :mod:`.learn`, :mod:`.tag`, :mod:`.report`
-(eval, dump, info) and :mod:`.demo`, on :mod:`.parser` (argparse), :mod:`.params` (``-p NAME=VALUE``),
-:mod:`.featurize` (input files -> X, y) and :mod:`.common`.
+(eval, dump, info), :mod:`.demo` and :mod:`.compile` (every estimator's kernels into Numba's cache), on
+:mod:`.parser` (argparse), :mod:`.params` (``-p NAME=VALUE``), :mod:`.featurize` (input files -> X, y) and
+:mod:`.common`.
 """
 import os
 import sys

@@ -1,5 +1,10 @@
 """Tiny fit + predict workloads, one per estimator family: what a new user runs first on each estimator.
 
+Also one per structure of the engine (``LinearChain``, ``SemiMarkov``, ``Tree``: every query on a tiny
+batch). ``structlearn compile`` (run by the package's build) runs them all so that Numba's cache of every
+kernel they need ships in the package; ``tests/structures/test_compile_reproducible.py`` checks that a
+first call after install compiles nothing and that kernels compiled on demand give the same bits.
+
 ``WORKLOADS`` maps a family name to a function of no arguments that builds its own tiny synthetic input
 (``numpy.random.default_rng(0)``; no data files, no network) and runs ``fit`` then ``predict`` plus the
 one or two methods users call first for that family (``predict_proba`` / ``score`` for the HMMs and
@@ -83,6 +88,44 @@ def _graphs(n_graphs=6, side=4):
         X.append((np.eye(2)[labels] + rng.normal(scale=0.8, size=(side * side, 2)), edges))
         y.append(labels)
     return X, y
+
+
+# -- structures (the engine's public API) -------------------------------------------------------------
+
+
+def _structure_queries(structure, extra=()):
+    out = [structure.log_partition(), structure.marginals(), structure.marginals(edge="none"),
+           structure.argmax(), structure.max(), structure.kbest(3), structure.sample(4, random_state=0),
+           structure.entropy()]
+    return out + [getattr(structure, name)() for name in extra]
+
+
+def _linear_chain():
+    from structlearn.structures import LinearChain
+
+    rng = np.random.default_rng(0)
+    unary, lengths = rng.normal(size=(12, 3)), [5, 4, 3]
+    out = _structure_queries(LinearChain(unary, rng.normal(size=(3, 3)), lengths=lengths,
+                                         start=rng.normal(size=3), end=rng.normal(size=3)))
+    out += _structure_queries(LinearChain(unary, rng.normal(size=(12, 3, 3)), lengths=lengths))  # time-varying
+    return out
+
+
+def _semi_markov():
+    from structlearn.structures import SemiMarkov
+
+    rng = np.random.default_rng(0)
+    structure = SemiMarkov(rng.normal(size=(12, 3)), rng.normal(size=(4, 3)), rng.normal(size=(3, 3)),
+                           lengths=[5, 4, 3], start=rng.normal(size=3), end=rng.normal(size=3))
+    return _structure_queries(structure, extra=("segment_marginals", "duration_marginals", "argmax_segments"))
+
+
+def _tree():
+    from structlearn.structures import Tree
+
+    rng = np.random.default_rng(0)
+    parent = np.array([-1, 0, 0, 1, 1, -1, 0, 1, 1])
+    return _structure_queries(Tree(rng.normal(size=(9, 3)), rng.normal(size=(3, 3)), parent, lengths=[5, 4]))
 
 
 # -- CRFs ----------------------------------------------------------------------------------------------
@@ -411,6 +454,9 @@ def _torch_crf():
 
 #: family -> workload (the order of the tables in the docs and the benchmark)
 WORKLOADS = {
+    "LinearChain": _linear_chain,
+    "SemiMarkov": _semi_markov,
+    "Tree": _tree,
     "LinearChainCRF": _linear_chain_crf,
     "SemiMarkovCRF": _semi_markov_crf,
     "HigherOrderCRF": _higher_order_crf,
@@ -443,12 +489,12 @@ WORKLOADS = {
 #: 2026-12-07): ``structlearn compile --jobs N`` keeps each cluster in one process (a kernel compiled by
 #: two processes costs twice) and balances the clusters' costs over the processes
 CLUSTERS = (
-    (("LinearChainCRF", "GaussianHMM", "GMMHMM", "CategoricalHMM", "MultinomialHMM", "PoissonHMM",
-      "torch-CRF"), 225),                                                        # chain kernels
+    (("LinearChain", "LinearChainCRF", "GaussianHMM", "GMMHMM", "CategoricalHMM", "MultinomialHMM",
+      "PoissonHMM", "torch-CRF"), 225),                                                        # chain kernels
     (("HigherOrderCRF", "HigherOrderCRF-segments"), 118),                       # pattern kernels
-    (("SemiMarkovCRF", "HiddenSemiMarkovModel", "GeneralHSMM", "ResidentialTimeHMM", "VariableTransitionHMM",
+    (("SemiMarkov", "SemiMarkovCRF", "HiddenSemiMarkovModel", "GeneralHSMM", "ResidentialTimeHMM", "VariableTransitionHMM",
       "SwitchingHSMM", "MultiChannelHSMM", "AdaptiveFactorHSMM"), 341),         # semi-Markov kernels
-    (("TreeCRF", "AdaBoostMRF"), 69),                                            # tree kernels
+    (("Tree", "TreeCRF", "AdaBoostMRF"), 69),                                            # tree kernels
     (("GraphCRF", "FactorGraph-exact", "FactorGraph-bp", "FactorGraph-trw", "FactorGraph-meanfield"), 43),
     (("HierarchicalHMM-flat", "HierarchicalHMM-jtree"), 12),
 )
