@@ -10,7 +10,7 @@ of an HMM whose states are expanded into M left-to-right phases: every geometric
 binomial with integer size and sum of geometrics is a member, and mixtures of such sums too.
 """
 import numpy as np
-from scipy import linalg, signal, special
+from scipy import linalg, special
 
 from ._duration_base import (_NEG_INF, DurationDistribution, ShiftMixin, _check_positive_int, _newton_maximize,
                              _normalise_log, _q_value)
@@ -31,6 +31,7 @@ def _phase_tables(stay, proceed, L):
     F = np.empty((L, M))
     x = np.zeros(L)
     x[0] = 1.0
+    from scipy import signal  # 0.2 s to import: only the phase-type durations need it
     F[:, 0] = signal.lfilter([1.0], [1.0, -stay[0]], x)
     for i in range(1, M):
         x = np.concatenate([[0.0], a[i - 1] * F[:-1, i - 1]])
@@ -59,6 +60,8 @@ def _em_step(stay, proceed, n):
     Z = p.sum()
     omega = n.sum() / Z
     # backward h_t(i) = w_t e_i + s_i h_{t+1}(i) + a_i h_{t+1}(i + 1), h_{D'+1} = ω: reversed-time filters
+    from scipy import signal  # 0.2 s to import: only the phase-type durations need it
+
     H = np.empty((D + 1, M))
     H[D] = omega
     for i in range(M - 1, -1, -1):
