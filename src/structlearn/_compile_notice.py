@@ -78,8 +78,13 @@ def _make_listener():
                 first = not _compiled
                 _compiled.append(name)
             if first:
-                warnings.warn(MESSAGE.format(kernel=name.removeprefix("structlearn.")), CompilationWarning,
-                              stacklevel=_caller_level())
+                message = MESSAGE.format(kernel=name.removeprefix("structlearn."))
+                try:
+                    warnings.warn(message, CompilationWarning, stacklevel=_caller_level())
+                except CompilationWarning:  # warnings turned into errors (-W error): say it, do not fail
+                    import sys           # the compilation, which would leave the kernel unusable
+
+                    print(f"CompilationWarning: {message}", file=sys.stderr, flush=True)
 
         def on_end(self, ev):
             pass

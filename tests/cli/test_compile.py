@@ -66,3 +66,41 @@ def test_kernel_caches_are_stamped_with_the_whole_engine():
     assert "semirings.py" in files and os.path.join("kernels", "chain_steps.py") in files
     assert _kernel_cache._inside_engine(chain.__file__)
     assert not _kernel_cache._inside_engine(_kernel_cache.__file__)
+
+
+class _Event:
+    def __init__(self, module, name="kernel"):
+        def func():
+            pass
+
+        func.__module__, func.__qualname__ = module, name
+        self.data = {"dispatcher": type("D", (), {"py_func": func})()}
+
+
+def _listener():
+    from structlearn import _compile_notice
+
+    _compile_notice._reset()
+    return _compile_notice, _compile_notice._make_listener()
+
+
+def test_the_notice_is_issued_once_per_process_for_structlearn_kernels_only():
+    notice, listener = _listener()
+    with pytest.warns(notice.CompilationWarning, match="first: kernels.chain.a") as record:
+        listener.on_start(_Event("numpy.fake"))             # not ours: ignored
+        listener.on_start(_Event("structlearn.kernels.chain", "a"))
+        listener.on_start(_Event("structlearn.kernels.tree", "b"))
+    assert len([w for w in record if w.category is notice.CompilationWarning]) == 1
+    assert notice.compilations() == ["structlearn.kernels.chain.a", "structlearn.kernels.tree.b"]
+    notice._reset()
+
+
+def test_the_notice_never_fails_a_compilation_under_warnings_as_errors(capsys):
+    import warnings
+
+    notice, listener = _listener()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        listener.on_start(_Event("structlearn.kernels.chain", "a"))  # must not raise
+    assert "CompilationWarning: structlearn: Numba is compiling" in capsys.readouterr().err
+    notice._reset()
