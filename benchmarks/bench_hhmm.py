@@ -34,17 +34,11 @@ import numba
 import numpy as np
 
 from structlearn import HierarchicalHMM
+from structlearn.datasets.toy import hhmm_figure1
 from structlearn.models.emissions import Categorical
 from structlearn.models.hhmm import Hierarchy
 
-FIG1 = {
-    "root": {"children": ["S0", "S1"], "start": [0.5, 0.5], "trans": [[0, 0], [0, 0]], "end": [1, 1]},
-    "S0": {"children": ["a", "XY", "b"], "start": [1, 0, 0],
-           "trans": [[0, 1, 0], [0, 0, 1], [0, 0, 0]], "end": [0, 0, 1]},
-    "S1": {"children": ["c", "XY", "d"], "start": [1, 0, 0],
-           "trans": [[0, 1, 0], [0, 0, 1], [0, 0, 0]], "end": [0, 0, 1]},
-    "XY": {"children": ["x", "y"], "start": [1, 0], "trans": [[0, 1], [0.6, 0]], "end": [0, 0.4]},
-}
+FIG1 = hhmm_figure1()  # Murphy & Paskin (2001), Figure 1
 
 
 def balanced_model(depth, branch, n_symbols, seed=0):

@@ -23,17 +23,11 @@ import time
 import numpy as np
 
 from structlearn import HierarchicalHMM
+from structlearn.datasets.toy import hhmm_figure1
 from structlearn.models.emissions import Categorical
 
 SYMBOLS = "abcdxy"
-FIG1 = {
-    "root": {"children": ["S0", "S1"], "start": [0.5, 0.5], "trans": [[0, 0], [0, 0]], "end": [1, 1]},
-    "S0": {"children": ["a", "XY", "b"], "start": [1, 0, 0],
-           "trans": [[0, 1, 0], [0, 0, 1], [0, 0, 0]], "end": [0, 0, 1]},
-    "S1": {"children": ["c", "XY", "d"], "start": [1, 0, 0],
-           "trans": [[0, 1, 0], [0, 0, 1], [0, 0, 0]], "end": [0, 0, 1]},
-    "XY": {"children": ["x", "y"], "start": [1, 0], "trans": [[0, 1], [0.6, 0]], "end": [0, 0.4]},
-}
+FIG1 = hhmm_figure1()  # Murphy & Paskin (2001), Figure 1
 # production states in depth-first order: a, x, y, b, c, d; slightly noisy symbols
 EMIT = 0.9 * np.eye(6)[[0, 4, 5, 1, 2, 3]] + 0.1 / 6
 

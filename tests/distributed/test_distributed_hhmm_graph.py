@@ -12,6 +12,7 @@ import pytest
 from sklearn.base import clone
 
 from structlearn import GraphCRF, HierarchicalHMM
+from structlearn.datasets.toy import hhmm_figure1
 from structlearn.models.emissions import Categorical
 from structlearn.structures.graphs import grid_graph
 from tests.conftest import require_module
@@ -22,14 +23,7 @@ sd = require_module("structlearn.distributed")
 
 pytestmark = pytest.mark.slow  # a real cluster of 2 worker processes
 
-FIG1 = {
-    "root": {"children": ["S0", "S1"], "start": [0.5, 0.5], "trans": [[0, 0], [0, 0]], "end": [1, 1]},
-    "S0": {"children": ["a", "XY", "b"], "start": [1, 0, 0],
-           "trans": [[0, 1, 0], [0, 0, 1], [0, 0, 0]], "end": [0, 0, 1]},
-    "S1": {"children": ["c", "XY", "d"], "start": [1, 0, 0],
-           "trans": [[0, 1, 0], [0, 0, 1], [0, 0, 0]], "end": [0, 0, 1]},
-    "XY": {"children": ["x", "y"], "start": [1, 0], "trans": [[0, 1], [0.6, 0]], "end": [0, 0.4]},
-}
+FIG1 = hhmm_figure1()  # Murphy & Paskin (2001), Figure 1
 
 
 def _hhmm_data(n_seq=24, seed=1):

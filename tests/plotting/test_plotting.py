@@ -16,6 +16,7 @@ from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 
 from structlearn import (GaussianHMM, GraphCRF, HiddenSemiMarkovModel, HierarchicalHMM,  # noqa: E402
                          LinearChainCRF, ResidentialTimeHMM, VariableTransitionHMM, plotting)
+from structlearn.datasets.toy import hhmm_figure1  # noqa: E402
 from structlearn.models.emissions import Categorical  # noqa: E402
 from structlearn.structures.graphs import grid_graph  # noqa: E402
 
@@ -89,14 +90,7 @@ def graph_crf():
         return GraphCRF(inference="exact", max_iterations=10).fit(X, y), X
 
 
-FIG1 = {
-    "root": {"children": ["S0", "S1"], "start": [0.5, 0.5], "trans": [[0, 0], [0, 0]], "end": [1, 1]},
-    "S0": {"children": ["a", "XY", "b"], "start": [1, 0, 0], "trans": [[0, 1, 0], [0, 0, 1], [0, 0, 0]],
-           "end": [0, 0, 1]},
-    "S1": {"children": ["c", "XY", "d"], "start": [1, 0, 0], "trans": [[0, 1, 0], [0, 0, 1], [0, 0, 0]],
-           "end": [0, 0, 1]},
-    "XY": {"children": ["x", "y"], "start": [1, 0], "trans": [[0, 1], [0.6, 0]], "end": [0, 0.4]},
-}
+FIG1 = hhmm_figure1()  # Murphy & Paskin (2001), Figure 1
 
 
 @pytest.fixture(scope="module")

@@ -339,25 +339,19 @@ def _adaptive_factor_hsmm():
 
 # -- hierarchical HMM -------------------------------------------------------------------------------
 
-_HHMM_SPEC = {  # Murphy & Paskin (2001), Figure 1: a (x y)+ b | c (x y)+ d
-    "root": {"children": ["S0", "S1"], "start": [0.5, 0.5], "trans": [[0, 0], [0, 0]], "end": [1, 1]},
-    "S0": {"children": ["a", "XY", "b"], "start": [1, 0, 0],
-           "trans": [[0, 1, 0], [0, 0, 1], [0, 0, 0]], "end": [0, 0, 1]},
-    "S1": {"children": ["c", "XY", "d"], "start": [1, 0, 0],
-           "trans": [[0, 1, 0], [0, 0, 1], [0, 0, 0]], "end": [0, 0, 1]},
-    "XY": {"children": ["x", "y"], "start": [1, 0], "trans": [[0, 1], [0.6, 0]], "end": [0, 0.4]},
-}
 
 
 def _hierarchical_hmm(inference):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         from structlearn import HierarchicalHMM
+        from structlearn.datasets.toy import hhmm_figure1
         from structlearn.models.emissions import Categorical
 
         emit = 0.9 * np.eye(6)[[0, 4, 5, 1, 2, 3]] + 0.1 / 6
-        data = HierarchicalHMM(_HHMM_SPEC, Categorical(emit)).sample(10, random_state=0)
-        model = HierarchicalHMM(_HHMM_SPEC, Categorical(n_features=6), init_params="ste", n_iter=5,
+        spec = hhmm_figure1()  # Murphy & Paskin (2001), Figure 1
+        data = HierarchicalHMM(spec, Categorical(emit)).sample(10, random_state=0)
+        model = HierarchicalHMM(spec, Categorical(n_features=6), init_params="ste", n_iter=5,
                                 random_state=1, inference=inference)
         model.fit(data.X, data.lengths)
         return [model.decode(data.X, data.lengths), model.score(data.X, data.lengths),
