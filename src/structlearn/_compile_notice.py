@@ -49,7 +49,7 @@ def _kernel_name(event):
     return f"{module}.{getattr(func, '__qualname__', getattr(func, '__name__', '?'))}"
 
 
-_INTERNAL = ("numba", "llvmlite", "structlearn", "importlib", "contextlib")
+_INTERNAL = ("numba", "llvmlite", "structlearn", "importlib", "contextlib", "lbfgs")
 
 
 def _caller_level():

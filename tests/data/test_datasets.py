@@ -26,6 +26,17 @@ def isolated(tmp_path, monkeypatch):
     work.mkdir(parents=True)
     monkeypatch.chdir(work)
     monkeypatch.setattr("structlearn.datasets._base._HERE", tmp_path / "x" / "y" / "z.py")
+    # the walk up from _HERE reaches the machine's own folders (a shared/data beside /tmp would be found):
+    # keep the lookup order under test, but only the roots inside tmp_path
+    from structlearn.datasets import _base
+
+    every_root = _base._candidate_roots
+    inside = tmp_path.resolve()
+
+    def roots_inside(data_home=None):
+        return (r for r in every_root(data_home) if r.resolve().is_relative_to(inside))
+
+    monkeypatch.setattr(_base, "_candidate_roots", roots_inside)
     return tmp_path
 
 

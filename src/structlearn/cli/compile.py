@@ -12,6 +12,12 @@ queries a user makes), split over ``--jobs`` processes by a fixed partition, the
 in one process, which compiles whatever a race between the processes lost (two processes saving entries of
 one kernel's index at the same time keep only one of them) and reports what it still had to compile.
 
+That final pass also checks that the kernels give the same bits whether compiled in the process that runs
+them or loaded from the cache: each workload's outputs (:func:`~structlearn.cli.workloads.digest`) from the
+worker that compiled its kernels must equal those of the final pass, which loads them; a difference is an
+error (exit status 1). The workers' digests are kept in ``structlearn-compile.json`` beside the cache
+(:func:`manifest_path`), so that a test can check the installed package's kernels against them later.
+
 Run it again after moving an installed package to another CPU or Numba version (where the shipped code does
 not apply and kernels compile on demand, with a :class:`structlearn.CompilationWarning` saying so), or in
 a container image after ``pip install``. ``NUMBA_CACHE_DIR`` (when set) sends the cache there instead.
@@ -19,13 +25,17 @@ a container image after ``pip install``. ``NUMBA_CACHE_DIR`` (when set) sends th
     structlearn compile [--jobs N] [--families A,B,...] [--check] [-q]
 """
 import argparse
+import json
 import os
 import subprocess
 import sys
 import time
 import warnings
 
-__all__ = ["main", "cmd_compile", "run_workloads", "partition"]
+__all__ = ["main", "cmd_compile", "run_workloads", "partition", "manifest_path", "read_manifest"]
+
+#: the file, beside the kernels' cache, with the digests of the workloads' outputs from freshly compiled kernels
+MANIFEST = "structlearn-compile.json"
 
 
 def _families(spec):
@@ -61,13 +71,14 @@ def partition(names, jobs):
 
 
 def run_workloads(names, *, log=None):
-    """Run the workloads ``names`` in this process; returns ``{name: (seconds, kernels compiled)}``, where
-    the count is that of structlearn kernels Numba compiled (rather than loaded from its cache) meanwhile.
-    A workload whose optional dependency is not installed (``torch-CRF`` without torch) is left out."""
+    """Run the workloads ``names`` in this process; returns ``{name: {"seconds", "compiled", "digest"}}``:
+    the wall time, the number of structlearn kernels Numba compiled (rather than loaded from its cache)
+    meanwhile, and the digest of the workload's outputs. A workload whose optional dependency is not
+    installed (``torch-CRF`` without torch) is left out."""
     import importlib.util
 
     from .. import _compile_notice
-    from .workloads import OPTIONAL, WORKLOADS
+    from .workloads import OPTIONAL, WORKLOADS, digest
 
     _compile_notice.install()
     out = {}
@@ -80,16 +91,62 @@ def run_workloads(names, *, log=None):
                 continue
             before = len(_compile_notice.compilations())
             t0 = time.perf_counter()
-            WORKLOADS[name]()
-            out[name] = (time.perf_counter() - t0, len(_compile_notice.compilations()) - before)
+            result = WORKLOADS[name]()
+            out[name] = {"seconds": time.perf_counter() - t0,
+                         "compiled": len(_compile_notice.compilations()) - before, "digest": digest(result)}
             if log is not None:
-                log(f"  {name:<28} {out[name][0]:7.2f} s  {out[name][1]:4d} kernels compiled")
+                log(f"  {name:<28} {out[name]['seconds']:7.2f} s  {out[name]['compiled']:4d} kernels compiled")
     return out
 
 
+def manifest_path():
+    """Where ``structlearn compile`` keeps the digests of its workers' outputs: ``NUMBA_CACHE_DIR`` when set,
+    else the ``__pycache__`` folder of :mod:`structlearn.kernels` (inside the installed package)."""
+    from numba.core import config
+
+    from .. import kernels
+
+    folder = config.CACHE_DIR or os.path.join(os.path.dirname(os.path.abspath(kernels.__file__)), "__pycache__")
+    return os.path.join(folder, MANIFEST)
+
+
+def read_manifest():
+    """The manifest written by the last ``structlearn compile`` (a dict: ``engine``, the engine digest it
+    was made for, hex; ``numba``; ``threads``, Numba's thread count then; ``families``:
+    ``{name: {"digest", "compiled"}}``), or None."""
+    try:
+        with open(manifest_path(), encoding="utf-8") as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def _write_manifest(results):
+    import numba
+
+    from .. import _kernel_cache
+
+    data = {"engine": _kernel_cache.engine_digest().hex(), "numba": numba.__version__,
+            "threads": numba.config.NUMBA_NUM_THREADS, "families": {}}
+    old = read_manifest()
+    if old and [old.get(k) for k in ("engine", "numba", "threads")] == [data[k] for k in ("engine", "numba",
+                                                                                           "threads")]:
+        data["families"].update(old.get("families", {}))  # a run of some families keeps the others'
+    data["families"].update({n: {"digest": r["digest"], "compiled": r["compiled"]} for n, r in results.items()})
+    data["families"] = dict(sorted(data["families"].items()))
+    path = manifest_path()
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path + ".tmp", "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=1)
+        os.replace(path + ".tmp", path)
+    except OSError as exc:  # a read-only installation: the check below still ran
+        print(f"structlearn compile: could not write {path} ({exc})", file=sys.stderr)
+
+
 def _worker(names):
-    """Run in a child process: the workloads, quietly; exit status 0 when all ran."""
-    run_workloads(names)
+    """Run in a child process: the workloads, quietly; prints their results (JSON) as its last line."""
+    print(json.dumps(run_workloads(names)), flush=True)
     return 0
 
 
@@ -98,22 +155,34 @@ def cmd_compile(args):
     say = (lambda msg: None) if args.quiet else (lambda msg: print(msg, flush=True))
     names = _families(args.families)
     t0 = time.perf_counter()
+    fresh = None
     if not args.check and args.jobs > 1 and len(names) > 1:
         groups = partition(names, args.jobs)
         say(f"structlearn compile: {len(names)} families in {len(groups)} processes")
-        procs = [subprocess.Popen([sys.executable, "-m", "structlearn.cli.compile", "--worker", ",".join(g)])
-                 for g in groups]
-        failed = [",".join(g) for g, p in zip(groups, procs) if p.wait() != 0]
+        procs = [subprocess.Popen([sys.executable, "-m", "structlearn.cli.compile", "--worker", ",".join(g)],
+                                  stdout=subprocess.PIPE, text=True) for g in groups]
+        outputs = [p.communicate()[0] for p in procs]
+        failed = [",".join(g) for g, p in zip(groups, procs) if p.returncode != 0]
         if failed:
             print(f"structlearn compile: a worker failed ({'; '.join(failed)})", file=sys.stderr)
             return 1
+        fresh = {}
+        for out in outputs:
+            fresh.update(json.loads(out.strip().splitlines()[-1]))
         say(f"  workers done in {time.perf_counter() - t0:.1f} s; checking every family in one process")
     results = run_workloads(names, log=say if (args.check or args.jobs <= 1) else None)
-    left = sum(n for _, n in results.values())
+    left = sum(r["compiled"] for r in results.values())
     if args.check:
         say(f"structlearn compile --check: {left} kernels compiled now "
             f"({'none was missing' if left == 0 else 'they were missing from the cache'})")
         return 0 if left == 0 else 1
+    if fresh is not None:
+        differ = [n for n in results if n in fresh and fresh[n]["digest"] != results[n]["digest"]]
+        if differ:
+            print("structlearn compile: kernels loaded from the cache gave other bits than the same kernels "
+                  f"compiled in the process that ran them, for {', '.join(differ)}", file=sys.stderr)
+            return 1
+    _write_manifest(fresh if fresh is not None else results)
     say(f"structlearn compile: done in {time.perf_counter() - t0:.1f} s"
         + (f" ({left} kernels were compiled by the final pass)" if left else ""))
     return 0

@@ -32,6 +32,10 @@ MODULE_NAME = "_tag_aot"
 SOURCES = ("kernels/aot.py", "kernels/_common.py", "kernels/chain.py", "kernels/chain_scaled.py",
            "kernels/chain_steps.py", "kernels/features.py", "semirings.py")
 
+#: modules that importing the kernels loads but whose code no kernel contains (thread settings, Numba's
+#: cache locator, the compile notice)
+_NO_KERNEL_CODE = ("_threading.py", "_kernel_cache.py", "_compile_notice.py")
+
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -94,7 +98,7 @@ def build(output_dir, output_file=None):
     digest = source_digest()
     used = {os.path.relpath(m.__file__, _ROOT).replace(os.sep, "/") for name, m in list(sys.modules.items())
             if name.startswith("structlearn.") and getattr(m, "__file__", None)}
-    extra = sorted(p for p in used if not p.endswith("__init__.py") and p != "_threading.py"
+    extra = sorted(p for p in used if not p.endswith("__init__.py") and p not in _NO_KERNEL_CODE
                    and p not in SOURCES)
     if extra:
         raise RuntimeError(f"the tag kernels use {extra}, which structlearn.kernels.aot.SOURCES does not list")

@@ -8,6 +8,7 @@ gradient norm, active features, seconds). For the piecewise-smooth objectives of
 (:class:`~structlearn.learning.graph_objective.GraphCLL` with BP / TRW): :func:`lbfgs_restarts` and
 :func:`minimize_cg`.
 """
+import os
 import time
 import warnings
 
@@ -67,8 +68,11 @@ def lbfgs(objective, x0, *, c1=0.0, m=6, epsilon=1e-5, period=10, delta=1e-5, ma
                 threadpool_limits(limits=1, user_api="blas"):
             warnings.simplefilter("always")
             x = _lbfgs.fmin_lbfgs(f, np.array(x0, dtype=np.float64), progress=progress, **kwargs)
-        for wmsg in caught:  # libLBFGS statuses that pylbfgs reports as warnings
-            reason = str(wmsg.message)
+        for wmsg in caught:
+            if not _from_pylbfgs(wmsg):  # the objective's own (a compile notice, a BP non-convergence)
+                warnings.warn_explicit(wmsg.message, wmsg.category, wmsg.filename, wmsg.lineno)
+                continue
+            reason = str(wmsg.message)  # libLBFGS statuses that pylbfgs reports as warnings
             if "maximum number of iterations" in reason.lower():
                 converged = False
     except _lbfgs.LBFGSError as exc:
@@ -90,6 +94,14 @@ def lbfgs(objective, x0, *, c1=0.0, m=6, epsilon=1e-5, period=10, delta=1e-5, ma
     if log:
         log[-1]["stop_reason"] = reason
     return np.asarray(x), len(log), converged, log
+
+
+def _from_pylbfgs(wmsg):
+    """Whether a caught warning is one of pylbfgs's status reports (a plain UserWarning issued from its
+    package; the objective runs inside pylbfgs's frames, so its warnings may name that package too)."""
+    import lbfgs
+
+    return wmsg.category is UserWarning and os.path.dirname(os.path.abspath(wmsg.filename)) == os.path.dirname(os.path.abspath(lbfgs.__file__))
 
 
 def lbfgs_restarts(objective, w0, max_iterations, *, callback=None, max_restarts=5):
