@@ -25,7 +25,7 @@ import sys
 
 import pytest
 
-from structlearn.cli.workloads import WORKLOADS
+from structlearn.cli.workloads import OPTIONAL, WORKLOADS
 
 # every workload named in argv[1]: its output digest, the structlearn kernels compiled and the notices
 # issued while it ran; with argv[2] == "miss", the cache misses the first structlearn kernel asked for
@@ -108,10 +108,12 @@ def test_installed_kernels_give_the_bits_of_kernels_compiled_in_the_running_proc
     assert manifest["engine"] == _kernel_cache.engine_digest().hex(), \
         "the engine's sources changed since `structlearn compile` ran: run it again"
     fresh = manifest["families"]
-    assert sorted(fresh) == sorted(WORKLOADS)
+    # a family whose optional dependency the build environment lacked (torch: pip's isolated build has
+    # none) is not in the manifest; its kernels are the chain's, and the test below compiles one on demand
+    assert sorted(n for n in WORKLOADS if n not in OPTIONAL) == sorted(n for n in fresh if n not in OPTIONAL)
     assert sum(r["compiled"] for r in fresh.values()) > 0, \
         "the manifest's workers loaded every kernel from a cache: clear it and run `structlearn compile`"
-    differ = [n for n in WORKLOADS if fresh[n]["digest"] != installed[n]["digest"]]
+    differ = [n for n in fresh if fresh[n]["digest"] != installed[n]["digest"]]
     assert not differ, f"kernels loaded from the installed cache give other bits than freshly compiled: {differ}"
 
 
