@@ -129,8 +129,7 @@ def _write_manifest(results):
     data = {"engine": _kernel_cache.engine_digest().hex(), "numba": numba.__version__,
             "threads": numba.config.NUMBA_NUM_THREADS, "families": {}}
     old = read_manifest()
-    if old and [old.get(k) for k in ("engine", "numba", "threads")] == [data[k] for k in ("engine", "numba",
-                                                                                           "threads")]:
+    if old and all(old.get(key) == data[key] for key in ("engine", "numba", "threads")):
         data["families"].update(old.get("families", {}))  # a run of some families keeps the others'
     data["families"].update({n: {"digest": r["digest"], "compiled": r["compiled"]} for n, r in results.items()})
     data["families"] = dict(sorted(data["families"].items()))

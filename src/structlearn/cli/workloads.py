@@ -15,11 +15,11 @@ workload runs in well under half a second.
 
 Estimators are imported inside each function, so importing this module imports only NumPy and the
 standard library (torch only inside the ``"torch-CRF"`` workload). Warnings (e.g. the
-``ConvergenceWarning`` of the deliberately short fits) are silenced inside each workload, all but
-:class:`structlearn.CompilationWarning`, which is passed on (``structlearn compile`` silences it itself;
-the compile tests count it).
+``ConvergenceWarning`` of the deliberately short fits) are silenced around each workload (``_quiet``),
+all but :class:`structlearn.CompilationWarning`, which is passed on (``structlearn compile`` silences it
+itself; the compile tests count it).
 """
-import contextlib
+import functools
 import os
 import sys
 import warnings
@@ -28,17 +28,21 @@ import numpy as np
 
 __all__ = ["WORKLOADS", "OPTIONAL", "digest"]
 
-@contextlib.contextmanager
-def _quiet():
-    """The workload's own warnings silenced; a compile notice passed on to the caller's filters."""
-    from .._compile_notice import CompilationWarning
+def _quiet(workload):
+    """``workload`` with its own warnings silenced, but a compile notice passed on to the caller's filters."""
+    @functools.wraps(workload)
+    def run():
+        from .._compile_notice import CompilationWarning
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        yield
-    for w in caught:
-        if issubclass(w.category, CompilationWarning):
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = workload()
+        for w in caught:
+            if issubclass(w.category, CompilationWarning):
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        return result
+
+    return run
 
 
 # -- tiny synthetic inputs ---------------------------------------------------------------------------------
@@ -163,61 +167,56 @@ def _tree():
 
 
 def _linear_chain_crf():
-    with _quiet():
-        from structlearn import LinearChainCRF
+    from structlearn import LinearChainCRF
 
-        X, y, _ = _tagging_data()
-        crf = LinearChainCRF(algorithm="lbfgs", c1=0.0, c2=0.1, max_iterations=10,
-                             forbidden_transitions="BIO").fit(X, y)
-        sgd = LinearChainCRF(algorithm="l2sgd", c2=0.1, max_iterations=5, random_state=0).fit(X, y)
-        return [crf.predict(X), crf.predict_marginals(X), sgd.predict(X), sgd.coef_]
+    X, y, _ = _tagging_data()
+    crf = LinearChainCRF(algorithm="lbfgs", c1=0.0, c2=0.1, max_iterations=10,
+                         forbidden_transitions="BIO").fit(X, y)
+    sgd = LinearChainCRF(algorithm="l2sgd", c2=0.1, max_iterations=5, random_state=0).fit(X, y)
+    return [crf.predict(X), crf.predict_marginals(X), sgd.predict(X), sgd.coef_]
 
 
 def _semi_markov_crf():
-    with _quiet():
-        from structlearn import SemiMarkovCRF
+    from structlearn import SemiMarkovCRF
 
-        X, y, _ = _tagging_data()
-        crf = SemiMarkovCRF(c2=0.1, max_iterations=10).fit(X, y)
-        return [crf.predict(X), crf.predict_segments(X), crf.predict_marginals(X)]
+    X, y, _ = _tagging_data()
+    crf = SemiMarkovCRF(c2=0.1, max_iterations=10).fit(X, y)
+    return [crf.predict(X), crf.predict_segments(X), crf.predict_marginals(X)]
 
 
 def _higher_order_crf():
-    with _quiet():
-        from structlearn import HigherOrderCRF
+    from structlearn import HigherOrderCRF
 
-        X, y, _ = _tagging_data()
-        crf = HigherOrderCRF(order=2, c2=0.1, max_iterations=10).fit(X, y)
-        return [crf.predict(X), crf.predict_marginals(X)]
+    X, y, _ = _tagging_data()
+    crf = HigherOrderCRF(order=2, c2=0.1, max_iterations=10).fit(X, y)
+    return [crf.predict(X), crf.predict_marginals(X)]
 
 
 def _higher_order_crf_segments():
-    with _quiet():
-        from structlearn import HigherOrderCRF
+    from structlearn import HigherOrderCRF
 
-        X, _, types = _tagging_data()  # segments are the runs of equal labels: chunk types, not BIO
-        crf = HigherOrderCRF(order=2, segments=True, c2=0.1, max_iterations=10).fit(X, types)
-        return [crf.predict(X), crf.predict_marginals(X)]
+    X, _, types = _tagging_data()  # segments are the runs of equal labels: chunk types, not BIO
+    crf = HigherOrderCRF(order=2, segments=True, c2=0.1, max_iterations=10).fit(X, types)
+    return [crf.predict(X), crf.predict_marginals(X)]
 
 
 def _tree_crf():
-    with _quiet():
-        from structlearn import TreeCRF
+    from structlearn import TreeCRF
 
-        rng = np.random.default_rng(0)
-        labels = ("A", "B", "C")
-        X, y, parents = [], [], []
-        for _ in range(12):
-            n = int(rng.integers(2, 8))
-            par = [-1] + [int(rng.integers(0, i)) for i in range(1, n)]
-            lab = [int(rng.integers(3))]
-            for i in range(1, n):  # mostly "parent's label + 1"
-                lab.append((lab[par[i]] + 1) % 3 if rng.random() < 0.7 else int(rng.integers(3)))
-            X.append([{"w": f"w{k}{int(rng.integers(2))}", "bias": 1.0} for k in lab])
-            y.append([labels[k] for k in lab])
-            parents.append(par)
-        crf = TreeCRF(c2=0.1, max_iterations=10).fit(X, y, parents=parents)
-        return [crf.predict(X, parents=parents), crf.predict_marginals(X, parents=parents)]
+    rng = np.random.default_rng(0)
+    labels = ("A", "B", "C")
+    X, y, parents = [], [], []
+    for _ in range(12):
+        n = int(rng.integers(2, 8))
+        par = [-1] + [int(rng.integers(0, i)) for i in range(1, n)]
+        lab = [int(rng.integers(3))]
+        for i in range(1, n):  # mostly "parent's label + 1"
+            lab.append((lab[par[i]] + 1) % 3 if rng.random() < 0.7 else int(rng.integers(3)))
+        X.append([{"w": f"w{k}{int(rng.integers(2))}", "bias": 1.0} for k in lab])
+        y.append([labels[k] for k in lab])
+        parents.append(par)
+    crf = TreeCRF(c2=0.1, max_iterations=10).fit(X, y, parents=parents)
+    return [crf.predict(X, parents=parents), crf.predict_marginals(X, parents=parents)]
 
 
 # -- HMMs (structlearn.hmm, hmmlearn's API) ------------------------------------------------------------
@@ -236,51 +235,46 @@ def _gaussian_2d():
 
 
 def _gaussian_hmm():
-    with _quiet():
-        from structlearn.hmm import GaussianHMM
+    from structlearn.hmm import GaussianHMM
 
-        X, lengths = _gaussian_2d()
-        return _hmm_first_calls(GaussianHMM(n_components=2, n_iter=5, random_state=0), X, lengths)
+    X, lengths = _gaussian_2d()
+    return _hmm_first_calls(GaussianHMM(n_components=2, n_iter=5, random_state=0), X, lengths)
 
 
 def _gmm_hmm():
-    with _quiet():
-        from structlearn.hmm import GMMHMM
+    from structlearn.hmm import GMMHMM
 
-        X, lengths = _gaussian_2d()
-        return _hmm_first_calls(GMMHMM(n_components=2, n_mix=2, n_iter=5, random_state=0), X, lengths)
+    X, lengths = _gaussian_2d()
+    return _hmm_first_calls(GMMHMM(n_components=2, n_mix=2, n_iter=5, random_state=0), X, lengths)
 
 
 def _categorical_hmm():
-    with _quiet():
-        from structlearn.hmm import CategoricalHMM
+    from structlearn.hmm import CategoricalHMM
 
-        rng = np.random.default_rng(0)
-        states = np.repeat(np.arange(20) % 2, 10)
-        X = np.where(rng.random(len(states)) < 0.8, 2 * states + rng.integers(0, 2, len(states)),
-                     rng.integers(0, 4, len(states)))[:, None]
-        return _hmm_first_calls(CategoricalHMM(n_components=2, n_iter=5, random_state=0), X, [100, 100])
+    rng = np.random.default_rng(0)
+    states = np.repeat(np.arange(20) % 2, 10)
+    X = np.where(rng.random(len(states)) < 0.8, 2 * states + rng.integers(0, 2, len(states)),
+                 rng.integers(0, 4, len(states)))[:, None]
+    return _hmm_first_calls(CategoricalHMM(n_components=2, n_iter=5, random_state=0), X, [100, 100])
 
 
 def _multinomial_hmm():
-    with _quiet():
-        from structlearn.hmm import MultinomialHMM
+    from structlearn.hmm import MultinomialHMM
 
-        rng = np.random.default_rng(0)
-        probs = np.array([[0.6, 0.3, 0.1], [0.1, 0.3, 0.6]])
-        states = np.repeat(np.arange(20) % 2, 10)
-        X = np.stack([rng.multinomial(5, probs[s]) for s in states])
-        return _hmm_first_calls(MultinomialHMM(n_components=2, n_trials=5, n_iter=5, random_state=0), X, [100, 100])
+    rng = np.random.default_rng(0)
+    probs = np.array([[0.6, 0.3, 0.1], [0.1, 0.3, 0.6]])
+    states = np.repeat(np.arange(20) % 2, 10)
+    X = np.stack([rng.multinomial(5, probs[s]) for s in states])
+    return _hmm_first_calls(MultinomialHMM(n_components=2, n_trials=5, n_iter=5, random_state=0), X, [100, 100])
 
 
 def _poisson_hmm():
-    with _quiet():
-        from structlearn.hmm import PoissonHMM
+    from structlearn.hmm import PoissonHMM
 
-        rng = np.random.default_rng(0)
-        states = np.repeat(np.arange(20) % 2, 10)
-        X = rng.poisson(np.array([[1.0, 4.0], [6.0, 2.0]])[states])
-        return _hmm_first_calls(PoissonHMM(n_components=2, n_iter=5, random_state=0), X, [100, 100])
+    rng = np.random.default_rng(0)
+    states = np.repeat(np.arange(20) % 2, 10)
+    X = rng.poisson(np.array([[1.0, 4.0], [6.0, 2.0]])[states])
+    return _hmm_first_calls(PoissonHMM(n_components=2, n_iter=5, random_state=0), X, [100, 100])
 
 
 # -- HSMMs -------------------------------------------------------------------------------------------
@@ -292,22 +286,20 @@ def _hsmm_first_calls(model, X, lengths):
 
 
 def _hidden_semi_markov_model():
-    with _quiet():
-        from structlearn import HiddenSemiMarkovModel
+    from structlearn import HiddenSemiMarkovModel
 
-        X, lengths = _segments_1d()
-        model = HiddenSemiMarkovModel(n_states=2, max_duration=20, n_iter=5, random_state=0)
-        return _hsmm_first_calls(model, X, lengths) + [model.decode(X, lengths, return_segments=True)]
+    X, lengths = _segments_1d()
+    model = HiddenSemiMarkovModel(n_states=2, max_duration=20, n_iter=5, random_state=0)
+    return _hsmm_first_calls(model, X, lengths) + [model.decode(X, lengths, return_segments=True)]
 
 
 def _general_family(name):
-    with _quiet():
-        import structlearn
+    import structlearn
 
-        cls = getattr(structlearn, name)
-        X, lengths = _segments_1d()
-        model = cls(n_states=2, max_duration=10, n_iter=5, random_state=0)
-        return _hsmm_first_calls(model, X, lengths) + [model.decode(X, lengths, return_segments=True)]
+    cls = getattr(structlearn, name)
+    X, lengths = _segments_1d()
+    model = cls(n_states=2, max_duration=10, n_iter=5, random_state=0)
+    return _hsmm_first_calls(model, X, lengths) + [model.decode(X, lengths, return_segments=True)]
 
 
 def _general_hsmm():
@@ -323,34 +315,31 @@ def _variable_transition_hmm():
 
 
 def _switching_hsmm():
-    with _quiet():
-        from structlearn import SwitchingHSMM
+    from structlearn import SwitchingHSMM
 
-        X, lengths = _segments_1d(levels=(0.0, 1.5, 0.0, 3.0, 2.0))
-        model = SwitchingHSMM(n_regimes=2, n_states=2, max_duration=20, n_iter=5, random_state=0)
-        return _hsmm_first_calls(model, X, lengths) + [model.decode(X, lengths, return_regimes=True)]
+    X, lengths = _segments_1d(levels=(0.0, 1.5, 0.0, 3.0, 2.0))
+    model = SwitchingHSMM(n_regimes=2, n_states=2, max_duration=20, n_iter=5, random_state=0)
+    return _hsmm_first_calls(model, X, lengths) + [model.decode(X, lengths, return_regimes=True)]
 
 
 def _multi_channel_hsmm():
-    with _quiet():
-        from structlearn import MultiChannelHSMM
+    from structlearn import MultiChannelHSMM
 
-        rng = np.random.default_rng(0)
-        X1, lengths = _segments_1d()
-        X2 = np.concatenate([rng.normal(2.0 * (k % 2), 0.7, int(rng.integers(3, 9))) for k in range(30)])
-        X = np.column_stack([X1[:, 0], X2[:len(X1)]])  # two channels, one column each
-        model = MultiChannelHSMM(n_states=2, max_duration=8, n_iter=5, random_state=0)
-        return _hsmm_first_calls(model, X, lengths) + [model.decode(X, lengths)]
+    rng = np.random.default_rng(0)
+    X1, lengths = _segments_1d()
+    X2 = np.concatenate([rng.normal(2.0 * (k % 2), 0.7, int(rng.integers(3, 9))) for k in range(30)])
+    X = np.column_stack([X1[:, 0], X2[:len(X1)]])  # two channels, one column each
+    model = MultiChannelHSMM(n_states=2, max_duration=8, n_iter=5, random_state=0)
+    return _hsmm_first_calls(model, X, lengths) + [model.decode(X, lengths)]
 
 
 def _adaptive_factor_hsmm():
-    with _quiet():
-        from structlearn import AdaptiveFactorHSMM
+    from structlearn import AdaptiveFactorHSMM
 
-        X, lengths = _segments_1d()
-        model = AdaptiveFactorHSMM(n_states=2, max_duration=20, n_iter=5, random_state=0)
-        model.fit(X, lengths)
-        return [model.predict(X, lengths), model.filter(X, lengths), model.score(X, lengths)]
+    X, lengths = _segments_1d()
+    model = AdaptiveFactorHSMM(n_states=2, max_duration=20, n_iter=5, random_state=0)
+    model.fit(X, lengths)
+    return [model.predict(X, lengths), model.filter(X, lengths), model.score(X, lengths)]
 
 
 # -- hierarchical HMM -------------------------------------------------------------------------------
@@ -358,19 +347,18 @@ def _adaptive_factor_hsmm():
 
 
 def _hierarchical_hmm(inference):
-    with _quiet():
-        from structlearn import HierarchicalHMM
-        from structlearn.datasets.toy import hhmm_figure1
-        from structlearn.models.emissions import Categorical
+    from structlearn import HierarchicalHMM
+    from structlearn.datasets.toy import hhmm_figure1
+    from structlearn.models.emissions import Categorical
 
-        emit = 0.9 * np.eye(6)[[0, 4, 5, 1, 2, 3]] + 0.1 / 6
-        spec = hhmm_figure1()  # Murphy & Paskin (2001), Figure 1
-        data = HierarchicalHMM(spec, Categorical(emit)).sample(10, random_state=0)
-        model = HierarchicalHMM(spec, Categorical(n_features=6), init_params="ste", n_iter=5,
-                                random_state=1, inference=inference)
-        model.fit(data.X, data.lengths)
-        return [model.decode(data.X, data.lengths), model.score(data.X, data.lengths),
-                model.posteriors(data.X, data.lengths)]
+    emit = 0.9 * np.eye(6)[[0, 4, 5, 1, 2, 3]] + 0.1 / 6
+    spec = hhmm_figure1()  # Murphy & Paskin (2001), Figure 1
+    data = HierarchicalHMM(spec, Categorical(emit)).sample(10, random_state=0)
+    model = HierarchicalHMM(spec, Categorical(n_features=6), init_params="ste", n_iter=5,
+                            random_state=1, inference=inference)
+    model.fit(data.X, data.lengths)
+    return [model.decode(data.X, data.lengths), model.score(data.X, data.lengths),
+            model.posteriors(data.X, data.lengths)]
 
 
 def _hierarchical_hmm_flat():
@@ -385,35 +373,32 @@ def _hierarchical_hmm_jtree():
 
 
 def _graph_crf():
-    with _quiet():
-        from structlearn import GraphCRF
+    from structlearn import GraphCRF
 
-        X, y = _graphs(n_graphs=4, side=3)  # exact inference: a junction tree per graph and iteration
-        y[0][:4] = -1  # partly unlabelled, as in the getting-started page
-        crf = GraphCRF(inference="exact", max_iterations=5).fit(X, y)
-        return [crf.predict(X), crf.predict_marginals(X)]
+    X, y = _graphs(n_graphs=4, side=3)  # exact inference: a junction tree per graph and iteration
+    y[0][:4] = -1  # partly unlabelled, as in the getting-started page
+    crf = GraphCRF(inference="exact", max_iterations=5).fit(X, y)
+    return [crf.predict(X), crf.predict_marginals(X)]
 
 
 def _adaboost_mrf():
-    with _quiet():
-        from structlearn import AdaBoostMRF
+    from structlearn import AdaBoostMRF
 
-        X, y = _graphs()
-        ada = AdaBoostMRF(n_trees=2, n_rounds=2, cg_iterations=2, random_state=0).fit(X, y)
-        return [ada.predict(X), ada.predict_marginals(X)]
+    X, y = _graphs()
+    ada = AdaBoostMRF(n_trees=2, n_rounds=2, cg_iterations=2, random_state=0).fit(X, y)
+    return [ada.predict(X), ada.predict_marginals(X)]
 
 
 def _factor_graph(method):
-    with _quiet():
-        from structlearn.structures import FactorGraph
-        from structlearn.structures.graphs import grid_graph
+    from structlearn.structures import FactorGraph
+    from structlearn.structures.graphs import grid_graph
 
-        rng = np.random.default_rng(0)
-        graph = FactorGraph(rng.normal(size=(16, 3)), grid_graph(4, 4), 0.5 * np.eye(3))
-        out = [graph.infer(method)]
-        if method != "mf":  # mean field is sum-product only
-            out.append(graph.infer(method, semiring="max"))
-        return out
+    rng = np.random.default_rng(0)
+    graph = FactorGraph(rng.normal(size=(16, 3)), grid_graph(4, 4), 0.5 * np.eye(3))
+    out = [graph.infer(method)]
+    if method != "mf":  # mean field is sum-product only
+        out.append(graph.infer(method, semiring="max"))
+    return out
 
 
 def _factor_graph_exact():
@@ -436,29 +421,28 @@ def _factor_graph_meanfield():
 
 
 def _torch_crf():
-    with _quiet():
-        if "torch" not in sys.modules:  # torch and Numba's OpenMP pool in one process (docs/threads.md)
-            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-        # torch itself is reached only through structlearn.torch (the one package allowed to import it,
-        # .importlinter): tensors are made from NumPy arrays with ``Tensor.new_tensor``
-        from structlearn.torch import CRF
+    if "torch" not in sys.modules:  # torch and Numba's OpenMP pool in one process (docs/threads.md)
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    # torch itself is reached only through structlearn.torch (the one package allowed to import it,
+    # .importlinter): tensors are made from NumPy arrays with ``Tensor.new_tensor``
+    from structlearn.torch import CRF
 
-        rng = np.random.default_rng(0)
-        B, T, K = 3, 6, 4
-        crf = CRF(K, batch_first=True)
-        like = crf.transitions.detach()  # float32, the module's device
-        for param in (crf.start_transitions, crf.end_transitions, crf.transitions):  # not torch's random init
-            param.detach().copy_(like.new_tensor(rng.uniform(-0.1, 0.1, size=tuple(param.shape))))
-        emissions = like.new_tensor(rng.normal(size=(B, T, K)).astype(np.float32)).requires_grad_()
-        tags = like.new_tensor(rng.integers(0, K, size=(B, T))).long()
-        mask = like.new_tensor(np.arange(T)[None, :] < np.array([6, 4, 2])[:, None]).bool()
-        log_likelihood = crf(emissions, tags, mask=mask)  # pytorch-crf's forward: summed log-likelihood
-        (-log_likelihood).backward()
-        return [log_likelihood, emissions.grad, crf.transitions.grad, crf.decode(emissions.detach(), mask=mask)]
+    rng = np.random.default_rng(0)
+    B, T, K = 3, 6, 4
+    crf = CRF(K, batch_first=True)
+    like = crf.transitions.detach()  # float32, the module's device
+    for param in (crf.start_transitions, crf.end_transitions, crf.transitions):  # not torch's random init
+        param.detach().copy_(like.new_tensor(rng.uniform(-0.1, 0.1, size=tuple(param.shape))))
+    emissions = like.new_tensor(rng.normal(size=(B, T, K)).astype(np.float32)).requires_grad_()
+    tags = like.new_tensor(rng.integers(0, K, size=(B, T))).long()
+    mask = like.new_tensor(np.arange(T)[None, :] < np.array([6, 4, 2])[:, None]).bool()
+    log_likelihood = crf(emissions, tags, mask=mask)  # pytorch-crf's forward: summed log-likelihood
+    (-log_likelihood).backward()
+    return [log_likelihood, emissions.grad, crf.transitions.grad, crf.decode(emissions.detach(), mask=mask)]
 
 
 #: family -> workload (the order of the tables in the docs and the benchmark)
-WORKLOADS = {
+WORKLOADS = {name: _quiet(workload) for name, workload in {
     "LinearChain": _linear_chain,
     "SemiMarkov": _semi_markov,
     "Tree": _tree,
@@ -488,7 +472,7 @@ WORKLOADS = {
     "FactorGraph-trw": _factor_graph_trw,
     "FactorGraph-meanfield": _factor_graph_meanfield,
     "torch-CRF": _torch_crf,
-}
+}.items()}
 
 #: families that share kernels, with the seconds of one core their first run compiles (an empty cache,
 #: 2026-12-07): ``structlearn compile --jobs N`` keeps each cluster in one process (a kernel compiled by
@@ -497,8 +481,8 @@ CLUSTERS = (
     (("LinearChain", "LinearChainCRF", "GaussianHMM", "GMMHMM", "CategoricalHMM", "MultinomialHMM",
       "PoissonHMM", "torch-CRF"), 225),                                                        # chain kernels
     (("HigherOrderCRF", "HigherOrderCRF-segments"), 118),                       # pattern kernels
-    (("SemiMarkov", "SemiMarkovCRF", "HiddenSemiMarkovModel", "GeneralHSMM", "ResidentialTimeHMM", "VariableTransitionHMM",
-      "SwitchingHSMM", "MultiChannelHSMM", "AdaptiveFactorHSMM"), 341),         # semi-Markov kernels
+    (("SemiMarkov", "SemiMarkovCRF", "HiddenSemiMarkovModel", "GeneralHSMM", "ResidentialTimeHMM",
+      "VariableTransitionHMM", "SwitchingHSMM", "MultiChannelHSMM", "AdaptiveFactorHSMM"), 341),  # semi-Markov
     (("Tree", "TreeCRF", "AdaBoostMRF"), 69),                                            # tree kernels
     (("GraphCRF", "FactorGraph-exact", "FactorGraph-bp", "FactorGraph-trw", "FactorGraph-meanfield"), 43),
     (("HierarchicalHMM-flat", "HierarchicalHMM-jtree"), 12),
