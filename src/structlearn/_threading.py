@@ -122,3 +122,18 @@ def install():
         _after_numba_import()
     elif not any(isinstance(f, _AfterNumbaImport) for f in sys.meta_path):
         sys.meta_path.insert(0, _AfterNumbaImport())
+
+
+#: rows (tokens) per block of a parallel reduction, and the default most blocks (each block has its own
+#: buffer, e.g. a CRF's (F,) gradient, so their number is kept small)
+REDUCTION_ROWS, REDUCTION_MAX_BLOCKS = 16384, 4
+
+
+def reduction_blocks(n_rows, max_blocks=REDUCTION_MAX_BLOCKS, rows_per_block=REDUCTION_ROWS):
+    """How many blocks a parallel reduction over ``n_rows`` rows (tokens, or the rows of a batch of
+    sequences) is cut into: about ``rows_per_block`` rows each, at least 1, at most ``max_blocks``.
+
+    It depends on the data only — never on Numba's thread count, the process or the machine — and the
+    kernels add their blocks' partial sums in block order, so a result is bitwise the same for any
+    number of threads (threads only decide which thread computes which block)."""
+    return int(max(1, min(int(max_blocks), int(n_rows) // int(rows_per_block))))

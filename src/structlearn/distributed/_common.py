@@ -4,9 +4,12 @@ import ctypes
 import os
 import sys
 
-from ..learning.shards import reduce_statistics
+import numpy as np
 
-__all__ = ["identity", "placement", "tree_reduce", "shard_map", "sum_shards", "keep_heap"]
+from ..learning.shards import block_cuts, combine_partials, contiguous_ranges, reduce_statistics, tree_partials
+
+__all__ = ["identity", "placement", "tree_reduce", "shard_map", "sum_shards", "keep_heap", "fixed_blocks",
+           "block_map"]
 
 _HEAP_KEPT = False
 #: glibc's mallopt parameters (malloc.h) and the values keep_heap sets
@@ -96,5 +99,78 @@ def shard_map(client, shards, where, split_every, callback=None):
         stats = [client.submit(sum_shards, function, p, *members, pure=False, **where(first))
                  for first, members in groups.values()]
         return tree_reduce(client, reduce_statistics, stats, split_every).result()
+
+    return map_statistics
+
+
+# -- the data's own blocks: the same sums as a fit in one process ------------------------------------------
+def _assemble(take, concat, spec, *parts):
+    """Worker side: one block from the sequences ``spec[i] = (a, b)`` of ``parts[i]`` (in order)."""
+    return concat([take(part, a, b) for part, (a, b) in zip(parts, spec)])
+
+
+def fixed_blocks(client, parts, lengths, take, concat, rows=None, max_blocks=None):
+    """The blocks of :func:`structlearn.learning.shards.block_cuts` of the whole data set, assembled on
+    the workers from the partitions: ``(futures of the blocks, ranges)``.
+
+    ``parts`` are futures of the partitions in order, ``lengths[i]`` the sequence lengths of partition i;
+    ``take(part, a, b)`` (module-level) returns the sequences a..b-1 of a partition and ``concat`` joins
+    such pieces into one block. The blocks depend on the sequences only (never on the partitions or the
+    workers), so the statistics summed over them in the fixed tree (:func:`block_map`) are bitwise those of
+    the estimator's own ``fit`` on the concatenated data, however the data are partitioned and whichever
+    worker computes which block. ``ranges``: contiguous ranges of blocks (a, b), one per worker (about
+    equal rows); the blocks of range r live on worker r."""
+    counts = [len(x) for x in lengths]
+    starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    offsets = np.concatenate([[0], np.cumsum(np.concatenate([np.asarray(x, np.int64) for x in lengths]))])
+    cuts = block_cuts(offsets, rows, max_blocks)
+    workers = sorted(client.scheduler_info()["workers"])
+    ranges = contiguous_ranges(np.diff(offsets[cuts]), max(1, len(workers)))
+    blocks = []
+    for r, (ra, rb) in enumerate(ranges):
+        where = dict(workers=[workers[r % len(workers)]], allow_other_workers=True) if workers else {}
+        for j in range(ra, rb):
+            a, b = int(cuts[j]), int(cuts[j + 1])
+            spec, futs = [], []
+            for i in range(len(parts)):
+                lo, hi = max(a, starts[i]), min(b, starts[i + 1])
+                if hi > lo:
+                    spec.append((int(lo - starts[i]), int(hi - starts[i])))
+                    futs.append(parts[i])
+            blocks.append(client.submit(_assemble, take, concat, spec, *futs, pure=False, **where))
+    return blocks, ranges
+
+
+def _range_partials(function, params, first, n, *blocks):
+    """Worker side: the fixed tree's partial sums of ``function(params, block)`` over blocks
+    first..first+len(blocks)-1 of n (:func:`structlearn.learning.shards.tree_partials`)."""
+    keep_heap()
+    return tree_partials(lambda i: function(params, blocks[i - first]), first, first + len(blocks), n)
+
+
+def block_map(client, blocks, ranges, callback=None):
+    """``map_statistics(function, params)``: the sum over ``blocks`` (of :func:`fixed_blocks`) of
+    ``function(params, block)`` in the fixed tree: one task per range of blocks, run where those blocks
+    live, returns its partial sums; the client adds them where the tree adds them (bitwise the sum of one
+    process over the same blocks). Parameters travel once, as a task; a lost worker's blocks are
+    recomputed elsewhere by dask. ``callback(k)`` is called on the client before the k-th map."""
+    calls = [0]
+    n = len(blocks)
+    workers = sorted(client.scheduler_info()["workers"])
+
+    def map_statistics(function, params):
+        if callback is not None:
+            callback(calls[0])
+        calls[0] += 1
+        p = client.submit(identity, params, pure=False)
+        futures = []
+        for r, (a, b) in enumerate(ranges):
+            where = dict(workers=[workers[r % len(workers)]], allow_other_workers=True) if workers else {}
+            futures.append(client.submit(_range_partials, function, p, a, n, *blocks[a:b], pure=False,
+                                         **where))
+        partials = {}
+        for part in client.gather(futures):
+            partials.update(part)
+        return combine_partials(partials, n)
 
     return map_statistics

@@ -26,10 +26,12 @@ import time
 
 import numpy as np
 
+from ..learning import objectives
 from ..learning.objectives import ChainCLL
 from ..models.features import AttributeVocabulary
 from ._crf_shared import (check_bag, check_lbfgs, identity, load, pair_counts, reduce_counts, release,
                           state_features, train_on_shards)
+from ._common import fixed_blocks
 from ._elements import allowed_mask as _mask, split_elements
 
 __all__ = ["fit_crf"]
@@ -56,6 +58,20 @@ def _check_feasible(mask, packed, forb, fstart, fend, partition):
             raise ValueError(f"element {j} of partition {partition}: every labelling that its labels (or "
                              f"allowed labels) permit uses a transition, start or end that "
                              f"`forbidden_transitions` forbids; it would have zero probability")
+
+
+def _item_counts(part):
+    """Worker side: the number of items (tokens) of every sequence of a partition (elements checked by
+    :func:`_count` before)."""
+    return [len(e[1]) for e in part]
+
+
+def _take(part, a, b):
+    return list(part[a:b])
+
+
+def _concat(pieces):
+    return [e for piece in pieces for e in piece]
 
 
 def _count(estimator, part, partition=0):
@@ -129,9 +145,15 @@ def fit_crf(estimator, data, client, *, split_every=8, callback=None, X_dev=None
         dev = estimator._dev_set(vocab, X_dev, y_dev)
         model_f = client.submit(identity, model, pure=False)
         names_f = client.submit(identity, names, pure=False)
-        shards = [client.submit(_objective, estimator, model_f, names_f, classes, r, i, pure=False, **where(i))
-                  for i, r in enumerate(raw)]
-        train_on_shards(estimator, client, model, shards, where, t0, split_every, callback, dev=dev)
+        # the objective over the data's own blocks (fixed by the sequences, not by the partitions or the
+        # workers), summed in their fixed tree: the weights are bitwise those of estimator.fit
+        lengths = client.gather([client.submit(_item_counts, r, pure=False) for r in raw])
+        blocks, ranges = fixed_blocks(client, raw, lengths, _take, _concat, objectives.CRF_BLOCK_ROWS,
+                                      objectives.CRF_MAX_BLOCKS)
+        shards = [client.submit(_objective, estimator, model_f, names_f, classes, b, j, pure=False)
+                  for j, b in enumerate(blocks)]
+        train_on_shards(estimator, client, model, shards, where, t0, split_every, callback, ranges=ranges,
+                        dev=dev)
         if estimator.model_filename:
             estimator._save_model_filename()
         return estimator

@@ -12,7 +12,7 @@ from functools import partial
 import numpy as np
 
 from ..learning.shards import ShardedObjective, objective_statistics
-from ._common import identity, placement, shard_map, tree_reduce
+from ._common import block_map, identity, placement, shard_map, tree_reduce
 
 __all__ = ["check_bag", "check_lbfgs", "load", "release", "pair_counts", "merge_counts", "reduce_counts",
            "state_features", "train_on_shards", "identity"]
@@ -129,14 +129,17 @@ def state_features(pairs, seen, index, label_index, n_labels, min_freq, all_poss
 
 
 def train_on_shards(estimator, client, model, shards, where, t0, split_every=8, callback=None,
-                    statistics=objective_statistics, **train_args):
+                    statistics=objective_statistics, ranges=None, **train_args):
     """Run the estimator's own L-BFGS loop (``estimator._train``) on the objective whose data term is the
     sum of ``statistics(w, shard)`` over the persisted ``shards`` (futures, shard i placed by
     ``where(i)``): each evaluation sends w once and tree-reduces value and gradient; the penalty
     (``estimator.c2``; ``c1`` in OWL-QN) is added on the client. The shards are computed first, so that
-    errors of the data come before training."""
+    errors of the data come before training. With ``ranges`` (the shards are the data's own blocks,
+    :func:`._common.fixed_blocks`), the sum runs in their fixed tree (:func:`._common.block_map`): the
+    weights are bitwise those of the estimator's own ``fit``."""
     client.gather(shards)
-    shard_statistics = shard_map(client, shards, where, split_every, callback)
+    shard_statistics = shard_map(client, shards, where, split_every, callback) if ranges is None else \
+        block_map(client, shards, ranges, callback)
 
     def map_statistics(w):
         return shard_statistics(statistics, w)

@@ -4,7 +4,8 @@ import pickle
 
 import numpy as np
 
-from ._common import placement, shard_map
+from ..learning.shards import Shard, concat_shards, slice_shard
+from ._common import block_map, fixed_blocks, placement, shard_map
 from ._adaboost import fit_adaboost_mrf
 from ._crf import fit_crf
 from ._graph import fit_graph_crf
@@ -56,6 +57,11 @@ def _summary(estimator, shard):
     """Worker side: what the estimator counts on a shard before EM (``_shard_summary``, e.g. the
     alphabet of an HHMM's categorical emissions)."""
     return estimator._shard_summary(shard)
+
+
+def _lengths(shard):
+    """Worker side: the sequence lengths of a Shard (None for another kind of shard)."""
+    return shard.lengths if isinstance(shard, Shard) else None
 
 
 def _shard_meta(shard):
@@ -303,7 +309,14 @@ def fit(estimator, data, client=None, *, init="first", split_every=8, callback=N
     if hasattr(estimator, "_shard_summary"):
         extra = estimator._merge_shard_summaries(
             client.gather([client.submit(_summary, estimator, s, pure=False) for s in shards]))
-    map_statistics = shard_map(client, shards, placement(client), split_every, callback)
+    lengths = client.gather(client.map(_lengths, shards, pure=False))
+    if all(x is not None for x in lengths):
+        # the data's own blocks (fixed by the sequences, not by the partitions or workers): the model is
+        # bitwise that of estimator.fit on the concatenated data
+        blocks, ranges = fixed_blocks(client, shards, lengths, slice_shard, concat_shards)
+        map_statistics = block_map(client, blocks, ranges, callback)
+    else:
+        map_statistics = shard_map(client, shards, placement(client), split_every, callback)
 
     try:
         return estimator._fit_sharded(map_statistics, init_data, max(m[2] for m in meta), features.pop(), None,

@@ -259,16 +259,17 @@ class CRFBase(ModelFileMixin, EstimatorBase):
     # training
     # ------------------------------------------------------------------------------------------------
     def _worker_shards(self, objective):
-        """With ``n_jobs`` (joblib's convention: -1 all cores) and more than one sequence, the objective's
-        data term cut into that many blocks held by worker processes
-        (:class:`~structlearn.learning.shards.ProcessShards`); None otherwise (one local shard)."""
+        """With ``n_jobs`` (joblib's convention: -1 all cores) and an objective of several blocks (fixed by
+        the data, :meth:`~structlearn.learning.objectives._CLL.blocks`), those blocks held by that many
+        worker processes (:class:`~structlearn.learning.shards.ProcessShards`); None otherwise (the blocks
+        in this process). Either way the same sum: the fit does not depend on ``n_jobs``."""
         n_jobs = getattr(self, "n_jobs", None)
         check_n_jobs(n_jobs)
         n = n_blocks(n_jobs)
-        if n <= 1 or isinstance(objective, ShardedObjective) or not hasattr(objective, "split"):
+        if n <= 1 or isinstance(objective, ShardedObjective) or not hasattr(objective, "blocks"):
             return None
-        parts = objective.split(n)
-        return ProcessShards(parts) if len(parts) > 1 else None
+        blocks = objective.blocks()
+        return ProcessShards(blocks, n_workers=n) if len(blocks) > 1 else None
 
     def _train(self, model, objective, t0, *, algorithm="lbfgs", online=None, data=(), l2sgd_args=(),
                dev=None, callback=None, desc=None):

@@ -25,14 +25,14 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..learning import hmm_online as _online
 from ..learning.em import run_em
-from ..learning.shards import Shard, ShardStatistics, map_shards, split_shards
+from ..learning.shards import Shard, ShardStatistics, map_shards, data_blocks
 from ..models import emissions as _emi
 from ..models import hmm_emissions as _hemi
 from ..models._hmm_family import HMMFamily
 from ..models.distribution import families_from_file, family_to_file
 from ..structures.chain import LinearChain
 from ..utils.validation import check_lengths
-from ._em_restarts import check_n_jobs, fit_restarts, n_blocks, warn_empty_states
+from ._em_restarts import check_n_jobs, fit_restarts, warn_empty_states
 from ._em_files import fit_state, restore_fit_state
 from ._hmm_online import HMMOnlineMixin
 
@@ -104,6 +104,16 @@ def _shard_statistics(params, shard):
         stats["emission"] = _online.emission_statistics(emission, X, gamma)
     return ShardStatistics(stats, float(log_z.sum()), int(lengths.shape[0]), gamma if posteriors else None)
 
+
+
+def _additive(emission):
+    """Whether the emission family's M-step runs on additive sufficient statistics (every family but the
+    Gaussian mixture's, whose M-step needs the rows)."""
+    try:
+        _online.check_emission_supported(emission)
+    except ValueError:
+        return False
+    return True
 
 class EmissionView:
     """A fitted attribute of the estimator (``means_``, ``emissionprob_``, …) that is a parameter array of
@@ -421,7 +431,7 @@ class HMMBase(HMMOnlineMixin, BaseEstimator):
             raise ValueError(f"fewer observed rows ({n_obs}) than components (n_components={K}): the "
                              f"emission parameters cannot be initialised from the data; set them and leave "
                              f"their letters out of `init_params`, or use fewer components")
-        shards = split_shards(Shard(X, lengths, offsets), n_blocks(self.n_jobs))
+        shards = data_blocks(Shard(X, lengths, offsets))
         return self._fit_sharded(lambda f, p: map_shards(f, p, shards, self.n_jobs), (X, lengths, None),
                                  int(lengths.max()), X.shape[1], X)
 
@@ -466,8 +476,12 @@ class HMMBase(HMMOnlineMixin, BaseEstimator):
                 print(_TEMPLATE.format(iter=it + 1, log_prob=ll, delta=delta), file=sys.stderr)
             prev.append(ll)
 
+        # posteriors travel only for a family without additive statistics: otherwise this process, worker
+        # processes and dask workers all sum the same per-block statistics (the same model, bitwise)
+        posteriors = X is not None and not _additive(self.emission_)
+
         def e_step():
-            total = map_statistics(*self._shard_function(posteriors=X is not None))
+            total = map_statistics(*self._shard_function(posteriors=posteriors))
             return total, total.value
 
         return run_em(e_step, lambda total: self._apply_statistics(total, X), monitor, progress)
@@ -475,7 +489,7 @@ class HMMBase(HMMOnlineMixin, BaseEstimator):
     def _e_step(self, X, lengths, offsets):
         """((γ (N, K), Σ_t ξ_t (K, K)), log-likelihood) of one block in this process (``partial_fit``);
         ``ValueError`` naming an impossible sequence."""
-        shards = split_shards(Shard(X, lengths, offsets), n_blocks(self.n_jobs))
+        shards = data_blocks(Shard(X, lengths, offsets))
         total = map_shards(*self._shard_function(), shards, self.n_jobs)
         return (total.posteriors, total.stats["trans"]), total.value
 

@@ -10,12 +10,12 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from ..learning import adaptive_hsmm as _learn
-from ..learning.shards import map_shards, split_shards
+from ..learning.shards import map_shards, data_blocks
 from ..models import adaptive_factor as _af
 from ..models import emissions as _emi
 from ..utils.validation import check_lengths
 from ._em_files import families_from_header, families_to_file
-from ._em_restarts import check_n_jobs, n_blocks
+from ._em_restarts import check_n_jobs
 from .hsmm import HiddenSemiMarkovModel
 
 __all__ = ["AdaptiveFactorHSMM", "AdaptiveFiltered"]
@@ -74,8 +74,9 @@ class AdaptiveFactorHSMM(BaseEstimator):
         Pattern of the streaming filter (default ``n_states > 10``).
     n_jobs : int, optional
         joblib processes (-1: all cores) for :meth:`fit`: the base HSMM's E-step and the walk-variance
-        measurements (the Viterbi pass) run over ``n_jobs`` blocks of whole sequences; None: in this
-        process.
+        measurements (the Viterbi pass) run in parallel; None: in this process. The sequences are cut into blocks fixed by the data (about 4 096 rows each, at most 64,
+        :func:`structlearn.learning.shards.block_cuts`) whose statistics are added in one fixed tree, so
+        the fit is bitwise the same for every ``n_jobs``, thread count and :func:`structlearn.distributed.fit`.
 
     Attributes
     ----------
@@ -173,7 +174,7 @@ class AdaptiveFactorHSMM(BaseEstimator):
         """
         self._validate_hyper()
         base = self._base().fit(X, lengths, labels)
-        shards = split_shards(base._shard_from_data(X, lengths), n_blocks(self.n_jobs))
+        shards = data_blocks(base._shard_from_data(X, lengths))
         return self._fit_walks(base, lambda f, p: map_shards(f, p, shards, self.n_jobs))
 
     def partial_fit(self, X, lengths=None, kappa=0.7):

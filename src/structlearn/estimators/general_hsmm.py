@@ -18,7 +18,7 @@ from sklearn.utils.validation import check_is_fitted
 from ..learning import general_hsmm_em as _gem
 from ..learning import hsmm_em as _em
 from ..learning.em import run_em
-from ..learning.shards import Shard, map_shards, split_shards
+from ..learning.shards import Shard, map_shards, data_blocks
 from ..models import emissions as _emi
 from ..models import general_hsmm as _g
 from ..models import hsmm as _hsmm_model
@@ -27,7 +27,7 @@ from ..models.censoring import CENSORING
 from ..models.distribution import check_stochastic_rows
 from ..utils.validation import check_allowed_mask, check_lengths
 from ._criteria import InformationCriteria
-from ._em_restarts import check_n_jobs, fit_restarts, label_mask, n_blocks, warn_empty_states
+from ._em_restarts import check_n_jobs, fit_restarts, label_mask, warn_empty_states
 from . import _general_hsmm_files as _files
 from ._hsmm_queries import Prediction, SegmentEnds, SubpathQueries, cum_scale, state_runs
 from ._shard_online import ShardOnlineMixin
@@ -162,7 +162,7 @@ class _SuperLabelHSMM(ShardOnlineMixin, SubpathQueries, InformationCriteria, Bas
         self._validate_hyper()
         X, lengths, offsets = self._validate_data(X, lengths)
         known, allowed = label_mask(labels, X.shape[0], self.n_states)
-        shards = split_shards(Shard(X, lengths, offsets, allowed), n_blocks(self.n_jobs))
+        shards = data_blocks(Shard(X, lengths, offsets, allowed))
         return self._fit_sharded(lambda f, p: map_shards(f, p, shards, self.n_jobs), (X, lengths, known),
                                  int(lengths.max()), X.shape[1], X, lengths)
 

@@ -16,7 +16,7 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
-from ..learning.shards import Shard, map_shards, split_shards
+from ..learning.shards import Shard, map_shards, data_blocks
 from ..models import emissions as _emi
 from ..models.distribution import families_from_file, family_to_file
 from ..models.hhmm import FlatHMM, Hierarchy, log_sum_exp
@@ -27,7 +27,7 @@ from ..structures._base import Marginals
 from ..structures.chain import LinearChain
 from ..structures.sparse_chain import SparseChain
 from ..utils.validation import check_lengths
-from ._em_restarts import check_n_jobs, n_blocks
+from ._em_restarts import check_n_jobs
 from ._hhmm_em import HHMMLearningMixin
 
 __all__ = ["HierarchicalHMM", "HHMMPosteriors", "HHMMDecoded", "HHMMFiltered", "HHMMSample"]
@@ -128,8 +128,9 @@ class HierarchicalHMM(HHMMLearningMixin, BaseEstimator):
     n_jobs : int, optional
         Run the E-step of ``fit`` over ``n_jobs`` blocks of whole sequences in joblib worker processes
         (-1: all cores; :func:`structlearn.learning.shards.map_shards`); default one block in this
-        process. The expected counts are summed over the blocks, so the fit equals the one-block fit up
-        to the rounding of the sums.
+        process. The sequences are cut into blocks fixed by the data (about 4 096 rows each, at most 64,
+        :func:`structlearn.learning.shards.block_cuts`) whose statistics are added in one fixed tree, so
+        the fit is bitwise the same for every ``n_jobs``, thread count and :func:`structlearn.distributed.fit`.
 
     Attributes
     ----------
@@ -519,7 +520,7 @@ class HierarchicalHMM(HHMMLearningMixin, BaseEstimator):
         """
         check_n_jobs(self.n_jobs)
         X, lengths, offsets = self._data(X, lengths, refit=True)
-        shards = split_shards(Shard(X, lengths, offsets), n_blocks(self.n_jobs))
+        shards = data_blocks(Shard(X, lengths, offsets))
         return self._fit_sharded(lambda f, p: map_shards(f, p, shards, self.n_jobs), (X, lengths, None),
                                  int(lengths.max()) if lengths.size else 0, X.shape[1], X)
 

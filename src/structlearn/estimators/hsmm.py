@@ -13,8 +13,9 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from ..learning import hsmm_em as _em
+from ..learning.hsmm_online import check_emission_supported
 from ..learning.em import run_em
-from ..learning.shards import Shard, map_shards, split_shards
+from ..learning.shards import Shard, map_shards, data_blocks
 from ..models import durations as _dur
 from ..models import emissions as _emi
 from ..models import hsmm as _model
@@ -23,7 +24,7 @@ from ..structures.chain import LinearChain
 from ..utils.validation import check_allowed_mask, check_lengths
 from ._criteria import InformationCriteria
 from ._em_files import families_from_header, families_to_file, fit_state, restore_fit_state
-from ._em_restarts import (EmptyStateWarning, check_n_jobs, fit_restarts, label_mask, n_blocks,
+from ._em_restarts import (EmptyStateWarning, check_n_jobs, fit_restarts, label_mask,
                            warn_empty_states)
 from ._hsmm_online import OnlineMixin
 from ._hsmm_queries import Filtered, Prediction, SegmentEnds, SegmentQueries, state_runs
@@ -34,6 +35,15 @@ _FORMAT = "hidden-semi-markov-model"
 _FORMAT_VERSION = 1
 _LETTERS = "stde"
 
+
+
+def _additive(emission):
+    """Whether the emission family's M-step runs on additive sufficient statistics."""
+    try:
+        check_emission_supported(emission)
+    except ValueError:
+        return False
+    return True
 
 class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, InformationCriteria, BaseEstimator):
     r"""Explicit-duration hidden semi-Markov model with exact inference and EM (Yu 2010, §2–§3.1).
@@ -86,7 +96,9 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, InformationCriteria, Ba
         Run the E-step of ``fit`` over ``n_jobs`` blocks of whole sequences in joblib worker processes
         (-1: all cores; the per-shard interface :mod:`structlearn.learning.shards`); default one
         process (whose kernels still use Numba's threads, ``NUMBA_NUM_THREADS``). Pays off for many
-        long sequences: every iteration sends the parameters and the posteriors between processes.
+        long sequences: every iteration sends the parameters and the posteriors between processes. The sequences are cut into blocks fixed by the data (about 4 096 rows each, at most 64,
+        :func:`structlearn.learning.shards.block_cuts`) whose statistics are added in one fixed tree, so
+        the fit is bitwise the same for every ``n_jobs``, thread count and :func:`structlearn.distributed.fit`.
 
     Attributes
     ----------
@@ -337,7 +349,7 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, InformationCriteria, Ba
                              f"cannot be initialised from the data; set `emission` with its parameters and "
                              f"leave 'e' out of `init_params`")
         known, allowed = label_mask(labels, X.shape[0], K)
-        shards = split_shards(Shard(X, lengths, offsets, allowed), n_blocks(self.n_jobs))
+        shards = data_blocks(Shard(X, lengths, offsets, allowed))
         return self._fit_sharded(lambda f, p: map_shards(f, p, shards, self.n_jobs), (X, lengths, known),
                                  int(lengths.max()), X.shape[1], X)
 
@@ -387,8 +399,12 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, InformationCriteria, Ba
             bar = tqdm(total=self.n_iter, desc=f"HSMM EM (restart {restart + 1}/{self.n_init})",
                        file=sys.stderr, leave=False)
 
+        # posteriors travel only for an emission family without additive statistics: otherwise this
+        # process, worker processes and dask workers sum the same per-block statistics (bitwise one model)
+        posteriors = X is not None and not _additive(self._potentials().emission)
+
         def e_step():
-            total = map_statistics(*self._shard_function(posteriors=X is not None))
+            total = map_statistics(*self._shard_function(posteriors=posteriors))
             return total, total.value
 
         def progress(it, ll):

@@ -16,14 +16,14 @@ from sklearn.utils.validation import check_is_fitted
 from ..learning import multichannel_em as _mce
 from ..learning.em import ConvergenceMonitor, run_em
 from ..learning.hsmm_em import initial_labels, initial_mean_durations
-from ..learning.shards import Shard, map_shards, split_shards
+from ..learning.shards import Shard, map_shards, data_blocks
 from ..models import durations as _dur
 from ..models import emissions as _emi
 from ..models.distribution import families_from_file, family_to_file
 from ..models.multichannel_hsmm import MC_CENSORING, MultiChannelPotentials, m_step
 from ..utils.validation import check_lengths
 from ._em_files import fit_state, restore_fit_state
-from ._em_restarts import check_n_jobs, n_blocks
+from ._em_restarts import check_n_jobs
 from ._shard_online import ShardOnlineMixin
 
 __all__ = ["MultiChannelHSMM"]
@@ -88,12 +88,12 @@ class MultiChannelHSMM(ShardOnlineMixin, BaseEstimator):
         coupling matrices A, ``d`` durations, ``e`` emissions.
     random_state : None, int or numpy.random.RandomState
     n_jobs : int or None, default None
-        Worker processes (joblib; -1 all cores) for the E-step of ``fit``: the sequences are cut into
-        that many contiguous blocks of about equal rows (:func:`~structlearn.learning.shards.split_shards`),
-        whose expected counts (:func:`structlearn.learning.multichannel_em.statistics`) are computed in
-        parallel and added. The result equals the one-process fit to rounding (``"exact"``) or to within
-        ``sweep_tol`` (``"factored"``: each block sweeps to its own convergence). The same per-shard
-        function runs on dask workers in :func:`structlearn.distributed.fit`.
+        Worker processes (joblib; -1 all cores) for the E-step of ``fit``: the expected counts
+        (:func:`structlearn.learning.multichannel_em.statistics`) of the data's blocks are computed in
+        parallel. The same per-shard function runs on dask workers in
+        :func:`structlearn.distributed.fit`. The sequences are cut into blocks fixed by the data (about 4 096 rows each, at most 64,
+        :func:`structlearn.learning.shards.block_cuts`) whose statistics are added in one fixed tree, so
+        the fit is bitwise the same for every ``n_jobs``, thread count and :func:`structlearn.distributed.fit`.
 
     Attributes
     ----------
@@ -366,7 +366,7 @@ class MultiChannelHSMM(ShardOnlineMixin, BaseEstimator):
         """
         self._validate_hyper()
         shard = self._shard_from_data(X, lengths, labels)
-        shards = split_shards(shard, n_blocks(self.n_jobs))
+        shards = data_blocks(shard)
         return self._fit_sharded(lambda f, p: map_shards(f, p, shards, self.n_jobs),
                                  (shard.X, shard.lengths, self._shard_known(shard)), int(shard.lengths.max()),
                                  shard.X.shape[1], shard.X)

@@ -19,7 +19,7 @@ from sklearn.utils.validation import check_is_fitted
 from ..learning import hsmm_em as _em
 from ..learning import switching_hsmm_em as _sem
 from ..learning.em import run_em
-from ..learning.shards import Shard, map_shards, split_shards
+from ..learning.shards import Shard, map_shards, data_blocks
 from ..models import durations as _dur
 from ..models import emissions as _emi
 from ..models import switching_hsmm as _model
@@ -28,7 +28,7 @@ from ..utils.validation import check_lengths
 from ._criteria import InformationCriteria
 from ._shard_online import ShardOnlineMixin
 from ._em_files import families_from_header, families_to_file, fit_state, restore_fit_state
-from ._em_restarts import (EmptyStateWarning, check_n_jobs, fit_restarts, label_mask, n_blocks,
+from ._em_restarts import (EmptyStateWarning, check_n_jobs, fit_restarts, label_mask,
                            user_stacklevel)
 
 __all__ = ["SwitchingHSMM"]
@@ -92,8 +92,9 @@ class SwitchingHSMM(ShardOnlineMixin, InformationCriteria, BaseEstimator):
     verbose : bool, default False
         Progress bar (tqdm, stderr) with the log-likelihood per iteration.
     n_jobs : int, optional
-        E-step over ``n_jobs`` blocks of whole sequences in joblib processes (-1: all cores); the result
-        equals the single-process fit up to rounding (the shards' statistics are added).
+        E-step in joblib processes (-1: all cores). The sequences are cut into blocks fixed by the data (about 4 096 rows each, at most 64,
+        :func:`structlearn.learning.shards.block_cuts`) whose statistics are added in one fixed tree, so
+        the fit is bitwise the same for every ``n_jobs``, thread count and :func:`structlearn.distributed.fit`.
 
     Attributes
     ----------
@@ -380,7 +381,7 @@ class SwitchingHSMM(ShardOnlineMixin, InformationCriteria, BaseEstimator):
                              f"cannot be initialised from the data; set `emission` with its parameters and "
                              f"leave 'e' out of `init_params`")
         known, allowed = label_mask(labels, X.shape[0], int(self.n_states))
-        shards = split_shards(Shard(X, lengths, offsets, allowed), n_blocks(self.n_jobs))
+        shards = data_blocks(Shard(X, lengths, offsets, allowed))
         return self._fit_sharded(lambda f, p: map_shards(f, p, shards, self.n_jobs), (X, lengths, known),
                                  int(lengths.max()), X.shape[1], X)
 

@@ -329,16 +329,21 @@ def marginals_seq(unary, trans, start, end, o, T, edge_mode, setup, work, umarg,
     return lz
 
 
+#: rows of a block of a marginals pass with summed edge marginals (edge_mode 3), and the most blocks
+CHUNK_ROWS, MAX_CHUNKS = 1024, 64
+
+
 @njit(cache=True, inline="always")
-def _chunking(B, n_threads, edge_mode, N, serial):
+def _chunking(B, edge_mode, N):
     """Blocks of a marginals pass: (n_chunks, sequences per chunk, rows of the edge output for
-    ``edge_mode`` 0 (none), 1 (per row, N), 2 (per sequence, B), 3 (per chunk, summed after)); one
-    block when the pass runs on the calling thread."""
-    n_chunks = 1 if serial or B == 0 else min(B, 8 * max(n_threads, 1))
+    ``edge_mode`` 0 (none), 1 (per row, N), 2 (per sequence, B), 3 (per chunk, summed after in chunk
+    order)). The blocks depend on the batch only (about ``CHUNK_ROWS`` rows each, at most
+    ``MAX_CHUNKS``), never on the thread count or on whether the pass runs on the calling thread, so the
+    summed edge marginals are bitwise the same for any number of threads."""
+    n_chunks = 1 if B == 0 else max(1, min(B, N // CHUNK_ROWS, MAX_CHUNKS))
     step = (B + n_chunks - 1) // n_chunks if B > 0 else 1
     rows = N if edge_mode == 1 else (B if edge_mode == 2 else (n_chunks if edge_mode == 3 else 0))
     return n_chunks, step, rows
-
 
 
 @njit(cache=True)
@@ -391,8 +396,8 @@ def chain_marginals(unary, trans, start, end, offsets, edge_mode, n_threads=0):
 
     edge_mode 0: none (returns a (0, K, K) array); 1: full (N, K, K), row t = P(y_t, y_t+1), rows at
     sequence ends 0; 2: per-sequence sums (B, K, K); 3: the sum over the whole batch (1, K, K) (expected
-    transition counts for training, memory O(K²) per block of sequences; the batch is split into
-    8 blocks per thread). ``n_threads``: ``numba.get_num_threads()`` (see :func:`_serial`).
+    transition counts for training, memory O(K²) per block of sequences; the blocks and the order of
+    their sum depend on the batch only, :func:`_chunking`). ``n_threads``: ``numba.get_num_threads()`` (see :func:`_serial`).
 
     Marginals are normalised locally at every token, P(y_t = k) ∝ exp(ahat[t, k] + bhat[t, k]), which is
     exact and keeps them accurate to rounding error however long the chain (scores of 10⁸ in log space
@@ -406,13 +411,14 @@ def chain_marginals(unary, trans, start, end, offsets, edge_mode, n_threads=0):
     log_z = np.zeros(B)
     umarg = np.zeros((N, K))
     serial = _serial(B, N, K, n_threads)
-    n_chunks, step, rows = _chunking(B, n_threads, edge_mode, N, serial)
+    n_chunks, step, rows = _chunking(B, edge_mode, N)
     emarg = np.zeros((rows, K, K))
     scratch = np.zeros((1, K, K))
     setup = marginals_setup(trans, start, end)
     if serial:
-        _marginals_block(unary, trans, start, end, offsets, edge_mode, setup, work, log_z, umarg, emarg,
-                         scratch, 0, step)
+        for c in range(n_chunks):
+            _marginals_block(unary, trans, start, end, offsets, edge_mode, setup, work, log_z, umarg, emarg,
+                             scratch, c, step)
     else:
         _marginals_par(unary, trans, start, end, offsets, edge_mode, setup, work, log_z, umarg, emarg,
                        scratch, n_chunks, step)

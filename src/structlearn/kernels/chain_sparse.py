@@ -230,8 +230,8 @@ def sparse_chain_marginals(unary, indptr, indices, logv, start, end, offsets, ed
 
     edge_mode 0: none (a (0, E) array); 1: full (N, E), row t = P(y_t = i, y_t+1 = j) for the stored
     (i → j) in CSR order, rows at sequence ends 0; 2: per-sequence sums (B, E); 3: the sum over the
-    batch (1, E) (expected transition counts; the batch is split into 8 blocks per thread;
-    ``n_threads``: ``numba.get_num_threads()``, see :func:`~structlearn.kernels.chain._serial`).
+    batch (1, E) (expected transition counts, summed over blocks fixed by the batch,
+    :func:`~structlearn.kernels.chain._chunking`; ``n_threads``: ``numba.get_num_threads()``, see :func:`~structlearn.kernels.chain._serial`).
     Marginals are normalised locally at every token (exact however long the chain). When the
     transitions allow it, a sequence runs the scaled linear-space recursion (one exp per label and
     token; log space only on the tokens that need it,
@@ -247,12 +247,13 @@ def sparse_chain_marginals(unary, indptr, indices, logv, start, end, offsets, ed
     log_z = np.zeros(B)
     umarg = np.zeros((N, K))
     serial = _serial(B, N, K, n_threads)
-    n_chunks, step, rows = _chunking(B, n_threads, edge_mode, N, serial)
+    n_chunks, step, rows = _chunking(B, edge_mode, N)
     emarg = np.zeros((rows, E))
     scratch = np.zeros((1, E))
     if serial:
-        _marginals_block(unary, indptr, indices, logv, st, start, end, offsets, edge_mode, work, log_z,
-                         umarg, emarg, scratch, 0, step)
+        for c in range(n_chunks):
+            _marginals_block(unary, indptr, indices, logv, st, start, end, offsets, edge_mode, work, log_z,
+                             umarg, emarg, scratch, c, step)
     else:
         _marginals_par(unary, indptr, indices, logv, st, start, end, offsets, edge_mode, work, log_z,
                        umarg, emarg, scratch, n_chunks, step)

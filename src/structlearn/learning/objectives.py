@@ -37,6 +37,11 @@ def penalise(w, value, g, c2, c1, mask):
     return value
 
 
+#: tokens of a block of a CRF objective (about) and the most blocks (:meth:`_CLL.blocks`); each block is
+#: one fused pass with its own threads, so blocks are large
+CRF_BLOCK_ROWS, CRF_MAX_BLOCKS = 65536, 16
+
+
 class _CLL:
     """Negative CLL of a packed training batch; subclasses supply ``_expected`` and ``_gradient``.
 
@@ -107,6 +112,15 @@ class _CLL:
 
     def _init_block(self):
         """Recompute what a subclass derives from the batch in its constructor (after :meth:`block`)."""
+
+    def blocks(self):
+        """The unpenalised objectives of the blocks of :func:`~structlearn.learning.shards.block_cuts`
+        (about ``CRF_BLOCK_ROWS`` tokens each, at most ``CRF_MAX_BLOCKS``): fixed by the sequence lengths,
+        so that the fit is bitwise the same for every ``n_jobs`` and thread count (their values and
+        gradients are added in the fixed tree of :func:`~structlearn.learning.shards.tree_statistics`)."""
+        from .shards import block_cuts
+        cuts = block_cuts(self.packed.offsets, CRF_BLOCK_ROWS, CRF_MAX_BLOCKS)
+        return [self.block(a, b) for a, b in zip(cuts[:-1], cuts[1:])]
 
     def split(self, n_shards):
         """The unpenalised objectives of at most ``n_shards`` contiguous blocks of sequences with about

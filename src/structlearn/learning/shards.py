@@ -42,8 +42,10 @@ import numpy as np
 
 from .objectives import penalise
 
-__all__ = ["Shard", "ShardStatistics", "make_shard", "split_shards", "add_statistics",
-           "reduce_statistics", "map_shards", "statistics_nbytes", "objective_statistics", "ShardedObjective", "ProcessShards"]
+__all__ = ["Shard", "ShardStatistics", "make_shard", "split_shards", "block_cuts", "data_blocks", "slice_shard",
+           "concat_shards", "add_statistics",
+           "reduce_statistics", "tree_statistics", "tree_partials", "combine_partials", "contiguous_ranges",
+           "map_shards", "statistics_nbytes", "objective_statistics", "ShardedObjective", "ProcessShards"]
 
 
 class Shard(NamedTuple):
@@ -119,6 +121,59 @@ def split_shards(shard, n_shards):
     return out
 
 
+#: rows of a block of training data (about) and the most blocks: :func:`block_cuts`
+BLOCK_ROWS, MAX_BLOCKS = 4096, 64
+
+
+def block_cuts(offsets, rows=None, max_blocks=None):
+    """(C + 1,) int64 sequence indices cutting a batch into C blocks of whole sequences with about
+    ``rows`` rows each (C = clip(N // rows, 1, min(B, max_blocks)); cuts at the first sequence that
+    starts at or after each multiple of N / C).
+
+    The blocks depend on the sequence lengths only — never on ``n_jobs``, threads or workers: every fit
+    computes the statistics of these blocks and adds them in one fixed tree (:func:`tree_statistics`),
+    whichever process computes which block, so the totals (and the fitted model) are bitwise the same for
+    any ``n_jobs``, thread count or dask cluster."""
+    rows = BLOCK_ROWS if rows is None else rows
+    max_blocks = MAX_BLOCKS if max_blocks is None else max_blocks
+    offsets = np.asarray(offsets, dtype=np.int64)
+    B = offsets.shape[0] - 1
+    if B <= 0:
+        return np.zeros(1, dtype=np.int64)
+    N = int(offsets[-1])
+    n = max(1, min(B, N // int(rows), int(max_blocks)))
+    cuts = [int(np.searchsorted(offsets, -(-N * i // n), side="left")) for i in range(1, n)]
+    return np.unique(np.array([0] + cuts + [B], dtype=np.int64))
+
+
+def slice_shard(shard, a, b):
+    """Sequences a..b-1 of a shard (views, no copy)."""
+    offsets = shard.offsets
+    r0, r1 = offsets[a], offsets[b]
+    return Shard(shard.X[r0:r1], shard.lengths[a:b], offsets[a:b + 1] - r0,
+                 None if shard.allowed is None else shard.allowed[r0:r1])
+
+
+def concat_shards(shards):
+    """The sequences of several shards, in order, as one shard (one piece: itself)."""
+    shards = list(shards)
+    if len(shards) == 1:
+        return shards[0]
+    allowed = None
+    if any(s.allowed is not None for s in shards):
+        width = next(s.allowed.shape[1:] for s in shards if s.allowed is not None)
+        allowed = np.concatenate([s.allowed if s.allowed is not None else np.ones((s.n_rows,) + width, bool)
+                                  for s in shards])
+    return make_shard(np.concatenate([s.X for s in shards]), np.concatenate([s.lengths for s in shards]),
+                      allowed)
+
+
+def data_blocks(shard, rows=None, max_blocks=None):
+    """The blocks of :func:`block_cuts` of a shard (views, no copy), in order."""
+    cuts = block_cuts(shard.offsets, rows, max_blocks)
+    return [slice_shard(shard, a, b) for a, b in zip(cuts[:-1], cuts[1:])]
+
+
 def _add(a, b):
     if isinstance(a, dict):
         if a.keys() != b.keys():
@@ -156,18 +211,83 @@ def reduce_statistics(parts):
     return ShardStatistics(stats, float(sum(p.value for p in parts)), sum(p.n_sequences for p in parts), post)
 
 
+# -- the fixed reduction tree over blocks --------------------------------------------------------------
+# The total of n blocks is T(0, n), T(lo, hi) = T(lo, mid) + T(mid, hi) with mid = (lo + hi) // 2 and
+# T(i, i + 1) the statistics of block i. A process that holds a contiguous range of blocks computes the
+# largest nodes of that tree inside its range (at most 2·log2(n) of them); adding those where the tree adds
+# them gives bitwise the same total as one process, for any contiguous ranges.
+def tree_statistics(block_statistics, lo, hi):
+    """T(lo, hi) of the fixed tree: ``block_statistics(i)`` of blocks lo..hi-1 added pairwise
+    (:func:`add_statistics`, posteriors kept in block order). Memory: O(log(hi - lo)) partial sums."""
+    if hi - lo == 1:
+        return block_statistics(lo)
+    mid = (lo + hi) // 2
+    return add_statistics(tree_statistics(block_statistics, lo, mid), tree_statistics(block_statistics, mid, hi))
+
+
+def tree_partials(block_statistics, a, b, n, lo=0, hi=None):
+    """{(lo, hi): T(lo, hi)} for the largest nodes of the fixed tree over n blocks that lie in the
+    contiguous range [a, b) (``block_statistics(i)`` for i in [a, b))."""
+    hi = n if hi is None else hi
+    if b <= lo or hi <= a:
+        return {}
+    if a <= lo and hi <= b:
+        return {(lo, hi): tree_statistics(block_statistics, lo, hi)}
+    mid = (lo + hi) // 2
+    out = tree_partials(block_statistics, a, b, n, lo, mid)
+    out.update(tree_partials(block_statistics, a, b, n, mid, hi))
+    return out
+
+
+def combine_partials(partials, n, lo=0, hi=None):
+    """T(0, n) from the partial sums of :func:`tree_partials` of contiguous ranges that cover [0, n)."""
+    hi = n if hi is None else hi
+    if (lo, hi) in partials:
+        return partials[(lo, hi)]
+    if hi - lo <= 1:
+        raise ValueError(f"the partial sums do not cover block {lo} of {n}")
+    mid = (lo + hi) // 2
+    return add_statistics(combine_partials(partials, n, lo, mid), combine_partials(partials, n, mid, hi))
+
+
+def contiguous_ranges(weights, n_parts):
+    """At most ``n_parts`` contiguous ranges (a, b) of the items with about equal total ``weights``
+    (which process computes which blocks: it changes no result)."""
+    w = np.asarray(weights, dtype=np.float64)
+    n = w.shape[0]
+    k = max(1, min(int(n_parts), n))
+    cum = np.concatenate([[0.0], np.cumsum(w)])
+    cuts = sorted(set([0, n] + [int(np.searchsorted(cum, cum[-1] * i / k, side="left")) for i in range(1, k)]))
+    return [(a, b) for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
+
+
+def _range_partials(statistics, params, blocks, a, n):
+    return tree_partials(lambda i: statistics(params, blocks[i - a]), a, a + len(blocks), n)
+
+
 def map_shards(statistics, params, shards, n_jobs=None):
-    """``reduce_statistics([statistics(params, s) for s in shards])``, in this process or, with
-    ``n_jobs`` (joblib, processes; -1 all cores) and several shards, in worker processes.
+    """The sum of ``statistics(params, s)`` over the blocks ``shards`` in the fixed tree of
+    :func:`tree_statistics`, in this process or, with ``n_jobs`` (joblib, processes; -1 all cores) and
+    several blocks, in worker processes that each compute the tree's nodes of a contiguous range of
+    blocks. The result is bitwise the same for every ``n_jobs`` (give it the blocks of
+    :func:`data_blocks`, fixed by the data, to make the fit independent of ``n_jobs``).
 
     Raises whatever ``statistics`` raises (e.g. ``ValueError`` for a sequence with zero likelihood).
     """
     shards = list(shards)
+    if not shards:
+        raise ValueError("`shards` must hold at least one Shard; got none")
+    n = len(shards)
     from joblib import effective_n_jobs
-    if n_jobs is None or len(shards) == 1 or effective_n_jobs(n_jobs) == 1:
-        return reduce_statistics([statistics(params, s) for s in shards])
+    if n_jobs is None or n == 1 or effective_n_jobs(n_jobs) == 1:
+        return tree_statistics(lambda i: statistics(params, shards[i]), 0, n)
     from joblib import Parallel, delayed
-    return reduce_statistics(Parallel(n_jobs=n_jobs)(delayed(statistics)(params, s) for s in shards))
+    ranges = contiguous_ranges([s.n_rows for s in shards], effective_n_jobs(n_jobs))
+    partials = {}
+    for part in Parallel(n_jobs=n_jobs)(delayed(_range_partials)(statistics, params, shards[a:b], a, n)
+                                        for a, b in ranges):
+        partials.update(part)
+    return combine_partials(partials, n)
 
 
 def statistics_nbytes(stats):
@@ -213,13 +333,19 @@ class ShardedObjective:
 
     @classmethod
     def local(cls, objective):
-        """``objective`` (a penalised CLL) as one local shard: its penalty moves to the wrapper, so values
-        and gradients are bitwise those of ``objective`` itself."""
+        """``objective`` (a penalised CLL) in this process: its penalty moves to the wrapper; its data
+        term is the sum of its :meth:`~structlearn.learning.objectives._CLL.blocks` in the fixed tree
+        (the same sum as :class:`ProcessShards` over those blocks, bitwise), or, with one block, the
+        objective itself (values and gradients bitwise those of ``objective``)."""
         if isinstance(objective, cls):
             return objective
         c2, c1 = objective.c2, objective.c1
         objective.c2 = objective.c1 = 0.0
-        return cls(lambda w: objective_statistics(w, objective), objective.mask, c2, c1)
+        blocks = objective.blocks() if hasattr(objective, "blocks") else [objective]
+        if len(blocks) == 1:
+            return cls(lambda w: objective_statistics(w, objective), objective.mask, c2, c1)
+        return cls(lambda w: tree_statistics(lambda i: objective_statistics(w, blocks[i]), 0, len(blocks)),
+                   objective.mask, c2, c1)
 
     def __call__(self, w, g=None):
         """Return L(w); write ∇L(w) into ``g`` if given."""
@@ -241,62 +367,78 @@ class ShardedObjective:
 _HELD = None
 
 
-def _hold(shard, n_threads):
-    """Worker initialiser: keep ``shard`` (an unpenalised objective) for the whole fit."""
+def _hold(blocks, first, n, n_threads):
+    """Worker initialiser: keep ``blocks`` (unpenalised objectives of blocks first.. of n) for the whole
+    fit."""
     global _HELD
-    _HELD = shard
+    _HELD = (blocks, first, n)
     if n_threads:
         import numba
         numba.set_num_threads(max(1, min(int(n_threads), numba.config.NUMBA_NUM_THREADS)))
 
 
 def _held_statistics(statistics, w):
-    return statistics(w, _HELD)
+    blocks, first, n = _HELD
+    return tree_partials(lambda i: statistics(w, blocks[i - first]), first, first + len(blocks), n)
 
 
 class ProcessShards:
-    """The shards of a CRF objective held by worker processes for the whole fit: the map of
+    """The blocks of a CRF objective held by worker processes for the whole fit: the map of
     :class:`ShardedObjective` with ``n_jobs`` on one machine.
 
-    Each shard goes to its own worker process once (inherited by ``fork`` on Linux, pickled once with
-    ``spawn`` elsewhere); every evaluation then sends only ``w`` (8·n_params bytes) to each worker and gets
-    back its value and gradient, which are added in shard order (so the total is the same for every run
-    with the same ``n_jobs``; it differs from one process's sum by rounding only). joblib would send the
-    shard with every evaluation, which is why the pool is kept here. Numba's threads are shared out
-    between the workers (``NUMBA_NUM_THREADS // n_workers`` each, at least one). Use as a context manager
-    (or call :meth:`close`); the workers exit with it.
+    Each worker process gets a contiguous range of the blocks once (inherited by ``fork`` on Linux,
+    pickled once with ``spawn`` elsewhere); every evaluation then sends only ``w`` (8·n_params bytes) to
+    each worker and gets back the partial sums of the fixed tree over the blocks
+    (:func:`tree_partials`), which are added where the tree adds them: the total is bitwise that of one
+    process over the same blocks (:meth:`ShardedObjective.local`), whatever the number of workers.
+    joblib would send the blocks with every evaluation, which is why the pool is kept here. Numba's
+    threads are shared out between the workers (``NUMBA_NUM_THREADS // n_workers`` each, at least one;
+    the kernels' own blocks do not depend on it). Use as a context manager (or call :meth:`close`); the
+    workers exit with it.
 
     Parameters
     ----------
     shards : list of callables (w, g) -> value
-        Unpenalised objectives (:meth:`structlearn.learning.objectives.ChainCLL.split`), picklable.
+        Unpenalised objectives of contiguous blocks in order (:meth:`structlearn.learning.objectives.
+        _CLL.blocks`), picklable.
     statistics : callable (w, shard) -> ShardStatistics, module-level
         The per-shard function (default :func:`objective_statistics`; graph CRFs:
         :func:`structlearn.learning.graph_objective.graph_objective_statistics`).
+    n_workers : int, optional
+        Worker processes (default one per shard); each holds a contiguous range of shards with about
+        equal numbers of sequences.
     """
 
-    def __init__(self, shards, statistics=objective_statistics):
+    def __init__(self, shards, statistics=objective_statistics, n_workers=None):
         self.statistics = statistics
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
         import numba
+        shards = list(shards)
+        self._n = len(shards)
+        n_workers = self._n if n_workers is None else max(1, min(int(n_workers), self._n))
+        sizes = [len(getattr(getattr(s, "packed", None), "lengths", ())) or 1 for s in shards]
+        ranges = contiguous_ranges(sizes, n_workers)
         method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
         ctx = multiprocessing.get_context(method)
-        threads = max(1, numba.get_num_threads() // max(1, len(shards)))
+        threads = max(1, numba.get_num_threads() // max(1, len(ranges)))
         self._pools = []
         try:
-            for shard in shards:
+            for a, b in ranges:
                 self._pools.append(ProcessPoolExecutor(1, mp_context=ctx, initializer=_hold,
-                                                       initargs=(shard, threads)))
+                                                       initargs=(shards[a:b], a, self._n, threads)))
         except BaseException:
             self.close()
             raise
 
     def __call__(self, w):
-        """The sum over the workers' shards of ``statistics`` at ``w``."""
+        """The sum over the workers' blocks of ``statistics`` at ``w``, in the fixed tree."""
         futures = [pool.submit(_held_statistics, self.statistics, w) for pool in self._pools]
-        return reduce_statistics([f.result() for f in futures])
+        partials = {}
+        for f in futures:
+            partials.update(f.result())
+        return combine_partials(partials, self._n)
 
     def close(self):
         for pool in self._pools:

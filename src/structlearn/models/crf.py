@@ -3,9 +3,9 @@
 The layout of the weight vector ``w``, which transitions are parameters and the -inf potentials of
 forbidden ones: :mod:`structlearn.models.crf_layout`.
 """
-import numba
 import numpy as np
 
+from .._threading import reduction_blocks
 from ..kernels.crf import chain_cll
 from ..kernels.features import state_gradient_tokens, state_potentials
 from ..structures import LinearChain
@@ -71,7 +71,7 @@ class ChainFeatureModel(ChainLayout):
             Needed with transition attributes (their statistics are Σ_n x_{n+1,a} · edge_full[n]).
         """
         state = state_gradient_tokens(resid, packed.item_ptr, packed.item_attr, packed.item_val,
-                                      self.attr_ptr, self.feat_label, numba.get_num_threads())
+                                      self.attr_ptr, self.feat_label, reduction_blocks(resid.shape[0]))
         g = self._vector(state, edge_sum, start_resid, end_resid)
         if self.n_trans_attr:
             K = self.n_labels
@@ -106,7 +106,7 @@ class ChainFeatureModel(ChainLayout):
             E_p[f(x, y)] (state, transition, start and end counts).
         """
         tr, st, en = self.transition_potentials(w)
-        n_chunks = 2 * numba.get_num_threads() if n_chunks is None else int(n_chunks)
+        n_chunks = reduction_blocks(packed.offsets[-1]) if n_chunks is None else int(n_chunks)
         bounds = _chunk_bounds(packed.offsets, n_chunks)
         dense_of, f_idx, f_row, f_lab, n_dense = self._dense_rows()
         cached = getattr(self, "_item_codes", None)

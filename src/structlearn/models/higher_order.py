@@ -27,10 +27,10 @@ algorithms, chosen by ``mode``:
 :class:`~structlearn.models.segment_patterns.SegmentPatternModel` is the same idea over *segment* labels
 (a higher-order semi-Markov CRF) on the :class:`~structlearn.structures.SemiMarkov` engine.
 """
-import numba
 import numpy as np
 import scipy.sparse as sp
 
+from .._threading import reduction_blocks
 from ..kernels import higher_order as _k
 from ..kernels.features import state_gradient_tokens, state_potentials
 from ..kernels.higher_order_cll import pattern_cll
@@ -456,7 +456,7 @@ class PatternChain:
         pt = self.patterns
         if self.mode == "sparse":
             sa = pt.sparse()
-            log_z, lab, tok, etot = _k.pattern_marginals(*self._sparse_args(), numba.get_num_threads(),
+            log_z, lab, tok, etot = _k.pattern_marginals(*self._sparse_args(), reduction_blocks(self.offsets[-1], 64, 1024),
                                                          self.linear)
             tot = np.asarray(sa["incidence"].T @ etot)
         else:
@@ -644,7 +644,7 @@ class HigherOrderFeatureModel:
         gs, gp, gst, gen = self.split(g)
         gs[...] = state_gradient_tokens(np.ascontiguousarray(tok), packed.item_ptr, packed.item_attr,
                                         packed.item_val, self.attr_ptr, self.feat_pat,
-                                        numba.get_num_threads())
+                                        reduction_blocks(tok.shape[0]))
         gp[...] = np.where(self.patterns.lengths >= 2, tot, 0.0)
         gst[...] = start_m
         gen[...] = end_m
@@ -706,7 +706,7 @@ class HigherOrderFeatureModel:
         if path is None or path[0] is not y or path[1] is not packed.offsets:
             path = (y, packed.offsets, _k.pattern_path(y, sa["dst"], pt.n_labels, packed.offsets))
             self._cache["path"] = path
-        n_chunks = 2 * numba.get_num_threads() if n_chunks is None else int(n_chunks)
+        n_chunks = reduction_blocks(packed.offsets[-1]) if n_chunks is None else int(n_chunks)
         log_z, gold, gstate, etot, est, een = pattern_cll(
             np.ascontiguousarray(w[:self.n_state]), f_idx, f_row, f_col, n_dense, codes[1], codes[2],
             packed.item_ptr, packed.item_val, self.attr_ptr, self.feat_pat, pt.n_state_patterns, econst,

@@ -6,10 +6,10 @@ run through :class:`SegmentPatternChain`.
 """
 import itertools
 
-import numba
 import numpy as np
 import scipy.sparse as sp
 
+from .._threading import reduction_blocks
 from ..kernels.features import state_gradient_tokens, state_potentials
 from ..structures import SemiMarkov
 from ..structures._base import KBest, Marginals
@@ -187,7 +187,7 @@ class SegmentPatternModel:
         gs, gp, gd, gst, gen = self.split(g)
         gs[...] = state_gradient_tokens(np.ascontiguousarray(tok), packed.item_ptr, packed.item_attr,
                                         packed.item_val, self.attr_ptr, self.feat_label,
-                                        numba.get_num_threads())
+                                        reduction_blocks(tok.shape[0]))
         gp[...] = np.where(self.patterns.lengths >= 2, np.asarray(self.trans_inc.T @ edge).ravel(), 0.0)
         gd[...] = np.where(self.free_mask_dur(), dur, 0.0)
         gst[...] = first

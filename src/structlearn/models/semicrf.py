@@ -35,9 +35,9 @@ The objective is the linear-chain CRF's negative CLL
 expectations. Large batches are evaluated in chunks of sequences so that (N, D, K) and (N, K, K)
 intermediates stay bounded (``CHUNK_ENTRIES``).
 """
-import numba
 import numpy as np
 
+from .._threading import reduction_blocks
 from ..kernels.features import state_gradient_tokens, state_potentials
 from ..kernels.semicrf import (segment_potentials, segment_statistics, semicrf_expectations,
                               state_gradient3, state_potentials3)
@@ -473,8 +473,8 @@ class SemiMarkovFeatureModel:
         packed = batch.packed
         g = np.zeros(self.n_params)
         p = self.split(g)
-        nth = numba.get_num_threads()
-        args = (packed.item_ptr, packed.item_attr, packed.item_val, self.attr_ptr, self.feat_label, nth)
+        args = (packed.item_ptr, packed.item_attr, packed.item_val, self.attr_ptr, self.feat_label,
+                reduction_blocks(token.shape[0]))
         if "first" in self.segment_features and "last" in self.segment_features:
             g3 = state_gradient3(np.ascontiguousarray(token), np.ascontiguousarray(first),
                                  np.ascontiguousarray(last), *args)
@@ -566,16 +566,16 @@ class SemiMarkovFeatureModel:
 
 
 def _blocks(batch):
-    """Sequence boundaries (C + 1,) of about 4 blocks per Numba thread with equal token counts (cached
-    on the batch for the current thread count)."""
-    nth = numba.get_num_threads()
-    cached = getattr(batch, "_blocks", None)
-    bl = cached[1] if cached is not None and cached[0] == nth else None
+    """Sequence boundaries (C + 1,) of blocks with about equal token counts, fixed by the batch
+    (:func:`structlearn._threading.reduction_blocks`, about 1024 tokens each, at most 64: the per-block
+    statistics are summed in block order, so the result does not depend on the thread count); cached
+    on the batch."""
+    bl = getattr(batch, "_blocks", None)
     if bl is None:
         off = batch.offsets
         B = len(off) - 1
-        C = max(1, min(B, 4 * nth))
+        C = max(1, min(B, reduction_blocks(off[-1], 64, 1024)))
         cuts = np.searchsorted(off[1:], np.linspace(0, off[-1], C + 1)[1:-1], side="left") + 1
         bl = np.unique(np.concatenate([[0], np.clip(cuts, 0, B), [B]])).astype(np.int64)
-        batch._blocks = (nth, bl)
+        batch._blocks = bl
     return bl

@@ -23,9 +23,9 @@ kernels (:func:`~structlearn.kernels.features.state_potentials`,
 :func:`~structlearn.kernels.features.state_gradient_tokens`) build their potentials and gradients.
 Forbidden (child, parent) pairs and forbidden root labels are -inf potentials in training and decoding.
 """
-import numba
 import numpy as np
 
+from .._threading import reduction_blocks
 from ..kernels.features import state_gradient_tokens, state_potentials
 from ..structures import Tree
 from ..utils.validation import check_feature_index, check_shapes
@@ -240,13 +240,13 @@ class TreeFeatureModel:
         gs, ge, gea, gr = self.split(g)
         p = batch.nodes
         gs[...] = state_gradient_tokens(node, p.item_ptr, p.item_attr, p.item_val, self.attr_ptr,
-                                        self.feat_label, numba.get_num_threads())
+                                        self.feat_label, reduction_blocks(node.shape[0]))
         ge[...] = np.where(self.edge_features, esum, 0.0)
         if full is not None and self.n_edge_attr:
             e = batch.edges
             val = state_gradient_tokens(np.ascontiguousarray(full.reshape(-1, K * K)), e.item_ptr,
                                         e.item_attr, e.item_val, self.edge_attr_ptr, self.edge_feat_pair,
-                                        numba.get_num_threads())
+                                        reduction_blocks(full.shape[0]))
             gea[...] = np.where(self.forbidden.ravel()[self.edge_feat_pair], 0.0, val)
         gr[...] = np.where(self.forbidden_root | (not self.root), 0.0, root)
         return g
