@@ -2,10 +2,17 @@
 never reported as converged: L-BFGS (pylbfgs drops an exception of the objective and turns one of its
 progress callback into a SystemError), the online CRF trainers and the EM loops of the HMM, HSMM and HHMM
 families. The interrupt is raised deterministically at a chosen call, not by a timed kill."""
+import signal
+import warnings
+
 import numpy as np
 import pytest
 
+from structlearn import LinearChainCRF
+from structlearn.learning.em import ConvergenceMonitor
 from structlearn.learning.optimizers import lbfgs
+from structlearn.learning.shards import ShardedObjective
+from tests.estimators.test_crf import toy_data
 
 
 def _quadratic(x, g):
@@ -26,6 +33,14 @@ def _failing_at(call, exc, f=_quadratic):
     return wrapped
 
 
+@pytest.fixture
+def sigint():
+    """A function raising SIGINT in this process, with Python's default handler (KeyboardInterrupt)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield lambda *args: signal.raise_signal(signal.SIGINT)
+    signal.signal(signal.SIGINT, previous)
+
+
 @pytest.mark.parametrize("exc", [KeyboardInterrupt(), ValueError("objective failed")])
 def test_lbfgs_raises_what_the_objective_raised(exc):
     objective = _failing_at(3, exc)
@@ -38,3 +53,97 @@ def test_lbfgs_raises_what_the_callback_raised():
     callback = _failing_at(2, KeyboardInterrupt, f=lambda entry: False)
     with pytest.raises(KeyboardInterrupt):  # was a SystemError from lbfgs._lowlevel
         lbfgs(_quadratic, np.zeros(3), max_iterations=50, callback=callback)
+
+
+def _fitted_crf(**params):
+    X, y = toy_data(12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        crf = LinearChainCRF(max_iterations=20, **params).fit(X, y)
+    assert hasattr(crf, "coef_")
+    return crf, X, y
+
+
+def test_crf_lbfgs_fit_interrupted_by_sigint_raises(monkeypatch, sigint):
+    crf, X, y = _fitted_crf()
+    crf.converged_ = True   # as an earlier fit that converged
+    monkeypatch.setattr(ShardedObjective, "__call__", _sigint_at(3, ShardedObjective.__call__, sigint))
+    with pytest.raises(KeyboardInterrupt):
+        crf.fit(X, y)
+    assert crf.converged_ is False and not hasattr(crf, "coef_")
+
+
+def _sigint_at(call, f, sigint):
+    n = [0]
+
+    def wrapped(*args, **kwargs):
+        n[0] += 1
+        if n[0] == call:
+            sigint()
+        return f(*args, **kwargs)
+    return wrapped
+
+
+def test_crf_lbfgs_callback_interrupt_raises():
+    crf, X, y = _fitted_crf()
+    with pytest.raises(KeyboardInterrupt):
+        crf.fit(X, y, callback=_failing_at(2, KeyboardInterrupt, f=lambda entry: False))
+    assert crf.converged_ is False and not hasattr(crf, "coef_")
+
+
+@pytest.mark.parametrize("algorithm", ["l2sgd", "ap", "pa", "arow"])
+def test_online_crf_trainers_interrupted_raise(algorithm):
+    crf, X, y = _fitted_crf(algorithm=algorithm)
+    crf.converged_ = True
+    with pytest.raises(KeyboardInterrupt):
+        crf.fit(X, y, callback=_failing_at(2, KeyboardInterrupt, f=lambda entry: False))
+    assert crf.converged_ is False and not hasattr(crf, "coef_")
+
+
+def _hmm():
+    from structlearn import GaussianHMM
+    rng = np.random.default_rng(0)
+    X = np.concatenate([rng.normal(0, 1, (60, 1)), rng.normal(5, 1, (60, 1))])
+    return GaussianHMM(2, random_state=0, n_iter=50, tol=1e-2), X
+
+
+def _hsmm():
+    from structlearn.estimators.hsmm import HiddenSemiMarkovModel
+    rng = np.random.default_rng(0)
+    X = np.concatenate([rng.normal(m, 1, (20, 1)) for m in (0, 5, 0, 5, 0, 5)])
+    return HiddenSemiMarkovModel(2, duration="poisson", max_duration=30, random_state=0, n_iter=50,
+                                 tol=1e-2), X
+
+
+def _hhmm():
+    from structlearn import HierarchicalHMM
+    from structlearn.datasets.toy import hhmm_figure1
+    from structlearn.models.emissions import Categorical
+
+    truth = HierarchicalHMM(hhmm_figure1(), Categorical(np.eye(6)[[0, 4, 5, 1, 2, 3]]))
+    truth._build()
+    smp = truth.sample(4, max_length=30, random_state=0)
+    m = HierarchicalHMM(hhmm_figure1(), Categorical(n_features=6), init_params="ste", n_iter=50, tol=1e-2,
+                        random_state=0)
+    return m, (smp.X, smp.lengths)
+
+
+def _multichannel():
+    from structlearn.estimators.multichannel_hsmm import MultiChannelHSMM
+    rng = np.random.default_rng(0)
+    X = np.concatenate([rng.normal(m, 1, (15, 2)) for m in (0, 5, 0, 5)])
+    return MultiChannelHSMM(2, duration="poisson", max_duration=8, n_iter=50, tol=1e-2, random_state=0), X
+
+
+@pytest.mark.parametrize("make", [_hmm, _hsmm, _hhmm, _multichannel])
+def test_em_interrupted_raises_and_is_not_converged(make, monkeypatch, sigint):
+    est, data = make()
+    args = data if isinstance(data, tuple) else (data,)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est.fit(*args)
+    est.converged_ = True   # as an earlier fit that converged
+    monkeypatch.setattr(ConvergenceMonitor, "report", _sigint_at(2, ConvergenceMonitor.report, sigint))
+    with pytest.raises(KeyboardInterrupt):
+        est.fit(*args)
+    assert est.converged_ is False
