@@ -96,6 +96,6 @@ def main(argv=None):
     except OSError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:  # pragma: no cover
+    except KeyboardInterrupt:  # Ctrl-C: nothing was saved (a model file is written only after training)
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
