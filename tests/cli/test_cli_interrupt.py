@@ -69,3 +69,11 @@ def test_interrupt_while_saving_leaves_the_existing_model_and_no_temporary_file(
     assert rc == 130 and err == "structlearn: interrupted\n"
     assert model.read_bytes() == b"an earlier model"
     assert sorted(p.name for p in train.parent.iterdir()) == ["m.model", "train.txt"]
+
+
+def test_interrupted_learn_says_so_at_the_end_of_its_log_file(train, interrupt_training, capsys):
+    model, log = train.parent / "m.model", train.parent / "train.log"
+    rc, out, err = run(capsys, "learn", "-m", model, "--log-file", log, "-p", "max_iterations=30", train)
+    assert rc == 130 and err == "structlearn: interrupted\n"
+    assert log.read_text().splitlines()[-1] == "Interrupted: training stopped, no model file written"
+    assert not model.exists()

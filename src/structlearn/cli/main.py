@@ -96,6 +96,6 @@ def main(argv=None):
     except OSError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:  # Ctrl-C: nothing was saved (a model file is written only after training)
+    except KeyboardInterrupt:  # Ctrl-C; learn writes its model file only after training, atomically
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
