@@ -147,3 +147,38 @@ def test_em_interrupted_raises_and_is_not_converged(make, monkeypatch, sigint):
     with pytest.raises(KeyboardInterrupt):
         est.fit(*args)
     assert est.converged_ is False
+
+
+def _graph_problem():
+    from tests.estimators.test_graph_crf import random_problem
+    X, Y, _ = random_problem(np.random.default_rng(8), 5, (3, 6), 2, extra=1)
+    return X, Y
+
+
+@pytest.mark.parametrize("optimizer", ["lbfgs", "cg"])
+def test_graph_crf_fit_interrupted_raises(optimizer, monkeypatch, sigint):
+    from structlearn import GraphCRF
+    X, Y = _graph_problem()
+    crf = GraphCRF(inference="exact", optimizer=optimizer, max_iterations=200).fit(X, Y)
+    assert crf.converged_
+    monkeypatch.setattr(ShardedObjective, "__call__", _sigint_at(3, ShardedObjective.__call__, sigint))
+    with pytest.raises(KeyboardInterrupt):
+        crf.fit(X, Y)
+    assert crf.converged_ is False and not hasattr(crf, "coef_")
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_adaboost_mrf_fit_interrupted_raises(parallel, monkeypatch, sigint):
+    from structlearn import AdaBoostMRF
+    from structlearn.estimators import adaboost_mrf
+    from tests.estimators.test_adaboost_mrf import dcrf
+    X, Y = dcrf(np.random.default_rng(1), 4, T=4)
+    ada = AdaBoostMRF(n_rounds=3, cg_iterations=3, tol=0.0, parallel=parallel, max_iterations=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ada.fit(X, Y)
+    ada.converged_ = True   # as an earlier fit that converged
+    monkeypatch.setattr(adaboost_mrf, "minimize_cg", _sigint_at(1, adaboost_mrf.minimize_cg, sigint))
+    with pytest.raises(KeyboardInterrupt):
+        ada.fit(X, Y)
+    assert ada.converged_ is False and not hasattr(ada, "coef_")
