@@ -182,3 +182,55 @@ def test_adaboost_mrf_fit_interrupted_raises(parallel, monkeypatch, sigint):
     with pytest.raises(KeyboardInterrupt):
         ada.fit(X, Y)
     assert ada.converged_ is False and not hasattr(ada, "coef_")
+
+
+def test_model_filename_is_not_written_by_an_interrupted_fit(tmp_path, monkeypatch, sigint):
+    X, y = toy_data(12)
+    path = tmp_path / "crf.model"
+    path.write_bytes(b"an earlier model")
+    monkeypatch.setattr(ShardedObjective, "__call__", _sigint_at(3, ShardedObjective.__call__, sigint))
+    crf = LinearChainCRF(max_iterations=20, model_filename=str(path))
+    with pytest.raises(KeyboardInterrupt):
+        crf.fit(X, y)
+    assert path.read_bytes() == b"an earlier model"
+
+
+class _WriteInterrupted:
+    """A binary file whose ``write`` writes half of its bytes, then raises KeyboardInterrupt (Ctrl-C)."""
+
+    def __init__(self, fh):
+        self.fh = fh
+
+    def write(self, data):
+        self.fh.write(bytes(data)[:len(data) // 2])
+        raise KeyboardInterrupt
+
+    def __getattr__(self, name):
+        return getattr(self.fh, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.fh.close()
+
+
+@pytest.mark.parametrize("fmt", ["crfsuite", "structlearn"])
+def test_save_interrupted_keeps_the_earlier_file_and_leaves_no_temporary(tmp_path, monkeypatch, fmt):
+    import builtins
+
+    crf, _, _ = _fitted_crf(start_end_features=False)   # a model CRFsuite's format can hold
+    path = tmp_path / "crf.model"
+    path.write_bytes(b"an earlier model")
+    real_open = builtins.open
+
+    def interrupting_open(file, mode="r", *args, **kwargs):
+        fh = real_open(file, mode, *args, **kwargs)
+        return _WriteInterrupted(fh) if "w" in mode and str(file).startswith(str(tmp_path)) else fh
+
+    monkeypatch.setattr(builtins, "open", interrupting_open)
+    with pytest.raises(KeyboardInterrupt):
+        crf.save(path, format=fmt)
+    monkeypatch.undo()
+    assert path.read_bytes() == b"an earlier model"
+    assert [p.name for p in tmp_path.iterdir()] == ["crf.model"]

@@ -11,6 +11,7 @@ from ..models.crf import ChainFeatureModel
 from ..models.crf_decode import CHAIN_FORMAT, CHAIN_FORMAT_VERSION, chain_model_from_arrays
 from ..models.features import build_state_features
 from ..utils.crfsuite_model import is_crfsuite_model
+from ..utils.modelfile import write_atomically
 from . import _crfsuite_compat as compat
 from ._crf_base import ChainCRFBase, label_key
 from ._crf_online import ChainCRFStreamMixin
@@ -464,8 +465,7 @@ class LinearChainCRF(ChainCRFStreamMixin, ChainCRFBase):
             raise ValueError(f"`format` must be 'structlearn' or 'crfsuite'; got {format!r}")
         self._check_fitted()
         data = compat.crfsuite_bytes(self)
-        with open(path, "wb") as fh:
-            fh.write(data)
+        write_atomically(path, lambda fh: fh.write(data))  # never a truncated file, even interrupted
         return path
 
     @classmethod
