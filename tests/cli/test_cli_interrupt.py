@@ -77,3 +77,26 @@ def test_interrupted_learn_says_so_at_the_end_of_its_log_file(train, interrupt_t
     assert rc == 130 and err == "structlearn: interrupted\n"
     assert log.read_text().splitlines()[-1] == "Interrupted: training stopped, no model file written"
     assert not model.exists()
+
+
+def test_interrupt_wrapped_in_a_system_error_exits_130(train, monkeypatch, capsys):
+    """Ctrl-C while a Numba kernel calls back into Python comes out as a SystemError caused by the
+    KeyboardInterrupt (seen in a real run): still an interrupt, not a traceback."""
+    model = train.parent / "m.model"
+    model.write_bytes(b"an earlier model")
+    original, calls = ShardedObjective.__call__, [0]
+
+    def evaluate(self, w, g=None):
+        calls[0] += 1
+        if calls[0] == 3:
+            try:
+                raise KeyboardInterrupt
+            except KeyboardInterrupt as exc:
+                raise SystemError("CPUDispatcher(<function chain_cll>) returned a result with an exception "
+                                  "set") from exc
+        return original(self, w, g)
+
+    monkeypatch.setattr(ShardedObjective, "__call__", evaluate)
+    rc, out, err = run(capsys, "learn", "-q", "-m", model, "-p", "max_iterations=30", train)
+    assert rc == 130 and err == "structlearn: interrupted\n"
+    assert model.read_bytes() == b"an earlier model"

@@ -234,3 +234,53 @@ def test_save_interrupted_keeps_the_earlier_file_and_leaves_no_temporary(tmp_pat
     monkeypatch.undo()
     assert path.read_bytes() == b"an earlier model"
     assert [p.name for p in tmp_path.iterdir()] == ["crf.model"]
+
+
+def _numba_wrapped_interrupt(*args, **kwargs):
+    """What Ctrl-C during a Numba kernel's call back into Python looks like: a SystemError caused by it."""
+    try:
+        raise KeyboardInterrupt
+    except KeyboardInterrupt as exc:
+        raise SystemError("CPUDispatcher(<function chain_cll>) returned a result with an exception set") from exc
+
+
+def _raising_at(call, f, raiser):
+    n = [0]
+
+    def wrapped(*args, **kwargs):
+        n[0] += 1
+        if n[0] == call:
+            raiser()
+        return f(*args, **kwargs)
+    return wrapped
+
+
+def test_crf_fit_interrupt_wrapped_in_a_system_error_raises_keyboard_interrupt(monkeypatch):
+    crf, X, y = _fitted_crf()
+    monkeypatch.setattr(ShardedObjective, "__call__",
+                        _raising_at(3, ShardedObjective.__call__, _numba_wrapped_interrupt))
+    with pytest.raises(KeyboardInterrupt) as info:
+        crf.fit(X, y)
+    assert isinstance(info.value.__cause__, SystemError)   # the original kept for the traceback
+    assert crf.converged_ is False and not hasattr(crf, "coef_")
+
+
+def test_em_interrupt_wrapped_in_a_system_error_raises_keyboard_interrupt(monkeypatch):
+    est, X = _hmm()
+    monkeypatch.setattr(ConvergenceMonitor, "report",
+                        _raising_at(2, ConvergenceMonitor.report, _numba_wrapped_interrupt))
+    with pytest.raises(KeyboardInterrupt):
+        est.fit(X)
+    assert est.converged_ is False
+
+
+def test_a_system_error_without_an_interrupt_stays_a_system_error(monkeypatch):
+    crf, X, y = _fitted_crf()
+
+    def fail():
+        raise SystemError("an internal error")
+
+    monkeypatch.setattr(ShardedObjective, "__call__", _raising_at(3, ShardedObjective.__call__, fail))
+    with pytest.raises(SystemError, match="an internal error"):
+        crf.fit(X, y)
+    assert crf.converged_ is False

@@ -16,6 +16,8 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 
+from ..utils.interrupts import as_interrupt
+
 
 def lbfgs(objective, x0, *, c1=0.0, m=6, epsilon=1e-5, period=10, delta=1e-5, max_iterations=None,
           linesearch="MoreThuente", max_linesearch=20, callback=None, mask=None):
@@ -27,8 +29,9 @@ def lbfgs(objective, x0, *, c1=0.0, m=6, epsilon=1e-5, period=10, delta=1e-5, ma
     Raises
     ------
     BaseException
-        Whatever ``objective`` or ``callback`` raised (a ``KeyboardInterrupt`` included), once libLBFGS
-        has stopped: an interrupted run is never reported as converged.
+        Whatever ``objective`` or ``callback`` raised (a ``KeyboardInterrupt`` included; one that a Numba
+        kernel wrapped in a ``SystemError`` as a ``KeyboardInterrupt`` again), once libLBFGS has stopped:
+        an interrupted run is never reported as converged.
     """
     import lbfgs as _lbfgs
 
@@ -113,7 +116,7 @@ def lbfgs(objective, x0, *, c1=0.0, m=6, epsilon=1e-5, period=10, delta=1e-5, ma
             if "maximum number of iterations" in reason.lower():
                 converged = False
     if raised:  # an interrupt or an error of the objective / callback: never a convergence
-        raise raised[0]
+        raise as_interrupt(raised[0])
     if error is not None:
         # libLBFGS ends with an "error" status both near the optimum (rounding error: no step
         # improves, as CRFsuite also accepts) and at max_iterations; keep the last iterate.
