@@ -284,3 +284,26 @@ def test_a_system_error_without_an_interrupt_stays_a_system_error(monkeypatch):
     with pytest.raises(SystemError, match="an internal error"):
         crf.fit(X, y)
     assert crf.converged_ is False
+
+
+def test_crf_partial_fit_interrupt_wrapped_in_a_system_error_raises_and_rolls_back(monkeypatch):
+    from structlearn.estimators import _crf_online
+    X, y = toy_data(12)
+    crf = LinearChainCRF(algorithm="ap").partial_fit(X, y)
+    coef = crf.coef_.copy()
+    monkeypatch.setattr(_crf_online, "stream_epoch", lambda *args: _numba_wrapped_interrupt())
+    with pytest.raises(KeyboardInterrupt):
+        crf.partial_fit(X, y)
+    np.testing.assert_array_equal(crf.coef_, coef)
+
+
+def test_multichannel_partial_fit_interrupt_wrapped_in_a_system_error_raises_and_rolls_back(monkeypatch):
+    est, X = _multichannel()
+    est.partial_fit(X)
+    before = {n: v for n, v in vars(est).items() if n.endswith("_")}
+    monkeypatch.setattr(type(est), "_shard_function",
+                        lambda self, posteriors=True: (lambda params, shard: _numba_wrapped_interrupt(), None))
+    with pytest.raises(KeyboardInterrupt):
+        est.partial_fit(X)
+    assert {n: v for n, v in vars(est).items() if n.endswith("_")}.keys() == before.keys()
+    assert est.n_chunks_seen_ == 1
