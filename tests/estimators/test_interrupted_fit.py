@@ -1,7 +1,9 @@
 """An interrupted fit (Ctrl-C: SIGINT, or any error of the objective / an E-step) raises to the caller and is
 never reported as converged: L-BFGS (pylbfgs drops an exception of the objective and turns one of its
-progress callback into a SystemError), the online CRF trainers and the EM loops of the HMM, HSMM and HHMM
-families. The interrupt is raised deterministically at a chosen call, not by a timed kill."""
+progress callback into a SystemError), the online CRF trainers, the graph CRF, AdaBoostMRF and the EM loops
+of the HMM, HSMM and HHMM families; a Ctrl-C that a Numba kernel wrapped in a SystemError is raised as a
+KeyboardInterrupt (fit and partial_fit); an interrupted save keeps the earlier model file. The interrupt is
+raised deterministically at a chosen call, not by a timed kill."""
 import signal
 import warnings
 
@@ -30,6 +32,18 @@ def _failing_at(call, exc, f=_quadratic):
             raise exc
         return f(*args)
     wrapped.calls = n
+    return wrapped
+
+
+def _raising_at(call, f, raiser):
+    """``f`` that calls ``raiser()`` first at its ``call``-th call (counting from 1)."""
+    n = [0]
+
+    def wrapped(*args, **kwargs):
+        n[0] += 1
+        if n[0] == call:
+            raiser()
+        return f(*args, **kwargs)
     return wrapped
 
 
@@ -67,21 +81,10 @@ def _fitted_crf(**params):
 def test_crf_lbfgs_fit_interrupted_by_sigint_raises(monkeypatch, sigint):
     crf, X, y = _fitted_crf()
     crf.converged_ = True   # as an earlier fit that converged
-    monkeypatch.setattr(ShardedObjective, "__call__", _sigint_at(3, ShardedObjective.__call__, sigint))
+    monkeypatch.setattr(ShardedObjective, "__call__", _raising_at(3, ShardedObjective.__call__, sigint))
     with pytest.raises(KeyboardInterrupt):
         crf.fit(X, y)
     assert crf.converged_ is False and not hasattr(crf, "coef_")
-
-
-def _sigint_at(call, f, sigint):
-    n = [0]
-
-    def wrapped(*args, **kwargs):
-        n[0] += 1
-        if n[0] == call:
-            sigint()
-        return f(*args, **kwargs)
-    return wrapped
 
 
 def test_crf_lbfgs_callback_interrupt_raises():
@@ -143,7 +146,7 @@ def test_em_interrupted_raises_and_is_not_converged(make, monkeypatch, sigint):
         warnings.simplefilter("ignore")
         est.fit(*args)
     est.converged_ = True   # as an earlier fit that converged
-    monkeypatch.setattr(ConvergenceMonitor, "report", _sigint_at(2, ConvergenceMonitor.report, sigint))
+    monkeypatch.setattr(ConvergenceMonitor, "report", _raising_at(2, ConvergenceMonitor.report, sigint))
     with pytest.raises(KeyboardInterrupt):
         est.fit(*args)
     assert est.converged_ is False
@@ -161,7 +164,7 @@ def test_graph_crf_fit_interrupted_raises(optimizer, monkeypatch, sigint):
     X, Y = _graph_problem()
     crf = GraphCRF(inference="exact", optimizer=optimizer, max_iterations=200).fit(X, Y)
     assert crf.converged_
-    monkeypatch.setattr(ShardedObjective, "__call__", _sigint_at(3, ShardedObjective.__call__, sigint))
+    monkeypatch.setattr(ShardedObjective, "__call__", _raising_at(3, ShardedObjective.__call__, sigint))
     with pytest.raises(KeyboardInterrupt):
         crf.fit(X, Y)
     assert crf.converged_ is False and not hasattr(crf, "coef_")
@@ -178,7 +181,7 @@ def test_adaboost_mrf_fit_interrupted_raises(parallel, monkeypatch, sigint):
         warnings.simplefilter("ignore")
         ada.fit(X, Y)
     ada.converged_ = True   # as an earlier fit that converged
-    monkeypatch.setattr(adaboost_mrf, "minimize_cg", _sigint_at(1, adaboost_mrf.minimize_cg, sigint))
+    monkeypatch.setattr(adaboost_mrf, "minimize_cg", _raising_at(1, adaboost_mrf.minimize_cg, sigint))
     with pytest.raises(KeyboardInterrupt):
         ada.fit(X, Y)
     assert ada.converged_ is False and not hasattr(ada, "coef_")
@@ -188,7 +191,7 @@ def test_model_filename_is_not_written_by_an_interrupted_fit(tmp_path, monkeypat
     X, y = toy_data(12)
     path = tmp_path / "crf.model"
     path.write_bytes(b"an earlier model")
-    monkeypatch.setattr(ShardedObjective, "__call__", _sigint_at(3, ShardedObjective.__call__, sigint))
+    monkeypatch.setattr(ShardedObjective, "__call__", _raising_at(3, ShardedObjective.__call__, sigint))
     crf = LinearChainCRF(max_iterations=20, model_filename=str(path))
     with pytest.raises(KeyboardInterrupt):
         crf.fit(X, y)
@@ -242,17 +245,6 @@ def _numba_wrapped_interrupt(*args, **kwargs):
         raise KeyboardInterrupt
     except KeyboardInterrupt as exc:
         raise SystemError("CPUDispatcher(<function chain_cll>) returned a result with an exception set") from exc
-
-
-def _raising_at(call, f, raiser):
-    n = [0]
-
-    def wrapped(*args, **kwargs):
-        n[0] += 1
-        if n[0] == call:
-            raiser()
-        return f(*args, **kwargs)
-    return wrapped
 
 
 def test_crf_fit_interrupt_wrapped_in_a_system_error_raises_keyboard_interrupt(monkeypatch):
