@@ -298,6 +298,9 @@ class LinearChainCRF(ChainCRFStreamMixin, ChainCRFBase):
         ValueError
             Empty training set, items and labels of different lengths, non-finite attribute values,
             labels with tabs, bad parameters.
+        KeyboardInterrupt
+            Ctrl-C during training (or an exception of ``callback``, raised as it is): the estimator is
+            left without ``coef_``, with ``converged_ = False``, and ``model_filename`` is not written.
         """
         self._check_params()
         t0 = time.perf_counter()
