@@ -315,7 +315,11 @@ def cmd_learn(args):
     except OSError as exc:
         raise CLIError(f"cannot write the log to {path}: {exc.strerror}") from None
     with fh, redirect_say(fh):
-        return _learn(args, name, structure, cls, defaults)
+        try:
+            return _learn(args, name, structure, cls, defaults)
+        except KeyboardInterrupt:  # the log ends saying so (the model file is not written)
+            say("Interrupted: training stopped, no model file written")
+            raise
 
 
 #: crfsuite's names of the training algorithms (its log file names use them)

@@ -46,6 +46,7 @@ import sys
 
 import importlib
 
+from ..utils.interrupts import as_interrupt
 from .common import PROG, CLIError
 from .parser import build_parser
 
@@ -96,6 +97,11 @@ def main(argv=None):
     except OSError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:  # pragma: no cover
+    except KeyboardInterrupt:  # Ctrl-C; learn writes its model file only after training, atomically
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except SystemError as exc:  # a Ctrl-C that a Numba kernel wrapped (structlearn.utils.interrupts)
+        if not isinstance(as_interrupt(exc), KeyboardInterrupt):
+            raise
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130

@@ -1,8 +1,12 @@
 """What every structlearn estimator shares beyond :class:`sklearn.base.BaseEstimator`."""
+import contextlib
+
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
-__all__ = ["EstimatorBase"]
+from ..utils.interrupts import as_interrupt
+
+__all__ = ["EstimatorBase", "training"]
 
 
 class EstimatorBase(BaseEstimator):
@@ -24,3 +28,22 @@ class EstimatorBase(BaseEstimator):
         if not hasattr(self, self._fitted_attribute):
             raise NotFittedError(f"This {type(self).__name__} instance is not fitted yet; call `fit` (or "
                                  f"`load`) before using it")
+
+
+@contextlib.contextmanager
+def training(estimator, drop=()):
+    """Around the loop of a ``fit`` that changes the fitted parameters (EM, an optimiser): on any exception
+    out of it (a ``KeyboardInterrupt``, an error) set ``converged_ = False`` and remove the attributes
+    ``drop`` (e.g. ``coef_`` of an earlier fit that no longer matches the new ``model_``), then raise it
+    again, so that an interrupted fit never leaves a convergence it did not reach. A ``KeyboardInterrupt``
+    that a Numba kernel wrapped in a ``SystemError`` is raised as a ``KeyboardInterrupt``."""
+    try:
+        yield
+    except BaseException as exc:
+        estimator.converged_ = False
+        for name in drop:
+            estimator.__dict__.pop(name, None)
+        interrupt = as_interrupt(exc)
+        if interrupt is exc:
+            raise
+        raise interrupt from exc

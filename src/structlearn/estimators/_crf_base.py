@@ -23,7 +23,7 @@ from ..learning.optimizers import lbfgs
 from ..learning.shards import ProcessShards, ShardedObjective
 from ..models.crf_decode import chain_structure, predict_labels
 from ..models.features import AttributeVocabulary
-from ._base import EstimatorBase
+from ._base import EstimatorBase, training
 from ._em_restarts import check_n_jobs, n_blocks
 from ._modelfile import ModelFileMixin
 from ._params import accepts, check_param
@@ -294,6 +294,12 @@ class CRFBase(ModelFileMixin, EstimatorBase):
             Called with every log entry; returning True stops L-BFGS.
         desc : str, optional
             Label of the progress bar (``verbose``).
+
+        Raises
+        ------
+        BaseException
+            What training raised (a ``KeyboardInterrupt`` included), after removing ``coef_`` and setting
+            ``converged_ = False``.
         """
         w0 = np.zeros(model.n_params)
         # epsilon None (LinearChainCRF's default, as sklearn-crfsuite): CRFsuite's per-algorithm default,
@@ -309,50 +315,53 @@ class CRFBase(ModelFileMixin, EstimatorBase):
                 bar.set_postfix(loss=f"{entry['loss']:.4g}", active=entry.get("active_features"))
             return bool(callback(entry)) if callback is not None else False
 
-        if algorithm == "lbfgs":
-            # the one training loop of every CRF: L-BFGS over shards (here one local shard; the same loop
-            # runs over dask shards in structlearn.distributed)
-            workers = self._worker_shards(objective)
-            objective = ShardedObjective.local(objective) if workers is None else \
-                ShardedObjective(workers, objective.mask, objective.c2, objective.c1)
-            current = [w0]
+        # an interrupted or failed run leaves no coef_ (the model_ is already the new one) and converged_
+        # False
+        with training(self, drop=("coef_",)):
+            if algorithm == "lbfgs":
+                # the one training loop of every CRF: L-BFGS over shards (here one local shard; the same loop
+                # runs over dask shards in structlearn.distributed)
+                workers = self._worker_shards(objective)
+                objective = ShardedObjective.local(objective) if workers is None else \
+                    ShardedObjective(workers, objective.mask, objective.c2, objective.c1)
+                current = [w0]
 
-            def f(w, g):
-                current[0] = w
-                return objective(w, g)
+                def f(w, g):
+                    current[0] = w
+                    return objective(w, g)
 
-            def progress(entry):
-                if dev is not None:
-                    pred = model.structure(current[0], dev[0]).argmax()
-                    entry["dev_accuracy"] = float(np.mean(pred == dev[1])) if dev[0].n_items else 1.0
-                    if callback is not None:  # crfsuite's held-out table, for the callback only
-                        entry["dev_counts"] = _dev_counts(pred, dev[1], dev[0].offsets, len(self.classes_))
-                return on_iteration(entry)
+                def progress(entry):
+                    if dev is not None:
+                        pred = model.structure(current[0], dev[0]).argmax()
+                        entry["dev_accuracy"] = float(np.mean(pred == dev[1])) if dev[0].n_items else 1.0
+                        if callback is not None:  # crfsuite's held-out table, for the callback only
+                            entry["dev_counts"] = _dev_counts(pred, dev[1], dev[0].offsets, len(self.classes_))
+                    return on_iteration(entry)
 
-            try:
-                w, n_iter, converged, _ = lbfgs(
-                    f, w0, c1=self.c1, m=self.num_memories, epsilon=epsilon, period=self.period,
-                    delta=self.delta, max_iterations=self.max_iterations, linesearch=self.linesearch,
-                    max_linesearch=self.max_linesearch, callback=progress, mask=model.free_mask())
-            finally:
-                if workers is not None:
-                    workers.close()
-        elif algorithm == "l2sgd":
-            w, n_iter, converged = online.l2sgd(
-                model, *data, *l2sgd_args, c2=self.c2,
-                max_iterations=1000 if self.max_iterations is None else self.max_iterations,
-                period=self.period, delta=self.delta, eta=self.calibration_eta,
-                rate=self.calibration_rate, samples=self.calibration_samples,
-                candidates=self.calibration_candidates, max_trials=self.calibration_max_trials,
-                random_state=self.random_state, callback=on_iteration)
-        else:
-            w, n_iter, converged = online.large_margin(
-                algorithm, model, *data,
-                max_iterations=100 if self.max_iterations is None else self.max_iterations,
-                epsilon=epsilon, pa_type=self.pa_type, c=self.c,
-                error_sensitive=self.error_sensitive, averaging=self.averaging,
-                variance=self.variance, gamma=self.gamma, random_state=self.random_state,
-                callback=on_iteration)
+                try:
+                    w, n_iter, converged, _ = lbfgs(
+                        f, w0, c1=self.c1, m=self.num_memories, epsilon=epsilon, period=self.period,
+                        delta=self.delta, max_iterations=self.max_iterations, linesearch=self.linesearch,
+                        max_linesearch=self.max_linesearch, callback=progress, mask=model.free_mask())
+                finally:
+                    if workers is not None:
+                        workers.close()
+            elif algorithm == "l2sgd":
+                w, n_iter, converged = online.l2sgd(
+                    model, *data, *l2sgd_args, c2=self.c2,
+                    max_iterations=1000 if self.max_iterations is None else self.max_iterations,
+                    period=self.period, delta=self.delta, eta=self.calibration_eta,
+                    rate=self.calibration_rate, samples=self.calibration_samples,
+                    candidates=self.calibration_candidates, max_trials=self.calibration_max_trials,
+                    random_state=self.random_state, callback=on_iteration)
+            else:
+                w, n_iter, converged = online.large_margin(
+                    algorithm, model, *data,
+                    max_iterations=100 if self.max_iterations is None else self.max_iterations,
+                    epsilon=epsilon, pa_type=self.pa_type, c=self.c,
+                    error_sensitive=self.error_sensitive, averaging=self.averaging,
+                    variance=self.variance, gamma=self.gamma, random_state=self.random_state,
+                    callback=on_iteration)
         if bar is not None:
             bar.close()
         self.coef_ = np.asarray(w, dtype=np.float64)

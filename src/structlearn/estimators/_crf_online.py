@@ -14,6 +14,7 @@ from sklearn.utils import check_random_state
 from ..learning import online
 from ..models.crf import ChainFeatureModel
 from ..models.features import AttributeVocabulary, grow_state_features
+from ..utils.interrupts import as_interrupt
 from ._crf_base import label_key
 
 __all__ = ["ChainCRFStreamMixin", "STREAMING_ALGORITHMS"]
@@ -305,9 +306,9 @@ class ChainCRFStreamMixin:
             trainer = stream.trainer
             w, entry, converged = stream_epoch(self, online, trainer, model, packed, yy, len(packed.lengths),
                                                packed.n_items, n_sequences)
-        except BaseException:
+        except BaseException as exc:
             roll_back(self, saved, [(vocab, n_attr0)])
-            raise
+            raise as_interrupt(exc)  # the exception itself, or the Ctrl-C a Numba kernel wrapped
 
         self._vocab = vocab
         self.attributes_ = vocab.names

@@ -12,6 +12,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
 from ..learning.em import ConvergenceMonitor
+from ._base import training
 
 __all__ = ["fit_restarts", "warn_empty_states", "EmptyStateWarning", "label_mask", "check_n_jobs", "n_blocks"]
 
@@ -127,25 +128,31 @@ def fit_restarts(estimator, attributes, initialize, run):
     -----
     ConvergenceWarning
         When the kept restart did not converge within ``n_iter`` iterations.
+
+    Raises
+    ------
+    BaseException
+        What a restart raised (a ``KeyboardInterrupt`` included), after setting ``converged_ = False``.
     """
     est = estimator
     rng = check_random_state(est.random_state)
     fixed = {a: copy.deepcopy(getattr(est, a)) for a, c in attributes.items()
              if c not in est.init_params and hasattr(est, a)}
-    best = None
-    for restart in range(est.n_init):
-        seed = rng.randint(2**31 - 1)
-        for a in attributes:
-            if a in fixed:
-                setattr(est, a, copy.deepcopy(fixed[a]))
-            elif hasattr(est, a):
-                delattr(est, a)
-        initialize(np.random.RandomState(seed), restart)
-        monitor = ConvergenceMonitor(est.tol, est.n_iter, est.verbose)
-        ll = run(monitor, restart)
-        if best is None or ll > best[0]:
-            best = (ll, {a: copy.deepcopy(getattr(est, a)) for a in attributes if hasattr(est, a)},
-                    monitor)
+    with training(est):  # interrupted (or failed): converged_ False, the exception raised again
+        best = None
+        for restart in range(est.n_init):
+            seed = rng.randint(2**31 - 1)
+            for a in attributes:
+                if a in fixed:
+                    setattr(est, a, copy.deepcopy(fixed[a]))
+                elif hasattr(est, a):
+                    delattr(est, a)
+            initialize(np.random.RandomState(seed), restart)
+            monitor = ConvergenceMonitor(est.tol, est.n_iter, est.verbose)
+            ll = run(monitor, restart)
+            if best is None or ll > best[0]:
+                best = (ll, {a: copy.deepcopy(getattr(est, a)) for a in attributes if hasattr(est, a)},
+                        monitor)
     ll, snapshot, monitor = best
     for a in attributes:
         if a in snapshot:

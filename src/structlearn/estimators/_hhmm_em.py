@@ -16,6 +16,7 @@ from ..learning.em import ConvergenceMonitor, run_em
 from ..learning.shards import Shard, ShardStatistics
 from ..models import emissions as _emi
 from ..models.hhmm_parsimonious import MixedMemoryTransitions
+from ._base import training
 from ._em_restarts import check_n_jobs
 
 __all__ = ["HHMMLearningMixin"]
@@ -128,7 +129,8 @@ class HHMMLearningMixin:
             if self.verbose:
                 print(f"EM iteration {it}: log-likelihood {ll:.6f}")
 
-        run_em(e_step, m_step, monitor, report)
+        with training(self):  # interrupted (or failed): converged_ False, the exception raised again
+            run_em(e_step, m_step, monitor, report)
         history = monitor.history
         self.converged_ = bool(monitor.converged)
         if not self.converged_:

@@ -19,6 +19,7 @@ from sklearn.utils import check_random_state
 
 from ..learning import hsmm_online as _online
 from ..learning.shards import ShardStatistics
+from ..utils.interrupts import as_interrupt
 
 __all__ = ["ShardOnlineMixin"]
 
@@ -102,13 +103,13 @@ class ShardOnlineMixin:
             state.update(part.stats, _online.step_size(state.n_updates, float(kappa)))
             self._apply_statistics(ShardStatistics(state.average(), part.value, part.n_sequences))
             self._check_params()
-        except BaseException:
+        except BaseException as exc:
             for n in [n for n in vars(self) if n.endswith("_") and not n.startswith("__")]:
                 if n not in saved:
                     delattr(self, n)
             for n, v in saved.items():
                 setattr(self, n, v)
-            raise
+            raise as_interrupt(exc)  # the exception itself, or the Ctrl-C a Numba kernel wrapped
         self._online_state = state
         self._online_marker = tuple(getattr(self, n) for n in names)
         self.n_chunks_seen_ = state.n_updates

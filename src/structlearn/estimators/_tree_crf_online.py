@@ -16,6 +16,7 @@ import numpy as np
 from ..learning import online, tree_online
 from ..models.features import AttributeVocabulary, grow_state_features
 from ..models.tree_crf import TreeFeatureModel
+from ..utils.interrupts import as_interrupt
 from ._crf_online import (ChainCRFStreamMixin, commit_stream, new_stream_state, open_stream, roll_back,
                           stream_classes, stream_epoch)
 
@@ -211,9 +212,9 @@ class TreeCRFStreamMixin:
             trainer = stream.trainer
             w, entry, converged = stream_epoch(self, tree_online, trainer, model, batch, y_int,
                                                tree_online.n_trees(batch), nodes.n_items, n_sequences)
-        except BaseException:
+        except BaseException as exc:
             roll_back(self, saved, [(vocab, n_attr0), (evocab, n_eattr0)])
-            raise
+            raise as_interrupt(exc)  # the exception itself, or the Ctrl-C a Numba kernel wrapped
 
         self._vocab, self._evocab = vocab, evocab
         self.attributes_ = vocab.names

@@ -20,6 +20,7 @@ from ..structures.graphs import check_graph_labels, check_graphs, two_level_tree
 from ._adaboost_shards import (BoostShard, Restricted, ShardedHolderBound, ShardedLearner, boost_summary_statistics,
                                free_parameters, holder_parts, holder_value, per_graph_statistics, shard_runner,
                                tree_batch)
+from ._base import training
 from ._em_restarts import check_n_jobs, n_blocks
 from .graph_crf import GraphCRF, GraphEstimatorMixin, check_choice, check_int, check_number
 
@@ -408,7 +409,13 @@ class AdaBoostMRF(GraphEstimatorMixin):
         """Boosting (or the parallel variant's CG) on the sum over shards: ``run(function, params)`` is the
         sum of ``function(params, shard)`` over the :class:`~._adaboost_shards.BoostShard` s of the B graphs
         (:func:`~._adaboost_shards.shard_runner` in ``fit``, persisted dask shards in
-        :func:`structlearn.distributed.fit`); ``rs`` the random state after ``_begin_fit``. Returns self."""
+        :func:`structlearn.distributed.fit`); ``rs`` the random state after ``_begin_fit``. Returns self.
+        Interrupted (or failed), it leaves no ``coef_`` and ``converged_ = False``, and raises again."""
+        with training(self, drop=("coef_",)):
+            return self._boost(run, B, D, F, K, rs, t0)
+
+    def _boost(self, run, B, D, F, K, rs, t0):
+        """The body of :meth:`_fit_shards`."""
         summary = run(boost_summary_statistics, None).stats
         beta = self.beta if self.beta is not None else \
             1.0 / max(1.0, float(summary["n_observed"][0] / B)) if self.parallel else 1.0

@@ -11,6 +11,7 @@ from ..models.crf import ChainFeatureModel
 from ..models.crf_decode import CHAIN_FORMAT, CHAIN_FORMAT_VERSION, chain_model_from_arrays
 from ..models.features import build_state_features
 from ..utils.crfsuite_model import is_crfsuite_model
+from ..utils.modelfile import write_atomically
 from . import _crfsuite_compat as compat
 from ._crf_base import ChainCRFBase, label_key
 from ._crf_online import ChainCRFStreamMixin
@@ -299,6 +300,9 @@ class LinearChainCRF(ChainCRFStreamMixin, ChainCRFBase):
         ValueError
             Empty training set, items and labels of different lengths, non-finite attribute values,
             labels with tabs, bad parameters.
+        KeyboardInterrupt
+            Ctrl-C during training (or an exception of ``callback``, raised as it is): the estimator is
+            left without ``coef_``, with ``converged_ = False``, and ``model_filename`` is not written.
         """
         self._check_params()
         t0 = time.perf_counter()
@@ -466,8 +470,7 @@ class LinearChainCRF(ChainCRFStreamMixin, ChainCRFBase):
             raise ValueError(f"`format` must be 'structlearn' or 'crfsuite'; got {format!r}")
         self._check_fitted()
         data = compat.crfsuite_bytes(self)
-        with open(path, "wb") as fh:
-            fh.write(data)
+        write_atomically(path, lambda fh: fh.write(data))  # never a truncated file, even interrupted
         return path
 
     @classmethod

@@ -18,7 +18,7 @@ from ..learning.optimizers import lbfgs_restarts, minimize_cg
 from ..learning.shards import ProcessShards, ShardedObjective
 from ..structures.factor_graph import BPOptions
 from ..structures.graphs import check_graph_labels, check_graphs
-from ._base import EstimatorBase
+from ._base import EstimatorBase, training
 from ._em_restarts import check_n_jobs, n_blocks
 from ._modelfile import ModelFileMixin
 from ._params import Param, check_param
@@ -312,12 +312,14 @@ class GraphCRF(GraphEstimatorMixin, ModelFileMixin):
                       f"|g| {entry.get('gradient_norm', np.nan):.3g}  {entry['seconds']:.2f} s")
             return False
 
-        if self.optimizer == "lbfgs":
-            w, n_iter, converged, _ = lbfgs_restarts(objective, w0, self.max_iterations, callback=on_iteration)
-        else:
-            w, n_iter, converged, log = minimize_cg(objective, w0, self.max_iterations)
-            for entry in log:
-                on_iteration(entry)
+        with training(self, drop=("coef_",)):  # interrupted (or failed): no coef_, converged_ False
+            if self.optimizer == "lbfgs":
+                w, n_iter, converged, _ = lbfgs_restarts(objective, w0, self.max_iterations,
+                                                         callback=on_iteration)
+            else:
+                w, n_iter, converged, log = minimize_cg(objective, w0, self.max_iterations)
+                for entry in log:
+                    on_iteration(entry)
         self._set_coef(np.asarray(w, dtype=np.float64), D, F, K, G, arities)
         self.n_iter_ = int(n_iter)
         self.converged_ = bool(converged)

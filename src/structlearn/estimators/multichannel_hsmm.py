@@ -22,6 +22,7 @@ from ..models import emissions as _emi
 from ..models.distribution import families_from_file, family_to_file
 from ..models.multichannel_hsmm import MC_CENSORING, MultiChannelPotentials, m_step
 from ..utils.validation import check_lengths
+from ._base import training
 from ._em_files import fit_state, restore_fit_state
 from ._em_restarts import check_n_jobs
 from ._shard_online import ShardOnlineMixin
@@ -400,8 +401,9 @@ class MultiChannelHSMM(ShardOnlineMixin, BaseEstimator):
             return total, total.value
 
         self.monitor_ = ConvergenceMonitor(self.tol, self.n_iter)
-        self.log_likelihood_ = float(run_em(e_step, lambda total: self._apply_statistics(total, X),
-                                            self.monitor_))
+        with training(self):  # interrupted (or failed): converged_ False, the exception raised again
+            self.log_likelihood_ = float(run_em(e_step, lambda total: self._apply_statistics(total, X),
+                                                self.monitor_))
         self.converged_ = bool(self.monitor_.converged)
         if not self.converged_ and self.n_iter > 0:
             warnings.warn(f"MultiChannelHSMM: EM did not converge in {self.n_iter} iterations (last gain "

@@ -16,6 +16,8 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 
+from ..utils.interrupts import as_interrupt
+
 
 def lbfgs(objective, x0, *, c1=0.0, m=6, epsilon=1e-5, period=10, delta=1e-5, max_iterations=None,
           linesearch="MoreThuente", max_linesearch=20, callback=None, mask=None):
@@ -23,6 +25,13 @@ def lbfgs(objective, x0, *, c1=0.0, m=6, epsilon=1e-5, period=10, delta=1e-5, ma
 
     Stopping criteria as CRFsuite: ‖g‖ / max(1, ‖w‖) < ``epsilon``, or the relative improvement of the
     objective over the last ``period`` iterations below ``delta``, or ``max_iterations``.
+
+    Raises
+    ------
+    BaseException
+        Whatever ``objective`` or ``callback`` raised (a ``KeyboardInterrupt`` included; one that a Numba
+        kernel wrapped in a ``SystemError`` as a ``KeyboardInterrupt`` again), once libLBFGS has stopped:
+        an interrupted run is never reported as converged.
     """
     import lbfgs as _lbfgs
 
@@ -36,10 +45,34 @@ def lbfgs(objective, x0, *, c1=0.0, m=6, epsilon=1e-5, period=10, delta=1e-5, ma
     t0 = [time.perf_counter()]
     state = {"x": np.array(x0, dtype=np.float64), "fx": None}
 
+    # An exception of the objective or the callback (a KeyboardInterrupt, an error) cannot cross libLBFGS:
+    # pylbfgs drops one raised by the objective (the run then ends as if it had converged) and turns one
+    # raised by ``progress`` into a SystemError. It is kept here instead, the run is stopped (the
+    # objective returns NaN without computing, which ends libLBFGS's line search at once; ``progress``
+    # returns 1), and it is raised again when libLBFGS has returned.
+    raised = []
+
     def f(x, g):
-        return objective(x, g)
+        if raised:
+            g[:] = 0.0
+            return np.nan
+        try:
+            return objective(x, g)
+        except BaseException as exc:  # noqa: BLE001 - raised again below, after libLBFGS returns
+            raised.append(exc)
+            g[:] = 0.0
+            return np.nan
 
     def progress(x, g, fx, xnorm, gnorm, step, k, ls_evals):
+        if raised:
+            return 1
+        try:
+            return _progress(x, g, fx, xnorm, gnorm, step, k, ls_evals)
+        except BaseException as exc:  # noqa: BLE001 - raised again below
+            raised.append(exc)
+            return 1
+
+    def _progress(x, g, fx, xnorm, gnorm, step, k, ls_evals):
         now = time.perf_counter()
         active = int(np.count_nonzero(x)) if mask is None else int(np.count_nonzero(x[mask]))
         entry = {"iteration": int(k), "loss": float(fx), "gradient_norm": float(gnorm),
@@ -60,6 +93,8 @@ def lbfgs(objective, x0, *, c1=0.0, m=6, epsilon=1e-5, period=10, delta=1e-5, ma
         kwargs["orthantwise_c"] = float(c1)
     converged = True
     reason = "stopping criterion met"
+    error = None
+    caught = []
     try:
         # BLAS on one thread while training: the objectives run their own parallel Numba kernels, and
         # idle OpenBLAS threads spinning after a vector product (w @ w) would take their cores (on 2
@@ -68,26 +103,31 @@ def lbfgs(objective, x0, *, c1=0.0, m=6, epsilon=1e-5, period=10, delta=1e-5, ma
                 threadpool_limits(limits=1, user_api="blas"):
             warnings.simplefilter("always")
             x = _lbfgs.fmin_lbfgs(f, np.array(x0, dtype=np.float64), progress=progress, **kwargs)
-        for wmsg in caught:
-            if not _from_pylbfgs(wmsg):  # the objective's own (a compile notice, a BP non-convergence)
-                warnings.warn_explicit(wmsg.message, wmsg.category, wmsg.filename, wmsg.lineno)
-                continue
+    except _lbfgs.LBFGSError as exc:
+        error = exc
+    except SystemError:  # pylbfgs's, when a callback raised: that exception is in `raised`
+        if not raised:
+            raise
+    for wmsg in caught:
+        if not _from_pylbfgs(wmsg):  # the objective's own (a compile notice, a BP non-convergence)
+            warnings.warn_explicit(wmsg.message, wmsg.category, wmsg.filename, wmsg.lineno)
+        elif error is None:
             reason = str(wmsg.message)  # libLBFGS statuses that pylbfgs reports as warnings
             if "maximum number of iterations" in reason.lower():
                 converged = False
-    except _lbfgs.LBFGSError as exc:
+    if raised:  # an interrupt or an error of the objective / callback: never a convergence
+        raise as_interrupt(raised[0])
+    if error is not None:
         # libLBFGS ends with an "error" status both near the optimum (rounding error: no step
         # improves, as CRFsuite also accepts) and at max_iterations; keep the last iterate.
         x = state["x"]
-        reason = str(exc).strip()
+        reason = str(error).strip()
         if reason in ("1", "2"):  # LBFGS_STOP (the delta/period test), LBFGS_ALREADY_MINIMIZED
             reason = "objective improved less than `delta` over `period` iterations" if reason == "1" \
                 else "the initial point is already a minimiser"
             converged = True
         else:
             converged = "rounding error" in reason.lower()
-    except KeyboardInterrupt:  # pragma: no cover - keep the best weights so far
-        x, converged = state["x"], False
     if max_iterations is not None and len(log) >= max_iterations:
         converged = False
         reason = f"max_iterations={max_iterations} reached"

@@ -19,7 +19,7 @@ import zlib
 
 import numpy as np
 
-__all__ = ["save_model", "load_model", "read_header", "ModelFileError", "HEADER_KEY", "MAGIC"]
+__all__ = ["save_model", "load_model", "read_header", "write_atomically", "ModelFileError", "HEADER_KEY", "MAGIC"]
 
 HEADER_KEY = "__header__"
 MAGIC = "structlearn-model"
@@ -93,10 +93,19 @@ def save_model(path, *, format_name, version, estimator, params=None, metadata=N
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise FileNotFoundError(f"cannot write model file {path!r}: folder {folder!r} does not exist")
+    write_atomically(path, lambda fh: np.savez_compressed(fh, **stored))
+
+
+def write_atomically(path, write):
+    """Call ``write(fh)`` on a new binary file beside ``path``, then move it over ``path`` in one step.
+
+    Interrupted or failed (a ``KeyboardInterrupt``, a full disk), it leaves ``path`` as it was (absent, or
+    the earlier file) and removes its temporary file before raising again."""
+    path = os.fspath(path)
     tmp = f"{path}.tmp-{os.getpid()}"
     try:
         with open(tmp, "wb") as fh:
-            np.savez_compressed(fh, **stored)
+            write(fh)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
