@@ -9,6 +9,7 @@ _LAZY = {
     "read_crfsuite_tree": "crfsuite",
     "CRFsuiteFormatError": "crfsuite",
     "read_conll": "conll",
+    "ConllFormatError": "conll",
     "apply_template": "conll",
     "compile_template": "conll",
     "featurize": "conll",
