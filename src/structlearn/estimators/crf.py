@@ -11,6 +11,7 @@ from ..models.crf import ChainFeatureModel
 from ..models.crf_decode import CHAIN_FORMAT, CHAIN_FORMAT_VERSION, chain_model_from_arrays
 from ..models.features import build_state_features
 from ..utils.crfsuite_model import is_crfsuite_model
+from ..utils.modelfile import read_magic
 from . import _crfsuite_compat as compat
 from ._crf_base import ChainCRFBase, label_key
 from ._crf_online import ChainCRFStreamMixin
@@ -473,9 +474,7 @@ class LinearChainCRF(ChainCRFStreamMixin, ChainCRFBase):
         """Read a model written by :meth:`save` — structlearn's format or CRFsuite's binary model file
         (written by ``crfsuite learn``, python-crfsuite or sklearn-crfsuite; recognised by its ``lCRF``
         magic; it loads with ``start_end_features=False`` and no training log)."""
-        with open(path, "rb") as fh:
-            head = fh.read(4)
-        if is_crfsuite_model(head):
+        if is_crfsuite_model(read_magic(path)):  # read_magic: ModelFileError for a folder
             return compat.read_crfsuite_file(cls, path)
         return super().load(path)
 

@@ -14,20 +14,24 @@ opens any model file by resolving the header's ``format`` to its estimator class
 """
 import json
 import os
+import tokenize
 import zipfile
 import zlib
 
 import numpy as np
 
-__all__ = ["save_model", "load_model", "read_header", "ModelFileError", "HEADER_KEY", "MAGIC"]
+__all__ = ["save_model", "load_model", "read_header", "read_magic", "ModelFileError", "HEADER_KEY", "MAGIC"]
 
 HEADER_KEY = "__header__"
 MAGIC = "structlearn-model"
 _ZIP_ENTRY = b"PK\x03\x04"  # the signature of a zip local file header: an archive's first bytes
 _ZIP_EMPTY = b"PK\x05\x06"  # the end-of-central-directory signature: the first bytes of an empty archive
 
+
 class ModelFileError(ValueError):
-    """A model file that cannot be read: truncated, corrupt, of another format or of a newer version."""
+    """A model file that cannot be read: truncated, corrupt, of another format or of a newer version, or a
+    folder. The one error :func:`load_model` and :func:`read_header` raise for a damaged file (the message
+    names the file); the CLI prints it as one line and exits with status 2."""
 
 
 def _package_version():
@@ -126,11 +130,12 @@ def load_model(path, expected_format=None, supported_version=None):
     FileNotFoundError
         No file at ``path``.
     ModelFileError (a ValueError)
-        Truncated or corrupt file (also a zip entry that is encrypted or of an unknown compression or
-        version, a JSON header nested too deeply, an array header claiming more memory than there is), not
+        ``path`` is a folder. Truncated or corrupt file (also a zip entry that is encrypted or of an
+        unknown compression or version, a damaged .npy array header or magic, a JSON header nested too
+        deeply or with entries of the wrong type, an array header claiming more memory than there is), not
         a structlearn model (not a zip archive starting ``PK\x03\x04``, an empty archive, no header), a
         different format, a newer version than ``supported_version``, a header that names missing arrays,
-        or an object array. The message names the file.
+        or an object array. The message names the file. No other error for a damaged file.
     """
     return _read(path, expected_format, supported_version, with_arrays=True)
 
@@ -146,13 +151,34 @@ def read_header(path):
     return _read(path, None, None, with_arrays=False)[0]
 
 
-def _read(path, expected_format, supported_version, with_arrays):
-    """Header and (with ``with_arrays``) arrays of a model file (see :func:`load_model`)."""
+def read_magic(path):
+    """The first 4 bytes of the model file ``path`` (``PK\x03\x04`` for structlearn's, ``lCRF`` for
+    CRFsuite's).
+
+    Raises
+    ------
+    FileNotFoundError
+        No file at ``path``.
+    ModelFileError
+        ``path`` is a folder (the message names it).
+    """
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"model file not found: {path!r}")
-    with open(path, "rb") as fh:
-        magic = fh.read(4)
+    if os.path.isdir(path):
+        raise ModelFileError(f"{path!r} is a folder, not a model file; expected the path of a file written "
+                             "by save")
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(4)
+    except IsADirectoryError:  # made a folder since the check
+        raise ModelFileError(f"{path!r} is a folder, not a model file") from None
+
+
+def _read(path, expected_format, supported_version, with_arrays):
+    """Header and (with ``with_arrays``) arrays of a model file (see :func:`load_model`)."""
+    path = os.fspath(path)
+    magic = read_magic(path)
     if magic == b"\x93NUM":
         raise ModelFileError(f"{path!r} holds a single .npy array, not a structlearn model (.npz archive)")
     if magic == _ZIP_EMPTY:
@@ -207,13 +233,21 @@ def _read_npz(npz, path, expected_format, supported_version, with_arrays):
             if expected_format is not None and fmt != expected_format:
                 raise ModelFileError(f"{path!r} is a {fmt!r} model file, not {expected_format!r}; load it "
                                      "with the matching estimator")
-            if not isinstance(ver, int):
+            if not isinstance(ver, int) or isinstance(ver, bool):
                 raise ModelFileError(f"{path!r}: the header has no integer format version (got {ver!r})")
             if supported_version is not None and ver > supported_version:
                 raise ModelFileError(f"model file version {ver} is newer than this structlearn (supports "
                                      f"≤ {supported_version}); upgrade structlearn")
+            names = header.get("arrays", [])
+            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+                raise ModelFileError(f"{path!r}: the header's 'arrays' must be a list of names; got "
+                                     f"{names!r:.80} (the file is corrupt)")
+            for key in ("params", "metadata"):
+                if not isinstance(header.get(key, {}), dict):
+                    raise ModelFileError(f"{path!r}: the header's {key!r} must be a JSON object; got "
+                                         f"{header[key]!r:.80} (the file is corrupt)")
             arrays = {}
-            for name in header.get("arrays", []) if with_arrays else ():
+            for name in names if with_arrays else ():
                 if name not in npz.files:
                     raise ModelFileError(f"{path!r}: the header lists array {name!r} but the file lacks it "
                                          "(the file is corrupt)")
@@ -226,7 +260,11 @@ def _read_npz(npz, path, expected_format, supported_version, with_arrays):
 def _array(npz, name, path):
     """Member ``name`` of an opened archive; ModelFileError (naming it) for a truncated or refused one."""
     try:
-        return npz[name]
+        value = npz[name]
+    except (tokenize.TokenError, SyntaxError) as exc:  # NumPy re-parses a .npy header that is not a Python
+        # literal with the tokenizer (for Python 2 files); a damaged one can fail there
+        raise ModelFileError(f"{path!r}: array {name!r} has a corrupt .npy header ({exc}); the file is "
+                             "corrupt") from None
     except ValueError as exc:  # NumPy's ValueError for short data ("EOF: reading array data, ..."), a
         # malformed .npy header, or an object array (which needs pickle, refused)
         if "pickle" in str(exc):
@@ -235,3 +273,10 @@ def _array(npz, name, path):
         what = ("truncated (its data is shorter than its header's shape and dtype need)"
                 if str(exc).startswith("EOF") else "corrupt (a malformed .npy array header)")
         raise ModelFileError(f"{path!r}: array {name!r} is {what}; the file is corrupt: {exc}") from None
+    except OverflowError as exc:  # a shape too large for a C long in the .npy header
+        raise ModelFileError(f"{path!r}: array {name!r} has a corrupt .npy header ({exc}); the file is "
+                             "corrupt") from None
+    if not isinstance(value, np.ndarray):  # NumPy hands back the raw bytes of a member without .npy magic
+        raise ModelFileError(f"{path!r}: member {name!r} is not a .npy array (its magic bytes are damaged); "
+                             "the file is corrupt")
+    return value
