@@ -12,8 +12,10 @@ saving and cannot be loaded, so a model file never executes code.
 This is the container only (it knows no estimator); :func:`structlearn.io.modelfile.load_estimator`
 opens any model file by resolving the header's ``format`` to its estimator class.
 """
+import errno
 import json
 import os
+import tempfile
 import tokenize
 import zipfile
 import zlib
@@ -48,8 +50,11 @@ def save_model(path, *, format_name, version, estimator, params=None, metadata=N
     Parameters
     ----------
     path : str or os.PathLike
-        Destination; ``.npz`` is NOT appended (the name is used as given). Written atomically (a temporary
-        file in the same folder, then renamed), so a crash never leaves a half-written model under ``path``.
+        Destination; ``.npz`` is NOT appended (the name is used as given). Written atomically: into a
+        temporary file of a unique name in the same folder (``tempfile.mkstemp``), flushed to disk, then
+        renamed over ``path`` (``os.replace``), so a crash never leaves a half-written model under
+        ``path``, threads or processes saving the same path at once never collide, and a reader sees the
+        old file or the new one, whole. The temporary file is removed on any failure.
     format_name : str
         Format identifier, e.g. ``"linear-chain-crf"``; checked by :func:`load_model`.
     version : int
@@ -67,8 +72,20 @@ def save_model(path, *, format_name, version, estimator, params=None, metadata=N
     Raises
     ------
     ValueError
-        Non-JSON-able params/metadata, an object-dtype array, a bad array name or version.
+        Non-JSON-able params/metadata, an object-dtype array, a bad array name or version, an empty
+        ``path``.
+    FileNotFoundError, IsADirectoryError, PermissionError (OSError)
+        The folder of ``path`` does not exist, ``path`` is a folder, or the folder is not writable; the
+        message names ``path`` (never the temporary file).
     """
+    path = os.fspath(path)
+    if not isinstance(path, str):
+        path = os.fsdecode(path)
+    if not path:
+        raise ValueError("cannot write a model file to '': the path is empty; expected a file name")
+    if os.path.isdir(path):
+        raise IsADirectoryError(errno.EISDIR, "cannot write a model file there: it is a folder; expected a "
+                                "file name", path)
     if not isinstance(format_name, str) or not format_name:
         raise ValueError(f"`format_name` must be a non-empty str; got {format_name!r}")
     if isinstance(version, bool) or not isinstance(version, (int, np.integer)) or version < 1:
@@ -93,18 +110,59 @@ def save_model(path, *, format_name, version, estimator, params=None, metadata=N
         raise ValueError(f"`params` and `metadata` must be JSON-able (str, int, finite float, bool, None, "
                          f"lists and dicts with str keys): {exc}") from None
     stored[HEADER_KEY] = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
-    path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise FileNotFoundError(f"cannot write model file {path!r}: folder {folder!r} does not exist")
-    tmp = f"{path}.tmp-{os.getpid()}"
+    _write_atomically(path, folder, lambda fh: np.savez_compressed(fh, **stored))
+
+
+def _write_atomically(path, folder, write):
+    """``write(binary file)`` into a fresh temporary file in ``folder``, then rename it to ``path``."""
     try:
-        with open(tmp, "wb") as fh:
-            np.savez_compressed(fh, **stored)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    except OSError as exc:
+        raise _naming(exc, path) from None
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            if hasattr(os, "fchmod"):  # mkstemp's 0600 -> the mode open() would give (0666 less the umask)
+                os.fchmod(fh.fileno(), 0o666 & ~_umask())
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
         os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    except OSError as exc:
+        _remove_quietly(tmp)
+        raise _naming(exc, path) from None
+    except BaseException:
+        _remove_quietly(tmp)
+        raise
+
+
+def _naming(exc, path):
+    """``exc`` (an OSError about the temporary file) as the same error about ``path``."""
+    return type(exc)(exc.errno, f"cannot write model file: {exc.strerror or exc}", path)
+
+
+def _remove_quietly(path):
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
+def _umask():
+    """The process's umask, read without changing it where the system tells it (Linux); otherwise set
+    and restored at once."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def load_model(path, expected_format=None, supported_version=None):
