@@ -37,6 +37,7 @@ _LAZY = {
     "UAIFormatError": "uai",
     "read_crfsuite_model": "crfsuite_model",
     "write_crfsuite_model": "crfsuite_model",
+    "CRFsuiteModelError": "crfsuite_model",
 }
 
 __all__ = list(_LAZY)
