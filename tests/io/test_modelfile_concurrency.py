@@ -101,3 +101,36 @@ def test_saved_file_has_the_mode_open_would_give(tmp_path):
     path = tmp_path / "m.npz"
     _save(path, 1)
     assert os.stat(path).st_mode & 0o777 == 0o666 & ~mask
+
+
+def test_crfsuite_format_save_is_atomic_too(tmp_path):
+    """LinearChainCRF.save(format="crfsuite") wrote the target in place (a reader could see half a file;
+    a folder gave IsADirectoryError from open)."""
+    from structlearn.io.crfsuite_model import read_crfsuite_model
+    from structlearn.utils.crfsuite_model import CRFsuiteModel, write_crfsuite_model_bytes
+
+    src = tmp_path / "src.crfsuite"
+    src.write_bytes(write_crfsuite_model_bytes(CRFsuiteModel(
+        ["B", "I"], ["w=a", "w=b"], np.array([[0, 0, 0.5], [1, 1, -1.0]]), np.array([[0, 1, 2.0]]))))
+    est = read_crfsuite_model(src)
+    folder = tmp_path / "models"
+    folder.mkdir()
+    with pytest.raises(IsADirectoryError, match="is a folder") as info:
+        est.save(folder, format="crfsuite")
+    assert info.value.filename == str(folder) and os.listdir(folder) == []
+    target = tmp_path / "m.crfsuite"
+    seen = []
+
+    def watch():
+        for _ in range(200):
+            if target.exists():
+                seen.append(target.read_bytes())
+
+    w = threading.Thread(target=watch)
+    w.start()
+    for _ in range(20):
+        est.save(target, format="crfsuite")
+    w.join()
+    assert {len(b) for b in seen} <= {len(src.read_bytes())}  # never an empty or partial file
+    assert target.read_bytes() == src.read_bytes()
+    assert sorted(os.listdir(tmp_path)) == ["m.crfsuite", "models", "src.crfsuite"]

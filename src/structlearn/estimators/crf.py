@@ -11,7 +11,7 @@ from ..models.crf import ChainFeatureModel
 from ..models.crf_decode import CHAIN_FORMAT, CHAIN_FORMAT_VERSION, chain_model_from_arrays
 from ..models.features import build_state_features
 from ..utils.crfsuite_model import is_crfsuite_model
-from ..utils.modelfile import read_magic
+from ..utils.modelfile import read_magic, write_atomically
 from . import _crfsuite_compat as compat
 from ._crf_base import ChainCRFBase, label_key
 from ._crf_online import ChainCRFStreamMixin
@@ -457,17 +457,19 @@ class LinearChainCRF(ChainCRFStreamMixin, ChainCRFBase):
         Raises
         ------
         ValueError
-            Unknown ``format``; a model CRFsuite's format cannot hold (the message says why).
+            Unknown ``format``; a model CRFsuite's format cannot hold (the message says why); an empty
+            ``path``.
+        OSError
+            ``path`` is a folder, its folder is missing or not writable (the message names ``path``).
+
+        Both formats are written atomically (a unique temporary file renamed over ``path``).
         """
         if format == "structlearn":
             return super().save(path, metadata=metadata)
         if format != "crfsuite":
             raise ValueError(f"`format` must be 'structlearn' or 'crfsuite'; got {format!r}")
         self._check_fitted()
-        data = compat.crfsuite_bytes(self)
-        with open(path, "wb") as fh:
-            fh.write(data)
-        return path
+        return write_atomically(path, compat.crfsuite_bytes(self))  # as save_model writes
 
     @classmethod
     def load(cls, path):

@@ -22,7 +22,8 @@ import zlib
 
 import numpy as np
 
-__all__ = ["save_model", "load_model", "read_header", "read_magic", "ModelFileError", "HEADER_KEY", "MAGIC"]
+__all__ = ["save_model", "load_model", "read_header", "read_magic", "write_atomically", "ModelFileError",
+           "HEADER_KEY", "MAGIC"]
 
 HEADER_KEY = "__header__"
 MAGIC = "structlearn-model"
@@ -78,14 +79,7 @@ def save_model(path, *, format_name, version, estimator, params=None, metadata=N
         The folder of ``path`` does not exist, ``path`` is a folder, or the folder is not writable; the
         message names ``path`` (never the temporary file).
     """
-    path = os.fspath(path)
-    if not isinstance(path, str):
-        path = os.fsdecode(path)
-    if not path:
-        raise ValueError("cannot write a model file to '': the path is empty; expected a file name")
-    if os.path.isdir(path):
-        raise IsADirectoryError(errno.EISDIR, "cannot write a model file there: it is a folder; expected a "
-                                "file name", path)
+    path, folder = _target(path)
     if not isinstance(format_name, str) or not format_name:
         raise ValueError(f"`format_name` must be a non-empty str; got {format_name!r}")
     if isinstance(version, bool) or not isinstance(version, (int, np.integer)) or version < 1:
@@ -110,10 +104,38 @@ def save_model(path, *, format_name, version, estimator, params=None, metadata=N
         raise ValueError(f"`params` and `metadata` must be JSON-able (str, int, finite float, bool, None, "
                          f"lists and dicts with str keys): {exc}") from None
     stored[HEADER_KEY] = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+    _write_atomically(path, folder, lambda fh: np.savez_compressed(fh, **stored))
+
+
+def write_atomically(path, data):
+    """Write the bytes ``data`` to the model file ``path`` as :func:`save_model` writes (a unique temporary
+    file in the same folder, flushed, renamed over ``path``; removed on any failure); returns ``path``.
+
+    Raises
+    ------
+    ValueError, FileNotFoundError, IsADirectoryError, PermissionError
+        As :func:`save_model`: an empty ``path``, a missing folder, a folder as ``path``, a folder that is
+        not writable; the message names ``path``.
+    """
+    target, folder = _target(path)
+    _write_atomically(target, folder, lambda fh: fh.write(data))
+    return path
+
+
+def _target(path):
+    """(path as str, its folder) of a model file to write; errors name ``path``."""
+    path = os.fspath(path)
+    if not isinstance(path, str):
+        path = os.fsdecode(path)
+    if not path:
+        raise ValueError("cannot write a model file to '': the path is empty; expected a file name")
+    if os.path.isdir(path):
+        raise IsADirectoryError(errno.EISDIR, "cannot write a model file there: it is a folder; expected a "
+                                "file name", path)
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise FileNotFoundError(f"cannot write model file {path!r}: folder {folder!r} does not exist")
-    _write_atomically(path, folder, lambda fh: np.savez_compressed(fh, **stored))
+    return path, folder
 
 
 def _write_atomically(path, folder, write):
