@@ -178,3 +178,16 @@ def test_found_by_fuzzing(fmt, text, match, fuzz_dir):
     with pytest.raises(error, match=match) as info:
         reader(path)
     assert str(path) in str(info.value)
+
+
+@pytest.mark.parametrize("fmt", sorted(READERS))
+def test_binary_streams_raise_the_readers_error(fmt):
+    """Standard input's bytes (``-``): invalid UTF-8 and a truncated gzip stream are the reader's error too
+    (were UnicodeDecodeError and a plain ValueError)."""
+    import gzip
+    import io
+
+    reader, error, text = READERS[fmt]
+    for data in (b"\xff" + text.encode(), gzip.compress(text.encode())[:-6]):
+        with pytest.raises(error, match="not UTF-8 text|not a readable gzip file"):
+            reader(io.BufferedReader(io.BytesIO(data)))
