@@ -36,7 +36,7 @@ def test_round_trip(tmp_path):
     with np.load(p, allow_pickle=False) as npz:
         assert npz[HEADER_KEY].dtype == np.uint8
         assert json.loads(npz[HEADER_KEY].tobytes())["magic"] == "structlearn-model"
-    assert not list(tmp_path.glob("*.tmp-*"))
+    assert [f.name for f in tmp_path.iterdir()] == ["m.npz"]  # no temporary file left
 
 
 def test_missing_file(tmp_path):

@@ -11,7 +11,7 @@ from ..models.crf import ChainFeatureModel
 from ..models.crf_decode import CHAIN_FORMAT, CHAIN_FORMAT_VERSION, chain_model_from_arrays
 from ..models.features import build_state_features
 from ..utils.crfsuite_model import is_crfsuite_model
-from ..utils.modelfile import write_atomically
+from ..utils.modelfile import read_magic, write_atomically
 from . import _crfsuite_compat as compat
 from ._crf_base import ChainCRFBase, label_key
 from ._crf_online import ChainCRFStreamMixin
@@ -462,25 +462,26 @@ class LinearChainCRF(ChainCRFStreamMixin, ChainCRFBase):
         Raises
         ------
         ValueError
-            Unknown ``format``; a model CRFsuite's format cannot hold (the message says why).
+            Unknown ``format``; a model CRFsuite's format cannot hold (the message says why); an empty
+            ``path``.
+        OSError
+            ``path`` is a folder, its folder is missing or not writable (the message names ``path``).
+
+        Both formats are written atomically (a unique temporary file renamed over ``path``).
         """
         if format == "structlearn":
             return super().save(path, metadata=metadata)
         if format != "crfsuite":
             raise ValueError(f"`format` must be 'structlearn' or 'crfsuite'; got {format!r}")
         self._check_fitted()
-        data = compat.crfsuite_bytes(self)
-        write_atomically(path, lambda fh: fh.write(data))  # never a truncated file, even interrupted
-        return path
+        return write_atomically(path, compat.crfsuite_bytes(self))  # never a truncated file, even interrupted
 
     @classmethod
     def load(cls, path):
         """Read a model written by :meth:`save` — structlearn's format or CRFsuite's binary model file
         (written by ``crfsuite learn``, python-crfsuite or sklearn-crfsuite; recognised by its ``lCRF``
         magic; it loads with ``start_end_features=False`` and no training log)."""
-        with open(path, "rb") as fh:
-            head = fh.read(4)
-        if is_crfsuite_model(head):
+        if is_crfsuite_model(read_magic(path)):  # read_magic: ModelFileError for a folder
             return compat.read_crfsuite_file(cls, path)
         return super().load(path)
 

@@ -9,6 +9,7 @@ _LAZY = {
     "read_crfsuite_tree": "crfsuite",
     "CRFsuiteFormatError": "crfsuite",
     "read_conll": "conll",
+    "ConllFormatError": "conll",
     "apply_template": "conll",
     "compile_template": "conll",
     "featurize": "conll",
@@ -36,6 +37,7 @@ _LAZY = {
     "UAIFormatError": "uai",
     "read_crfsuite_model": "crfsuite_model",
     "write_crfsuite_model": "crfsuite_model",
+    "CRFsuiteModelError": "crfsuite_model",
 }
 
 __all__ = list(_LAZY)

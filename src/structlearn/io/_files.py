@@ -1,4 +1,5 @@
 """Opening text files: plain or gzip (by the ``.gz`` suffix or the magic bytes), UTF-8, any line ending."""
+import codecs
 import contextlib
 import gzip
 import io
@@ -16,7 +17,7 @@ def describe(source):
 
 
 @contextlib.contextmanager
-def open_text(source, mode="r", encoding="utf-8"):
+def open_text(source, mode="r", encoding="utf-8", error=ValueError):
     """Open ``source`` for reading or writing text.
 
     ``source`` is a path (``.gz`` means gzip; when reading, gzip is also recognised by its magic bytes)
@@ -28,8 +29,10 @@ def open_text(source, mode="r", encoding="utf-8"):
     ------
     FileNotFoundError
         If a path to read does not exist (the message names the path).
-    ValueError
-        A gzip file that is truncated or corrupt, raised while reading (the message names the path).
+    error (ValueError by default; a reader passes its format error type)
+        Raised while reading: a gzip file that is truncated or corrupt (the message names the file), or
+        text that is not in ``encoding`` (the message names the file and, for a path, the line and byte
+        offset), so that a reader raises its one error type for every damaged file.
     """
     if mode not in ("r", "w"):
         raise ValueError(f"`mode` must be 'r' or 'w'; got {mode!r}")
@@ -42,7 +45,7 @@ def open_text(source, mode="r", encoding="utf-8"):
             inner = gzip.GzipFile(fileobj=source, mode="rb") if gz else source
             wrapper = io.TextIOWrapper(inner, encoding=encoding, newline=None if mode == "r" else "\n")
             try:
-                with _gzip_errors(describe(source), gz):
+                with _read_errors(describe(source), gz, encoding, error):
                     yield wrapper
             finally:
                 if mode == "w":
@@ -62,7 +65,7 @@ def open_text(source, mode="r", encoding="utf-8"):
         except BaseException:
             raw.close()
             raise
-        with raw, fh, _gzip_errors(path, gz):
+        with raw, fh, _read_errors(path, gz, encoding, error, path):
             yield fh
         return
     if path.endswith(".gz"):
@@ -74,11 +77,33 @@ def open_text(source, mode="r", encoding="utf-8"):
 
 
 @contextlib.contextmanager
-def _gzip_errors(name, gz):
-    """gzip's errors while reading (a truncated or corrupt stream) as a ValueError naming ``name``."""
+def _read_errors(name, gz, encoding, error, path=None):
+    """While reading: gzip's errors (a truncated or corrupt stream) and a UnicodeDecodeError as ``error``
+    naming ``name`` (and, when the file ``path`` can be read again, the line of the undecodable byte)."""
     try:
         yield
+    except UnicodeDecodeError as exc:
+        where = _undecodable_line(path, gz, encoding) if path is not None else None
+        shown = "UTF-8" if codecs.lookup(encoding).name == "utf-8" else encoding
+        at = f", line {where[0]} (byte {where[1]} of the file)" if where else ""
+        raise error(f"{name}{at}: not {shown} text ({exc.reason}: {exc.object[exc.start:exc.end]!r})") \
+            from None
     except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
         if not gz:
             raise
-        raise ValueError(f"{name}: not a readable gzip file (truncated or corrupt: {exc})") from None
+        raise error(f"{name}: not a readable gzip file (truncated or corrupt: {exc})") from None
+
+
+def _undecodable_line(path, gz, encoding):
+    """(line, byte offset) of the first byte of file ``path`` that ``encoding`` cannot decode; None when
+    the file cannot be read again. Lines are counted as universal newlines count them (LF, CRLF, CR)."""
+    try:
+        with (gzip.open if gz else open)(path, "rb") as fh:
+            data = fh.read()
+        data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        head = data[:exc.start].replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        return head.count(b"\n") + 1, exc.start
+    except (OSError, EOFError, zlib.error):
+        return None
+    return None

@@ -15,7 +15,14 @@ import gc
 from ._files import describe, open_text
 from .templates import DERIVED_FUNCTIONS, get_template
 
-__all__ = ["read_conll", "apply_template", "featurize", "compile_template", "CompiledTemplate"]
+__all__ = ["read_conll", "apply_template", "featurize", "compile_template", "CompiledTemplate",
+           "ConllFormatError"]
+
+
+class ConllFormatError(ValueError):
+    """A CoNLL file that cannot be read (the message names the file and, where it can, the line): rows of
+    different widths, a column asked for that a row lacks, text that is not in the file's encoding, or a
+    truncated / corrupt gzip file. :func:`read_conll` raises no other error for a damaged file."""
 
 
 def read_conll(path, columns=None, sep=None, *, docstart="-DOCSTART-", encoding="utf-8"):
@@ -45,16 +52,18 @@ def read_conll(path, columns=None, sep=None, *, docstart="-DOCSTART-", encoding=
     ------
     FileNotFoundError
         If the path does not exist.
-    ValueError
+    ConllFormatError (a ValueError)
         If a line has a different number of columns than the first line of the file, or lacks a column
-        asked for by ``columns`` (file name and line number in the message).
+        asked for by ``columns`` (file name and line number in the message); text not in ``encoding``
+        (file, line and byte); a truncated or corrupt gzip file (file). No other error for a damaged
+        file.
     """
     name = describe(path)
     sentences = []
     cur = []
     width = None
     cols = None if columns is None else tuple(int(c) for c in columns)
-    with open_text(path, "r", encoding=encoding) as fh:
+    with open_text(path, "r", encoding=encoding, error=ConllFormatError) as fh:
         for lineno, line in enumerate(fh, 1):
             line = line.rstrip("\r\n")
             if not line.strip():
@@ -71,7 +80,7 @@ def read_conll(path, columns=None, sep=None, *, docstart="-DOCSTART-", encoding=
             if width is None:
                 width = len(parts)
             elif len(parts) != width:
-                raise ValueError(f"{name}, line {lineno}: expected {width} columns (as on the first token "
+                raise ConllFormatError(f"{name}, line {lineno}: expected {width} columns (as on the first token "
                                  f"line) but found {len(parts)}: {line!r}")
             if cols is None:
                 cur.append(tuple(parts))
@@ -79,7 +88,7 @@ def read_conll(path, columns=None, sep=None, *, docstart="-DOCSTART-", encoding=
                 try:
                     cur.append(tuple([parts[c] for c in cols]))
                 except IndexError:
-                    raise ValueError(f"{name}, line {lineno}: `columns`={list(cols)} asks for a column that "
+                    raise ConllFormatError(f"{name}, line {lineno}: `columns`={list(cols)} asks for a column that "
                                      f"this line with {len(parts)} columns lacks") from None
     if cur:
         sentences.append(cur)

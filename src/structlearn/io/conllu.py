@@ -17,7 +17,8 @@ _FIELDS = ("id", "form", "lemma", "upos", "xpos", "feats", "head", "deprel", "de
 
 
 class ConlluFormatError(ValueError):
-    """A malformed CoNLL-U line (the message names the file and the line number)."""
+    """A malformed CoNLL-U line (the message names the file and the line number), text that is not UTF-8,
+    or a truncated or corrupt gzip file: the one error :func:`read_conllu` raises for a damaged file."""
 
 
 class ConlluSentence:
@@ -85,7 +86,8 @@ def read_conllu(path_or_file, *, encoding="utf-8"):
         If the path does not exist.
     ConlluFormatError (a ValueError)
         A token line without exactly 10 columns, a word id that is not the next integer of the
-        sentence, a HEAD that is not an integer or ``_``, or a HEAD outside [0, T] — file and line named.
+        sentence, a HEAD that is not an integer or ``_``, or a HEAD outside [0, T] — file and line named;
+        text that is not UTF-8, a truncated or corrupt gzip file. No other error for a damaged file.
     """
     name = describe(path_or_file)
     out = []
@@ -110,7 +112,7 @@ def read_conllu(path_or_file, *, encoding="utf-8"):
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        with open_text(path_or_file, "r", encoding=encoding) as fh:
+        with open_text(path_or_file, "r", encoding=encoding, error=ConlluFormatError) as fh:
             lineno = 0
             for lineno, line in enumerate(fh, 1):
                 line = line.rstrip("\r\n")

@@ -38,7 +38,9 @@ __all__ = ["read_crfsuite", "write_crfsuite", "read_crfsuite_tree", "CRFsuiteFor
 
 
 class CRFsuiteFormatError(ValueError):
-    """A malformed line in a CRFsuite attribute file (the message names the file and line)."""
+    """A malformed line in a CRFsuite attribute or tree file (the message names the file and line), text
+    that is not UTF-8, or a truncated or corrupt gzip file: the one error :func:`read_crfsuite` and
+    :func:`read_crfsuite_tree` raise for a damaged file."""
 
 
 def _unescape(s):
@@ -140,7 +142,7 @@ def _read(source, n_header, return_weights, on_header):
             weights.append(weight)
         xs, ys, weight = [], [], 1.0
 
-    with open_text(source, "r") as fh:
+    with open_text(source, "r", error=CRFsuiteFormatError) as fh:
         text = fh.read()
     lines = text.split("\n")
     del text
@@ -219,7 +221,8 @@ def read_crfsuite(path_or_file, *, return_weights=False):
         If the path does not exist.
     CRFsuiteFormatError (a ValueError)
         On a malformed line: a value that is not a finite number, an empty attribute name, a bad
-        ``@weight``. The message names the file and the line number.
+        ``@weight``; text that is not UTF-8; a truncated or corrupt gzip file. The message names the file
+        and the line number. No other error for a damaged file.
     """
     gc_was_enabled = gc.isenabled()
     gc.disable()  # millions of small dicts: the cyclic collector would rescan them again and again
@@ -248,7 +251,8 @@ def read_crfsuite_tree(path_or_file):
     Raises
     ------
     CRFsuiteFormatError
-        An empty node or parent id (file and line in the message).
+        An empty node or parent id, or any error of :func:`read_crfsuite` (file and line in the message);
+        no other error for a damaged file.
     """
     nodes, parents = [], []
     cur_nodes, cur_parents = [], []

@@ -9,15 +9,17 @@ The byte layout is :mod:`structlearn.utils.crfsuite_model` (an independent imple
 
 Reading and writing again reproduces a python-crfsuite file byte for byte.
 """
-from ..utils.crfsuite_model import is_crfsuite_model
+from ..utils.crfsuite_model import CRFsuiteModelError, is_crfsuite_model
+from ..utils.modelfile import read_magic
 
-__all__ = ["read_crfsuite_model", "write_crfsuite_model", "is_crfsuite_model_file"]
+__all__ = ["read_crfsuite_model", "write_crfsuite_model", "is_crfsuite_model_file", "CRFsuiteModelError"]
 
 
 def is_crfsuite_model_file(path):
-    """Whether ``path`` starts with CRFsuite's model magic ``lCRF``."""
-    with open(path, "rb") as fh:
-        return is_crfsuite_model(fh.read(4))
+    """Whether ``path`` starts with CRFsuite's model magic ``lCRF``.
+
+    Raises FileNotFoundError for no file, ModelFileError for a folder (naming ``path``)."""
+    return is_crfsuite_model(read_magic(path))
 
 
 def read_crfsuite_model(path):
@@ -28,13 +30,14 @@ def read_crfsuite_model(path):
     ------
     FileNotFoundError
         No such file.
-    ValueError
-        Not a CRFsuite linear-chain model, or a truncated / corrupt one (the message names the file).
+    CRFsuiteModelError (a ModelFileError, a ValueError)
+        A folder, not a CRFsuite linear-chain model, or a truncated / corrupt one (the message names the
+        file); no other error for a damaged file.
     """
     from ..estimators.crf import LinearChainCRF  # here: importing structlearn.io must not import sklearn
 
     if not is_crfsuite_model_file(path):
-        raise ValueError(f"{path}: not a CRFsuite model file (no 'lCRF' magic)")
+        raise CRFsuiteModelError(f"{path}: not a CRFsuite model file (no 'lCRF' magic)")
     return LinearChainCRF.load(path)
 
 

@@ -24,12 +24,18 @@ Discrete Approximate Inference in Graphical Models", JMLR 11)::
 * Variable labels need not be contiguous: the reader numbers the variables by sorted label
   (``return_labels=True`` gives the labels); the writer writes labels 0..N-1.
 """
+import math
+
 import numpy as np
 
 from ..structures.factor_graph import FactorGraph
 from ._files import describe, open_text
 
-__all__ = ["read_fg", "write_fg", "FGFormatError", "graph_factors"]
+__all__ = ["read_fg", "write_fg", "FGFormatError", "graph_factors", "MAX_FACTOR_ENTRIES"]
+
+#: the largest factor table :func:`read_fg` allocates (2**28 float64 entries, 2 GiB); the format lists only
+#: non-zero entries, so a small file (or one damaged cardinality) could otherwise ask for any size
+MAX_FACTOR_ENTRIES = 2 ** 28
 
 
 class FGFormatError(ValueError):
@@ -81,12 +87,14 @@ def read_fg(source, *, return_labels=False):
 
     Raises
     ------
-    FGFormatError
-        Missing or non-numeric tokens, negative values, indices out of range, a variable with two
-        cardinalities, trailing tokens.
+    FGFormatError (a ValueError)
+        Missing or non-numeric tokens, negative values, indices out of range, a negative count of
+        non-zero entries or more than the table holds, a table of more than :data:`MAX_FACTOR_ENTRIES`
+        entries, a variable with two cardinalities, trailing tokens, text that is not UTF-8, a truncated
+        or corrupt gzip file. The message names the file; no other error for a damaged file.
     """
     name = describe(source)
-    with open_text(source) as fh:
+    with open_text(source, error=FGFormatError) as fh:
         tok = _tokens(fh.read())
     pos = [0]
 
@@ -116,9 +124,15 @@ def read_fg(source, *, return_labels=False):
                 raise FGFormatError(f"{name}: variable {lab} has cardinality {cards[lab]} and {k} (factor {f})")
         if len(set(labels)) != a:
             raise FGFormatError(f"{name}: factor {f} repeats a variable: {labels}")
-        size = int(np.prod(ks))
+        size = math.prod(ks)  # Python ints: np.prod wraps around silently in int64
+        if size > MAX_FACTOR_ENTRIES:
+            raise FGFormatError(f"{name}: factor {f} has cardinalities {ks}, a table of {size} entries; "
+                                f"expected at most {MAX_FACTOR_ENTRIES} (a corrupt file?)")
+        nnz = take(f"the number of non-zero entries of factor {f}")
+        if not 0 <= nnz <= size:
+            raise FGFormatError(f"{name}: factor {f} lists {nnz} non-zero entries; expected 0..{size}")
         lin = np.zeros(size)
-        for _ in range(take(f"the number of non-zero entries of factor {f}")):
+        for _ in range(nnz):
             i = take(f"an entry index of factor {f}")
             val = take(f"an entry value of factor {f}", float)
             if not 0 <= i < size:

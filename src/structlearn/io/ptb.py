@@ -18,7 +18,9 @@ __all__ = ["read_ptb", "parse_ptb", "PTBTree", "PTBFormatError", "span_items", "
 
 
 class PTBFormatError(ValueError):
-    """Malformed bracketing (the message names the file and line, or the position in the string)."""
+    """Malformed bracketing (the message names the file and line, or the position in the string), text
+    that is not UTF-8, or a truncated or corrupt gzip file: the one error :func:`read_ptb` and
+    :func:`parse_ptb` raise for damaged input."""
 
 
 #: One tree. Nodes are in pre-order (root first, then each child's subtree left to right).
@@ -159,12 +161,13 @@ def read_ptb(path_or_file, *, encoding="utf-8"):
     FileNotFoundError
         If the path does not exist.
     PTBFormatError
-        As :func:`parse_ptb`, with the file name and line number.
+        As :func:`parse_ptb`, with the file name and line number; text that is not UTF-8, a truncated or
+        corrupt gzip file. No other error for a damaged file.
     """
     name = describe(path_or_file)
     line_no = [0]
     b = _Builder(lambda pos: f"{name}, line {line_no[0]}")
-    with open_text(path_or_file, "r", encoding=encoding) as fh:
+    with open_text(path_or_file, "r", encoding=encoding, error=PTBFormatError) as fh:
         for line_no[0], line in enumerate(fh, 1):
             for tok, pos in _tokens(line):
                 b.feed(tok, pos)

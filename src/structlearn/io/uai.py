@@ -77,12 +77,14 @@ def read_uai(source, *, return_network=False):
 
     Raises
     ------
-    UAIFormatError
-        An unknown header, missing or non-numeric tokens, variables out of range, a table whose entry
-        count is not the product of its cardinalities, negative values, trailing tokens.
+    UAIFormatError (a ValueError)
+        An unknown header, missing or non-numeric tokens, a negative number of factors, variables out of
+        range, a table whose entry count is not the product of its cardinalities, negative values,
+        trailing tokens, text that is not UTF-8, a truncated or corrupt gzip file. The message names the
+        file; no other error for a damaged file (this type is the one error of every reader here).
     """
     name = describe(source)
-    with open_text(source) as fh:
+    with open_text(source, error=UAIFormatError) as fh:
         t = _Tokens(fh.read(), name)
     net = t.take("the header MARKOV or BAYES", str).upper()
     if net not in ("MARKOV", "BAYES"):
@@ -92,6 +94,8 @@ def read_uai(source, *, return_network=False):
     if n < 1 or min(card) < 1:
         raise UAIFormatError(f"{name}: expected ≥ 1 variables with cardinalities ≥ 1; got {n} variables, {card}")
     F = t.take("the number of factors")
+    if F < 0:
+        raise UAIFormatError(f"{name}: expected a number of factors ≥ 0; got {F}")
     scopes = []
     for f in range(F):
         a = t.take(f"the number of variables of factor {f}")
@@ -156,10 +160,11 @@ def read_evid(source):
     """Read a UAI evidence file: ``{variable: value}`` (dict of int → int).
 
     Accepts ``n v1 x1 … vn xn`` (UAI 2014+) and ``1 n v1 x1 …`` (one sample, UAI 2010); an empty file is
-    no evidence. Raises UAIFormatError otherwise.
+    no evidence. Raises UAIFormatError (naming the file) otherwise, also for text that is not UTF-8 or a
+    truncated or corrupt gzip file; no other error for a damaged file.
     """
     name = describe(source)
-    with open_text(source) as fh:
+    with open_text(source, error=UAIFormatError) as fh:
         tok = fh.read().split()
     try:
         vals = [int(x) for x in tok]
@@ -221,35 +226,50 @@ def write_uai_result(target, kind, value, *, n_states=None):
 
 def read_uai_result(source):
     """Read a UAI result file: ``(kind, value)`` with value a list of N 1-d marginals (MAR), the natural
-    log Z (PR) or labels (N,) int64 (MAP). A leading sample count of 1 (UAI 2010) is accepted."""
+    log Z (PR) or labels (N,) int64 (MAP). A leading sample count of 1 (UAI 2010) is accepted.
+
+    Raises
+    ------
+    UAIFormatError (a ValueError)
+        An unknown kind, a count or label that is not a non-negative integer, a wrong number of values,
+        a PR value that is not a number, text that is not UTF-8, a truncated or corrupt gzip file. The
+        message names the file; no other error for a damaged file.
+    """
     name = describe(source)
-    with open_text(source) as fh:
+    with open_text(source, error=UAIFormatError) as fh:
         t = _Tokens(fh.read(), name)
     kind = t.take("MAR, PR or MAP", str).upper()
     rest = t.tok[t.pos:]
     if kind == "PR":
         if len(rest) not in (1, 2):
             raise UAIFormatError(f"{name}: PR expects one value (log10 Z); got {len(rest)} tokens")
-        return kind, float(rest[-1]) * math.log(10)
+        try:
+            return kind, float(rest[-1]) * math.log(10)
+        except ValueError:
+            raise UAIFormatError(f"{name}: PR expects a number (log10 Z); got {rest[-1]!r}") from None
     for skip in (0, 1):
         try:
             vals = [float(x) for x in rest[skip:]]
             n = int(vals[0])
+            if n != vals[0] or n < 0:
+                continue
             if kind == "MAP":
-                if len(vals) == n + 1:
+                if len(vals) == n + 1 and all(v == int(v) for v in vals[1:]):
                     return kind, np.array(vals[1:], dtype=np.int64)
                 continue
             if kind == "MAR":
                 out, i = [], 1
                 for _ in range(n):
                     k = int(vals[i])
+                    if k != vals[i] or k < 1:
+                        raise ValueError
                     out.append(np.array(vals[i + 1:i + 1 + k]))
                     if out[-1].size != k:
                         raise IndexError
                     i += 1 + k
                 if i == len(vals):
                     return kind, out
-        except (ValueError, IndexError):
+        except (ValueError, IndexError, OverflowError):  # OverflowError: int() of an infinite count or label
             continue
     if kind not in ("MAR", "MAP"):
         raise UAIFormatError(f"{name}: unknown result kind {kind!r}; expected MAR, PR or MAP")

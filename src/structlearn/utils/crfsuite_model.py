@@ -27,8 +27,10 @@ import struct
 
 import numpy as np
 
-__all__ = ["CRFsuiteModel", "read_crfsuite_model_bytes", "write_crfsuite_model_bytes", "hashlittle",
-           "is_crfsuite_model"]
+from .modelfile import ModelFileError
+
+__all__ = ["CRFsuiteModel", "CRFsuiteModelError", "read_crfsuite_model_bytes", "write_crfsuite_model_bytes",
+           "hashlittle", "is_crfsuite_model"]
 
 MAGIC = b"lCRF"
 MODEL_TYPE = b"FOMC"
@@ -38,6 +40,12 @@ _CQDB_BOM = 0x62445371
 _NUM_TABLES = 256
 _CQDB_DATA = 24 + 8 * _NUM_TABLES
 _M = 0xFFFFFFFF
+
+
+class CRFsuiteModelError(ModelFileError):
+    """A CRFsuite model file that cannot be read (not ``lCRF``/``FOMC`` version 100, truncated or
+    inconsistent); the message names the file. A :class:`~structlearn.utils.modelfile.ModelFileError`, so
+    every damaged model file, structlearn's or CRFsuite's, raises that one type."""
 
 
 class CRFsuiteModel:
@@ -150,12 +158,12 @@ def _cqdb_strings(buf, start, count, what, name="<bytes>"):
     """The ``count`` strings (by id) of the CQDB chunk at ``buf[start:]`` (errors name the file ``name``)."""
     chunk, size, _, bom, bwd_size, bwd_offset = struct.unpack_from("<4sIIIII", buf, start)
     if chunk != b"CQDB" or bom != _CQDB_BOM:
-        raise ValueError(f"{name}: the {what} database at offset {start} is not a CQDB chunk (expected "
+        raise CRFsuiteModelError(f"{name}: the {what} database at offset {start} is not a CQDB chunk (expected "
                          f"b'CQDB' and byte-order mark {_CQDB_BOM:#x}; got {chunk!r}, {bom:#x})")
     out = []
     for i in range(count):
         if not bwd_offset or i >= bwd_size:
-            raise ValueError(f"{name}: the {what} database has no entry for id {i} (the header says "
+            raise CRFsuiteModelError(f"{name}: the {what} database has no entry for id {i} (the header says "
                              f"{count} {what}s; the database holds {bwd_size if bwd_offset else 0})")
         off, = struct.unpack_from("<I", buf, start + bwd_offset + 4 * i)
         _, ksize = struct.unpack_from("<iI", buf, start + off)
@@ -237,30 +245,34 @@ def read_crfsuite_model_bytes(buf, name="<bytes>"):
 
     Raises
     ------
-    ValueError
+    CRFsuiteModelError (a ModelFileError, a ValueError)
         Not a CRFsuite model (magic, type, version) or a truncated / inconsistent file; the message
-        names ``name``.
+        names ``name``. No other error for damaged bytes.
     """
     buf = memoryview(bytes(buf))
     if bytes(buf[:4]) != MAGIC:
-        raise ValueError(f"{name}: not a CRFsuite model file (expected the magic 'lCRF', got "
+        raise CRFsuiteModelError(f"{name}: not a CRFsuite model file (expected the magic 'lCRF', got "
                          f"{bytes(buf[:4])!r})")
     if len(buf) < 48:
-        raise ValueError(f"{name}: truncated CRFsuite model file ({len(buf)} bytes; its header alone takes "
+        raise CRFsuiteModelError(f"{name}: truncated CRFsuite model file ({len(buf)} bytes; its header alone takes "
                          "48)")
     (_, size, mtype, version, n_feat, K, A, off_f, off_l, off_a, _, off_ar) = struct.unpack_from(
         "<4sI4sIIIIIIIII", buf, 0)
     if mtype != MODEL_TYPE:
-        raise ValueError(f"{name}: a CRFsuite model of type {mtype!r}; only linear-chain ('FOMC') "
+        raise CRFsuiteModelError(f"{name}: a CRFsuite model of type {mtype!r}; only linear-chain ('FOMC') "
                          f"models can be read")
     if version != VERSION:
-        raise ValueError(f"{name}: CRFsuite model version {version}; version {VERSION} expected")
+        raise CRFsuiteModelError(f"{name}: CRFsuite model version {version}; version {VERSION} expected")
     if size > len(buf):
-        raise ValueError(f"{name}: truncated ({len(buf)} bytes, the header says {size})")
+        raise CRFsuiteModelError(f"{name}: truncated ({len(buf)} bytes, the header says {size})")
     try:
         chunk, _, n = struct.unpack_from("<4sII", buf, off_f)
         if chunk != b"FEAT":
-            raise ValueError(f"{name}: no feature chunk at offset {off_f}")
+            raise CRFsuiteModelError(f"{name}: no feature chunk at offset {off_f}")
+        if off_f + 12 + 20 * n > len(buf):
+            raise CRFsuiteModelError(f"{name}: truncated or corrupt CRFsuite model (the feature chunk at "
+                                     f"offset {off_f} claims {n} features, {20 * n} bytes; the file has "
+                                     f"{len(buf)} bytes)")
         feats = np.frombuffer(bytes(buf[off_f + 12:off_f + 12 + 20 * n]),
                               dtype=np.dtype([("type", "<u4"), ("src", "<u4"), ("dst", "<u4"),
                                               ("weight", "<f8")]))
@@ -268,14 +280,14 @@ def read_crfsuite_model_bytes(buf, name="<bytes>"):
         attributes = _cqdb_strings(buf, off_a, A, "attribute", name)
         chunk, _, n_attr = struct.unpack_from("<4sII", buf, off_ar)
         if chunk != b"AFRF":
-            raise ValueError(f"{name}: no attribute-reference chunk at offset {off_ar}")
+            raise CRFsuiteModelError(f"{name}: no attribute-reference chunk at offset {off_ar}")
     except struct.error as exc:
-        raise ValueError(f"{name}: truncated or corrupt CRFsuite model ({exc})") from None
+        raise CRFsuiteModelError(f"{name}: truncated or corrupt CRFsuite model ({exc})") from None
     st = feats[feats["type"] == FT_STATE]
     tr = feats[feats["type"] == FT_TRANS]
     if st.size and (st["src"].max() >= A or st["dst"].max() >= K) or \
             tr.size and max(tr["src"].max(), tr["dst"].max()) >= K:
-        raise ValueError(f"{name}: a feature refers to a label or attribute id out of range")
+        raise CRFsuiteModelError(f"{name}: a feature refers to a label or attribute id out of range")
     state = np.column_stack([st["src"], st["dst"], st["weight"]]) if st.size else np.zeros((0, 3))
     trans = np.column_stack([tr["src"], tr["dst"], tr["weight"]]) if tr.size else np.zeros((0, 3))
     return CRFsuiteModel(labels, attributes, state, trans)

@@ -12,22 +12,29 @@ saving and cannot be loaded, so a model file never executes code.
 This is the container only (it knows no estimator); :func:`structlearn.io.modelfile.load_estimator`
 opens any model file by resolving the header's ``format`` to its estimator class.
 """
+import errno
 import json
 import os
+import tempfile
+import tokenize
 import zipfile
 import zlib
 
 import numpy as np
 
-__all__ = ["save_model", "load_model", "read_header", "write_atomically", "ModelFileError", "HEADER_KEY", "MAGIC"]
+__all__ = ["save_model", "load_model", "read_header", "read_magic", "write_atomically", "ModelFileError",
+           "HEADER_KEY", "MAGIC"]
 
 HEADER_KEY = "__header__"
 MAGIC = "structlearn-model"
 _ZIP_ENTRY = b"PK\x03\x04"  # the signature of a zip local file header: an archive's first bytes
 _ZIP_EMPTY = b"PK\x05\x06"  # the end-of-central-directory signature: the first bytes of an empty archive
 
+
 class ModelFileError(ValueError):
-    """A model file that cannot be read: truncated, corrupt, of another format or of a newer version."""
+    """A model file that cannot be read: truncated, corrupt, of another format or of a newer version, or a
+    folder. The one error :func:`load_model` and :func:`read_header` raise for a damaged file (the message
+    names the file); the CLI prints it as one line and exits with status 2."""
 
 
 def _package_version():
@@ -44,8 +51,11 @@ def save_model(path, *, format_name, version, estimator, params=None, metadata=N
     Parameters
     ----------
     path : str or os.PathLike
-        Destination; ``.npz`` is NOT appended (the name is used as given). Written atomically (a temporary
-        file in the same folder, then renamed), so a crash never leaves a half-written model under ``path``.
+        Destination; ``.npz`` is NOT appended (the name is used as given). Written atomically: into a
+        temporary file of a unique name in the same folder (``tempfile.mkstemp``), flushed to disk, then
+        renamed over ``path`` (``os.replace``), so a crash never leaves a half-written model under
+        ``path``, threads or processes saving the same path at once never collide, and a reader sees the
+        old file or the new one, whole. The temporary file is removed on any failure.
     format_name : str
         Format identifier, e.g. ``"linear-chain-crf"``; checked by :func:`load_model`.
     version : int
@@ -63,8 +73,13 @@ def save_model(path, *, format_name, version, estimator, params=None, metadata=N
     Raises
     ------
     ValueError
-        Non-JSON-able params/metadata, an object-dtype array, a bad array name or version.
+        Non-JSON-able params/metadata, an object-dtype array, a bad array name or version, an empty
+        ``path``.
+    FileNotFoundError, IsADirectoryError, PermissionError (OSError)
+        The folder of ``path`` does not exist, ``path`` is a folder, or the folder is not writable; the
+        message names ``path`` (never the temporary file).
     """
+    path, folder = _target(path)
     if not isinstance(format_name, str) or not format_name:
         raise ValueError(f"`format_name` must be a non-empty str; got {format_name!r}")
     if isinstance(version, bool) or not isinstance(version, (int, np.integer)) or version < 1:
@@ -89,27 +104,87 @@ def save_model(path, *, format_name, version, estimator, params=None, metadata=N
         raise ValueError(f"`params` and `metadata` must be JSON-able (str, int, finite float, bool, None, "
                          f"lists and dicts with str keys): {exc}") from None
     stored[HEADER_KEY] = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+    _write_atomically(path, folder, lambda fh: np.savez_compressed(fh, **stored))
+
+
+def write_atomically(path, data):
+    """Write the bytes ``data`` to the model file ``path`` as :func:`save_model` writes (a unique temporary
+    file in the same folder, flushed, renamed over ``path``; removed on any failure); returns ``path``.
+
+    Raises
+    ------
+    ValueError, FileNotFoundError, IsADirectoryError, PermissionError
+        As :func:`save_model`: an empty ``path``, a missing folder, a folder as ``path``, a folder that is
+        not writable; the message names ``path``.
+    """
+    target, folder = _target(path)
+    _write_atomically(target, folder, lambda fh: fh.write(data))
+    return path
+
+
+def _target(path):
+    """(path as str, its folder) of a model file to write; errors name ``path``."""
     path = os.fspath(path)
+    if not isinstance(path, str):
+        path = os.fsdecode(path)
+    if not path:
+        raise ValueError("cannot write a model file to '': the path is empty; expected a file name")
+    if os.path.isdir(path):
+        raise IsADirectoryError(errno.EISDIR, "cannot write a model file there: it is a folder; expected a "
+                                "file name", path)
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise FileNotFoundError(f"cannot write model file {path!r}: folder {folder!r} does not exist")
-    write_atomically(path, lambda fh: np.savez_compressed(fh, **stored))
+    return path, folder
 
 
-def write_atomically(path, write):
-    """Call ``write(fh)`` on a new binary file beside ``path``, then move it over ``path`` in one step.
-
-    Interrupted or failed (a ``KeyboardInterrupt``, a full disk), it leaves ``path`` as it was (absent, or
-    the earlier file) and removes its temporary file before raising again."""
-    path = os.fspath(path)
-    tmp = f"{path}.tmp-{os.getpid()}"
+def _write_atomically(path, folder, write):
+    """``write(binary file)`` into a fresh temporary file in ``folder``, then rename it to ``path``."""
     try:
-        with open(tmp, "wb") as fh:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    except OSError as exc:
+        raise _naming(exc, path) from None
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            if hasattr(os, "fchmod"):  # mkstemp's 0600 -> the mode open() would give (0666 less the umask)
+                os.fchmod(fh.fileno(), 0o666 & ~_umask())
             write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
         os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    except OSError as exc:
+        _remove_quietly(tmp)
+        raise _naming(exc, path) from None
+    except BaseException:
+        _remove_quietly(tmp)
+        raise
+
+
+def _naming(exc, path):
+    """``exc`` (an OSError about the temporary file) as the same error about ``path``."""
+    return type(exc)(exc.errno, f"cannot write model file: {exc.strerror or exc}", path)
+
+
+def _remove_quietly(path):
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
+def _umask():
+    """The process's umask, read without changing it where the system tells it (Linux); otherwise set
+    and restored at once."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def load_model(path, expected_format=None, supported_version=None):
@@ -135,11 +210,12 @@ def load_model(path, expected_format=None, supported_version=None):
     FileNotFoundError
         No file at ``path``.
     ModelFileError (a ValueError)
-        Truncated or corrupt file (also a zip entry that is encrypted or of an unknown compression or
-        version, a JSON header nested too deeply, an array header claiming more memory than there is), not
+        ``path`` is a folder. Truncated or corrupt file (also a zip entry that is encrypted or of an
+        unknown compression or version, a damaged .npy array header or magic, a JSON header nested too
+        deeply or with entries of the wrong type, an array header claiming more memory than there is), not
         a structlearn model (not a zip archive starting ``PK\x03\x04``, an empty archive, no header), a
         different format, a newer version than ``supported_version``, a header that names missing arrays,
-        or an object array. The message names the file.
+        or an object array. The message names the file. No other error for a damaged file.
     """
     return _read(path, expected_format, supported_version, with_arrays=True)
 
@@ -155,13 +231,34 @@ def read_header(path):
     return _read(path, None, None, with_arrays=False)[0]
 
 
-def _read(path, expected_format, supported_version, with_arrays):
-    """Header and (with ``with_arrays``) arrays of a model file (see :func:`load_model`)."""
+def read_magic(path):
+    """The first 4 bytes of the model file ``path`` (``PK\x03\x04`` for structlearn's, ``lCRF`` for
+    CRFsuite's).
+
+    Raises
+    ------
+    FileNotFoundError
+        No file at ``path``.
+    ModelFileError
+        ``path`` is a folder (the message names it).
+    """
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"model file not found: {path!r}")
-    with open(path, "rb") as fh:
-        magic = fh.read(4)
+    if os.path.isdir(path):
+        raise ModelFileError(f"{path!r} is a folder, not a model file; expected the path of a file written "
+                             "by save")
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(4)
+    except IsADirectoryError:  # made a folder since the check
+        raise ModelFileError(f"{path!r} is a folder, not a model file") from None
+
+
+def _read(path, expected_format, supported_version, with_arrays):
+    """Header and (with ``with_arrays``) arrays of a model file (see :func:`load_model`)."""
+    path = os.fspath(path)
+    magic = read_magic(path)
     if magic == b"\x93NUM":
         raise ModelFileError(f"{path!r} holds a single .npy array, not a structlearn model (.npz archive)")
     if magic == _ZIP_EMPTY:
@@ -216,13 +313,21 @@ def _read_npz(npz, path, expected_format, supported_version, with_arrays):
             if expected_format is not None and fmt != expected_format:
                 raise ModelFileError(f"{path!r} is a {fmt!r} model file, not {expected_format!r}; load it "
                                      "with the matching estimator")
-            if not isinstance(ver, int):
+            if not isinstance(ver, int) or isinstance(ver, bool):
                 raise ModelFileError(f"{path!r}: the header has no integer format version (got {ver!r})")
             if supported_version is not None and ver > supported_version:
                 raise ModelFileError(f"model file version {ver} is newer than this structlearn (supports "
                                      f"≤ {supported_version}); upgrade structlearn")
+            names = header.get("arrays", [])
+            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+                raise ModelFileError(f"{path!r}: the header's 'arrays' must be a list of names; got "
+                                     f"{names!r:.80} (the file is corrupt)")
+            for key in ("params", "metadata"):
+                if not isinstance(header.get(key, {}), dict):
+                    raise ModelFileError(f"{path!r}: the header's {key!r} must be a JSON object; got "
+                                         f"{header[key]!r:.80} (the file is corrupt)")
             arrays = {}
-            for name in header.get("arrays", []) if with_arrays else ():
+            for name in names if with_arrays else ():
                 if name not in npz.files:
                     raise ModelFileError(f"{path!r}: the header lists array {name!r} but the file lacks it "
                                          "(the file is corrupt)")
@@ -235,7 +340,11 @@ def _read_npz(npz, path, expected_format, supported_version, with_arrays):
 def _array(npz, name, path):
     """Member ``name`` of an opened archive; ModelFileError (naming it) for a truncated or refused one."""
     try:
-        return npz[name]
+        value = npz[name]
+    except (tokenize.TokenError, SyntaxError) as exc:  # NumPy re-parses a .npy header that is not a Python
+        # literal with the tokenizer (for Python 2 files); a damaged one can fail there
+        raise ModelFileError(f"{path!r}: array {name!r} has a corrupt .npy header ({exc}); the file is "
+                             "corrupt") from None
     except ValueError as exc:  # NumPy's ValueError for short data ("EOF: reading array data, ..."), a
         # malformed .npy header, or an object array (which needs pickle, refused)
         if "pickle" in str(exc):
@@ -244,3 +353,10 @@ def _array(npz, name, path):
         what = ("truncated (its data is shorter than its header's shape and dtype need)"
                 if str(exc).startswith("EOF") else "corrupt (a malformed .npy array header)")
         raise ModelFileError(f"{path!r}: array {name!r} is {what}; the file is corrupt: {exc}") from None
+    except OverflowError as exc:  # a shape too large for a C long in the .npy header
+        raise ModelFileError(f"{path!r}: array {name!r} has a corrupt .npy header ({exc}); the file is "
+                             "corrupt") from None
+    if not isinstance(value, np.ndarray):  # NumPy hands back the raw bytes of a member without .npy magic
+        raise ModelFileError(f"{path!r}: member {name!r} is not a .npy array (its magic bytes are damaged); "
+                             "the file is corrupt")
+    return value
