@@ -399,7 +399,8 @@ class CRFBase(ModelFileMixin, EstimatorBase):
             self.training_log_[-1]["stop_reason"] = reason
         if not self.converged_ and algorithm == "lbfgs":
             if reason and "iteration" not in reason:  # a line search failure, not the iteration limit
-                warnings.warn(f"L-BFGS stopped after {self.n_iter_} iterations without converging: {reason.rstrip('.')}; "
+                warnings.warn(f"L-BFGS stopped after {self.n_iter_} iterations without converging: "
+                              f"{reason.rstrip('.')}; "
                               f"the model is the last iterate. Badly scaled attribute values (far from 1 in "
                               f"magnitude) are a common cause: standardise or log-transform them",
                               ConvergenceWarning, stacklevel=_user_stacklevel())
