@@ -163,3 +163,14 @@ def test_templates_survive_json_and_latin1(tmp_path):
     p = tmp_path / "l1.txt"
     p.write_bytes("Peñarol NC B-ORG\n".encode("latin-1"))
     assert read_conll(p, encoding="latin-1") == [[("Peñarol", "NC", "B-ORG")]]
+
+
+@pytest.mark.parametrize("kind", ["path", "text"])
+def test_read_conll_drops_a_utf8_bom(tmp_path, kind):
+    text = "\ufeffHe PRP B-NP\nreckons VBZ B-VP\n"
+    if kind == "path":
+        src = tmp_path / "bom.conll"
+        src.write_bytes(text.encode("utf-8"))
+    else:
+        src = io.StringIO(text)
+    assert read_conll(src) == [[("He", "PRP", "B-NP"), ("reckons", "VBZ", "B-VP")]]

@@ -190,3 +190,23 @@ def test_tree_file_with_symbolic_node_ids():
     X, y, nodes, parents = read_crfsuite_tree(io.StringIO(text))
     assert nodes == [["n1", "root", 7], [0]] and parents == [["root", -1, "root"], [-1]]
     assert [list(p) for p in parents_from_ids(nodes, parents)] == [[1, -1, 1], [-1]]
+
+
+@pytest.mark.parametrize("kind", ["path", "gzip", "binary", "text"])
+def test_utf8_bom_is_not_part_of_the_first_label(tmp_path, kind):
+    # a byte-order mark (Windows editors) made "\ufeffB-NP" a class of its own beside "B-NP"
+    text = "\ufeff" + SAMPLE
+    data = text.encode("utf-8")
+    if kind == "path":
+        src = tmp_path / "bom.txt"
+        src.write_bytes(data)
+    elif kind == "gzip":
+        src = tmp_path / "bom.txt.gz"
+        src.write_bytes(gzip.compress(data))
+    elif kind == "binary":
+        src = io.BufferedReader(io.BytesIO(data))
+    else:
+        src = io.StringIO(text)
+    X, y = read_crfsuite(src)
+    assert y == [["B-NP", "B-VP"], ["O"]]
+    assert X[0][0] == {"w[0]=He": 1.0, "pos[0]=PRP": 1.0, "__BOS__": 1.0}

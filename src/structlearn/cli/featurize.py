@@ -6,7 +6,7 @@ from typing import NamedTuple
 
 from .common import CLIError, source
 
-__all__ = ["Data", "Featurizer", "TreeReader", "read_many"]
+__all__ = ["Data", "Featurizer", "TreeReader", "read_many", "check_attribute_file"]
 
 
 class Data(NamedTuple):
@@ -39,6 +39,23 @@ def load_template(spec):
 def _json_template(tpl):
     """A template dict as plain JSON data (tuples -> lists)."""
     return json.loads(json.dumps(tpl))
+
+
+def check_attribute_file(X, y, name):
+    """Refuse a file read as CRFsuite attributes that is evidently something else: a line with spaces but no
+    TAB (a CoNLL column file, or TABs turned into spaces) reads as one label without attributes, and a
+    file in which no item has an attribute cannot train or tag anything. Time O(number of items)."""
+    for b, (xs, ys) in enumerate(zip(X, y)):
+        for t, (item, lab) in enumerate(zip(xs, ys)):
+            if not item and " " in lab:
+                raise CLIError(f"{name}: sequence {b + 1}, item {t + 1} reads as the label {lab!r} without "
+                               f"attributes: the line has spaces but no TAB, and CRFsuite attribute files "
+                               f"separate the label and the attributes by TABs; a CoNLL column file needs "
+                               f"--format conll")
+    if X and not any(item for xs in X for item in xs):
+        raise CLIError(f"{name}: no line has an attribute (every line reads as a bare label); CRFsuite "
+                       f"attribute files separate the label and the attributes by TABs; a CoNLL column file "
+                       f"needs --format conll")
 
 
 class Featurizer:
@@ -103,6 +120,7 @@ class Featurizer:
                 from ..io.crfsuite import read_crfsuite
 
                 X, y = read_crfsuite(source(path))
+                check_attribute_file(X, y, name)
                 return Data(X, y, name, {})
             from ..io.conll import featurize, read_conll
 

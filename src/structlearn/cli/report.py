@@ -256,6 +256,10 @@ def cmd_info(args):
             out("longest segments: " + ", ".join(f"{c} {n}" for c, n in est.max_lengths_.items()))
     params = header.get("params") or {}
     out("parameters: " + " ".join(f"{k}={v}" for k, v in params.items() if k != "verbose"))
+    if str(header.get("version", "")).startswith("crfsuite"):  # lCRF: weights only, nothing of the training
+        out("training: not recorded (a CRFsuite model file keeps no iteration count, convergence or loss)")
+        out.flush()
+        return 0
     log = list(est.training_log_)
     secs = sum(e.get("seconds", 0.0) for e in log)
     line = f"training: {est.n_iter_} iterations, {'converged' if est.converged_ else 'not converged'}"

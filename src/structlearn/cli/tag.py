@@ -89,6 +89,30 @@ def _open(args):
     return open_model(args.model)
 
 
+def _check_known_attributes(est, X, name, model, fmt):
+    """Refuse input none of whose attributes the model knows: every item would get the labels that the
+    transitions alone favour (a CoNLL file read as CRFsuite attributes, or the wrong template). Stops at the
+    first known attribute, so valid input costs next to nothing."""
+    vocab = getattr(est, "_vocab", None)
+    known = vocab.index if vocab is not None else set(getattr(est, "attributes_", None) or ())
+    if not known:
+        return
+    first = None
+    for xs in X:
+        for item in xs:
+            for a in item:
+                if a in known:
+                    return
+                if first is None:
+                    first = a
+    if first is None:
+        return  # no attribute at all (the reader's checks name that case)
+    how = {"crfsuite": "; is it a CoNLL column file? then give --format conll (and --template)",
+           "conll": "; check --template and --columns"}.get(fmt, "")
+    raise CLIError(f"{name}: none of the input's attributes (e.g. {first!r}) is known to the model {model}, "
+                   f"so the input is not in the form the model was trained on{how}")
+
+
 def _kbest_k(k, X, classes):
     """``-k K`` capped at the number of labelings a sequence of ``X`` can have, at most (2·|classes| + 1)^length
     (the BIO tags of a segment model included): the k-best kernels allocate K rows, and more labelings than
@@ -112,9 +136,11 @@ def cmd_tag(args):
     need_gold = args.test or args.reference
     with warnings.catch_warnings(record=True) as caught:  # e.g. unknown declarations: one line each
         warnings.simplefilter("always")
-        X, y, name, extra = _reader(fmt, est, args).read(args.input, need_labels=need_gold)
+        reader = _reader(fmt, est, args)
+        X, y, name, extra = reader.read(args.input, need_labels=need_gold)
     for w in caught:
         warn(str(w.message).splitlines()[0])
+    _check_known_attributes(est, X, name, args.model, reader.format)
     est = _TAGGERS.get(fmt, Tagger)(est, extra)
     if need_gold:
         if y is None or any(lab == "" for s in y for lab in s):

@@ -44,6 +44,36 @@ def label_key(lab):
     return lab if isinstance(lab, (str, int, float)) else str(lab)
 
 
+#: attribute values beyond this magnitude draw a warning at ``fit``: such an attribute needs a weight
+#: ~1/|value| while indicator attributes need weights near 1, so the Hessian of the objective spans a
+#: factor of at least value² in curvature; L-BFGS (m=6, CRFsuite's stopping tests) then stops after a few
+#: iterations on a model that predicts one label (seen from 1e5 on separable data; 1e4 still trains)
+MAX_ATTRIBUTE_VALUE = 1e4
+
+
+def check_value_scale(packed, vocab):
+    """Warn when an attribute value of ``packed`` exceeds :data:`MAX_ATTRIBUTE_VALUE` in magnitude, naming
+    the largest value, its attribute and where it occurs. Time O(number of attribute occurrences)."""
+    vals = packed.item_val
+    if not vals.size:
+        return
+    big = np.abs(vals) > MAX_ATTRIBUTE_VALUE
+    if not big.any():
+        return
+    pos = int(np.argmax(np.abs(vals)))
+    row = int(np.searchsorted(packed.item_ptr, pos, side="right")) - 1
+    seq = int(np.searchsorted(packed.offsets, row, side="right")) - 1
+    names = {vocab.names[a] for a in np.unique(packed.item_attr[big])[:6]}
+    n_attr = len(np.unique(packed.item_attr[big]))
+    others = f" ({n_attr} attributes in all exceed it: {sorted(map(str, names))[:5]})" if n_attr > 1 else ""
+    warnings.warn(f"`X`: attribute {vocab.names[packed.item_attr[pos]]!r} has the value {vals[pos]:g} (sequence "
+                  f"{seq}, item {row - int(packed.offsets[seq])}); attribute values above "
+                  f"{MAX_ATTRIBUTE_VALUE:g} in magnitude make training badly scaled, and L-BFGS may stop "
+                  f"early on a model that predicts a single label{others}. Standardise such values (divide by "
+                  f"their standard deviation) or log-transform them (log1p)", UserWarning,
+                  stacklevel=_user_stacklevel())
+
+
 def _user_stacklevel():
     """The ``stacklevel`` of a warning raised here that points at the first caller outside structlearn
     (the user's ``fit`` call, however deep the estimator's own helpers are)."""
@@ -182,6 +212,10 @@ class CRFBase(ModelFileMixin, EstimatorBase):
                                  f"every item needs exactly one label")
             o = packed.offsets[s]
             for t, lab in enumerate(seq):
+                if lab is None:  # str(None) would be a label 'None' of its own
+                    raise ValueError(f"`{name}[{s}][{t}]` (sequence {s}, position {t}) is None; every item "
+                                     f"needs a label (a str or int); give a label to every item, or leave "
+                                     f"unlabelled sequences out of `{name}`")
                 lab = label_key(lab)
                 k = idx.get(lab)
                 if k is None:
@@ -317,6 +351,7 @@ class CRFBase(ModelFileMixin, EstimatorBase):
 
         # an interrupted or failed run leaves no coef_ (the model_ is already the new one) and converged_
         # False
+        status = {}
         with training(self, drop=("coef_",)):
             if algorithm == "lbfgs":
                 # the one training loop of every CRF: L-BFGS over shards (here one local shard; the same loop
@@ -342,7 +377,8 @@ class CRFBase(ModelFileMixin, EstimatorBase):
                     w, n_iter, converged, _ = lbfgs(
                         f, w0, c1=self.c1, m=self.num_memories, epsilon=epsilon, period=self.period,
                         delta=self.delta, max_iterations=self.max_iterations, linesearch=self.linesearch,
-                        max_linesearch=self.max_linesearch, callback=progress, mask=model.free_mask())
+                        max_linesearch=self.max_linesearch, callback=progress, mask=model.free_mask(),
+                        status=status)
                 finally:
                     if workers is not None:
                         workers.close()
@@ -368,10 +404,20 @@ class CRFBase(ModelFileMixin, EstimatorBase):
         self.n_iter_ = int(n_iter)
         self.converged_ = bool(converged)
         self.training_seconds_ = time.perf_counter() - t0
+        reason = status.get("stop_reason")
+        if reason and self.training_log_:
+            self.training_log_[-1]["stop_reason"] = reason
         if not self.converged_ and algorithm == "lbfgs":
-            warnings.warn(f"L-BFGS stopped after {self.n_iter_} iterations without meeting the stopping "
-                          f"criteria (epsilon={epsilon}, delta={self.delta}); increase "
-                          f"`max_iterations`", ConvergenceWarning, stacklevel=_user_stacklevel())
+            if reason and "iteration" not in reason:  # a line search failure, not the iteration limit
+                warnings.warn(f"L-BFGS stopped after {self.n_iter_} iterations without converging: "
+                              f"{reason.rstrip('.')}; "
+                              f"the model is the last iterate. Badly scaled attribute values (far from 1 in "
+                              f"magnitude) are a common cause: standardise or log-transform them",
+                              ConvergenceWarning, stacklevel=_user_stacklevel())
+            else:
+                warnings.warn(f"L-BFGS stopped after {self.n_iter_} iterations without meeting the stopping "
+                              f"criteria (epsilon={epsilon}, delta={self.delta}); increase "
+                              f"`max_iterations`", ConvergenceWarning, stacklevel=_user_stacklevel())
 
     # ------------------------------------------------------------------------------------------------
     # inspection
@@ -445,7 +491,9 @@ class ChainCRFBase(CRFBase):
         vocab = AttributeVocabulary()
         packed = vocab.encode(X, lengths, grow=True)
         self._check_nonempty(packed)
-        return vocab, packed, self._fit_labels(y, packed)
+        yy = self._fit_labels(y, packed)
+        check_value_scale(packed, vocab)
+        return vocab, packed, yy
 
     def _dev_set(self, vocab, X_dev, y_dev):
         if X_dev is None:

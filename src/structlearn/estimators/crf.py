@@ -299,10 +299,19 @@ class LinearChainCRF(ChainCRFStreamMixin, ChainCRFBase):
         ------
         ValueError
             Empty training set, items and labels of different lengths, non-finite attribute values,
-            labels with tabs, bad parameters.
+            labels with tabs, a label that is None (sequence and position named), bad parameters.
         KeyboardInterrupt
             Ctrl-C during training (or an exception of ``callback``, raised as it is): the estimator is
             left without ``coef_``, with ``converged_ = False``, and ``model_filename`` is not written.
+
+        Warns
+        -----
+        UserWarning
+            An attribute value above 1e4 in magnitude (``_crf_base.MAX_ATTRIBUTE_VALUE``; the attribute,
+            the value and where it occurs named): training is badly scaled and may end on a model that
+            predicts one label; standardise or log-transform such values.
+        ConvergenceWarning
+            L-BFGS stopped at ``max_iterations``, or on a line search that failed (its status named).
         """
         self._check_params()
         t0 = time.perf_counter()

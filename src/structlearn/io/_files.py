@@ -16,6 +16,12 @@ def describe(source):
     return getattr(source, "name", None) or f"<{type(source).__name__}>"
 
 
+def strip_bom(text):
+    """``text`` without a leading UTF-8 byte-order mark (U+FEFF), for text streams that were decoded
+    elsewhere (a ``StringIO``, standard input in text mode)."""
+    return text[1:] if text[:1] == "\ufeff" else text
+
+
 @contextlib.contextmanager
 def open_text(source, mode="r", encoding="utf-8", error=ValueError):
     """Open ``source`` for reading or writing text.
@@ -23,7 +29,9 @@ def open_text(source, mode="r", encoding="utf-8", error=ValueError):
     ``source`` is a path (``.gz`` means gzip; when reading, gzip is also recognised by its magic bytes)
     or an already open file object (text or binary; a binary one is decoded as ``encoding``, and when
     reading gzip is recognised by its magic bytes), which is not closed. Reading
-    uses universal newlines, so LF, CRLF and CR files read the same; writing uses LF.
+    uses universal newlines, so LF, CRLF and CR files read the same; writing uses LF. When reading UTF-8, a
+    byte-order mark at the start (as Windows editors write) is dropped, so that it does not become part of the
+    first label or column; a text stream already decoded is the reader's to check (:func:`strip_bom`).
 
     Raises
     ------
@@ -36,6 +44,8 @@ def open_text(source, mode="r", encoding="utf-8", error=ValueError):
     """
     if mode not in ("r", "w"):
         raise ValueError(f"`mode` must be 'r' or 'w'; got {mode!r}")
+    if mode == "r" and encoding.lower().replace("_", "-") in ("utf-8", "utf8"):
+        encoding = "utf-8-sig"  # drops a leading byte-order mark, reads the rest as UTF-8
     if not isinstance(source, (str, os.PathLike)):
         if isinstance(source, io.TextIOBase) or hasattr(source, "encoding"):
             yield source

@@ -12,7 +12,7 @@ See :mod:`structlearn.io.templates` for the template layout and the shipped temp
 """
 import gc
 
-from ._files import describe, open_text
+from ._files import describe, open_text, strip_bom
 from .templates import DERIVED_FUNCTIONS, get_template
 
 __all__ = ["read_conll", "apply_template", "featurize", "compile_template", "CompiledTemplate",
@@ -31,7 +31,8 @@ def read_conll(path, columns=None, sep=None, *, docstart="-DOCSTART-", encoding=
     Parameters
     ----------
     path : str, os.PathLike or file object
-        ``.gz`` files (or gzip magic bytes) are decompressed; UTF-8; LF/CRLF.
+        ``.gz`` files (or gzip magic bytes) are decompressed; UTF-8 (a leading byte-order mark is dropped);
+        LF/CRLF.
     columns : sequence of int, optional
         Indices of the columns to keep (negative counts from the end), in the given order; all by default.
     sep : str, optional
@@ -66,6 +67,8 @@ def read_conll(path, columns=None, sep=None, *, docstart="-DOCSTART-", encoding=
     with open_text(path, "r", encoding=encoding, error=ConllFormatError) as fh:
         for lineno, line in enumerate(fh, 1):
             line = line.rstrip("\r\n")
+            if lineno == 1:
+                line = strip_bom(line)  # a text stream decoded elsewhere (a path's is dropped on opening)
             if not line.strip():
                 if cur:
                     sentences.append(cur)

@@ -26,13 +26,14 @@ fields after the label: the node id and the parent id (``_`` for the root); read
 :func:`read_crfsuite_tree`.
 
 Files ending in ``.gz`` (or starting with the gzip magic bytes) are read and written through gzip. Text is
-UTF-8; LF, CRLF and CR line endings are accepted.
+UTF-8 (a leading byte-order mark is dropped, not read as part of the first label); LF, CRLF and CR line
+endings are accepted.
 """
 import gc
 import math
 import warnings
 
-from ._files import describe, open_text
+from ._files import describe, open_text, strip_bom
 
 __all__ = ["read_crfsuite", "write_crfsuite", "read_crfsuite_tree", "CRFsuiteFormatError"]
 
@@ -143,7 +144,7 @@ def _read(source, n_header, return_weights, on_header):
         xs, ys, weight = [], [], 1.0
 
     with open_text(source, "r", error=CRFsuiteFormatError) as fh:
-        text = fh.read()
+        text = strip_bom(fh.read())
     lines = text.split("\n")
     del text
     if lines and lines[-1] == "":

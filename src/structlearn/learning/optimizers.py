@@ -20,11 +20,14 @@ from ..utils.interrupts import as_interrupt
 
 
 def lbfgs(objective, x0, *, c1=0.0, m=6, epsilon=1e-5, period=10, delta=1e-5, max_iterations=None,
-          linesearch="MoreThuente", max_linesearch=20, callback=None, mask=None):
+          linesearch="MoreThuente", max_linesearch=20, callback=None, mask=None, status=None):
     """Minimise ``objective(w, g)`` (+ c1‖w‖₁) by L-BFGS, or OWL-QN when ``c1 > 0`` (Andrew & Gao 2007).
 
     Stopping criteria as CRFsuite: ‖g‖ / max(1, ‖w‖) < ``epsilon``, or the relative improvement of the
     objective over the last ``period`` iterations below ``delta``, or ``max_iterations``.
+
+    ``status``, a dict, receives ``"stop_reason"`` (libLBFGS's status in words), also when no iteration
+    completed (a line search that fails at once), where ``log`` is empty.
 
     Raises
     ------
@@ -133,6 +136,8 @@ def lbfgs(objective, x0, *, c1=0.0, m=6, epsilon=1e-5, period=10, delta=1e-5, ma
         reason = f"max_iterations={max_iterations} reached"
     if log:
         log[-1]["stop_reason"] = reason
+    if status is not None:
+        status["stop_reason"] = reason
     return np.asarray(x), len(log), converged, log
 
 
