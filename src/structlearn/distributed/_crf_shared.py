@@ -12,7 +12,7 @@ from functools import partial
 import numpy as np
 
 from ..learning.shards import ShardedObjective, objective_statistics
-from ._common import identity, placement, shard_map, tree_reduce
+from ._common import collect, identity, placement, shard_map, tree_reduce, wait_shards
 
 __all__ = ["check_bag", "check_lbfgs", "load", "release", "pair_counts", "merge_counts", "reduce_counts",
            "state_features", "train_on_shards", "identity"]
@@ -103,8 +103,9 @@ def merge_counts(parts, summed=("pairs",), maxed=()):
 def reduce_counts(client, futures, split_every, summed=("pairs",), maxed=()):
     """The merged counts (:func:`merge_counts`, in partition order) of the futures of partition counts,
     reduced in a tree of fan-in ``split_every`` on the workers; the result comes to the client."""
-    return tree_reduce(client, partial(merge_counts, summed=summed, maxed=maxed), futures,
-                       split_every).result()
+    total = tree_reduce(client, partial(merge_counts, summed=summed, maxed=maxed), futures, split_every)
+    wait_shards(client, futures)
+    return collect(client, [total], [len(futures)])[0]
 
 
 def state_features(pairs, seen, index, label_index, n_labels, min_freq, all_possible_states):
@@ -135,7 +136,7 @@ def train_on_shards(estimator, client, model, shards, where, t0, split_every=8, 
     ``where(i)``): each evaluation sends w once and tree-reduces value and gradient; the penalty
     (``estimator.c2``; ``c1`` in OWL-QN) is added on the client. The shards are computed first, so that
     errors of the data come before training."""
-    client.gather(shards)
+    collect(client, shards)
     shard_statistics = shard_map(client, shards, where, split_every, callback)
 
     def map_statistics(w):
