@@ -16,19 +16,6 @@ sd = require_module("structlearn.distributed")
 
 
 @pytest.fixture
-def small_client():
-    cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                                       dashboard_address=None)
-    client = distributed.Client(cluster)
-    try:
-        client.wait_for_workers(1)
-        yield client
-    finally:
-        client.close()
-        cluster.close()
-
-
-@pytest.fixture
 def client_without_workers(small_client):
     client = small_client
     client.retire_workers(close_workers=True)

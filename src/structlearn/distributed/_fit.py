@@ -4,6 +4,7 @@ import pickle
 
 import numpy as np
 
+from ..utils.validation import as_real_float64
 from ._common import check_timeout, collect, placement, shard_map, waiting_at_most
 from ._adaboost import fit_adaboost_mrf
 from ._crf import fit_crf
@@ -18,7 +19,7 @@ __all__ = ["fit", "shard_bytes"]
 def _load_shard(estimator, part, kind):
     """Worker side: one partition -> a validated Shard (the estimator's own validation of ``fit``)."""
     if kind == "sequences":
-        seqs = [np.asarray(s, dtype=np.float64) for s in part]
+        seqs = [as_real_float64(s, "X") for s in part]   # no silent cast of complex values or strings
         if not seqs:
             raise ValueError("a partition of the bag holds no sequence; repartition the bag without empty "
                              "partitions")
