@@ -83,6 +83,18 @@ def test_missing_model_folder_fails_before_training(capsys, tmp_path):
     assert rc == 2 and "-m/--model" in err
 
 
+def test_model_path_under_a_file_names_the_file(capsys, tmp_path):
+    """-m under a regular file: the error says which component is a file (not that a folder is missing)."""
+    (train,) = _files(tmp_path, 1)
+    blocker = tmp_path / "notes.txt"
+    blocker.write_text("a file, not a folder\n")
+    for model in (blocker / "x.model", blocker / "sub" / "x.model"):
+        rc, out, err = run(capsys, "learn", "-m", model, train)
+        assert rc == 2 and "Reading" not in out
+        assert err.strip().endswith(f"{blocker} is a file, not a folder") and "does not exist" not in err
+        assert len(err.strip().splitlines()) == 1
+
+
 def test_holdout_group_and_split(capsys, tmp_path):
     a, b = _files(tmp_path)
     model = tmp_path / "m.model"

@@ -222,6 +222,11 @@ def _check_model_path(path):
     """Fail before training when the model file cannot be written."""
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
+        existing = folder   # the deepest component that exists: a file where a folder should be?
+        while not os.path.exists(existing) and os.path.dirname(existing) != existing:
+            existing = os.path.dirname(existing)
+        if os.path.exists(existing) and not os.path.isdir(existing):
+            raise CLIError(f"cannot write the model to {path}: {existing} is a file, not a folder")
         raise CLIError(f"cannot write the model to {path}: the folder {folder} does not exist")
     if os.path.isdir(path):
         raise CLIError(f"cannot write the model to {path}: it is a folder")

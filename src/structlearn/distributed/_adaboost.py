@@ -20,7 +20,7 @@ import numpy as np
 
 from ..estimators.adaboost_mrf import AdaBoostMRF
 from ..structures.graphs import check_graph_labels, check_graphs
-from ._common import placement, shard_map
+from ._common import collect, placement, shard_map
 from ._graph import _count, _split, label_count
 
 __all__ = ["fit_adaboost_mrf"]
@@ -64,7 +64,7 @@ def fit_adaboost_mrf(estimator, data, client, *, split_every=8, callback=None):
     where = placement(client)
     raw = [client.compute(p, **where(i)) for i, p in enumerate(parts)]   # loaded once, kept on the workers
     try:
-        counts = client.gather([client.submit(_count, r, pure=False) for r in raw])
+        counts = collect(client, [client.submit(_count, r, pure=False) for r in raw])
         if any(c["weighted"] for c in counts):
             raise ValueError("AdaBoostMRF.fit takes no sample weights: give the bag (graph, labels) pairs, "
                              "not (graph, labels, sample_weight) triples")

@@ -1,6 +1,11 @@
 """The dask plumbing shared by every distributed fit: shard placement, the tree reduction of shard
-statistics, and the map of a shard-statistics function over persisted shards."""
+statistics, the map of a shard-statistics function over persisted shards, and every wait of the client
+for the workers' results (bounded by the ``timeout`` of the running fit)."""
+import asyncio
+import contextlib
+import contextvars
 import ctypes
+import numbers
 import os
 import sys
 
@@ -8,8 +13,11 @@ import numpy as np
 
 from ..learning.shards import block_cuts, combine_partials, contiguous_ranges, reduce_statistics, tree_partials
 
-__all__ = ["identity", "placement", "tree_reduce", "shard_map", "sum_shards", "keep_heap", "fixed_blocks",
-           "block_map"]
+__all__ = ["identity", "placement", "tree_reduce", "shard_map", "sum_shards", "keep_heap", "check_timeout",
+           "waiting_at_most", "wait_shards", "collect", "fixed_blocks", "block_map"]
+
+#: seconds the client waits for one round of the workers' results in the running fit (None: no limit)
+_TIMEOUT = contextvars.ContextVar("structlearn_distributed_timeout", default=None)
 
 _HEAP_KEPT = False
 #: glibc's mallopt parameters (malloc.h) and the values keep_heap sets
@@ -42,6 +50,60 @@ def keep_heap():
         ok = False
     _HEAP_KEPT = True
     return ok
+
+
+def check_timeout(timeout):
+    """``timeout`` as a float of seconds > 0 or None (ValueError naming it otherwise)."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not timeout > 0 \
+            or timeout != timeout:
+        raise ValueError(f"`timeout` must be None (wait forever) or a number of seconds > 0; got {timeout!r}")
+    return float(timeout)
+
+
+@contextlib.contextmanager
+def waiting_at_most(timeout):
+    """Within the block, :func:`wait_shards` and :func:`collect` (every wait of a distributed fit) wait at
+    most ``timeout`` seconds (None: without limit)."""
+    token = _TIMEOUT.set(timeout)
+    try:
+        yield
+    finally:
+        _TIMEOUT.reset(token)
+
+
+def wait_shards(client, futures, counts=None):
+    """Block until every future of ``futures`` (a list) is finished, at most the running fit's timeout.
+
+    ``counts[i]``: how many shards future i stands for (default 1 each), for the message.
+
+    Raises
+    ------
+    TimeoutError
+        After the timeout, naming how many shards were still outstanding and how many workers the
+        scheduler has (every worker lost: dask keeps the tasks waiting for one, without an error).
+    """
+    timeout = _TIMEOUT.get()
+    if timeout is None or not futures:
+        return
+    from distributed import wait
+    try:
+        wait(futures, timeout=timeout)
+    except (TimeoutError, asyncio.TimeoutError):
+        counts = [1] * len(futures) if counts is None else counts
+        out = sum(c for f, c in zip(futures, counts) if not f.done())
+        workers = len(client.scheduler_info().get("workers", {}))
+        raise TimeoutError(f"structlearn.distributed.fit: {out} of {sum(counts)} shards still outstanding after "
+                           f"waiting timeout={timeout:g} s; the scheduler has {workers} worker(s): workers may "
+                           f"be lost (start or restart them), or the shards need longer (pass a larger "
+                           f"`timeout`, or None to wait forever)") from None
+
+
+def collect(client, futures, counts=None):
+    """``client.gather(futures)`` (a list) after :func:`wait_shards`: at most the running fit's timeout."""
+    wait_shards(client, futures, counts)
+    return client.gather(futures)
 
 
 def identity(x):
@@ -98,7 +160,9 @@ def shard_map(client, shards, where, split_every, callback=None):
         p = client.submit(identity, params, pure=False)
         stats = [client.submit(sum_shards, function, p, *members, pure=False, **where(first))
                  for first, members in groups.values()]
-        return tree_reduce(client, reduce_statistics, stats, split_every).result()
+        total = tree_reduce(client, reduce_statistics, stats, split_every)
+        wait_shards(client, stats, [len(members) for _, members in groups.values()])
+        return collect(client, [total], [len(shards)])[0]
 
     return map_statistics
 
@@ -169,7 +233,7 @@ def block_map(client, blocks, ranges, callback=None):
             futures.append(client.submit(_range_partials, function, p, a, n, *blocks[a:b], pure=False,
                                          **where))
         partials = {}
-        for part in client.gather(futures):
+        for part in collect(client, futures):
             partials.update(part)
         return combine_partials(partials, n)
 

@@ -31,7 +31,7 @@ from ..learning.objectives import ChainCLL
 from ..models.features import AttributeVocabulary
 from ._crf_shared import (check_bag, check_lbfgs, identity, load, pair_counts, reduce_counts, release,
                           state_features, train_on_shards)
-from ._common import fixed_blocks
+from ._common import collect, fixed_blocks
 from ._elements import allowed_mask as _mask, split_elements
 
 __all__ = ["fit_crf"]
@@ -147,7 +147,7 @@ def fit_crf(estimator, data, client, *, split_every=8, callback=None, X_dev=None
         names_f = client.submit(identity, names, pure=False)
         # the objective over the data's own blocks (fixed by the sequences, not by the partitions or the
         # workers), summed in their fixed tree: the weights are bitwise those of estimator.fit
-        lengths = client.gather([client.submit(_item_counts, r, pure=False) for r in raw])
+        lengths = collect(client, [client.submit(_item_counts, r, pure=False) for r in raw])
         blocks, ranges = fixed_blocks(client, raw, lengths, _take, _concat, objectives.CRF_BLOCK_ROWS,
                                       objectives.CRF_MAX_BLOCKS)
         shards = [client.submit(_objective, estimator, model_f, names_f, classes, b, j, pure=False)

@@ -12,7 +12,7 @@ from functools import partial
 import numpy as np
 
 from ..learning.shards import ShardedObjective, objective_statistics
-from ._common import block_map, identity, placement, shard_map, tree_reduce
+from ._common import block_map, collect, identity, placement, shard_map, tree_reduce, wait_shards
 
 __all__ = ["check_bag", "check_lbfgs", "load", "release", "pair_counts", "merge_counts", "reduce_counts",
            "state_features", "train_on_shards", "identity"]
@@ -103,8 +103,9 @@ def merge_counts(parts, summed=("pairs",), maxed=()):
 def reduce_counts(client, futures, split_every, summed=("pairs",), maxed=()):
     """The merged counts (:func:`merge_counts`, in partition order) of the futures of partition counts,
     reduced in a tree of fan-in ``split_every`` on the workers; the result comes to the client."""
-    return tree_reduce(client, partial(merge_counts, summed=summed, maxed=maxed), futures,
-                       split_every).result()
+    total = tree_reduce(client, partial(merge_counts, summed=summed, maxed=maxed), futures, split_every)
+    wait_shards(client, futures)
+    return collect(client, [total], [len(futures)])[0]
 
 
 def state_features(pairs, seen, index, label_index, n_labels, min_freq, all_possible_states):
@@ -137,7 +138,7 @@ def train_on_shards(estimator, client, model, shards, where, t0, split_every=8, 
     errors of the data come before training. With ``ranges`` (the shards are the data's own blocks,
     :func:`._common.fixed_blocks`), the sum runs in their fixed tree (:func:`._common.block_map`): the
     weights are bitwise those of the estimator's own ``fit``."""
-    client.gather(shards)
+    collect(client, shards)
     shard_statistics = shard_map(client, shards, where, split_every, callback) if ranges is None else \
         block_map(client, shards, ranges, callback)
 

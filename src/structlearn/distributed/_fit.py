@@ -5,7 +5,8 @@ import pickle
 import numpy as np
 
 from ..learning.shards import Shard, concat_shards, slice_shard
-from ._common import block_map, fixed_blocks, placement, shard_map
+from ..utils.validation import as_real_float64
+from ._common import block_map, check_timeout, collect, fixed_blocks, placement, shard_map, waiting_at_most
 from ._adaboost import fit_adaboost_mrf
 from ._crf import fit_crf
 from ._graph import fit_graph_crf
@@ -19,7 +20,7 @@ __all__ = ["fit", "shard_bytes"]
 def _load_shard(estimator, part, kind):
     """Worker side: one partition -> a validated Shard (the estimator's own validation of ``fit``)."""
     if kind == "sequences":
-        seqs = [np.asarray(s, dtype=np.float64) for s in part]
+        seqs = [as_real_float64(s, "X") for s in part]   # no silent cast of complex values or strings
         if not seqs:
             raise ValueError("a partition of the bag holds no sequence; repartition the bag without empty "
                              "partitions")
@@ -124,7 +125,7 @@ def _held_out(estimator, takes, given):
 
 
 def fit(estimator, data, client=None, *, init="first", split_every=8, callback=None, X_dev=None, y_dev=None,
-        parents_dev=None, edge_attributes_dev=None):
+        parents_dev=None, edge_attributes_dev=None, timeout=None):
     """Fit an EM estimator, a linear-chain CRF, a graph CRF or AdaBoost.MRF on dask shards; the result
     equals ``estimator.fit`` on the same data.
 
@@ -193,6 +194,14 @@ def fit(estimator, data, client=None, *, init="first", split_every=8, callback=N
         concatenated data. As in ``fit``, ``y_dev`` without ``X_dev`` is not used.
     parents_dev, edge_attributes_dev : list (per tree), optional
         TreeCRF only: the parents and edge attributes of the held-out trees, as ``fit``'s.
+    timeout : float > 0 or None, default None
+        The longest the client waits, in seconds, for one round of results from the workers (the shards
+        loaded and counted, one E-step, one evaluation of a CRF's objective), after which ``TimeoutError``.
+        dask does not fail tasks when every worker is gone: it keeps them until a worker joins, so without
+        a timeout a fit whose workers are all lost waits forever. None (the default) waits without limit,
+        because a cluster that grows on demand (an adaptive or batch-queue cluster) may start with no
+        worker and legitimately wait long for its first one; pass a bound above the longest round you
+        expect (e.g. a few times the first iteration's time) to be told instead.
 
     Returns
     -------
@@ -214,7 +223,10 @@ def fit(estimator, data, client=None, *, init="first", split_every=8, callback=N
         distributed fit does not take them (SemiMarkovCRF, GraphCRF, AdaBoostMRF, the EM models; the
         tree arguments for a LinearChainCRF or HigherOrderCRF), naming the argument and the estimator;
         bad held-out data (the errors of ``fit``: labels that do not fit the items, labels absent from
-        the training labels, bad ``parents_dev``, ...).
+        the training labels, bad ``parents_dev``, ...); a ``timeout`` that is not None or a number > 0.
+    TimeoutError
+        When one round of results has not arrived after ``timeout`` seconds, naming how many shards were
+        still outstanding and how many workers the scheduler has (workers may be lost).
 
     Notes
     -----
@@ -264,6 +276,14 @@ def fit(estimator, data, client=None, *, init="first", split_every=8, callback=N
         raise ValueError(f"`split_every` must be an integer >= 2; got {split_every!r}")
     if callback is not None and not callable(callback):
         raise ValueError(f"`callback` must be callable or None; got {type(callback).__name__}")
+    timeout = check_timeout(timeout)
+    given = dict(X_dev=X_dev, y_dev=y_dev, parents_dev=parents_dev, edge_attributes_dev=edge_attributes_dev)
+    with waiting_at_most(timeout):
+        return _fit(estimator, data, client, init, split_every, callback, given)
+
+
+def _fit(estimator, data, client, init, split_every, callback, given):
+    """:func:`fit` after the checks of its own arguments (``given``: the held-out keyword arguments)."""
     from ..estimators.adaboost_mrf import AdaBoostMRF
     from ..estimators.crf import LinearChainCRF
     from ..estimators.graph_crf import GraphCRF
@@ -271,7 +291,6 @@ def fit(estimator, data, client=None, *, init="first", split_every=8, callback=N
     from ..estimators.semicrf import SemiMarkovCRF
     from ..estimators.tree_crf import TreeCRF
 
-    given = dict(X_dev=X_dev, y_dev=y_dev, parents_dev=parents_dev, edge_attributes_dev=edge_attributes_dev)
     crf = {LinearChainCRF: (fit_crf, _CHAIN_DEV), GraphCRF: (fit_graph_crf, ()),
            AdaBoostMRF: (fit_adaboost_mrf, ()), SemiMarkovCRF: (fit_semicrf, ()),
            TreeCRF: (fit_tree_crf, _TREE_DEV), HigherOrderCRF: (fit_higher_order_crf, _CHAIN_DEV)}
@@ -289,9 +308,9 @@ def fit(estimator, data, client=None, *, init="first", split_every=8, callback=N
         from distributed import get_client
         client = get_client()
     shards = _partitions(data, client, estimator)
-    meta = client.gather(client.map(_shard_meta, shards, pure=False))
+    meta = collect(client, client.map(_shard_meta, shards, pure=False))
     if isinstance(init, str) and init == "first":
-        first = shards[0].result()
+        first = collect(client, shards[:1])[0]
         init_data = (first.X, first.lengths, _known(estimator, first))
     elif isinstance(init, tuple) and len(init) in (2, 3):
         if len(init) == 3:
@@ -308,8 +327,8 @@ def fit(estimator, data, client=None, *, init="first", split_every=8, callback=N
     extra = {}
     if hasattr(estimator, "_shard_summary"):
         extra = estimator._merge_shard_summaries(
-            client.gather([client.submit(_summary, estimator, s, pure=False) for s in shards]))
-    lengths = client.gather(client.map(_lengths, shards, pure=False))
+            collect(client, [client.submit(_summary, estimator, s, pure=False) for s in shards]))
+    lengths = collect(client, client.map(_lengths, shards, pure=False))
     if all(x is not None for x in lengths):
         # the data's own blocks (fixed by the sequences, not by the partitions or workers): the model is
         # bitwise that of estimator.fit on the concatenated data

@@ -22,7 +22,7 @@ import numpy as np
 from ..learning.graph_objective import GraphCLL, graph_objective_statistics
 from ..estimators.graph_crf import GraphCRF
 from ..structures.graphs import check_graph_labels, check_graphs
-from ._common import placement, shard_map
+from ._common import collect, placement, shard_map
 
 __all__ = ["fit_graph_crf"]
 
@@ -96,7 +96,7 @@ def fit_graph_crf(estimator, data, client, *, split_every=8, callback=None):
     where = placement(client)
     raw = [client.compute(p, **where(i)) for i, p in enumerate(parts)]   # loaded once, kept on the workers
     try:
-        counts = client.gather([client.submit(_count, r, pure=False) for r in raw])
+        counts = collect(client, [client.submit(_count, r, pure=False) for r in raw])
         shapes = {(c["D"], c["F"]) for c in counts}
         if len(shapes) != 1:
             raise ValueError(f"the graphs of the bag must have the same numbers of node and edge features "
@@ -112,7 +112,7 @@ def fit_graph_crf(estimator, data, client, *, split_every=8, callback=None):
         K = label_count(estimator, counts)
         shards = [client.submit(_objective, estimator, K, factors, r, pure=False, **where(i))
                   for i, r in enumerate(raw)]
-        client.gather(shards)   # errors of the data (labels outside 0..K-1, ...) before training
+        collect(client, shards)   # errors of the data (labels outside 0..K-1, ...) before training
         shard_statistics = shard_map(client, shards, where, split_every, callback)
 
         def map_statistics(w):

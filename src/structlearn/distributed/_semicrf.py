@@ -26,9 +26,10 @@ import numpy as np
 
 from ..learning.objectives import SemiMarkovCLL
 from ..models.features import AttributeVocabulary
-from ._elements import split_elements
+from ._common import collect
 from ._crf_shared import (check_bag, check_lbfgs, identity, load, merge_counts, pair_counts, reduce_counts,
                           release, state_features, train_on_shards)
+from ._elements import split_elements
 
 __all__ = ["fit_semicrf"]
 
@@ -184,8 +185,8 @@ def fit_semicrf(estimator, data, client, *, split_every=8, callback=None):
     try:
         fmt = estimator.label_format
         if fmt == "auto":
-            f = merge_counts(client.gather([client.submit(_format, estimator, r, i, pure=False)
-                                            for i, r in enumerate(raw)]), summed=())
+            f = merge_counts(collect(client, [client.submit(_format, estimator, r, i, pure=False)
+                                              for i, r in enumerate(raw)]), summed=())
             fmt = "segments" if f["first"] == "segments" else (
                 "runs" if f["first"] is None or f["nonbio"] else "bio")
         counts = reduce_counts(client, [client.submit(_count, estimator, fmt, r, i, pure=False)
@@ -218,7 +219,8 @@ def fit_semicrf(estimator, data, client, *, split_every=8, callback=None):
                     for i, r in enumerate(raw)]
         span_features = None
         if "span" in sf:
-            spans = np.concatenate(client.gather([client.submit(_spans, p, pure=False) for p in prepared]))
+            spans = np.concatenate(collect(client, [client.submit(_spans, p, pure=False)
+                                                    for p in prepared]))
             estimator._span_hash = np.unique(spans[:, 0])
             span_features = np.zeros((estimator._span_hash.size, K), bool)
             span_features[np.searchsorted(estimator._span_hash, spans[:, 0]), spans[:, 1]] = True

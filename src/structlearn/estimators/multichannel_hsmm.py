@@ -21,7 +21,7 @@ from ..models import durations as _dur
 from ..models import emissions as _emi
 from ..models.distribution import families_from_file, family_to_file
 from ..models.multichannel_hsmm import MC_CENSORING, MultiChannelPotentials, m_step
-from ..utils.validation import check_lengths
+from ..utils.validation import as_real_float64, check_lengths
 from ._base import training
 from ._em_files import fit_state, restore_fit_state
 from ._em_restarts import check_n_jobs
@@ -668,10 +668,7 @@ class MultiChannelHSMM(ShardOnlineMixin, BaseEstimator):
 
 def _as_float_2d(X):
     """X as a 2-d float64 array (1-d: one column; NaN = missing; infinite values refused)."""
-    try:
-        arr = np.asarray(X, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"`X` must be a numeric array; got {type(X).__name__} ({exc})") from None
+    arr = as_real_float64(X)
     if arr.ndim == 1:
         arr = arr[:, None]
     if arr.ndim != 2:

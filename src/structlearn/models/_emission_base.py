@@ -2,6 +2,7 @@
 :mod:`structlearn.models.emissions` for the protocol)."""
 import numpy as np
 
+from ..utils.validation import as_real_float64, check_real
 from .distribution import Distribution
 
 __all__ = ["EmissionDistribution", "check_observations"]
@@ -10,10 +11,7 @@ _LOG_2PI = np.log(2 * np.pi)
 
 
 def _as_2d(X, name="X", n_features=None):
-    try:
-        arr = np.asarray(X, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"`{name}` must be a numeric array; got {type(X).__name__} ({exc})") from None
+    arr = as_real_float64(X, name)
     if arr.ndim == 1:
         arr = arr[:, None]
     if arr.ndim != 2:
@@ -26,7 +24,10 @@ def _as_2d(X, name="X", n_features=None):
 
 
 def check_observations(emission, X):
-    """``X`` validated by ``emission.check_X`` when the object has it, else as a numeric 2-d array."""
+    """``X`` validated by ``emission.check_X`` when the object has it, else as a numeric 2-d array; first,
+    for every family, :func:`~structlearn.utils.validation.check_real` (complex values, strings and other
+    non-numeric data are refused, as hmmlearn refuses them)."""
+    X = check_real(X)
     return emission.check_X(X) if hasattr(emission, "check_X") else _as_2d(X)
 
 

@@ -3,6 +3,7 @@
 import numpy as np
 from sklearn.utils import check_random_state
 
+from ..utils.validation import as_real_float64
 from .emissions import EmissionDistribution
 
 __all__ = ["observed_rows", "HMMFamily"]
@@ -31,10 +32,7 @@ def observed_rows(X):
 
 
 def _as_float_2d(X, n_features=None, what="features"):
-    try:
-        arr = np.asarray(X, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"`X` must be a numeric array; got {type(X).__name__} ({exc})") from None
+    arr = as_real_float64(X)
     if arr.ndim == 1:
         arr = arr[:, None]
     if arr.ndim != 2:

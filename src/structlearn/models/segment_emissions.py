@@ -18,6 +18,8 @@ float64, ``[e, d-1, j]`` = log b_(j,d)(o_{e-d+1:e}) (entries with d > e + 1 unus
 """
 import numpy as np
 
+from ..utils.validation import as_real_float64
+
 __all__ = ["CategoricalSegments", "SegmentLogLikelihood", "check_symbols"]
 
 MAX_PATTERNS = 2_000_000
@@ -26,7 +28,7 @@ MAX_PATTERNS = 2_000_000
 def check_symbols(X, n_symbols, name="X"):
     """(N,) int64 symbols of a one-column X with values in 0..V-1 (``ValueError`` naming ``name``
     otherwise; missing values are not allowed: a segment's probability needs all its symbols)."""
-    X = np.asarray(X, dtype=np.float64)
+    X = as_real_float64(X, name)
     if X.ndim != 2 or X.shape[1] != 1:
         raise ValueError(f"`{name}` must have one column of symbols for categorical segment emissions; got "
                          f"shape {X.shape}")
@@ -97,7 +99,7 @@ class CategoricalSegments:
 
     def check_X(self, X):
         """X as a validated (N, 1) float64 array of symbols 0..V-1 (``ValueError`` otherwise)."""
-        X = np.asarray(X, dtype=np.float64)
+        X = as_real_float64(X)
         if X.ndim == 1:
             X = X[:, None]
         check_symbols(X, self.n_symbols)
@@ -208,7 +210,7 @@ class SegmentLogLikelihood:
 
     def check_X(self, X):
         """X as a 2-d float64 array (a 1-d array is one feature)."""
-        X = np.asarray(X, dtype=np.float64)
+        X = as_real_float64(X)
         if X.ndim == 1:
             X = X[:, None]
         if X.ndim != 2:

@@ -15,6 +15,8 @@ no weight in ``fit``).
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from ..utils.validation import as_real_float64
+
 __all__ = ["PolynomialSegments"]
 
 _LOG_2PI = np.log(2 * np.pi)
@@ -83,7 +85,7 @@ class PolynomialSegments:
 
     def check_X(self, X):
         """X as a validated (N, 1) float64 array (NaN = missing; infinite values refused)."""
-        X = np.asarray(X, dtype=np.float64)
+        X = as_real_float64(X)
         if X.ndim == 1:
             X = X[:, None]
         if X.ndim != 2 or X.shape[1] != 1:

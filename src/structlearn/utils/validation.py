@@ -4,6 +4,58 @@ Messages say what was expected, what arrived and how to fix it. Kernels never va
 """
 import numpy as np
 
+#: dtype kinds of real numbers (bool, signed and unsigned integers, floats)
+_REAL_KINDS = "biuf"
+
+
+def check_real(X, name="X"):
+    """``X`` as an array (not converted) after refusing what float64 would take silently or wrongly.
+
+    hmmlearn (scikit-learn's ``check_array(dtype="numeric")``) refuses the same: complex values (NumPy
+    would drop the imaginary parts with a warning), strings and bytes, even of numbers (``"1.5"``), and
+    other non-numeric dtypes (datetimes, records). An object array is checked entry by entry: numbers
+    (and None, which becomes NaN) pass, strings, bytes and complex numbers do not. Time O(1), O(N) for
+    an object array.
+
+    Raises
+    ------
+    ValueError
+        Naming ``name``, expecting real numbers and saying what arrived (dtype, first bad entry), or when
+        ``X`` is not an array of numbers at all (ragged rows, ...).
+    """
+    try:
+        arr = np.asarray(X)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"`{name}` must be an array of real numbers; got {type(X).__name__} ({exc})") from None
+    kind = arr.dtype.kind
+    if kind in _REAL_KINDS:
+        return arr
+    if kind == "c":
+        raise ValueError(f"`{name}` must hold real numbers; got complex values (dtype {arr.dtype}), whose "
+                         f"imaginary parts would be dropped; pass X.real, np.abs(X) or both as two features")
+    if kind in "US":
+        raise ValueError(f"`{name}` must hold real numbers; got {'strings' if kind == 'U' else 'bytes'} "
+                         f"(dtype {arr.dtype}), e.g. {arr.ravel()[:1].tolist()}; convert them explicitly "
+                         f"(np.asarray(X, dtype=float))")
+    if kind == "O":
+        for i, v in enumerate(arr.flat):
+            if isinstance(v, (str, bytes, complex, np.complexfloating)):
+                raise ValueError(f"`{name}` must hold real numbers; got an object array with "
+                                 f"{type(v).__name__} {v!r} at flat index {i}; convert it explicitly "
+                                 f"(np.asarray(X, dtype=float))")
+        return arr
+    raise ValueError(f"`{name}` must hold real numbers; got dtype {arr.dtype}")
+
+
+def as_real_float64(X, name="X"):
+    """``X`` as a float64 array after :func:`check_real` (``ValueError`` naming ``name`` when an object
+    array holds something that is not a number)."""
+    arr = check_real(X, name)
+    try:
+        return np.asarray(arr, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"`{name}` must be an array of real numbers; got {type(X).__name__} ({exc})") from None
+
 
 def check_lengths(lengths, n_rows, *, name="lengths", rows_name="the potentials"):
     """Validate sequence lengths of a packed ragged batch.
