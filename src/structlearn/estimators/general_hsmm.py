@@ -11,6 +11,7 @@ import copy
 from collections import namedtuple
 
 import numpy as np
+from scipy import special
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
@@ -29,7 +30,7 @@ from ..utils.validation import check_allowed_mask, check_lengths
 from ._criteria import InformationCriteria
 from ._em_restarts import check_n_jobs, fit_restarts, label_mask, n_blocks, warn_empty_states
 from . import _general_hsmm_files as _files
-from ._hsmm_queries import Prediction, SegmentEnds, SubpathQueries, cum_scale, state_runs
+from ._hsmm_queries import Prediction, SegmentEnds, SubpathQueries, cum_scale, state_runs, with_empty_prefixes
 from ._shard_online import ShardOnlineMixin
 
 __all__ = ["GeneralHSMM", "VariableTransitionHMM", "ResidentialTimeHMM", "SegmentFiltered"]
@@ -369,7 +370,10 @@ class _SuperLabelHSMM(ShardOnlineMixin, SubpathQueries, InformationCriteria, Bas
         Prediction
             ``start[t, j]`` = P(S_[t+1 = j | o_1:t) = Σ_d P(S_[t+1:t+d] = j | o_1:t) (a j-segment starts at
             t+1; rows sum to P(a segment ends at t | o_1:t)) and ``state[t, j]`` = P(S_{t+1} = j | o_1:t)
-            (the running segment goes on, or a new one starts), both (N, M) float64.
+            (the running segment goes on, or a new one starts), both (N', M) float64: one row per row of
+            X, plus one row for every sequence of length 0 (a new stream: X with 0 rows and
+            ``lengths=[0]`` or no ``lengths``), in its place in the batch, with ``start`` = ``state`` =
+            P(S_1 = j) = Σ_d π_(j,d) (the empty prefix t = 0, where a segment surely starts).
 
         Raises
         ------
@@ -408,7 +412,8 @@ class _SuperLabelHSMM(ShardOnlineMixin, SubpathQueries, InformationCriteria, Bas
         with np.errstate(invalid="ignore"):
             start = np.nan_to_num(np.exp(log_start - norm[:, None]))
             state = np.nan_to_num(np.exp(np.logaddexp(log_start, cont) - norm[:, None]))
-        return Prediction(start, state)
+        first = np.exp(special.logsumexp(self._general()[0], axis=1))
+        return with_empty_prefixes(Prediction(start, state), lengths, offsets, first)
 
     def _prefix_forward(self, X, lengths):
         """(X, lengths, offsets, forward messages of the uncensored structure, the prediction α̂*[t+1]
