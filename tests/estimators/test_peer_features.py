@@ -45,3 +45,68 @@ def test_general_predict_next_from_an_empty_prefix_is_the_first_state_law(cls):
     m = random_model(cls, 2, 3, "right", np.random.default_rng(5))
     pi, _ = general_params(m)  # π (M, D) in linear space: P(S_1 = j) = Σ_d π_(j,d)
     _check_empty_prefix(m, pi.sum(axis=1))
+
+
+# ------------------------------------------------------------------------------------------------------
+# sample(n_sequences=...)
+# ------------------------------------------------------------------------------------------------------
+def _samplers():
+    from structlearn.hmm import CategoricalHMM, GaussianHMM
+    from tests.estimators import test_adaptive_hsmm as ta
+    from tests.estimators import test_multichannel_hsmm as tm
+    from tests.estimators import test_switching_hsmm as ts
+
+    g = GaussianHMM(2, covariance_type="diag")
+    g.startprob_, g.transmat_ = np.array([0.6, 0.4]), np.array([[0.7, 0.3], [0.2, 0.8]])
+    g.means_, g.covars_ = np.array([[0.0], [3.0]]), np.array([[1.0], [0.5]])
+    c = CategoricalHMM(2)
+    c.startprob_, c.transmat_ = np.array([0.6, 0.4]), np.array([[0.7, 0.3], [0.2, 0.8]])
+    c.emissionprob_ = np.array([[0.5, 0.3, 0.2], [0.1, 0.1, 0.8]])
+    return {
+        "GaussianHMM": (g, 2),
+        "CategoricalHMM": (c, 2),
+        "HiddenSemiMarkovModel": (_hsmm(), 2),
+        "GeneralHSMM": (random_model(GeneralHSMM, 2, 3, "right", np.random.default_rng(1)), 2),
+        "SwitchingHSMM": (ts.random_model(0)[0], 3),
+        "MultiChannelHSMM": (tm.random_model(np.random.default_rng(2)), 2),
+        "AdaptiveFactorHSMM": (ta._adaptive_from(ta._plain("right"), 0.1, 0.1), 4),
+    }
+
+
+@pytest.mark.parametrize("name", ["GaussianHMM", "CategoricalHMM", "HiddenSemiMarkovModel", "GeneralHSMM",
+                                  "SwitchingHSMM", "MultiChannelHSMM", "AdaptiveFactorHSMM"])
+def test_sample_several_sequences_in_one_call(name):
+    m, n_rows = _samplers()[name]
+    one = m.sample(7, random_state=0)
+    assert isinstance(one, tuple) and len(one[0]) == 7  # today's return without n_sequences
+    out = m.sample(7, random_state=0, n_sequences=3)
+    assert len(out) == len(one) + 1
+    np.testing.assert_array_equal(out[-1], [7, 7, 7])
+    # the same draws as three calls on one random stream, packed one after the other
+    rs = np.random.RandomState(0)
+    parts = [m.sample(7, random_state=rs) for _ in range(3)]
+    for i in range(len(one)):
+        if i < n_rows:
+            np.testing.assert_array_equal(out[i], np.concatenate([p[i] for p in parts]))
+        else:
+            for got, p in zip(out[i], parts):
+                np.testing.assert_array_equal(got, p[i])
+    for i in range(len(one)):  # the first sequence is the one of n_sequences=None
+        first = out[i][:7] if i < n_rows else out[i][0]
+        np.testing.assert_array_equal(first, one[i])
+    with pytest.raises(ValueError, match="n_sequences"):
+        m.sample(7, n_sequences=0)
+
+
+def test_hmm_sample_sequences_are_hmmlearns_draws():
+    from hmmlearn import hmm as hl
+    g = _samplers()["GaussianHMM"][0]
+    ref = hl.GaussianHMM(2, covariance_type="diag", init_params="")
+    ref.startprob_, ref.transmat_, ref.means_ = g.startprob_, g.transmat_, g.means_
+    ref.covars_ = np.array([[1.0], [0.5]])
+    rs = np.random.RandomState(4)
+    want = [ref.sample(5, random_state=rs) for _ in range(2)]
+    X, Z, lengths = g.sample(5, random_state=4, n_sequences=2)
+    np.testing.assert_allclose(X, np.concatenate([w[0] for w in want]), rtol=1e-12)
+    np.testing.assert_array_equal(Z, np.concatenate([w[1] for w in want]))
+    np.testing.assert_array_equal(lengths, [5, 5])
