@@ -1,8 +1,11 @@
 """Features users of the peers expect: forecasting a new stream (empty prefix), several sampled sequences
 in one call, one-hot categorical rows, an absorbing geometric duration, the HHMM's warning for a state EM
 gives no posterior mass."""
+import warnings
+
 import numpy as np
 import pytest
+from sklearn.exceptions import ConvergenceWarning
 
 from structlearn import GeneralHSMM, HiddenSemiMarkovModel, ResidentialTimeHMM, VariableTransitionHMM
 from structlearn.models import durations as du
@@ -110,3 +113,56 @@ def test_hmm_sample_sequences_are_hmmlearns_draws():
     np.testing.assert_allclose(X, np.concatenate([w[0] for w in want]), rtol=1e-12)
     np.testing.assert_array_equal(Z, np.concatenate([w[1] for w in want]))
     np.testing.assert_array_equal(lengths, [5, 5])
+
+
+# ------------------------------------------------------------------------------------------------------
+# CategoricalHMM / MultinomialHMM fed one-hot rows
+# ------------------------------------------------------------------------------------------------------
+def _discrete(cls, **kw):
+    m = cls(2, init_params="", n_iter=5, tol=0.0, **kw)
+    m.startprob_, m.transmat_ = np.array([0.6, 0.4]), np.array([[0.7, 0.3], [0.2, 0.8]])
+    m.emissionprob_ = np.array([[0.5, 0.3, 0.1, 0.1], [0.1, 0.1, 0.2, 0.6]])
+    return m
+
+
+def test_one_hot_rows_give_the_numbers_of_symbols():
+    from hmmlearn import hmm as hl
+
+    from structlearn.hmm import CategoricalHMM, MultinomialHMM
+    sym = np.random.default_rng(0).integers(0, 3, 30)  # symbol 3 never occurs: V comes from the columns
+    one_hot = np.eye(4)[sym]
+    lengths = [12, 18]
+    cat = _discrete(CategoricalHMM, n_features=4)
+    ref = hl.CategoricalHMM(2, init_params="", n_iter=5, tol=0.0, n_features=4)
+    ref.startprob_, ref.transmat_, ref.emissionprob_ = cat.startprob_, cat.transmat_, cat.emissionprob_
+    want_ll, want_post = ref.score(sym[:, None], lengths), ref.predict_proba(sym[:, None], lengths)
+    for m, X in [(cat, sym[:, None]), (_discrete(CategoricalHMM, n_features=4), one_hot),
+                 (_discrete(MultinomialHMM, n_trials=1), one_hot)]:
+        np.testing.assert_allclose(m.score(X, lengths), want_ll, rtol=1e-12)
+        np.testing.assert_allclose(m.predict_proba(X, lengths), want_post, rtol=1e-10, atol=1e-14)
+    ref.fit(sym[:, None], lengths)
+    for m, X in [(_discrete(CategoricalHMM, n_features=4), sym[:, None]), (_discrete(CategoricalHMM, n_features=4), one_hot),
+                 (_discrete(MultinomialHMM, n_trials=1), one_hot)]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)  # 5 iterations on purpose
+            m.fit(X, lengths)
+        np.testing.assert_allclose(m.emissionprob_, ref.emissionprob_, rtol=1e-9, atol=1e-14)
+        np.testing.assert_allclose(m.transmat_, ref.transmat_, rtol=1e-9, atol=1e-14)
+    # without any parameters set, the alphabet is the number of columns
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fresh = CategoricalHMM(2, n_iter=2, random_state=0).fit(one_hot, lengths)
+    assert fresh.n_features_ == 4 and fresh.emissionprob_.shape == (2, 4)
+    # a missing (all-NaN) row is missing in either encoding
+    Xs, Xo = sym[:, None].astype(float), one_hot.copy()
+    Xs[5], Xo[5] = np.nan, np.nan
+    np.testing.assert_allclose(cat.score(Xo, lengths), cat.score(Xs, lengths), rtol=1e-12)
+
+
+def test_one_hot_rows_are_checked():
+    from structlearn.hmm import CategoricalHMM
+    cat = _discrete(CategoricalHMM, n_features=4)
+    with pytest.raises(ValueError, match="row 1 of X"):
+        cat.score(np.array([[1, 0, 0, 0], [1, 1, 0, 0]]))
+    with pytest.raises(ValueError, match="n_features=4 columns"):
+        cat.score(np.eye(3))
