@@ -166,3 +166,30 @@ def test_one_hot_rows_are_checked():
         cat.score(np.array([[1, 0, 0, 0], [1, 1, 0, 0]]))
     with pytest.raises(ValueError, match="n_features=4 columns"):
         cat.score(np.eye(3))
+
+
+# ------------------------------------------------------------------------------------------------------
+# HierarchicalHMM: EM warns, naming the state, when it gives a state no posterior mass
+# ------------------------------------------------------------------------------------------------------
+def _fig1_fit(strings):
+    from structlearn import HierarchicalHMM
+    from structlearn.datasets.toy import hhmm_figure1
+    from structlearn.models.emissions import Categorical
+    code = {"a": 0, "b": 1, "c": 2, "d": 3, "x": 4, "y": 5}  # emission rows: productions a, x, y, b, c, d
+    m = HierarchicalHMM(hhmm_figure1(), Categorical(np.eye(6)[[0, 4, 5, 1, 2, 3]]), n_iter=1)
+    X = np.array([[code[c]] for s in strings for c in s], dtype=float)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        m.fit(X, [len(s) for s in strings])
+    return [str(w.message) for w in rec if w.category.__name__ == "EmptyStateWarning"]
+
+
+def test_hhmm_em_names_the_states_it_gives_no_posterior_mass():
+    # only strings of S0 (a (xy)+ b): S1 and its children c, XY (in S1) and d are never entered; x and y
+    # are (XY is shared: under S0 too)
+    msgs = _fig1_fit(["axyb", "axyxyb"])
+    assert len(msgs) == 1, msgs
+    for path in ("'root/S1'", "'root/S1/c'", "'root/S1/XY'", "'root/S1/d'"):
+        assert path in msgs[0]
+    assert "S0" not in msgs[0] and "/x" not in msgs[0] and "received no posterior mass" in msgs[0]
+    assert _fig1_fit(["axyb", "cxyd"]) == []
