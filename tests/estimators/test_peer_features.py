@@ -193,3 +193,72 @@ def test_hhmm_em_names_the_states_it_gives_no_posterior_mass():
         assert path in msgs[0]
     assert "S0" not in msgs[0] and "/x" not in msgs[0] and "received no posterior mass" in msgs[0]
     assert _fig1_fit(["axyb", "cxyd"]) == []
+
+
+# ------------------------------------------------------------------------------------------------------
+# an HSMM state with an absorbing geometric duration (p = 0)
+# ------------------------------------------------------------------------------------------------------
+P0, D_ABS = 0.95, 20  # state 0: geometric with negligible truncation at D (0.05^20); state 1 absorbing
+
+
+def _absorbing_hsmm(censoring="right", max_duration=D_ABS):
+    m = HiddenSemiMarkovModel(2, duration="geometric", max_duration=max_duration, censoring=censoring,
+                              init_params="", params="stde", n_iter=5, tol=0.0)
+    m.startprob_, m.transmat_ = np.array([0.7, 0.3]), np.array([[0.0, 1.0], [1.0, 0.0]])
+    m.duration_ = du.Geometric(p=[P0, 0.0])
+    m.emission_ = em.Gaussian(means=np.array([0.0, 2.0]), variances=np.array([1.0, 0.5]))
+    m.max_duration_, m.n_features_in_ = D_ABS, 1
+    return m
+
+
+def _absorbing_chain():
+    """The same process as a first-order chain (Yu 2010 §1): H = diag(1 - p) + diag(p) A, in hmmlearn."""
+    from hmmlearn import hmm as hl
+    ref = hl.GaussianHMM(2, covariance_type="diag", init_params="")
+    ref.startprob_, ref.transmat_ = np.array([0.7, 0.3]), np.array([[1 - P0, P0], [0.0, 1.0]])
+    ref.means_, ref.covars_ = np.array([[0.0], [2.0]]), np.array([[1.0], [0.5]])
+    return ref
+
+
+def test_geometric_p_zero_is_an_absorbing_law():
+    from structlearn.models.censoring import log_survivor
+    g = du.Geometric(p=[0.5, 0.0])
+    lp = g.log_pmf(5)
+    assert np.all(lp[:, 1] == -np.inf) and np.isclose(np.exp(lp[:, 0]).sum(), 1.0)
+    np.testing.assert_array_equal(log_survivor(lp)[:, 1], 0.0)  # S(d) = 1: it never ends
+    np.testing.assert_array_equal(g.sample(np.ones(4, dtype=int), 5, random_state=0), 5)
+    with pytest.raises(ValueError, match="must lie in"):
+        du.Geometric(p=[-0.1])
+
+
+def test_hsmm_with_an_absorbing_state_is_the_absorbing_chain():
+    m, ref = _absorbing_hsmm(), _absorbing_chain()
+    X = np.random.default_rng(0).normal(1.0, 1.5, (20, 1))
+    lengths = [12, 8]
+    np.testing.assert_allclose(m.score(X, lengths), ref.score(X, lengths), rtol=1e-10)
+    np.testing.assert_allclose(m.predict_proba(X, lengths), ref.predict_proba(X, lengths), rtol=1e-8, atol=1e-12)
+    np.testing.assert_array_equal(m.predict(X, lengths), ref.predict(X, lengths))
+    # once in the absorbing state, a sample stays there
+    states = m.sample(40, random_state=1)[1]
+    assert states[-1] == 1 and np.all(states[np.argmax(states == 1):] == 1)
+    # EM works and keeps p = 0 (no segment of the absorbing state ever ends)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        m.fit(X, lengths)
+    assert m.duration_.p[1] == 0.0 and np.all(np.diff(m.monitor_.history) >= -1e-9)
+    with pytest.raises(ValueError, match="absorbing"):
+        _absorbing_hsmm("both").score(X, lengths)
+
+
+def test_hsmm_absorbing_state_without_censoring_cannot_end_a_sequence():
+    from scipy import special, stats
+    X = np.random.default_rng(2).normal(1.0, 1.5, (9, 1))
+    # direct forward of the chain with end probabilities e = (p, 0): the last segment ends at T
+    log_b = stats.norm.logpdf(X, [0.0, 2.0], np.sqrt([1.0, 0.5]))
+    with np.errstate(divide="ignore"):
+        log_h, log_end = np.log(np.array([[1 - P0, P0], [0.0, 1.0]])), np.log([P0, 0.0])
+    alpha = np.log([0.7, 0.3]) + log_b[0]
+    for t in range(1, 9):
+        alpha = special.logsumexp(alpha[:, None] + log_h, axis=0) + log_b[t]
+    want = special.logsumexp(alpha + log_end)
+    np.testing.assert_allclose(_absorbing_hsmm("none").score(X), want, rtol=1e-10)
