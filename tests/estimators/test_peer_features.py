@@ -141,8 +141,8 @@ def test_one_hot_rows_give_the_numbers_of_symbols():
         np.testing.assert_allclose(m.score(X, lengths), want_ll, rtol=1e-12)
         np.testing.assert_allclose(m.predict_proba(X, lengths), want_post, rtol=1e-10, atol=1e-14)
     ref.fit(sym[:, None], lengths)
-    for m, X in [(_discrete(CategoricalHMM, n_features=4), sym[:, None]), (_discrete(CategoricalHMM, n_features=4), one_hot),
-                 (_discrete(MultinomialHMM, n_trials=1), one_hot)]:
+    for m, X in [(_discrete(CategoricalHMM, n_features=4), sym[:, None]),
+                 (_discrete(CategoricalHMM, n_features=4), one_hot), (_discrete(MultinomialHMM, n_trials=1), one_hot)]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)  # 5 iterations on purpose
             m.fit(X, lengths)

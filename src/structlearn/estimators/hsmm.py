@@ -628,8 +628,9 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, InformationCriteria, Ba
         n_sequences : int, optional
             Number of sequences. None (the default) draws one and returns it as before; an int draws
             that many from the same random stream (the first is the sequence of ``n_sequences=None``),
-            returns the per-row arrays one sequence after the other (``fit(X, lengths)``'s layout), ``segments`` as a list (one (S_b, 3) array per sequence, rows local to it)
-            and ``lengths`` last.
+            returns the per-row arrays one sequence after the other (``fit(X, lengths)``'s layout),
+            ``segments`` as a list (one (S_b, 3) array per sequence, rows local to it) and ``lengths``
+            last.
 
         Returns
         -------

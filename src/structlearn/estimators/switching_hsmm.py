@@ -602,7 +602,8 @@ class SwitchingHSMM(ShardOnlineMixin, InformationCriteria, BaseEstimator):
         n_sequences : int, optional
             Number of sequences. None (the default) draws one and returns it as before; an int draws
             that many from the same random stream (the first is the sequence of ``n_sequences=None``),
-            returns the per-row arrays one sequence after the other (``fit(X, lengths)``'s layout) and ``lengths`` last.
+            returns the per-row arrays one sequence after the other (``fit(X, lengths)``'s layout) and
+            ``lengths`` last.
 
         Returns
         -------
