@@ -262,3 +262,20 @@ def test_hsmm_absorbing_state_without_censoring_cannot_end_a_sequence():
         alpha = special.logsumexp(alpha[:, None] + log_h, axis=0) + log_b[t]
     want = special.logsumexp(alpha + log_end)
     np.testing.assert_allclose(_absorbing_hsmm("none").score(X), want, rtol=1e-10)
+
+
+def test_hhmm_empty_state_warning_is_not_raised_for_a_visited_state():
+    """EM sets S0's a -> b to 0 here, and the flattened E-step then counts that parameter as NaN: b is
+    still entered (from XY) and must not be called empty."""
+    from structlearn import HierarchicalHMM
+    from structlearn.datasets.toy import hhmm_figure1
+    from tests.estimators.test_hhmm import fig1_model
+    smp = fig1_model().sample(30, random_state=1)
+    spec = {k: dict(v) for k, v in hhmm_figure1().items()}
+    spec["S0"] = dict(spec["S0"], trans=[[0, 0.5, 0.5], [0, 0, 1], [0, 0, 0]])
+    m = HierarchicalHMM(spec, "categorical", init_params="ste", n_iter=4, random_state=0)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        m.fit(smp.X.astype(int), smp.lengths)
+    assert m.hierarchy_.trans[1][0, 2] == 0.0  # the parameter EM zeroed
+    assert not [w for w in rec if w.category.__name__ == "EmptyStateWarning"]
