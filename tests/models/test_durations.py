@@ -231,7 +231,7 @@ def test_bad_parameters_raise():
     with pytest.raises(ValueError, match="lam"):
         du.Poisson(lam=[-1.0])
     with pytest.raises(ValueError, match="`p`"):
-        du.Geometric(p=[0.0])
+        du.Geometric(p=[1.5])  # p = 0 is allowed: an absorbing state (tests/estimators/test_peer_features.py)
     with pytest.raises(ValueError, match="`n`"):
         du.NegativeBinomial(n=[-2.0], p=[0.5])
     with pytest.raises(ValueError, match="same length"):

@@ -34,13 +34,13 @@ def user_stacklevel():
     return level
 
 
-def warn_empty_states(gamma, what="parameters"):
+def warn_empty_states(gamma, what="parameters", names=None):
     """Warn (:class:`EmptyStateWarning`) naming every state whose posterior occupancy Σ_t γ_t(j) is 0;
-    ``gamma`` (N, K) float64."""
+    ``gamma`` (N, K) float64; ``names`` (K,) how to call each state (default its index)."""
     occupancy = np.asarray(gamma).sum(axis=0)
     empty = np.flatnonzero(~(occupancy > 0))
     if empty.size:
-        names = ", ".join(str(int(j)) for j in empty)
+        names = ", ".join(str(int(j)) if names is None else str(names[j]) for j in empty)
         warnings.warn(f"state{'s' if empty.size > 1 else ''} {names} received no posterior mass in the "
                       f"E-step; {'their' if empty.size > 1 else 'its'} {what} are kept", EmptyStateWarning,
                       stacklevel=user_stacklevel())

@@ -17,7 +17,7 @@ from ..learning.shards import Shard, ShardStatistics
 from ..models import emissions as _emi
 from ..models.hhmm_parsimonious import MixedMemoryTransitions
 from ._base import training
-from ._em_restarts import check_n_jobs
+from ._em_restarts import check_n_jobs, warn_empty_states
 
 __all__ = ["HHMMLearningMixin"]
 
@@ -42,6 +42,26 @@ def _shard_statistics(params, shard):
     if update_emission and not posteriors:
         stats["emission"] = _online.emission_statistics(model.emission_, X, weights)
     return ShardStatistics(stats, ll, int(lengths.shape[0]), weights if posteriors else None)
+
+
+def _warn_unvisited(h, counts):
+    """:class:`~structlearn.estimators._em_restarts.EmptyStateWarning` naming (by its paths from the root,
+    ``'root/A/x'``, one per context a shared state is called in) every state of the hierarchy ``h`` that
+    the E-step's expected counts (:meth:`Hierarchy.theta` layout) never enter: expected vertical entries
+    (start) plus horizontal entries (trans into it) 0. Its start, trans and end rows, and for a
+    production state its emission, are kept by the M-step."""
+    entries, names = [], []
+    root = h.submodel_names[0]
+    counts = np.nan_to_num(counts)  # the flattened E-step's count of a parameter that became 0 can be NaN
+    for m in range(h.n_submodels):
+        K = len(h.children[m])
+        b = int(h._base[m])
+        into = counts[b:b + K] + counts[b + K:b + K + K * K].reshape(K, K).sum(axis=0)
+        for i in range(K):
+            paths = [p for u, p in enumerate(h.instance_paths) if h._inst_sub[u] == m and h._inst_pos[u] == i]
+            entries.append(into[i])
+            names.append(repr(", ".join("/".join((root,) + tuple(p)) for p in paths)))
+    warn_empty_states(np.array(entries)[None, :], names=names)
 
 
 class HHMMLearningMixin:
@@ -123,6 +143,7 @@ class HHMMLearningMixin:
             return total, total.value
 
         def m_step(total):
+            _warn_unvisited(h, total.stats["counts"])
             self._m_step(X, total.stats["counts"], total.posteriors, topo, total.stats.get("emission"))
 
         def report(it, ll):

@@ -35,6 +35,7 @@ from ..utils.validation import check_lengths
 from ._em_restarts import check_n_jobs, fit_restarts, warn_empty_states
 from ._em_files import fit_state, restore_fit_state
 from ._hmm_online import HMMOnlineMixin
+from ._sampling import sample_sequences
 
 __all__ = ["HMMBase", "EmissionView", "stationary_distribution"]
 
@@ -551,21 +552,34 @@ class HMMBase(HMMOnlineMixin, BaseEstimator):
         return old
 
     # -- sampling and model selection ------------------------------------------------------------------
-    def sample(self, n_samples=1, random_state=None, currstate=None):
-        """Draw one sequence from the model (hmmlearn's order of random draws).
+    def sample(self, n_samples=1, random_state=None, currstate=None, n_sequences=None):
+        """Draw one sequence from the model (hmmlearn's order of random draws), or several.
 
         Parameters
         ----------
         n_samples : int
+            Length of every sequence.
         random_state : None, int or RandomState
             Default ``self.random_state``.
         currstate : int, optional
-            State of the first sample (default: drawn from ``startprob_``).
+            State of the first sample of every sequence (default: drawn from ``startprob_``).
+        n_sequences : int, optional
+            Number of sequences. None (the default) draws one and returns ``(X, state_sequence)`` as
+            hmmlearn does; an int draws that many from the same random stream (the first is the
+            sequence of ``n_sequences=None``) and also returns their ``lengths``.
 
         Returns
         -------
-        X : ndarray, shape (n_samples, n_features)
-        state_sequence : ndarray of int, shape (n_samples,)
+        X : ndarray, shape (n_sequences · n_samples, n_features)
+            The sequences one after the other (``fit(X, lengths)``'s layout).
+        state_sequence : ndarray of int, shape (n_sequences · n_samples,)
+        lengths : ndarray of int64, shape (n_sequences,)
+            Only when ``n_sequences`` is given.
+
+        Raises
+        ------
+        ValueError
+            ``n_samples`` or ``n_sequences`` not a positive integer; ``currstate`` not a state.
         """
         check_is_fitted(self, "startprob_")
         self._check()
@@ -579,16 +593,20 @@ class HMMBase(HMMOnlineMixin, BaseEstimator):
         em = self.emission_
         one = getattr(em, "sample_one", None)
         cdf = np.cumsum(self.transmat_, axis=1)
-        state = int((np.cumsum(self.startprob_) > rng.rand()).argmax()) if currstate is None else int(currstate)
-        states, rows = [state], [one(state, rng)] if one else []
-        for _ in range(n_samples - 1):
-            state = int((cdf[state] > rng.rand()).argmax())
-            states.append(state)
-            if one:
-                rows.append(one(state, rng))
-        states = np.array(states, dtype=int)
-        X = np.atleast_2d(rows) if one else em.sample(states, rng)
-        return X, states
+
+        def draw():
+            state = int((np.cumsum(self.startprob_) > rng.rand()).argmax()) if currstate is None else int(currstate)
+            states, rows = [state], [one(state, rng)] if one else []
+            for _ in range(n_samples - 1):
+                state = int((cdf[state] > rng.rand()).argmax())
+                states.append(state)
+                if one:
+                    rows.append(one(state, rng))
+            states = np.array(states, dtype=int)
+            X = np.atleast_2d(rows) if one else em.sample(states, rng)
+            return X, states
+
+        return sample_sequences(draw, n_sequences, 2)
 
     def get_stationary_distribution(self):
         """Stationary distribution of ``transmat_`` (left eigenvector of eigenvalue 1), shape (K,)."""

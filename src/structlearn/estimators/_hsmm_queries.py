@@ -10,7 +10,8 @@ from collections import namedtuple
 import numpy as np
 from scipy import special
 
-__all__ = ["SegmentQueries", "SubpathQueries", "Filtered", "Prediction", "SegmentEnds", "cum_scale", "state_runs"]
+__all__ = ["SegmentQueries", "SubpathQueries", "Filtered", "Prediction", "SegmentEnds", "cum_scale", "state_runs",
+           "with_empty_prefixes"]
 
 #: Filtering result (Yu 2010 §2.2.2), all float64: ``state`` (N, K) P(S_t = j | o_1:t); ``end`` (N, K)
 #: P(S_t] = j | o_1:t) (a j-segment ends at t); ``log_likelihood`` (N,) log P(o_1:t).
@@ -32,6 +33,18 @@ def cum_scale(log_scale, lengths, offsets):
     starts = offsets[:-1][lengths > 0]
     prev = np.r_[0.0, c][starts]
     return c - np.repeat(prev, lengths[lengths > 0])
+
+
+def with_empty_prefixes(pred, lengths, offsets, first):
+    """``pred`` (a :data:`Prediction` with one row per row of X) with one row inserted for every
+    sequence of length 0, at its place in the batch: the forecast from the empty prefix, ``start`` =
+    ``state`` = P(S_1 = j) = ``first`` (K,) (a segment starts at the first observation)."""
+    empty = np.flatnonzero(lengths == 0)
+    if empty.size == 0:
+        return pred
+    at = offsets[:-1][empty]
+    row = np.asarray(first, dtype=np.float64)[None]
+    return Prediction(np.insert(pred.start, at, row, axis=0), np.insert(pred.state, at, row, axis=0))
 
 
 def state_runs(states, lengths, offsets):
@@ -183,12 +196,20 @@ class SegmentQueries(SubpathQueries):
     def predict_next(self, X, lengths=None):
         """One-step prediction given o_1:t (Yu 2010 §2.2.2).
 
+        Parameters
+        ----------
+        X, lengths
+            Observations as in :meth:`fit`. A sequence of length 0 (a new stream, e.g. X with 0 rows
+            and ``lengths=[0]`` or no ``lengths``) asks for the forecast from the empty prefix.
+
         Returns
         -------
         Prediction
             ``start[t, j]`` = P(S_[t+1 = j | o_1:t) = Σ_{i≠j} P(S_t] = i | o_1:t) a_ij (a j-segment
             starts at t+1) and ``state[t, j]`` = P(S_{t+1} = j | o_1:t) (the running segment
-            continues, or a new one starts), both (N, K) float64.
+            continues, or a new one starts), both (N', K) float64: one row per row of X, plus one row
+            for every sequence of length 0, in its place in the batch, with ``start`` = ``state`` =
+            P(S_1 = j) = ``startprob_`` (the empty prefix t = 0, where a segment surely starts).
         """
         X, lengths, offsets, sm = self._prepare(X, lengths)
         potentials = self._potentials()
@@ -203,7 +224,7 @@ class SegmentQueries(SubpathQueries):
         bad = norm == -np.inf
         start[bad] = 0.0
         state[bad] = 0.0
-        return Prediction(start, state)
+        return with_empty_prefixes(Prediction(start, state), lengths, offsets, potentials.startprob)
 
     def map_segment_ends(self, X, lengths=None):
         """Joint MAP of the state ending at t and its duration, (ŝ_t, d̂_t) = argmax η_t(i, d)

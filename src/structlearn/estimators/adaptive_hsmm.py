@@ -16,6 +16,7 @@ from ..models import emissions as _emi
 from ..utils.validation import check_lengths
 from ._em_files import families_from_header, families_to_file
 from ._em_restarts import check_n_jobs
+from ._sampling import sample_sequences
 from .hsmm import HiddenSemiMarkovModel
 
 __all__ = ["AdaptiveFactorHSMM", "AdaptiveFiltered"]
@@ -332,8 +333,8 @@ class AdaptiveFactorHSMM(BaseEstimator):
         parts = [filt.run(X[offsets[b]:offsets[b + 1]]) for b in range(len(lengths))]
         return AdaptiveFiltered(*(np.concatenate(a) for a in zip(*parts)))
 
-    def sample(self, n_samples=1, random_state=None):
-        """Draw one sequence of ``n_samples`` rows from the adaptive generative process.
+    def sample(self, n_samples=1, random_state=None, n_sequences=None):
+        """Draw one sequence of ``n_samples`` rows from the adaptive generative process, or several.
 
         Segment n draws its state from π (first) or a_ij, then its factors: log κ_n = log κ_(n-1) + ε,
         log η_n = log η_(n-1) + ε' (ε ~ N(0, ``duration_walk_var_``), ε' ~ N(0, ``emission_walk_var_``), the
@@ -341,17 +342,24 @@ class AdaptiveFactorHSMM(BaseEstimator):
         stretched by κ_n (:func:`~structlearn.models.adaptive_factor.stretched_log_pmf`) and its rows from
         the emission with its location scaled by η_n. The last segment is cut at ``n_samples``.
 
+        With ``n_sequences`` (an int) that many sequences from the same random stream (the first is the
+        sequence of ``n_sequences=None``; each starts afresh with κ_0 = η_0 = 1), one after the other
+        (``fit(X, lengths)``'s layout), and their ``lengths`` (n_sequences,) int64 last.
+
         Returns
         -------
         X : ndarray of float64, shape (n_samples, F)
         states : ndarray of int64, shape (n_samples,)
         duration_factor, emission_factor : ndarray of float64, shape (n_samples,)
             κ and η of every row's segment.
+        lengths : ndarray of int64, shape (n_sequences,)
+            Only when ``n_sequences`` is given.
 
         Raises
         ------
         ValueError
-            ``n_samples`` not a positive integer; ``NotFittedError`` before :meth:`fit`.
+            ``n_samples`` or ``n_sequences`` not a positive integer; ``NotFittedError`` before
+            :meth:`fit`.
 
         Time O(n_samples · F + segments · D·K).
         """
@@ -365,26 +373,30 @@ class AdaptiveFactorHSMM(BaseEstimator):
         D, K = lp.shape
         sd_k = np.sqrt(self.duration_walk_var_) if self._adapts("duration") else 0.0
         sd_e = np.sqrt(self.emission_walk_var_) if self._adapts("emission") else 0.0
-        parts, states, kap, eta = [], [], [], []
-        log_k = log_e = 0.0
-        t, k = 0, None
-        while t < n_samples:
-            if k is None:
-                k = int(rng.choice(K, p=base.startprob_))
-            else:
-                row = base.transmat_[k]
-                k = int(rng.choice(K, p=row / row.sum()))
-                log_k += sd_k * rng.standard_normal()
-                log_e += sd_e * rng.standard_normal()
-            p = np.exp(_af.stretched_log_pmf(lp, float(np.exp(log_k)))[:, k])
-            d = min(int(rng.choice(D, p=p / p.sum())) + 1, n_samples - t)
-            em = _af.scaled_emission(base.emission_, float(np.exp(log_e))) if sd_e > 0 else base.emission_
-            parts.append(np.asarray(em.sample(np.full(d, k), rng), dtype=np.float64).reshape(d, -1))
-            states.append(np.full(d, k, dtype=np.int64))
-            kap.append(np.full(d, np.exp(log_k)))
-            eta.append(np.full(d, np.exp(log_e)))
-            t += d
-        return np.concatenate(parts), np.concatenate(states), np.concatenate(kap), np.concatenate(eta)
+
+        def draw():
+            parts, states, kap, eta = [], [], [], []
+            log_k = log_e = 0.0
+            t, k = 0, None
+            while t < n_samples:
+                if k is None:
+                    k = int(rng.choice(K, p=base.startprob_))
+                else:
+                    row = base.transmat_[k]
+                    k = int(rng.choice(K, p=row / row.sum()))
+                    log_k += sd_k * rng.standard_normal()
+                    log_e += sd_e * rng.standard_normal()
+                p = np.exp(_af.stretched_log_pmf(lp, float(np.exp(log_k)))[:, k])
+                d = min(int(rng.choice(D, p=p / p.sum())) + 1, n_samples - t)
+                em = _af.scaled_emission(base.emission_, float(np.exp(log_e))) if sd_e > 0 else base.emission_
+                parts.append(np.asarray(em.sample(np.full(d, k), rng), dtype=np.float64).reshape(d, -1))
+                states.append(np.full(d, k, dtype=np.int64))
+                kap.append(np.full(d, np.exp(log_k)))
+                eta.append(np.full(d, np.exp(log_e)))
+                t += d
+            return np.concatenate(parts), np.concatenate(states), np.concatenate(kap), np.concatenate(eta)
+
+        return sample_sequences(draw, n_sequences, 4)
 
     def predict(self, X, lengths=None):
         """Online state estimates: argmax_j P(S_t = j | o_1:t), int64 (N,)."""

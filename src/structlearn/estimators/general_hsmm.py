@@ -11,6 +11,7 @@ import copy
 from collections import namedtuple
 
 import numpy as np
+from scipy import special
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
@@ -29,7 +30,8 @@ from ..utils.validation import check_allowed_mask, check_lengths
 from ._criteria import InformationCriteria
 from ._em_restarts import check_n_jobs, fit_restarts, label_mask, warn_empty_states
 from . import _general_hsmm_files as _files
-from ._hsmm_queries import Prediction, SegmentEnds, SubpathQueries, cum_scale, state_runs
+from ._hsmm_queries import Prediction, SegmentEnds, SubpathQueries, cum_scale, state_runs, with_empty_prefixes
+from ._sampling import sample_sequences
 from ._shard_online import ShardOnlineMixin
 
 __all__ = ["GeneralHSMM", "VariableTransitionHMM", "ResidentialTimeHMM", "SegmentFiltered"]
@@ -369,7 +371,10 @@ class _SuperLabelHSMM(ShardOnlineMixin, SubpathQueries, InformationCriteria, Bas
         Prediction
             ``start[t, j]`` = P(S_[t+1 = j | o_1:t) = Σ_d P(S_[t+1:t+d] = j | o_1:t) (a j-segment starts at
             t+1; rows sum to P(a segment ends at t | o_1:t)) and ``state[t, j]`` = P(S_{t+1} = j | o_1:t)
-            (the running segment goes on, or a new one starts), both (N, M) float64.
+            (the running segment goes on, or a new one starts), both (N', M) float64: one row per row of
+            X, plus one row for every sequence of length 0 (a new stream: X with 0 rows and
+            ``lengths=[0]`` or no ``lengths``), in its place in the batch, with ``start`` = ``state`` =
+            P(S_1 = j) = Σ_d π_(j,d) (the empty prefix t = 0, where a segment surely starts).
 
         Raises
         ------
@@ -408,7 +413,8 @@ class _SuperLabelHSMM(ShardOnlineMixin, SubpathQueries, InformationCriteria, Bas
         with np.errstate(invalid="ignore"):
             start = np.nan_to_num(np.exp(log_start - norm[:, None]))
             state = np.nan_to_num(np.exp(np.logaddexp(log_start, cont) - norm[:, None]))
-        return Prediction(start, state)
+        first = np.exp(special.logsumexp(self._general()[0], axis=1))
+        return with_empty_prefixes(Prediction(start, state), lengths, offsets, first)
 
     def _prefix_forward(self, X, lengths):
         """(X, lengths, offsets, forward messages of the uncensored structure, the prediction α̂*[t+1]
@@ -492,19 +498,30 @@ class _SuperLabelHSMM(ShardOnlineMixin, SubpathQueries, InformationCriteria, Bas
         return self.decode(X, lengths)[1]
 
     # -- sampling, information criteria ------------------------------------------------------------
-    def sample(self, n_samples=1, random_state=None):
-        """Draw one sequence: (X (n, F), states (n,) int64, segments (S, 3) int64 [start, end, state])."""
+    def sample(self, n_samples=1, random_state=None, n_sequences=None):
+        """Draw one sequence: (X (n, F), states (n,) int64, segments (S, 3) int64 [start, end, state]).
+
+        With ``n_sequences`` (an int) that many sequences from the same random stream (the first is the
+        sequence of ``n_sequences=None``): X and states one sequence after the other (``fit(X, lengths)``'s
+        layout), segments a list (one (S_b, 3) array per sequence, rows local to it), then ``lengths``
+        (n_sequences,) int64. ``ValueError`` when ``n_sequences`` is not a positive integer.
+        """
         check_is_fitted(self, "startprob_")
         self._check_params()
         rng = check_random_state(random_state)
-        states, segments, durations = self._potentials().sample(int(n_samples), rng)
-        if self._is_segmental():
-            if not hasattr(self.emission_, "sample"):
-                raise ValueError("the segment emission has no `sample`: cannot draw observations")
-            parts = [self.emission_.sample(int(j), int(d), rng)[:e - s + 1]
-                     for (s, e, j), d in zip(segments, durations)]
-            return np.concatenate(parts), states, segments
-        return self.emission_.sample(states, rng), states, segments
+        pot = self._potentials()
+        if self._is_segmental() and not hasattr(self.emission_, "sample"):
+            raise ValueError("the segment emission has no `sample`: cannot draw observations")
+
+        def draw():
+            states, segments, durations = pot.sample(int(n_samples), rng)
+            if self._is_segmental():
+                parts = [self.emission_.sample(int(j), int(d), rng)[:e - s + 1]
+                         for (s, e, j), d in zip(segments, durations)]
+                return np.concatenate(parts), states, segments
+            return self.emission_.sample(states, rng), states, segments
+
+        return sample_sequences(draw, n_sequences, 2)
 
     def _n_free(self):
         raise NotImplementedError

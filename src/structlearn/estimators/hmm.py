@@ -270,7 +270,12 @@ class GMMHMM(HMMBase):
 class CategoricalHMM(HMMBase):
     """Hidden Markov model with categorical (discrete symbol) emissions (hmmlearn's ``CategoricalHMM``).
 
-    X has shape (n_samples, 1): symbols 0..V−1 as whole numbers (NaN rows missing).
+    X has shape (n_samples, 1): symbols 0..V−1 as whole numbers (NaN rows missing), or one-hot rows of
+    shape (n_samples, V), V >= 2 (hmmlearn's ``MultinomialHMM(n_trials=1)`` encoding: a single 1 per
+    row, at the symbol's column), with the same numbers as their symbols. One column is always read as
+    symbols, several as one-hot rows (``ValueError`` for a row that is not one-hot, or for a number of
+    columns other than ``n_features`` when it is known); without ``n_features`` the alphabet size is
+    the number of columns. Samples are always symbols.
 
     Emission letter ``e``; defaults ``params=init_params="ste"``, ``n_iter=10``, ``tol=1e-2``.
 

@@ -28,6 +28,7 @@ from ._em_restarts import (EmptyStateWarning, check_n_jobs, fit_restarts, label_
                            warn_empty_states)
 from ._hsmm_online import OnlineMixin
 from ._hsmm_queries import Filtered, Prediction, SegmentEnds, SegmentQueries, state_runs
+from ._sampling import sample_sequences
 
 __all__ = ["HiddenSemiMarkovModel", "Filtered", "Prediction", "SegmentEnds", "EmptyStateWarning"]
 
@@ -627,13 +628,25 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, InformationCriteria, Ba
     # ================================================================================================
     # sampling, model selection
     # ================================================================================================
-    def sample(self, n_samples=1, random_state=None):
-        """Draw one sequence of ``n_samples`` observations from the generative process.
+    def sample(self, n_samples=1, random_state=None, n_sequences=None):
+        """Draw one sequence of ``n_samples`` observations from the generative process, or several.
 
         The first state is drawn from π and its duration from p_j (``"none"`` / ``"right"``) or from
         the residual-life law S_j(d)/μ_j (``"both"``); later states from a_ij and p_j. The last
         segment is cut at ``n_samples`` (right-censored), so with ``censoring="none"`` this is the
         process without conditioning on a segment ending exactly at the last observation.
+
+        Parameters
+        ----------
+        n_samples : int
+            Length of every sequence (a sequence is shorter when the process ends: end probabilities).
+        random_state : None, int or RandomState
+        n_sequences : int, optional
+            Number of sequences. None (the default) draws one and returns it as before; an int draws
+            that many from the same random stream (the first is the sequence of ``n_sequences=None``),
+            returns the per-row arrays one sequence after the other (``fit(X, lengths)``'s layout),
+            ``segments`` as a list (one (S_b, 3) array per sequence, rows local to it) and ``lengths``
+            last.
 
         Returns
         -------
@@ -641,12 +654,21 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, InformationCriteria, Ba
         states : ndarray of int64, shape (n_samples,)
         segments : ndarray of int64, shape (S, 3)
             (start, end, state) rows, end inclusive (the last one cut at n_samples - 1).
+        lengths : ndarray of int64, shape (n_sequences,)
+            Only when ``n_sequences`` is given.
+
+        Raises
+        ------
+        ValueError
+            ``n_samples`` or ``n_sequences`` not a positive integer.
         """
         check_is_fitted(self, "startprob_")
         self._check_params()
         if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
             raise ValueError(f"`n_samples` must be a positive integer; got {n_samples!r}")
-        return self._potentials().sample(n_samples, check_random_state(random_state))
+        rng = check_random_state(random_state)
+        pot = self._potentials()
+        return sample_sequences(lambda: pot.sample(n_samples, rng), n_sequences, 2)
 
     def n_parameters(self):
         """Number of free parameters that EM estimates (letters of ``params``)."""

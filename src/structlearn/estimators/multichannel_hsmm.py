@@ -25,6 +25,7 @@ from ..utils.validation import as_real_float64, check_lengths
 from ._base import training
 from ._em_files import fit_state, restore_fit_state
 from ._em_restarts import check_n_jobs
+from ._sampling import sample_sequences
 from ._shard_online import ShardOnlineMixin
 
 __all__ = ["MultiChannelHSMM"]
@@ -568,14 +569,21 @@ class MultiChannelHSMM(ShardOnlineMixin, BaseEstimator):
         """Viterbi states (N, C) int64 (see :meth:`decode`)."""
         return self.decode(X, lengths)[1]
 
-    def sample(self, n_samples=1, random_state=None):
+    def sample(self, n_samples=1, random_state=None, n_sequences=None):
         """One sequence of the generative process (all channels start at t = 0; the last segments are cut
         at ``n_samples``). Returns X (n_samples, F) (NaN in columns no channel observes) and states
-        (n_samples, C) int64."""
+        (n_samples, C) int64.
+
+        With ``n_sequences`` (an int) that many sequences from the same random stream (the first is the
+        sequence of ``n_sequences=None``), one after the other (``fit(X, lengths)``'s layout), and their
+        ``lengths`` (n_sequences,) int64 last. ``ValueError`` when ``n_samples`` or ``n_sequences`` is
+        not a positive integer."""
         check_is_fitted(self, "startprob_")
         if not _is_int(n_samples, 1):
             raise ValueError(f"`n_samples` must be a positive integer; got {n_samples!r}")
-        return self._potentials().sample(int(n_samples), self.n_features_in_, check_random_state(random_state))
+        rng = check_random_state(random_state)
+        pot = self._potentials()
+        return sample_sequences(lambda: pot.sample(int(n_samples), self.n_features_in_, rng), n_sequences, 2)
 
     # ================================================================================================
     # model files

@@ -26,6 +26,7 @@ from ..models import switching_hsmm as _model
 from ..models.censoring import CENSORING
 from ..utils.validation import check_lengths
 from ._criteria import InformationCriteria
+from ._sampling import sample_sequences
 from ._shard_online import ShardOnlineMixin
 from ._em_files import families_from_header, families_to_file, fit_state, restore_fit_state
 from ._em_restarts import (EmptyStateWarning, check_n_jobs, fit_restarts, label_mask,
@@ -591,23 +592,46 @@ class SwitchingHSMM(ShardOnlineMixin, InformationCriteria, BaseEstimator):
     # ================================================================================================
     # sampling, model selection
     # ================================================================================================
-    def sample(self, n_samples=1, random_state=None):
+    def sample(self, n_samples=1, random_state=None, n_sequences=None):
         """Draw one sequence of ``n_samples`` observations from the generative process (the last segment
-        cut at ``n_samples``).
+        cut at ``n_samples``), or several.
+
+        Parameters
+        ----------
+        n_samples : int
+        random_state : None, int or RandomState
+        n_sequences : int, optional
+            Number of sequences. None (the default) draws one and returns it as before; an int draws
+            that many from the same random stream (the first is the sequence of ``n_sequences=None``),
+            returns the per-row arrays one sequence after the other (``fit(X, lengths)``'s layout) and
+            ``lengths`` last.
 
         Returns
         -------
         X : ndarray of float64, shape (n_samples, F)
         states : ndarray of int64, shape (n_samples,)
         regimes : ndarray of int64, shape (n_samples,)
+        lengths : ndarray of int64, shape (n_sequences,)
+            Only when ``n_sequences`` is given.
+
+        Raises
+        ------
+        ValueError
+            ``n_samples`` or ``n_sequences`` not a positive integer.
         """
         check_is_fitted(self, "startprob_")
         self._check_params()
         if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
             raise ValueError(f"`n_samples` must be a positive integer; got {n_samples!r}")
-        X, k, _ = self._potentials().sample(n_samples, check_random_state(random_state))
-        regimes, states = _model.split_states(k, int(self.n_states))
-        return X, states, regimes
+        rng = check_random_state(random_state)
+        pot = self._potentials()
+
+        def draw():
+            X, k, _ = pot.sample(n_samples, rng)
+            regimes, states = _model.split_states(k, int(self.n_states))
+            return X, states, regimes
+
+        return sample_sequences(draw, n_sequences, 3)
 
     def n_parameters(self):
         """Number of free parameters EM estimates (letters of ``params``)."""

@@ -80,12 +80,14 @@ class DurationDistribution(Distribution):
     def sample(self, states, max_duration, random_state=None):
         """Draw one duration for each entry of ``states`` (int array, any shape) from p_state(·).
 
-        Returns int64 array of the same shape, values in 1..D. Inverse-cdf sampling, O(D·K + n log D).
+        Returns int64 array of the same shape, values in 1..D (D for a state without mass on 1..D, an
+        absorbing state, which never ends). Inverse-cdf sampling, O(D·K + n log D).
         """
         rng = check_random_state(random_state)
         states = np.asarray(states, dtype=np.int64)
         cdf = np.cumsum(self.pmf(max_duration), axis=0)  # (D, K)
-        cdf /= cdf[-1]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            cdf = np.where(cdf[-1] > 0, cdf / cdf[-1], 0.0)
         u = rng.random_sample(states.shape)
         out = np.empty(states.shape, dtype=np.int64)
         flat_s, flat_u, flat_o = states.ravel(), u.ravel(), out.reshape(-1)

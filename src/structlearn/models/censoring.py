@@ -20,7 +20,8 @@ Every function takes ``log_pmf[d - 1, j] = log p_j(d)`` (see :mod:`structlearn.m
 import numpy as np
 from scipy import special
 
-__all__ = ["CENSORING", "duration_tables", "complete_counts", "log_survivor", "log_mean", "log_tail_sum"]
+__all__ = ["CENSORING", "duration_tables", "complete_counts", "log_survivor", "log_mean", "log_tail_sum",
+           "absorbing_states", "refuse_absorbing"]
 
 #: Boundary conditions of Yu 2010 §2.2.1.
 CENSORING = ("none", "right", "both")
@@ -35,9 +36,30 @@ def log_tail_sum(a):
         return np.logaddexp.accumulate(a[::-1], axis=0)[::-1]
 
 
+def absorbing_states(log_pmf):
+    """(K,) bool: the columns of a (D, K) log-pmf without mass on 1..D — absorbing states, which never
+    end (e.g. a geometric law with p = 0)."""
+    return np.all(np.asarray(log_pmf) == _NEG_INF, axis=0)
+
+
 def log_survivor(log_pmf):
-    """Log survivor function log S_j(d) = log P(duration >= d), shape (D, K), from a (D, K) log-pmf."""
-    return log_tail_sum(np.asarray(log_pmf, dtype=np.float64))
+    """Log survivor function log S_j(d) = log P(duration >= d), shape (D, K), from a (D, K) log-pmf.
+
+    A column without mass on 1..D is an absorbing state (it never ends): S_j(d) = 1 for every d."""
+    ls = log_tail_sum(np.asarray(log_pmf, dtype=np.float64))
+    ls[:, absorbing_states(log_pmf)] = 0.0
+    return ls
+
+
+def refuse_absorbing(log_pmf, censoring):
+    """``ValueError`` under ``censoring="both"`` when a state is absorbing (:func:`absorbing_states`): the
+    residual-life law S_j(d) / μ_j of the first segment needs a finite mean."""
+    if censoring == "both":
+        bad = np.flatnonzero(absorbing_states(log_pmf))
+        if bad.size:
+            raise ValueError(f"state {int(bad[0])} has an absorbing duration (no mass on 1..D, e.g. a "
+                             f"geometric law with p = 0): under censoring='both' its first segment has no "
+                             f"residual-life law (infinite mean); use censoring='right'")
 
 
 def log_mean(log_pmf):
@@ -62,7 +84,8 @@ def duration_tables(log_pmf, censoring):
     dict of str -> ndarray of float64, shape (D, K)
         Keys ``"first"`` (segment starts at the first observation and ends before the last),
         ``"middle"``, ``"last"`` (starts after the first observation and ends at the last) and
-        ``"single"`` (covers the whole sequence). Log space; -inf where impossible.
+        ``"single"`` (covers the whole sequence). Log space; -inf where impossible. An absorbing state
+        (a column without mass) is -inf but where its survivor S = 1 enters (0).
 
         ========  ===========  ==========  ===================
         key       "none"       "right"     "both"
@@ -73,9 +96,15 @@ def duration_tables(log_pmf, censoring):
         single    log p        log S       log Σ_{d'>=d} S(d') - log μ
         ========  ===========  ==========  ===================
 
+    Raises
+    ------
+    ValueError
+        An absorbing state under ``censoring="both"`` (:func:`refuse_absorbing`).
+
     Cost: time and memory O(D·K).
     """
     lp = np.asarray(log_pmf, dtype=np.float64)
+    refuse_absorbing(lp, censoring)
     if censoring == "none":
         return {"first": lp, "middle": lp, "last": lp, "single": lp}
     ls = log_survivor(lp)

@@ -78,10 +78,14 @@ class _Parametric(ShiftMixin, DurationDistribution):
             with np.errstate(divide="ignore", invalid="ignore"):
                 lf = np.where(ok, self._log_f(self._values(), np.where(ok, dd, 1.0)), _NEG_INF)
         out = _normalise_log(lf)
-        bad = np.flatnonzero(np.all(out == _NEG_INF, axis=0))
+        bad = np.flatnonzero(np.all(out == _NEG_INF, axis=0) & ~self._absorbing())
         if bad.size:
             raise ValueError(f"duration distribution of state {int(bad[0])} has no mass on 1..{D}")
         return out
+
+    def _absorbing(self):
+        """(K,) bool: the states whose law never ends (no mass on any finite d; ``log_pmf`` all -inf)."""
+        return np.zeros(self.n_states, dtype=bool)
 
     def _log_pmf_one(self, values, D, s=0):
         d = np.arange(1, D - s + 1, dtype=np.float64)[:, None]
@@ -230,7 +234,12 @@ class Geometric(_Parametric):
     Parameters
     ----------
     p : array-like of float64, shape (K,), optional
-        Ending probability per step, 0 < p <= 1.
+        Ending probability per step, 0 <= p <= 1. p = 0 is an absorbing state: it never leaves, so
+        p_j(d) = 0 for every d (``log_pmf`` is -inf on 1..D, the one column without mass) and its
+        survivor function is S_j(d) = 1 for every d (:func:`~structlearn.models.censoring.log_survivor`).
+        Such a state can only be the right-censored last segment of a sequence (``censoring="right"``);
+        under ``"none"`` every sequence ending in it has probability 0, and ``"both"`` refuses it (no
+        residual-life law: infinite mean). EM keeps p = 0 (no segment of it ever ends).
     shift : array-like of float64, shape (K,), optional
         Minimum duration minus one s_j: p_j(d) = p (1 - p)^(d - s_j - 1) for d > s_j (R mhsmm's
         ``shift``). A shifted geometric is no longer memoryless, so an HSMM with one runs on the
@@ -245,11 +254,14 @@ class Geometric(_Parametric):
     """
 
     _param_names = ("p",)
-    _ranges = {"p": (0.0, 1.0, True)}
+    _ranges = {"p": (0.0, 1.0, False)}
     _closed_form = True
 
     def __init__(self, p=None, shift=None, estimate_shift=False):
         super().__init__(shift=shift, estimate_shift=estimate_shift, p=p)
+
+    def _absorbing(self):
+        return np.asarray(self.p) == 0
 
     @staticmethod
     def _log_f(values, d):

@@ -80,7 +80,12 @@ class CategoricalHMMEmission(_DiscreteFamily):
     emissionprob_prior : float or array (K, V), default 1.0
         Dirichlet prior: emissionprob[j] ∝ max(prior − 1 + Σ_t γ_tj I(x_t = v), 0).
 
-    X is one column of symbols 0..V−1 (whole numbers; NaN rows missing).
+    X is one column of symbols 0..V−1 (whole numbers; NaN rows missing), or one-hot rows, hmmlearn's
+    ``MultinomialHMM(n_trials=1)`` encoding: X of shape (n_samples, V) with V >= 2, every observed row
+    0 but for a single 1 (the symbol of row t is the column of its 1). The rule is the number of
+    columns: one column is always read as symbols, several always as one-hot rows (which must then
+    have V columns when the alphabet size is known; without it, V is the number of columns). Both
+    encodings give the same numbers.
     """
 
     def __init__(self, n_features=None, emissionprob=None, emissionprob_prior=1.0):
@@ -93,9 +98,11 @@ class CategoricalHMMEmission(_DiscreteFamily):
 
     def check_X(self, X):
         X, obs = self._check_counts(X, "categorical symbols")
+        if X.shape[1] > 1:
+            return self._check_one_hot(X, obs)
         if X.shape[1] != 1:
-            raise ValueError(f"categorical emissions take one column of symbols, X of shape (n_samples, 1); "
-                             f"got X of shape {X.shape}")
+            raise ValueError(f"categorical emissions take one column of symbols, X of shape (n_samples, 1), "
+                             f"or one-hot rows (n_samples, n_features); got X of shape {X.shape}")
         V = self.n_features
         x = X[:, 0] if obs.all() else X[obs, 0]
         if V is not None and x.size and x.max() >= V:
@@ -104,21 +111,45 @@ class CategoricalHMMEmission(_DiscreteFamily):
                              f"(n_features={V}); pass a larger `n_features`")
         return X
 
+    def _check_one_hot(self, X, obs):
+        """One-hot rows X (N, V) (non-negative whole numbers), checked: V columns, a single 1 per
+        observed row; returned as they are (every method reads the symbol with :meth:`_symbols`)."""
+        V = self.n_features
+        if V is not None and X.shape[1] != V:
+            raise ValueError(f"one-hot rows must have n_features={V} columns (one per symbol); got X of "
+                             f"shape {X.shape}")
+        x = X[obs] if not obs.all() else X
+        bad = x.sum(axis=1) != 1
+        if np.any(bad):
+            row = int(np.flatnonzero(obs)[np.flatnonzero(bad)[0]])
+            raise ValueError(f"categorical emissions take one column of symbols or one-hot rows (a single 1 "
+                             f"per row, hmmlearn's MultinomialHMM with n_trials=1); row {row} of X is "
+                             f"{X[row].tolist()}")
+        return X
+
+    @staticmethod
+    def _symbols(X):
+        """The symbols (N,) int64 of observed rows X: its column, or the column of each one-hot row's 1."""
+        return X[:, 0].astype(np.int64) if X.shape[1] == 1 else np.argmax(X, axis=1)
+
     @staticmethod
     def _infer_n_features(X):
+        if X.shape[1] > 1:
+            return int(X.shape[1])  # one-hot rows: one column per symbol
         return int(X[:, 0].max()) + 1 if X.shape[0] else 1
 
     def _log_density(self, X):
         with np.errstate(divide="ignore"):
             table = np.ascontiguousarray(np.log(self.emissionprob).T)  # (V, K): one row per symbol
-        return np.take(table, X[:, 0].astype(np.int64), axis=0)  # (3x faster than fancy indexing)
+        return np.take(table, self._symbols(X), axis=0)  # (3x faster than fancy indexing)
 
     def statistics(self, X, w):
-        """``post`` Σ_t w_tk (K,) and ``counts`` Σ_t w_tk [x_t = v] (K, V) of symbol rows X (N, 1) under
-        posterior weights w (N, K) (see :meth:`~structlearn.models._hmm_family.HMMFamily.m_step`)."""
+        """``post`` Σ_t w_tk (K,) and ``counts`` Σ_t w_tk [x_t = v] (K, V) of symbol rows X (N, 1) or
+        one-hot rows (N, V) under posterior weights w (N, K) (see
+        :meth:`~structlearn.models._hmm_family.HMMFamily.m_step`)."""
         K = w.shape[1]
         V = self.n_features
-        x = X[:, 0].astype(np.int64)
+        x = self._symbols(X)
         counts = np.array([np.bincount(x, weights=w[:, k], minlength=V) for k in range(K)]).reshape(K, V)
         return {"post": w.sum(axis=0), "counts": counts}
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..structures.chain import LinearChain
 from ..structures.semimarkov import SemiMarkov
-from .censoring import duration_tables, log_mean, log_survivor, log_tail_sum
+from .censoring import absorbing_states, duration_tables, log_mean, log_survivor, log_tail_sum, refuse_absorbing
 from .durations import Geometric
 from .emissions import Categorical
 
@@ -209,6 +209,8 @@ class HSMMPotentials:
         see :meth:`structlearn.estimators.hsmm.HiddenSemiMarkovModel.sample`."""
         D = self.max_duration
         lp = self.log_pmf()
+        refuse_absorbing(lp, self.censoring)
+        forever = absorbing_states(lp)  # an absorbing state's segment runs to the end of the sample
         K = self.n_states
         segs = []
         t = 0
@@ -218,7 +220,7 @@ class HSMMPotentials:
             pf = np.exp(lfirst[:, k])
             d = int(rng.choice(D, p=pf / pf.sum())) + 1
         else:
-            d = int(self.duration.sample(np.array([k]), D, rng)[0])
+            d = n_samples if forever[k] else int(self.duration.sample(np.array([k]), D, rng)[0])
         while True:
             segs.append((t, min(t + d, n_samples) - 1, k))
             t += d
@@ -232,7 +234,7 @@ class HSMMPotentials:
             if leave <= 0 or (self.endprob is not None and rng.random_sample() >= leave):
                 break  # the process ended (absorbing state or end probability): a shorter sample
             k = int(rng.choice(K, p=row / leave))
-            d = int(self.duration.sample(np.array([k]), D, rng)[0])
+            d = n_samples if forever[k] else int(self.duration.sample(np.array([k]), D, rng)[0])
         segments = np.array(segs, dtype=np.int64)
         states = np.repeat(segments[:, 2], segments[:, 1] - segments[:, 0] + 1)
         X = self.emission.sample(states, rng)
@@ -243,6 +245,7 @@ class HSMMPotentials:
         """(D, K) log tables for a segment that started at 0 / later, closed (ends at t), open
         (still running at t) and continuing (still running at t + 1), right-censored semantics."""
         lp = self.log_pmf()
+        refuse_absorbing(lp, self.censoring)
         ls = log_survivor(lp)
         D, K = lp.shape
         ls_next = np.vstack([ls[1:], np.full((1, K), -np.inf)])  # log P(duration >= d + 1)
