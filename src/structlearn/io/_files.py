@@ -94,7 +94,7 @@ def _read_errors(name, gz, encoding, error, path=None):
         yield
     except UnicodeDecodeError as exc:
         where = _undecodable_line(path, gz, encoding) if path is not None else None
-        shown = "UTF-8" if codecs.lookup(encoding).name == "utf-8" else encoding
+        shown = "UTF-8" if codecs.lookup(encoding).name in ("utf-8", "utf-8-sig") else encoding
         at = f", line {where[0]} (byte {where[1]} of the file)" if where else ""
         raise error(f"{name}{at}: not {shown} text ({exc.reason}: {exc.object[exc.start:exc.end]!r})") \
             from None
