@@ -24,6 +24,7 @@ from ..models.multichannel_hsmm import MC_CENSORING, MultiChannelPotentials, m_s
 from ..utils.validation import check_lengths
 from ._em_files import fit_state, restore_fit_state
 from ._em_restarts import check_n_jobs, n_blocks
+from ._posterior_check import check_posteriors
 from ._shard_online import ShardOnlineMixin
 
 __all__ = ["MultiChannelHSMM"]
@@ -511,9 +512,15 @@ class MultiChannelHSMM(ShardOnlineMixin, BaseEstimator):
         return float(self.score_per_sequence(X, lengths).sum())
 
     def predict_proba(self, X, lengths=None):
-        """Per channel the smoothed posteriors P(S^c_t = j | o): a list of C float64 arrays (N, M_c)."""
+        """Per channel the smoothed posteriors P(S^c_t = j | o): a list of C float64 arrays (N, M_c), rows
+        summing to one within 1e-9, else (or for a sequence with zero likelihood, as :meth:`predict`)
+        ``ValueError`` naming the sequence."""
         X, lengths, offsets = self._prepared(X, lengths)
         out = self._infer(X, lengths, offsets)
+        return [check_posteriors(g, offsets, out["log_z"], f"the posteriors of channel {c}")
+                for c, g in enumerate(self._channel_posteriors(X, out))]
+
+    def _channel_posteriors(self, X, out):
         if "gammas" in out:
             return [g.copy() for g in out["gammas"]]
         N = X.shape[0]
