@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from sklearn.exceptions import ConvergenceWarning
 
 from structlearn import (GeneralHSMM, HiddenSemiMarkovModel, LinearChainCRF, ResidentialTimeHMM, SemiMarkovCRF,
-                         VariableTransitionHMM)
+                         TreeCRF, VariableTransitionHMM)
 from structlearn.estimators._posterior_check import check_posteriors
 from structlearn.models import durations as du
 from structlearn.models import emissions as em
@@ -110,7 +110,8 @@ CRF_Y = [["A", "B"], ["B", "A", "A"], ["A", "B", "C"]]
 def crfs():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        return [LinearChainCRF(max_iterations=5).fit(CRF_X, CRF_Y), SemiMarkovCRF(max_iterations=5).fit(CRF_X, CRF_Y)]
+        return [LinearChainCRF(max_iterations=5).fit(CRF_X, CRF_Y), SemiMarkovCRF(max_iterations=5).fit(CRF_X, CRF_Y),
+                TreeCRF(max_iterations=5).fit(CRF_X, CRF_Y, parents=[[-1, 0], [-1, 0, 1], [-1, 0, 0]])]
 
 
 @settings(max_examples=15)
@@ -121,10 +122,11 @@ def test_crf_marginals_sum_to_one_at_extreme_attribute_values(crfs, seed, T, val
     xseq = [{"w": str(rng.choice(["a", "b", "c"])), "v": float(sign * value * rng.uniform(0.5, 1.0))}
             for _ in range(T)]
     for est in crfs:
+        tree = isinstance(est, TreeCRF)
         try:
-            marg = est.predict_marginals([xseq])
+            marg = est.predict_marginals([xseq], **({"parents": [[-1] + list(range(T - 1))]} if tree else {}))
         except ValueError as exc:  # the scores overflow float64: named, never returned
-            assert re.search(r"sequence 0: its .*scores overflow float64", str(exc)), exc
+            assert re.search(r"(sequence|tree) 0: its .*scores overflow float64", str(exc)), exc
             continue
         u = np.asarray(marg[0]) if isinstance(est, SemiMarkovCRF) else np.array(
             [list(d.values()) for d in marg[0]])

@@ -126,7 +126,10 @@ class SemiMarkov(StructureBase):
     along d, not differenced from cumulative sums. Without ``segment``, the LOG-semiring window
     sums run in linear space (one multiply-add per (t, d, k)) with an exact log-space fallback
     whenever a sum could underflow; with ``segment`` and for the MAX semiring they run in log
-    space. For hidden semi-Markov models, :meth:`duration_marginals` gives the expected duration
+    space. When some finite |unary| exceeds :data:`EXTREME_UNARY` (an outlier far in a Gaussian's tail),
+    the posteriors (:meth:`marginals`, :meth:`segment_marginals`) come from the unary shifted per token
+    by its largest entry, in log space, token rows divided by their total: they sum to one at any
+    magnitude (``log_partition`` is unchanged). For hidden semi-Markov models, :meth:`duration_marginals` gives the expected duration
     counts per duration table and ``marginals().edge`` the expected transitions. Infeasible sequences (every segmentation has potential
     -inf) get ``log_partition`` -inf, zero marginals and make ``argmax``/``kbest``/``sample`` raise
     ``ValueError`` naming the sequence. Empty sequences have log Z = 0 and one (empty)
