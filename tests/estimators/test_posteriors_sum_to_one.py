@@ -217,3 +217,30 @@ def test_the_last_guard_names_the_sequence_and_the_row():
         check_posteriors(ok, offsets, np.array([0.0, np.inf]))
     with pytest.raises(ValueError, match=r"tree 3 \(rows 2:5 of the part starting at tree 2\) has zero likelihood"):
         check_posteriors(ok, offsets, np.array([0.0, -np.inf]), noun="tree", first=2)
+
+
+# -- filters --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("outlier", [1e8, 1e9, 1e12])
+def test_the_streaming_filter_keeps_its_likelihood_through_an_outlier(outlier):
+    m = hsmm()
+    X = np.random.RandomState(3).normal(size=(12, 1))
+    X[5] = outlier
+    f = m.streaming_filter()
+    for t in range(12):
+        step = f.update(X[t])
+        assert abs(step.state.sum() - 1.0) <= TOL
+    assert step.log_likelihood == pytest.approx(m.score(X), rel=1e-12)  # was -inf from the outlier on
+
+
+def test_the_adaptive_filter_names_a_sequence_whose_factors_diverge():
+    from structlearn import AdaptiveFactorHSMM
+    rng = np.random.RandomState(0)
+    X = np.r_[rng.randn(15, 1), rng.randn(15, 1) + 5]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = AdaptiveFactorHSMM(2, max_duration=6, n_iter=1, random_state=0).fit(X)
+    _check([m.filter(X, [10, 20]).state])
+    with warnings.catch_warnings(), pytest.raises(ValueError, match=r"sequence 1 \(rows 10:30\): the adaptive "
+                                                                  r"factors diverged at row"):
+        warnings.simplefilter("ignore", RuntimeWarning)  # the factor update's NaN, now named
+        m.filter(np.r_[X[:10], X[10:] + 1e10], [10, 20])
