@@ -344,7 +344,6 @@ class AdaptiveFactorFilter:
             ``x`` is not one observation row of the emission family.
         """
         row = check_observations(self.emission, np.asarray(x, dtype=np.float64).reshape(1, -1))
-        prev_ll = self._filter.log_likelihood
         step = self._filter.update(row[0])
         if not np.isfinite(step.log_likelihood):
             return step, self.duration_factor, self.emission_factor
