@@ -244,3 +244,19 @@ def test_the_adaptive_filter_names_a_sequence_whose_factors_diverge():
                                                                   r"factors diverged at row"):
         warnings.simplefilter("ignore", RuntimeWarning)  # the factor update's NaN, now named
         m.filter(np.r_[X[:10], X[10:] + 1e10], [10, 20])
+
+
+def test_beyond_the_dense_limit_the_rows_are_checked_not_normalised(monkeypatch):
+    """Too large for the log-space passes, the shifted unary runs the linear-space ones: their rows are
+    left as computed, so a loss of precision is named instead of hidden by a division."""
+    from structlearn.structures import semimarkov
+    monkeypatch.setattr(semimarkov, "DENSE_SEGMENT_LIMIT", 0)
+    m = hsmm()
+    X = np.random.RandomState(3).normal(size=(12, 1))
+    X[5] = 1e9
+    try:
+        post = m.predict_proba(X)
+    except ValueError as exc:
+        assert re.search(r"sequence 0 \(rows 0:12\) lost its numerical precision: row \d+ sums to", str(exc)), exc
+    else:
+        _check([post])

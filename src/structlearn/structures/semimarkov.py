@@ -346,7 +346,7 @@ class SemiMarkov(StructureBase):
             token, em = _k.semimarkov_marginals(
                 self.unary, self._trans, self._tv, self._tv_on, alpha, alpha_star, beta_end,
                 beta_start, z_fin, self.offsets, key == "marginals")
-            if self._cache.get("twin") is self:
+            if self._cache.get("twin") is self and self.segment is not None:
                 # Σ_k P(token n in a k-segment) = 1 exactly; at these magnitudes each start and end
                 # probability carries eps·|unary| of rounding, so the running sums are divided by their
                 # row total (the chain's γ_t = α_t β_t / Σ_j α_t(j) β_t(j))
@@ -363,7 +363,8 @@ class SemiMarkov(StructureBase):
         :data:`EXTREME_UNARY` the same structure with every row of ``unary`` shifted by its largest
         finite entry (a constant per token: every segmentation covers each token once, so no posterior
         changes) and its passes in log space (zero ``segment`` potentials, when they fit in
-        DENSE_SEGMENT_LIMIT entries). Both keep the sums exact at any magnitude."""
+        DENSE_SEGMENT_LIMIT entries; beyond, the shifted unary runs the linear-space passes, whose
+        rows are left as they are: the estimators check their sums and raise)."""
         if "twin" not in self._cache:
             u = self.unary
             fin = np.isfinite(u)
