@@ -128,8 +128,9 @@ class SemiMarkov(StructureBase):
     whenever a sum could underflow; with ``segment`` and for the MAX semiring they run in log
     space. When some finite |unary| exceeds :data:`EXTREME_UNARY` (an outlier far in a Gaussian's tail),
     the posteriors (:meth:`marginals`, :meth:`segment_marginals`) come from the unary shifted per token
-    by its largest entry, in log space, token rows divided by their total: they sum to one at any
-    magnitude (``log_partition`` is unchanged). For hidden semi-Markov models, :meth:`duration_marginals` gives the expected duration
+    by its largest entry, in log space, token rows divided by their total where they miss one by no
+    more than the rounding of such potentials: they sum to one at any magnitude (``log_partition`` is
+    unchanged). For hidden semi-Markov models, :meth:`duration_marginals` gives the expected duration
     counts per duration table and ``marginals().edge`` the expected transitions. Infeasible sequences (every segmentation has potential
     -inf) get ``log_partition`` -inf, zero marginals and make ``argmax``/``kbest``/``sample`` raise
     ``ValueError`` naming the sequence. Empty sequences have log Z = 0 and one (empty)
@@ -348,10 +349,14 @@ class SemiMarkov(StructureBase):
                 beta_start, z_fin, self.offsets, key == "marginals")
             if self._cache.get("twin") is self and self.segment is not None:
                 # Σ_k P(token n in a k-segment) = 1 exactly; at these magnitudes each start and end
-                # probability carries eps·|unary| of rounding, so the running sums are divided by their
-                # row total (the chain's γ_t = α_t β_t / Σ_j α_t(j) β_t(j))
+                # probability carries ~D·eps·|unary| of rounding, so the running sums are divided by
+                # their row total (the chain's γ_t = α_t β_t / Σ_j α_t(j) β_t(j)) — only where they
+                # miss 1 by no more than that rounding: a larger miss is left for the caller to see
+                fin = np.isfinite(self.unary)
+                rounding = 16 * self.max_duration * np.finfo(np.float64).eps * np.abs(self.unary[fin]).max()
                 tot = token.sum(axis=1, keepdims=True)
-                token = np.divide(token, tot, out=np.zeros_like(token), where=tot > 0)
+                ok = (tot > 0) & (np.abs(tot - 1.0) <= 1e-9 + rounding)
+                token = np.divide(token, tot, out=token.copy(), where=ok)
             self._cache[key] = Marginals(token, em)
         token, em = self._cache[key]
         if edge == "total":
