@@ -347,7 +347,7 @@ class SemiMarkov(StructureBase):
             token, em = _k.semimarkov_marginals(
                 self.unary, self._trans, self._tv, self._tv_on, alpha, alpha_star, beta_end,
                 beta_start, z_fin, self.offsets, key == "marginals")
-            if self._cache.get("twin") is self and self.segment is not None:
+            if self._cache.get("extreme") and self.segment is not None:
                 # Σ_k P(token n in a k-segment) = 1 exactly; at these magnitudes each start and end
                 # probability carries ~D·eps·|unary| of rounding, so the running sums are divided by
                 # their row total (the chain's γ_t = α_t β_t / Σ_j α_t(j) β_t(j)) — only where they
@@ -386,6 +386,7 @@ class SemiMarkov(StructureBase):
                                   allow_same_label=self.allow_same_label, first_duration=self.first_duration,
                                   last_duration=self.last_duration, single_duration=self.single_duration)
                 twin._cache["twin"] = twin  # already in the exact form
+                twin._cache["extreme"] = True
             self._cache["twin"] = twin
         return self._cache["twin"]
 
