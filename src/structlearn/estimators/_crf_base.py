@@ -27,6 +27,7 @@ from ._base import EstimatorBase, training
 from ._em_restarts import check_n_jobs, n_blocks
 from ._modelfile import ModelFileMixin
 from ._params import accepts, check_param
+from ._posterior_check import check_posteriors
 
 __all__ = ["CRFBase", "ChainCRFBase", "label_key"]
 
@@ -596,7 +597,8 @@ class ChainCRFBase(CRFBase):
             raise ValueError(f"`output` must be 'dict' or 'array'; got {output!r}")
         packed, chain = self._structure(X, lengths, constraints)
         um = chain.marginals(edge="none").unary
-        self._finite_log_z(chain.log_partition())
+        log_z = self._finite_log_z(chain.log_partition())
+        check_posteriors(um, packed.offsets, log_z, "the marginals", self._unit_noun)
         seqs = self._split(um, packed)
         if output == "array":
             return seqs

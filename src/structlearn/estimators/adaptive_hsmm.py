@@ -17,6 +17,7 @@ from ..utils.validation import check_lengths
 from ._em_files import families_from_header, families_to_file
 from ._em_restarts import check_n_jobs
 from ._sampling import sample_sequences
+from ._posterior_check import check_posteriors
 from .hsmm import HiddenSemiMarkovModel
 
 __all__ = ["AdaptiveFactorHSMM", "AdaptiveFiltered"]
@@ -324,14 +325,27 @@ class AdaptiveFactorHSMM(BaseEstimator):
         Raises
         ------
         ValueError
-            X or lengths invalid for the fitted model; ``NotFittedError`` before :meth:`fit`.
+            X or lengths invalid for the fitted model; a sequence with zero likelihood (as
+            :meth:`predict`), or whose ``state`` rows do not sum to one within 1e-9 (the factors
+            diverged on extreme data), named; ``NotFittedError`` before :meth:`fit`.
 
         Time per row: see the class Notes.
         """
         X, lengths, offsets = self._check_data(X, lengths)
         filt = self.online_filter()
         parts = [filt.run(X[offsets[b]:offsets[b + 1]]) for b in range(len(lengths))]
-        return AdaptiveFiltered(*(np.concatenate(a) for a in zip(*parts)))
+        out = AdaptiveFiltered(*(np.concatenate(a) for a in zip(*parts)))
+        diverged = np.flatnonzero(~np.isfinite(out.duration_factor) | ~np.isfinite(out.emission_factor))
+        if diverged.size:
+            n = int(diverged[0])
+            b = int(np.searchsorted(offsets, n, side="right") - 1)
+            raise ValueError(f"cannot compute the filtered probabilities: sequence {b} (rows {offsets[b]}:"
+                             f"{offsets[b + 1]}): the adaptive factors diverged at row {n} (κ = "
+                             f"{out.duration_factor[n]}, η = {out.emission_factor[n]}; expected finite), "
+                             f"on observations too extreme for the factor updates")
+        last = np.array([p.log_likelihood[-1] if p.log_likelihood.size else 0.0 for p in parts])
+        check_posteriors(out.state, offsets, last, "the filtered probabilities")
+        return out
 
     def sample(self, n_samples=1, random_state=None, n_sequences=None):
         """Draw one sequence of ``n_samples`` rows from the adaptive generative process, or several.

@@ -32,6 +32,7 @@ from ._em_restarts import check_n_jobs, fit_restarts, label_mask, warn_empty_sta
 from . import _general_hsmm_files as _files
 from ._hsmm_queries import Prediction, SegmentEnds, SubpathQueries, cum_scale, state_runs, with_empty_prefixes
 from ._sampling import sample_sequences
+from ._posterior_check import check_posteriors
 from ._shard_online import ShardOnlineMixin
 
 __all__ = ["GeneralHSMM", "VariableTransitionHMM", "ResidentialTimeHMM", "SegmentFiltered"]
@@ -272,10 +273,14 @@ class _SuperLabelHSMM(ShardOnlineMixin, SubpathQueries, InformationCriteria, Bas
         return float(self.score_per_sequence(X, lengths).sum())
 
     def score_samples(self, X, lengths=None):
-        """(log-likelihood, γ (N, M)) with γ_t(j) = P(S_t = j | o) (Yu 2010 eq. (8))."""
-        sm = self._prepare(X, lengths)[3]
+        """(log-likelihood, γ (N, M)) with γ_t(j) = P(S_t = j | o) (Yu 2010 eq. (8)); rows sum to one
+        within 1e-9, else (or for a sequence with zero likelihood, as :meth:`predict`) ``ValueError``
+        naming the sequence."""
+        _, _, offsets, sm = self._prepare(X, lengths)
         M, D = self.n_states, self.max_duration_
-        return float(sm.log_partition().sum()), sm.marginals(edge="none").unary.reshape(-1, M, D).sum(2)
+        log_z = sm.log_partition()
+        gamma = sm.marginals(edge="none").unary.reshape(-1, M, D).sum(2)
+        return float(log_z.sum()), check_posteriors(gamma, offsets, log_z)
 
     def predict_proba(self, X, lengths=None):
         """Smoothed posteriors γ_t(j), float64 (N, M)."""

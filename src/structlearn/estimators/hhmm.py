@@ -29,6 +29,7 @@ from ..structures.sparse_chain import SparseChain
 from ..utils.validation import check_lengths
 from ._em_restarts import check_n_jobs
 from ._hhmm_em import HHMMLearningMixin
+from ._posterior_check import check_posteriors
 
 __all__ = ["HierarchicalHMM", "HHMMPosteriors", "HHMMDecoded", "HHMMFiltered", "HHMMSample"]
 
@@ -337,9 +338,17 @@ class HierarchicalHMM(HHMMLearningMixin, BaseEstimator):
     def posteriors(self, X, lengths=None):
         """Posterior marginals of every level's state Q^d_t and finished flag F^d_t; see :data:`HHMMPosteriors`.
 
-        Time O(N·S² + N·A) and memory O(N·S²) (A = number of transition atoms).
+        Time O(N·S² + N·A) and memory O(N·S²) (A = number of transition atoms). ``gamma``'s rows sum to
+        one within 1e-9, else (or for a sequence with zero likelihood, as :meth:`decode`) ``ValueError``
+        naming the sequence.
         """
         X, lengths, offsets = self._data(X, lengths)
+        post = self._posteriors(X, lengths, offsets)
+        check_posteriors(post.config, offsets, post.log_likelihood)
+        return post
+
+    def _posteriors(self, X, lengths, offsets):
+        h = self.hierarchy_
         h = self.hierarchy_
         U, D, N = len(h.instance_paths), h.depth, X.shape[0]
         dbn = self._dbn_inference()

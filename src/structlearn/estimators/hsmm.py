@@ -29,6 +29,7 @@ from ._em_restarts import (EmptyStateWarning, check_n_jobs, fit_restarts, label_
 from ._hsmm_online import OnlineMixin
 from ._hsmm_queries import Filtered, Prediction, SegmentEnds, SegmentQueries, state_runs
 from ._sampling import sample_sequences
+from ._posterior_check import check_posteriors
 
 __all__ = ["HiddenSemiMarkovModel", "Filtered", "Prediction", "SegmentEnds", "EmptyStateWarning"]
 
@@ -440,9 +441,18 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, InformationCriteria, Ba
         -------
         log_prob : float
         posteriors : ndarray of float64, shape (N, K)
+            Rows sum to one within 1e-9.
+
+        Raises
+        ------
+        ValueError
+            A sequence with zero likelihood (as :meth:`predict`), or whose posteriors lost their
+            precision; the message names it.
         """
-        sm = self._prepare(X, lengths, allow_chain=True)[3]
-        return float(sm.log_partition().sum()), sm.marginals().unary
+        _, _, offsets, sm = self._prepare(X, lengths, allow_chain=True)
+        log_z = sm.log_partition()
+        gamma = check_posteriors(sm.marginals().unary, offsets, log_z)
+        return float(log_z.sum()), gamma
 
     def predict_proba(self, X, lengths=None):
         """Smoothed posteriors γ_t(j) = P(S_t = j | o_1:T), shape (N, K) (Yu 2010 eq. (8))."""

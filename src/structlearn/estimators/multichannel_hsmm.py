@@ -26,6 +26,7 @@ from ._base import training
 from ._em_files import fit_state, restore_fit_state
 from ._em_restarts import check_n_jobs
 from ._sampling import sample_sequences
+from ._posterior_check import check_posteriors
 from ._shard_online import ShardOnlineMixin
 
 __all__ = ["MultiChannelHSMM"]
@@ -514,9 +515,15 @@ class MultiChannelHSMM(ShardOnlineMixin, BaseEstimator):
         return float(self.score_per_sequence(X, lengths).sum())
 
     def predict_proba(self, X, lengths=None):
-        """Per channel the smoothed posteriors P(S^c_t = j | o): a list of C float64 arrays (N, M_c)."""
+        """Per channel the smoothed posteriors P(S^c_t = j | o): a list of C float64 arrays (N, M_c), rows
+        summing to one within 1e-9, else (or for a sequence with zero likelihood, as :meth:`predict`)
+        ``ValueError`` naming the sequence."""
         X, lengths, offsets = self._prepared(X, lengths)
         out = self._infer(X, lengths, offsets)
+        return [check_posteriors(g, offsets, out["log_z"], f"the posteriors of channel {c}")
+                for c, g in enumerate(self._channel_posteriors(X, out))]
+
+    def _channel_posteriors(self, X, out):
         if "gammas" in out:
             return [g.copy() for g in out["gammas"]]
         N = X.shape[0]

@@ -11,6 +11,7 @@ from ..models.features import AttributeVocabulary, build_state_features
 from ..utils.validation import check_shapes
 from ..models.semicrf import SEGMENT_FEATURES, SegmentBatch, SemiMarkovFeatureModel
 from ._crf_base import CRFBase
+from ._posterior_check import check_posteriors
 from ._params import ALL_POSSIBLE_STATES, ALL_POSSIBLE_TRANSITIONS, LBFGS_PARAMS, MIN_FREQ, N_JOBS, VERBOSE, Param
 
 _FORMAT = "semi-markov-crf"
@@ -512,8 +513,9 @@ class SemiMarkovCRF(CRFBase):
         batch, sm = self._structure(X, lengths, tokens)
         out = []
         for b0, _, part in sm.parts():
-            self._finite_log_z(part.log_partition(), b0)
+            log_z = self._finite_log_z(part.log_partition(), b0)
             u = part.marginals().unary
+            check_posteriors(u, part.offsets, log_z, "the marginals", self._unit_noun, first=b0)
             out.extend(u[part.offsets[b]:part.offsets[b + 1]] for b in range(part.batch_size))
         return out
 

@@ -27,6 +27,7 @@ from ..models.censoring import CENSORING
 from ..utils.validation import check_lengths
 from ._criteria import InformationCriteria
 from ._sampling import sample_sequences
+from ._posterior_check import check_posteriors
 from ._shard_online import ShardOnlineMixin
 from ._em_files import families_from_header, families_to_file, fit_state, restore_fit_state
 from ._em_restarts import (EmptyStateWarning, check_n_jobs, fit_restarts, label_mask,
@@ -510,9 +511,10 @@ class SwitchingHSMM(ShardOnlineMixin, InformationCriteria, BaseEstimator):
         return self._prepare(X, lengths)[3].log_partition()
 
     def _joint_posteriors(self, X, lengths):
-        sm = self._prepare(X, lengths)[3]
-        g = sm.marginals().unary
-        return float(sm.log_partition().sum()), g.reshape(g.shape[0], int(self.n_regimes), int(self.n_states))
+        _, _, offsets, sm = self._prepare(X, lengths)
+        log_z = sm.log_partition()
+        g = check_posteriors(sm.marginals().unary, offsets, log_z)
+        return float(log_z.sum()), g.reshape(g.shape[0], int(self.n_regimes), int(self.n_states))
 
     def score_samples(self, X, lengths=None):
         """Log-likelihood and smoothed state posteriors P(S_t = m | o) (summed over regimes).

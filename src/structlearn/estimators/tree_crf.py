@@ -10,6 +10,7 @@ from ..utils.validation import check_shapes
 from ..models.tree_crf import TreeBatch, TreeFeatureModel
 from ..structures.tree import validate_parents
 from ._crf_base import CRFBase, label_key
+from ._posterior_check import check_posteriors
 from ._params import (ALGORITHM, ALL_POSSIBLE_STATES, LBFGS_PARAMS, MIN_FREQ, ONLINE_PARAMS, RANDOM_STATE,
                       N_JOBS, VERBOSE, Param)
 from ._tree_crf_online import TreeCRFStreamMixin
@@ -584,8 +585,11 @@ class TreeCRF(TreeCRFStreamMixin, CRFBase):
             raise ValueError(f"`output` must be 'dict' or 'array'; got {output!r}")
         _, layout, tree = self._structure(X, parents, edge_attributes, constraints)
         m = tree.marginals(edge="full" if edges else "none")
-        self._finite_log_z(layout.per_tree(tree.log_partition()))
-        node = layout.split(layout.rows_to_user(m.unary))
+        log_z = self._finite_log_z(layout.per_tree(tree.log_partition()))
+        unary = layout.rows_to_user(m.unary)
+        node = layout.split(unary)
+        check_posteriors(unary, np.r_[0, np.cumsum([len(s) for s in node])], log_z, "the marginals",
+                         self._unit_noun)
         cls = self.classes_
         if output == "dict":
             node = [[dict(zip(cls, row.tolist())) for row in s] for s in node]

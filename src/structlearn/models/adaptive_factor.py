@@ -344,16 +344,16 @@ class AdaptiveFactorFilter:
             ``x`` is not one observation row of the emission family.
         """
         row = check_observations(self.emission, np.asarray(x, dtype=np.float64).reshape(1, -1))
-        prev_ll = self._filter.log_likelihood
         step = self._filter.update(row[0])
         if not np.isfinite(step.log_likelihood):
             return step, self.duration_factor, self.emission_factor
         if self._prev_end is not None and (self._q[0] > 0 or self._q[1] > 0):
             # lag one: P(a j-segment ended at t-1 | o_1:t) = P(j ends at t-1 | o_1:t-1) Σ_k a_jk b_k(o_t)
             # / p(o_t | o_1:t-1), b under the emission in force at t
-            log_b = self._filter.emission.log_density(row)[0]
+            # (log b - shift) - log step: no difference of two huge log-likelihoods at an outlier
+            log_b = self._filter.emission.log_density(row)[0] - self._filter.last_shift
             with np.errstate(over="ignore"):
-                ends = self._prev_end * (self._transmat @ np.exp(log_b - (step.log_likelihood - prev_ll)))
+                ends = self._prev_end * (self._transmat @ np.exp(log_b - self._filter.last_log_step))
             self._segment_end(np.minimum(ends, 1.0))
         self._prev_end = step.end
         if self._q[1] > 0:

@@ -517,6 +517,7 @@ class StreamingFilter:
         self._log_alpha = None
         self.n_seen = 0
         self.log_likelihood = 0.0
+        self.last_shift = self.last_log_step = 0.0
         return self
 
     @property
@@ -556,7 +557,12 @@ class StreamingFilter:
         self.n_seen += 1
         if self.log_likelihood == -np.inf:
             return FilterStep(np.zeros(K), np.zeros(K), -np.inf)
-        u = np.repeat(self.emission.log_density(X)[0], D)
+        # the row's largest log-density is taken out (a constant of the step, added back to the
+        # likelihood): at an outlier (log-densities ~ -1e16) the chain's step sum would underflow to
+        # -inf and the next steps lose eps·|log b| of their precision
+        dens = self.emission.log_density(X)[0]
+        shift = float(dens.max()) if np.isfinite(dens).any() else 0.0
+        u = np.repeat(dens - shift, D)
         if self._log_alpha is None:
             unary, start = self._first, self._log_init
         else:
@@ -569,6 +575,7 @@ class StreamingFilter:
             self.log_likelihood = -np.inf
             return FilterStep(np.zeros(K), np.zeros(K), -np.inf)
         self._log_alpha = chain.forward()[-1, :KD] - log_step
-        self.log_likelihood += log_step
+        self.log_likelihood += log_step + shift
+        self.last_shift, self.last_log_step = shift, log_step  # log p(o_t | o_1:t-1) = their sum
         joint = np.exp(self._log_alpha).reshape(K, D)
         return FilterStep(joint.sum(axis=1), joint[:, 0].copy(), self.log_likelihood)

@@ -35,6 +35,11 @@ BackwardMessages = namedtuple("BackwardMessages", ["beta_end", "beta_start"])
 #: Above this many entries ``segment_marginals`` refuses to build the dense (N, D, K) array.
 DENSE_SEGMENT_LIMIT = 20_000_000
 
+#: Largest |unary| the linear-space posterior passes take as they are: their block prefix sums of
+#: (unary - scale) lose eps·|unary| absolutely, so one row near 1e15 (an outlier far in a Gaussian's
+#: tail) spoils the posteriors of the whole block (rows summing to 1.2, or NaN).
+EXTREME_UNARY = 1e5
+
 #: How many segment ends ``iter_segment_marginals`` scans per kernel call (bounds its memory).
 _ITER_CHUNK = 4096
 
@@ -121,7 +126,11 @@ class SemiMarkov(StructureBase):
     along d, not differenced from cumulative sums. Without ``segment``, the LOG-semiring window
     sums run in linear space (one multiply-add per (t, d, k)) with an exact log-space fallback
     whenever a sum could underflow; with ``segment`` and for the MAX semiring they run in log
-    space. For hidden semi-Markov models, :meth:`duration_marginals` gives the expected duration
+    space. When some finite |unary| exceeds :data:`EXTREME_UNARY` (an outlier far in a Gaussian's tail),
+    the posteriors (:meth:`marginals`, :meth:`segment_marginals`) come from the unary shifted per token
+    by its largest entry, in log space, token rows divided by their total where they miss one by no
+    more than the rounding of such potentials: they sum to one at any magnitude (``log_partition`` is
+    unchanged). For hidden semi-Markov models, :meth:`duration_marginals` gives the expected duration
     counts per duration table and ``marginals().edge`` the expected transitions. Infeasible sequences (every segmentation has potential
     -inf) get ``log_partition`` -inf, zero marginals and make ``argmax``/``kbest``/``sample`` raise
     ``ValueError`` naming the sequence. Empty sequences have log Z = 0 and one (empty)
@@ -329,16 +338,57 @@ class SemiMarkov(StructureBase):
         """
         if edge not in ("full", "sum", "total", "none"):
             raise ValueError(f"`edge` must be one of ['full', 'none', 'sum', 'total']; got {edge!r}")
+        twin = self._posterior_twin()
+        if twin is not self:
+            return twin.marginals(edge)
         key = "marginals" if edge == "full" else "marginals_sum"
         if key not in self._cache:
             alpha, alpha_star, _, beta_end, beta_start, _, z_fin = self._posterior()
-            self._cache[key] = Marginals(*_k.semimarkov_marginals(
+            token, em = _k.semimarkov_marginals(
                 self.unary, self._trans, self._tv, self._tv_on, alpha, alpha_star, beta_end,
-                beta_start, z_fin, self.offsets, key == "marginals"))
+                beta_start, z_fin, self.offsets, key == "marginals")
+            if self._cache.get("extreme") and self.segment is not None:
+                # Σ_k P(token n in a k-segment) = 1 exactly; at these magnitudes each start and end
+                # probability carries ~D·eps·|unary| of rounding, so the running sums are divided by
+                # their row total (the chain's γ_t = α_t β_t / Σ_j α_t(j) β_t(j)) — only where they
+                # miss 1 by no more than that rounding: a larger miss is left for the caller to see
+                fin = np.isfinite(self.unary)
+                rounding = 16 * self.max_duration * np.finfo(np.float64).eps * np.abs(self.unary[fin]).max()
+                tot = token.sum(axis=1, keepdims=True)
+                ok = (tot > 0) & (np.abs(tot - 1.0) <= 1e-9 + rounding)
+                token = np.divide(token, tot, out=token.copy(), where=ok)
+            self._cache[key] = Marginals(token, em)
         token, em = self._cache[key]
         if edge == "total":
             em = em.sum(axis=0)
         return Marginals(token.copy(), None if edge == "none" else em.copy())
+
+    def _posterior_twin(self):
+        """The structure whose posteriors this one's are: itself, or when some finite |unary| exceeds
+        :data:`EXTREME_UNARY` the same structure with every row of ``unary`` shifted by its largest
+        finite entry (a constant per token: every segmentation covers each token once, so no posterior
+        changes) and its passes in log space (zero ``segment`` potentials, when they fit in
+        DENSE_SEGMENT_LIMIT entries; beyond, the shifted unary runs the linear-space passes, whose
+        rows are left as they are: the estimators check their sums and raise)."""
+        if "twin" not in self._cache:
+            u = self.unary
+            fin = np.isfinite(u)
+            twin = self
+            if fin.any() and np.abs(u[fin]).max() > EXTREME_UNARY:
+                shift = np.where(fin, u, -np.inf).max(axis=1)
+                shift[~np.isfinite(shift)] = 0.0
+                N, D, K = self.n_rows, self.max_duration, self.n_labels
+                seg = self.segment
+                if seg is None and N * D * K <= DENSE_SEGMENT_LIMIT:
+                    seg = np.zeros((N, D, K))
+                twin = SemiMarkov(u - shift[:, None], self.duration, self.transition, lengths=self.lengths,
+                                  start=self.start, end=self.end, segment=seg,
+                                  allow_same_label=self.allow_same_label, first_duration=self.first_duration,
+                                  last_duration=self.last_duration, single_duration=self.single_duration)
+                twin._cache["twin"] = twin  # already in the exact form
+                twin._cache["extreme"] = True
+            self._cache["twin"] = twin
+        return self._cache["twin"]
 
     def segment_marginals(self):
         """Dense segment marginals.
@@ -360,6 +410,9 @@ class SemiMarkov(StructureBase):
                              f"({N * D * K} > {DENSE_SEGMENT_LIMIT} entries); use "
                              f"iter_segment_marginals(threshold) to stream the segments whose "
                              f"marginal exceeds a threshold")
+        twin = self._posterior_twin()
+        if twin is not self:
+            return twin.segment_marginals()
         _, alpha_star, inc, beta_end, _, _, z_fin = self._posterior()
         u, durs, _, _, _, _, _, seg, has_seg, offsets = self._kargs()
         return _k.semimarkov_segment_marginals(u, durs, seg, has_seg, offsets, alpha_star, inc,
