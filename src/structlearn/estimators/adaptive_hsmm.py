@@ -16,8 +16,8 @@ from ..models import emissions as _emi
 from ..utils.validation import check_lengths
 from ._em_files import families_from_header, families_to_file
 from ._em_restarts import check_n_jobs
-from ._sampling import sample_sequences
 from ._posterior_check import check_posteriors
+from ._sampling import sample_sequences
 from .hsmm import HiddenSemiMarkovModel
 
 __all__ = ["AdaptiveFactorHSMM", "AdaptiveFiltered"]

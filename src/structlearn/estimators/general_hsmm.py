@@ -31,8 +31,8 @@ from ._criteria import InformationCriteria
 from ._em_restarts import check_n_jobs, fit_restarts, label_mask, warn_empty_states
 from . import _general_hsmm_files as _files
 from ._hsmm_queries import Prediction, SegmentEnds, SubpathQueries, cum_scale, state_runs, with_empty_prefixes
-from ._sampling import sample_sequences
 from ._posterior_check import check_posteriors
+from ._sampling import sample_sequences
 from ._shard_online import ShardOnlineMixin
 
 __all__ = ["GeneralHSMM", "VariableTransitionHMM", "ResidentialTimeHMM", "SegmentFiltered"]

@@ -28,8 +28,8 @@ from ._em_restarts import (EmptyStateWarning, check_n_jobs, fit_restarts, label_
                            warn_empty_states)
 from ._hsmm_online import OnlineMixin
 from ._hsmm_queries import Filtered, Prediction, SegmentEnds, SegmentQueries, state_runs
-from ._sampling import sample_sequences
 from ._posterior_check import check_posteriors
+from ._sampling import sample_sequences
 
 __all__ = ["HiddenSemiMarkovModel", "Filtered", "Prediction", "SegmentEnds", "EmptyStateWarning"]
 

@@ -25,8 +25,8 @@ from ..utils.validation import as_real_float64, check_lengths
 from ._base import training
 from ._em_files import fit_state, restore_fit_state
 from ._em_restarts import check_n_jobs
-from ._sampling import sample_sequences
 from ._posterior_check import check_posteriors
+from ._sampling import sample_sequences
 from ._shard_online import ShardOnlineMixin
 
 __all__ = ["MultiChannelHSMM"]

@@ -26,8 +26,8 @@ from ..models import switching_hsmm as _model
 from ..models.censoring import CENSORING
 from ..utils.validation import check_lengths
 from ._criteria import InformationCriteria
-from ._sampling import sample_sequences
 from ._posterior_check import check_posteriors
+from ._sampling import sample_sequences
 from ._shard_online import ShardOnlineMixin
 from ._em_files import families_from_header, families_to_file, fit_state, restore_fit_state
 from ._em_restarts import (EmptyStateWarning, check_n_jobs, fit_restarts, label_mask,
