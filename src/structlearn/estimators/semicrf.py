@@ -101,14 +101,8 @@ class SemiMarkovCRF(CRFBase):
     verbose : bool
         Per-iteration progress (tqdm).
     n_jobs : int or None, default None
-        L-BFGS over worker processes on this machine (-1: as many as cores): the objective's blocks of
-        sequences (fixed by the data: about 65 536 tokens each, at most 16,
-        :meth:`structlearn.learning.objectives._CLL.blocks`) are shared out between ``n_jobs`` worker
-        processes, each holding its range for the whole fit (:class:`structlearn.learning.shards.ProcessShards`);
-        each evaluation sends the weights to every worker and adds the blocks' values and gradients in one
-        fixed tree. Numba's threads are shared out between the workers. The result is bitwise that of
-        ``n_jobs=None`` (and of any thread count); data of one block run in this process.
-        Online trainers ignore it. See :mod:`structlearn.distributed` for several machines.
+        L-BFGS over worker processes on this machine, as :class:`~structlearn.LinearChainCRF`'s: the
+        result is bitwise that of ``n_jobs=None`` and of any thread count.
 
     Attributes
     ----------
