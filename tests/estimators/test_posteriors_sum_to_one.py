@@ -260,3 +260,16 @@ def test_beyond_the_dense_limit_the_rows_are_checked_not_normalised(monkeypatch)
         assert re.search(r"sequence 0 \(rows 0:12\) lost its numerical precision: row \d+ sums to", str(exc)), exc
     else:
         _check([post])
+
+
+def test_an_impossible_sequence_raises_from_the_hmm_posteriors_as_predict_does():
+    from structlearn.hmm import CategoricalHMM
+    m = CategoricalHMM(2, n_features=3, init_params="", params="")
+    m.startprob_ = np.array([0.5, 0.5])
+    m.transmat_ = np.array([[0.9, 0.1], [0.1, 0.9]])
+    m.emissionprob_ = np.array([[0.5, 0.5, 0.0], [0.5, 0.5, 0.0]])  # symbol 2 is never emitted
+    X = np.array([[0], [1], [0], [1], [2], [0]])
+    for call in (m.predict, m.predict_proba, m.score_samples):
+        with pytest.raises(ValueError, match=r"sequence 1 \(rows 2:6\)"):
+            call(X, [2, 4])
+    assert np.allclose(m.predict_proba(X[:2]).sum(axis=1), 1.0)

@@ -35,6 +35,7 @@ from ..utils.validation import check_lengths
 from ._em_restarts import check_n_jobs, fit_restarts, warn_empty_states
 from ._em_files import fit_state, restore_fit_state
 from ._hmm_online import HMMOnlineMixin
+from ._posterior_check import check_posteriors
 from ._sampling import sample_sequences
 
 __all__ = ["HMMBase", "EmissionView", "stationary_distribution"]
@@ -298,11 +299,18 @@ class HMMBase(HMMOnlineMixin, BaseEstimator):
         -------
         log_prob : float
         posteriors : ndarray of float64, shape (n_samples, n_components)
-            Rows of an impossible sequence are 0.
+            Every row sums to one (within 1e-9).
+
+        Raises
+        ------
+        ValueError
+            A sequence with zero likelihood (no state path explains it; as :meth:`decode`), naming the
+            sequence and its rows.
         """
         sm = self._prepare(X, lengths)[3]
-        gamma = sm.marginals(edge="none").unary
-        return float(sm.log_partition().sum()), gamma
+        log_z = sm.log_partition()
+        gamma = check_posteriors(sm.marginals(edge="none").unary, sm.offsets, log_z)
+        return float(log_z.sum()), gamma
 
     def predict_proba(self, X, lengths=None):
         """Posteriors γ_t(j), shape (n_samples, n_components) float64."""
