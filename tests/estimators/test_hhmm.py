@@ -405,3 +405,20 @@ def test_refit_rebuilds_from_the_parameters():
     m.set_params(hierarchy=spec)
     assert m.flatten().transitions.nnz == fresh(spec).flatten().transitions.nnz > \
         fig1_model().flatten().transitions.nnz
+
+
+@pytest.mark.parametrize("inference", ["flat", "sparse", "jtree"])
+def test_expected_counts_of_a_parameter_that_became_zero_are_zero_not_nan(inference):
+    """A transition of probability 0 in the flattened chain gets count 0 (its share of the pair's
+    marginal was exp(-inf - -inf) = NaN, and NaN counts reached the M-step and the empty-state warning)."""
+    smp = fig1_model().sample(30, random_state=1)
+    X = smp.X.astype(int)
+    spec = {k: dict(v) for k, v in FIG1.items()}
+    spec["S0"] = dict(FIG1["S0"], trans=[[0, 0.5, 0.5], [0, 0, 1], [0, 0, 0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = HierarchicalHMM(spec, "categorical", init_params="ste", n_iter=6, random_state=0,
+                            inference=inference).fit(X, smp.lengths)
+    Xv, L, off = m._data(X, smp.lengths)[:3]
+    counts = m._e_step(Xv, L, off)[0]
+    assert np.isfinite(counts).all() and (counts >= 0).all()

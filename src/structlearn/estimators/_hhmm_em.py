@@ -52,7 +52,6 @@ def _warn_unvisited(h, counts):
     production state its emission, are kept by the M-step."""
     entries, names = [], []
     root = h.submodel_names[0]
-    counts = np.nan_to_num(counts)  # the flattened E-step's count of a parameter that became 0 can be NaN
     for m in range(h.n_submodels):
         K = len(h.children[m])
         b = int(h._base[m])

@@ -398,8 +398,11 @@ class HierarchicalHMM(HHMMLearningMixin, BaseEstimator):
                              f"check the topology, the emissions or `finish`")
         if dbn is not None:
             return counts, weights, float(ll.sum())
+        # the share of each atom in its flattened pair's marginal; a pair of probability 0 (a parameter
+        # EM set to 0) gets no count (exp(-inf - -inf) would be NaN)
+        lp_pair = lp[h._atom_pair]
         with np.errstate(invalid="ignore"):
-            ratio = np.exp(la - lp[h._atom_pair])
+            ratio = np.where(lp_pair == -np.inf, 0.0, np.exp(la - lp_pair))
         atom_counts = mg.edge[h._atom_pair] * ratio
         gamma = mg.unary
         ok = lengths > 0
