@@ -299,3 +299,39 @@ def test_multichannel_partial_fit_interrupt_wrapped_in_a_system_error_raises_and
         est.partial_fit(X)
     assert {n: v for n, v in vars(est).items() if n.endswith("_")}.keys() == before.keys()
     assert est.n_chunks_seen_ == 1
+
+
+
+def _state(est):
+    """The fitted parameters and running statistics of an online estimator, as bytes (equality)."""
+    import pickle
+    return pickle.dumps({k: v for k, v in sorted(vars(est).items()) if k.endswith("_") or k.startswith("_online")})
+
+
+@pytest.mark.parametrize("make, target", [(_hmm, "_m_step_chain"), (_hsmm, "_check_params"),
+                                          (_hhmm, "_m_step")])
+def test_em_partial_fit_interrupted_leaves_the_model_as_it_was(make, target, monkeypatch):
+    """Ctrl-C after the running statistics took the chunk but before the parameters did: the estimator
+    is left as it was before the call (no half-advanced statistics), and the next call is the one an
+    uninterrupted stream would have made."""
+    import copy
+    est, data = make()
+    args = data if isinstance(data, tuple) else (data,)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est.partial_fit(*args)
+        twin = copy.deepcopy(est)
+        before = _state(est)
+        original = getattr(type(est), target)
+        calls = []
+
+        def interrupted(self, *a, **kw):
+            calls.append(1)
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(type(est), target, interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            est.partial_fit(*args)
+        monkeypatch.setattr(type(est), target, original)
+        assert calls and _state(est) == before
+        assert _state(est.partial_fit(*args)) == _state(twin.partial_fit(*args))

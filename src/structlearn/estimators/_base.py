@@ -1,12 +1,14 @@
 """What every structlearn estimator shares beyond :class:`sklearn.base.BaseEstimator`."""
 import contextlib
+import copy
+import functools
 
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
 from ..utils.interrupts import as_interrupt
 
-__all__ = ["EstimatorBase", "training"]
+__all__ = ["EstimatorBase", "training", "rolls_back"]
 
 
 class EstimatorBase(BaseEstimator):
@@ -47,3 +49,24 @@ def training(estimator, drop=()):
         if interrupt is exc:
             raise
         raise interrupt from exc
+
+
+def rolls_back(method):
+    """A ``partial_fit`` that leaves the estimator as it was before the call when it raises (a
+    ``KeyboardInterrupt`` between the update of the running statistics and that of the parameters, a
+    sequence with zero likelihood, …): the estimator's attributes are copied before the call (they are
+    O(parameters + running statistics), independent of the stream) and put back. A ``KeyboardInterrupt``
+    that a Numba kernel wrapped in a ``SystemError`` is raised as a ``KeyboardInterrupt``."""
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        saved = copy.deepcopy(self.__dict__)
+        try:
+            return method(self, *args, **kwargs)
+        except BaseException as exc:
+            self.__dict__.clear()
+            self.__dict__.update(saved)
+            interrupt = as_interrupt(exc)
+            if interrupt is exc:
+                raise
+            raise interrupt from exc
+    return wrapper

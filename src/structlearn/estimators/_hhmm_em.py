@@ -16,7 +16,7 @@ from ..learning.em import ConvergenceMonitor, run_em
 from ..learning.shards import Shard, ShardStatistics
 from ..models import emissions as _emi
 from ..models.hhmm_parsimonious import MixedMemoryTransitions
-from ._base import training
+from ._base import rolls_back, training
 from ._em_restarts import check_n_jobs, warn_empty_states
 
 __all__ = ["HHMMLearningMixin"]
@@ -162,6 +162,7 @@ class HHMMLearningMixin:
         self.n_iter_ = len(history) - 1
         return self
 
+    @rolls_back
     def partial_fit(self, X, lengths=None, kappa=0.7):
         """One step of online (stepwise) EM on a chunk of a stream (Cappé & Moulines 2009), the
         behaviour of ``partial_fit`` of the HMMs and HSMMs.

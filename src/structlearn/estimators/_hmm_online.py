@@ -9,6 +9,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from ..learning import hmm_online as _online
+from ._base import rolls_back
 
 __all__ = ["HMMOnlineMixin"]
 
@@ -26,6 +27,7 @@ class HMMOnlineMixin:
         """Letters of ``params`` passed to the emission family's M-step (the generic model: all)."""
         return self.params
 
+    @rolls_back
     def partial_fit(self, X, lengths=None, kappa=0.7):
         """One step of online (stepwise) EM on a chunk of a stream (Cappé & Moulines 2009; Liang &
         Klein 2009).

@@ -14,6 +14,7 @@ from ..learning import hsmm_online as _online
 from ..models import durations as _dur
 from ..models import emissions as _emi
 from ..models import expanded_hmm as _xh
+from ._base import rolls_back
 
 __all__ = ["OnlineMixin"]
 
@@ -158,6 +159,7 @@ class OnlineMixin:
     def _online_params(self):
         return (self.startprob_, self.transmat_, self.duration_, self.emission_)
 
+    @rolls_back
     def partial_fit(self, X, lengths=None, kappa=0.7):
         """One step of online (stepwise) EM on a chunk of a stream (Yu 2010 §2.3.3; Cappé & Moulines
         2009; Liang & Klein 2009).
