@@ -106,7 +106,7 @@ print(rc, len(out.getvalue()), ' '.join(sorted(m for m in sys.modules if m.split
 def test_tag_never_imports_numba(kernels, tmp_path):
     from structlearn.estimators.crf import LinearChainCRF
 
-    X = [[{"w": "a"}, {"w": "b"}], [{"w": "b"}]] * 5
+    X = [[{"w=a": 1.0}, {"w=b": 1.0}], [{"w=b": 1.0}]] * 5   # the attribute names of the file tagged
     y = [["A", "B"], ["B"]] * 5
     model = LinearChainCRF(max_iterations=10).fit(X, y).save(tmp_path / "m.model")
     assert open_chain_tagger(model).kernels is kernels

@@ -32,11 +32,9 @@ def client_without_workers(small_client):
 ])
 def test_fit_with_every_worker_lost_raises_timeout(client_without_workers, estimator, seqs):
     bag = dask_bag.from_sequence(seqs, npartitions=3)
-    t0 = time.perf_counter()
     with pytest.raises(TimeoutError, match=r"3 of 3 shards still outstanding after waiting timeout=0\.5 s; "
                                            r"the scheduler has 0 worker\(s\): workers may be lost"):
-        sd.fit(estimator, bag, client_without_workers, timeout=0.5)
-    assert time.perf_counter() - t0 < 5
+        sd.fit(estimator, bag, client_without_workers, timeout=0.5)  # (without the timeout: forever)
 
 
 def test_fit_within_timeout_equals_fit(small_client):

@@ -4,6 +4,7 @@ progress callback into a SystemError), the online CRF trainers, the graph CRF, A
 of the HMM, HSMM and HHMM families; a Ctrl-C that a Numba kernel wrapped in a SystemError is raised as a
 KeyboardInterrupt (fit and partial_fit); an interrupted save keeps the earlier model file. The interrupt is
 raised deterministically at a chosen call, not by a timed kill."""
+import os
 import signal
 import warnings
 
@@ -217,6 +218,12 @@ class _WriteInterrupted:
     def __exit__(self, *exc):
         self.fh.close()
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.fh.close()
+
 
 @pytest.mark.parametrize("fmt", ["crfsuite", "structlearn"])
 def test_save_interrupted_keeps_the_earlier_file_and_leaves_no_temporary(tmp_path, monkeypatch, fmt):
@@ -231,7 +238,14 @@ def test_save_interrupted_keeps_the_earlier_file_and_leaves_no_temporary(tmp_pat
         fh = real_open(file, mode, *args, **kwargs)
         return _WriteInterrupted(fh) if "w" in mode and str(file).startswith(str(tmp_path)) else fh
 
+    real_fdopen = os.fdopen
+
+    def interrupting_fdopen(fd, mode="r", *args, **kwargs):  # the temporary file of tempfile.mkstemp
+        fh = real_fdopen(fd, mode, *args, **kwargs)
+        return _WriteInterrupted(fh) if "w" in mode else fh
+
     monkeypatch.setattr(builtins, "open", interrupting_open)
+    monkeypatch.setattr(os, "fdopen", interrupting_fdopen)
     with pytest.raises(KeyboardInterrupt):
         crf.save(path, format=fmt)
     monkeypatch.undo()

@@ -169,8 +169,9 @@ def shard_map(client, shards, where, split_every, callback=None):
 
 # -- the data's own blocks: the same sums as a fit in one process ------------------------------------------
 def _assemble(take, concat, spec, *parts):
-    """Worker side: one block from the sequences ``spec[i] = (a, b)`` of ``parts[i]`` (in order)."""
-    return concat([take(part, a, b) for part, (a, b) in zip(parts, spec)])
+    """Worker side: one block from the sequences a..b-1 of ``parts[k]`` for ``spec[k] = (i, a, b)`` (i:
+    the partition's index), in order."""
+    return concat([take(part, a, b, i) for part, (i, a, b) in zip(parts, spec)])
 
 
 def fixed_blocks(client, parts, lengths, take, concat, rows=None, max_blocks=None):
@@ -178,7 +179,7 @@ def fixed_blocks(client, parts, lengths, take, concat, rows=None, max_blocks=Non
     the workers from the partitions: ``(futures of the blocks, ranges)``.
 
     ``parts`` are futures of the partitions in order, ``lengths[i]`` the sequence lengths of partition i;
-    ``take(part, a, b)`` (module-level) returns the sequences a..b-1 of a partition and ``concat`` joins
+    ``take(part, a, b, i)`` (module-level) returns the sequences a..b-1 of partition i and ``concat`` joins
     such pieces into one block. The blocks depend on the sequences only (never on the partitions or the
     workers), so the statistics summed over them in the fixed tree (:func:`block_map`) are bitwise those of
     the estimator's own ``fit`` on the concatenated data, however the data are partitioned and whichever
@@ -199,7 +200,7 @@ def fixed_blocks(client, parts, lengths, take, concat, rows=None, max_blocks=Non
             for i in range(len(parts)):
                 lo, hi = max(a, starts[i]), min(b, starts[i + 1])
                 if hi > lo:
-                    spec.append((int(lo - starts[i]), int(hi - starts[i])))
+                    spec.append((i, int(lo - starts[i]), int(hi - starts[i])))
                     futs.append(parts[i])
             blocks.append(client.submit(_assemble, take, concat, spec, *futs, pure=False, **where))
     return blocks, ranges

@@ -22,6 +22,7 @@ Held-out data (``X_dev``, ``y_dev``, as ``fit``'s) stay on the client: encoded w
 and labels by the estimator's own ``_dev_set`` (so its errors are those of ``fit``) before any shard is
 built, and decoded there every L-BFGS iteration (``"dev_accuracy"`` in ``training_log_``).
 """
+import re
 import time
 
 import numpy as np
@@ -66,12 +67,25 @@ def _item_counts(part):
     return [len(e[1]) for e in part]
 
 
-def _take(part, a, b):
-    return list(part[a:b])
+def _take(part, a, b, partition):
+    """Worker side: elements a..b-1 of a partition, each with where it came from (partition, element)."""
+    return [(partition, a + j, e) for j, e in enumerate(part[a:b])]
 
 
 def _concat(pieces):
-    return [e for piece in pieces for e in piece]
+    return [t for piece in pieces for t in piece]
+
+
+def _objective_block(estimator, model, names, classes, block, j):
+    """Worker side: :func:`_objective` of one of the data's blocks (elements tagged by :func:`_take`); an
+    error names the element by its partition and position in the bag, as the user gave it."""
+    try:
+        return _objective(estimator, model, names, classes, [e for _, _, e in block], j)
+    except ValueError as exc:
+        def origin(m):
+            p, k = block[int(m.group(1))][:2]
+            return f"element {k} of partition {p}"
+        raise ValueError(re.sub(r"element (\d+) of partition \d+", origin, str(exc))) from None
 
 
 def _count(estimator, part, partition=0):
@@ -150,7 +164,7 @@ def fit_crf(estimator, data, client, *, split_every=8, callback=None, X_dev=None
         lengths = collect(client, [client.submit(_item_counts, r, pure=False) for r in raw])
         blocks, ranges = fixed_blocks(client, raw, lengths, _take, _concat, objectives.CRF_BLOCK_ROWS,
                                       objectives.CRF_MAX_BLOCKS)
-        shards = [client.submit(_objective, estimator, model_f, names_f, classes, b, j, pure=False)
+        shards = [client.submit(_objective_block, estimator, model_f, names_f, classes, b, j, pure=False)
                   for j, b in enumerate(blocks)]
         train_on_shards(estimator, client, model, shards, where, t0, split_every, callback, ranges=ranges,
                         dev=dev)

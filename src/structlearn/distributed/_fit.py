@@ -60,6 +60,11 @@ def _summary(estimator, shard):
     return estimator._shard_summary(shard)
 
 
+def _take(shard, a, b, partition):
+    """Worker side: sequences a..b-1 of a Shard (views)."""
+    return slice_shard(shard, a, b)
+
+
 def _lengths(shard):
     """Worker side: the sequence lengths of a Shard (None for another kind of shard)."""
     return shard.lengths if isinstance(shard, Shard) else None
@@ -332,7 +337,7 @@ def _fit(estimator, data, client, init, split_every, callback, given):
     if all(x is not None for x in lengths):
         # the data's own blocks (fixed by the sequences, not by the partitions or workers): the model is
         # bitwise that of estimator.fit on the concatenated data
-        blocks, ranges = fixed_blocks(client, shards, lengths, slice_shard, concat_shards)
+        blocks, ranges = fixed_blocks(client, shards, lengths, _take, concat_shards)
         map_statistics = block_map(client, blocks, ranges, callback)
     else:
         map_statistics = shard_map(client, shards, placement(client), split_every, callback)

@@ -108,15 +108,6 @@ def _shard_statistics(params, shard):
 
 
 
-def _additive(emission):
-    """Whether the emission family's M-step runs on additive sufficient statistics (every family but the
-    Gaussian mixture's, whose M-step needs the rows)."""
-    try:
-        _online.check_emission_supported(emission)
-    except ValueError:
-        return False
-    return True
-
 class EmissionView:
     """A fitted attribute of the estimator (``means_``, ``emissionprob_``, …) that is a parameter array of
     the emission object ``emission_``.
@@ -487,7 +478,7 @@ class HMMBase(HMMOnlineMixin, BaseEstimator):
 
         # posteriors travel only for a family without additive statistics: otherwise this process, worker
         # processes and dask workers all sum the same per-block statistics (the same model, bitwise)
-        posteriors = X is not None and not _additive(self.emission_)
+        posteriors = X is not None and not _online.has_additive_statistics(self.emission_)
 
         def e_step():
             total = map_statistics(*self._shard_function(posteriors=posteriors))

@@ -14,7 +14,7 @@ from ..learning.shards import map_shards, data_blocks
 from ..models import adaptive_factor as _af
 from ..models import emissions as _emi
 from ..utils.validation import check_lengths
-from ._base import rolls_back
+
 from ._em_files import families_from_header, families_to_file
 from ._em_restarts import check_n_jobs
 from ._posterior_check import check_posteriors
@@ -180,7 +180,6 @@ class AdaptiveFactorHSMM(BaseEstimator):
         shards = data_blocks(base._shard_from_data(X, lengths))
         return self._fit_walks(base, lambda f, p: map_shards(f, p, shards, self.n_jobs))
 
-    @rolls_back
     def partial_fit(self, X, lengths=None, kappa=0.7):
         """One step of online estimation on a chunk of a stream: the base HSMM's stepwise EM
         (:meth:`HiddenSemiMarkovModel.partial_fit <structlearn.estimators.hsmm.HiddenSemiMarkovModel.partial_fit>`),

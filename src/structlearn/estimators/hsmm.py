@@ -13,7 +13,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from ..learning import hsmm_em as _em
-from ..learning.hsmm_online import check_emission_supported
+from ..learning.hmm_online import has_additive_statistics
 from ..learning.em import run_em
 from ..learning.shards import Shard, map_shards, data_blocks
 from ..models import durations as _dur
@@ -37,15 +37,6 @@ _FORMAT = "hidden-semi-markov-model"
 _FORMAT_VERSION = 1
 _LETTERS = "stde"
 
-
-
-def _additive(emission):
-    """Whether the emission family's M-step runs on additive sufficient statistics."""
-    try:
-        check_emission_supported(emission)
-    except ValueError:
-        return False
-    return True
 
 class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, InformationCriteria, BaseEstimator):
     r"""Explicit-duration hidden semi-Markov model with exact inference and EM (Yu 2010, §2–§3.1).
@@ -403,7 +394,7 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, InformationCriteria, Ba
 
         # posteriors travel only for an emission family without additive statistics: otherwise this
         # process, worker processes and dask workers sum the same per-block statistics (bitwise one model)
-        posteriors = X is not None and not _additive(self._potentials().emission)
+        posteriors = X is not None and not has_additive_statistics(self._potentials().emission)
 
         def e_step():
             total = map_statistics(*self._shard_function(posteriors=posteriors))

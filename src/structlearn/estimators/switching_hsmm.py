@@ -19,6 +19,7 @@ from sklearn.utils.validation import check_is_fitted
 from ..learning import hsmm_em as _em
 from ..learning import switching_hsmm_em as _sem
 from ..learning.em import run_em
+from ..learning.hmm_online import has_additive_statistics
 from ..learning.shards import Shard, map_shards, data_blocks
 from ..models import durations as _dur
 from ..models import emissions as _emi
@@ -448,8 +449,12 @@ class SwitchingHSMM(ShardOnlineMixin, InformationCriteria, BaseEstimator):
             bar = tqdm(total=self.n_iter, desc=f"switching HSMM EM (restart {restart + 1}/{self.n_init})",
                        file=sys.stderr, leave=False)
 
+        # posteriors travel only for an emission family without additive statistics (one model, bitwise,
+        # in this process, worker processes and dask workers)
+        posteriors = X is not None and not has_additive_statistics(self.emission_)
+
         def e_step():
-            total = map_statistics(*self._shard_function(posteriors=X is not None))
+            total = map_statistics(*self._shard_function(posteriors=posteriors))
             return total, total.value
 
         def progress(it, ll):

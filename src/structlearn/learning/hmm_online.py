@@ -46,6 +46,17 @@ def check_emission_supported(emission):
     _hsmm.check_emission_supported(emission)
 
 
+def has_additive_statistics(emission):
+    """Whether the emission family's M-step runs on additive sufficient statistics (every family but the
+    Gaussian mixture's and custom objects without them): then ``fit`` in one process, worker processes
+    and dask workers sum the same per-block statistics and give the same model, bitwise."""
+    try:
+        check_emission_supported(emission)
+    except ValueError:
+        return False
+    return True
+
+
 def emission_statistics(emission, X, gamma):
     """Weighted sufficient statistics of the emission family on one chunk.
 
