@@ -77,9 +77,11 @@ class AdaptiveFactorHSMM(BaseEstimator):
         Pattern of the streaming filter (default ``n_states > 10``).
     n_jobs : int, optional
         joblib processes (-1: all cores) for :meth:`fit`: the base HSMM's E-step and the walk-variance
-        measurements (the Viterbi pass) run in parallel; None: in this process. The sequences are cut into blocks fixed by the data (about 4 096 rows each, at most 64,
-        :func:`structlearn.learning.shards.block_cuts`) whose statistics are added in one fixed tree, so
-        the fit is bitwise the same for every ``n_jobs``, thread count and :func:`structlearn.distributed.fit`.
+        measurements (the Viterbi pass) run in parallel; None: in this process.
+        The sequences are cut into blocks fixed by the data (about 16 384 rows each, at most 64,
+        :func:`structlearn.learning.shards.block_cuts`) whose statistics are added in one fixed tree:
+        the fit is bitwise the same for every ``n_jobs``, thread count and
+        :func:`structlearn.distributed.fit`.
 
     Attributes
     ----------

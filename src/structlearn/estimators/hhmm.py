@@ -129,9 +129,11 @@ class HierarchicalHMM(HHMMLearningMixin, BaseEstimator):
     n_jobs : int, optional
         Run the E-step of ``fit`` over ``n_jobs`` blocks of whole sequences in joblib worker processes
         (-1: all cores; :func:`structlearn.learning.shards.map_shards`); default one block in this
-        process. The sequences are cut into blocks fixed by the data (about 4 096 rows each, at most 64,
-        :func:`structlearn.learning.shards.block_cuts`) whose statistics are added in one fixed tree, so
-        the fit is bitwise the same for every ``n_jobs``, thread count and :func:`structlearn.distributed.fit`.
+        process.
+        The sequences are cut into blocks fixed by the data (about 16 384 rows each, at most 64,
+        :func:`structlearn.learning.shards.block_cuts`) whose statistics are added in one fixed tree:
+        the fit is bitwise the same for every ``n_jobs``, thread count and
+        :func:`structlearn.distributed.fit`.
 
     Attributes
     ----------

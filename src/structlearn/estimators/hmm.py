@@ -59,10 +59,12 @@ _COMMON_DOC = """
         ``s`` is ignored) and the M-step of A is a generalised EM step (never decreases the objective).
     n_jobs : int, optional
         Run the E-step (emission densities and forward–backward) over ``n_jobs`` blocks of sequences
-        in parallel with joblib (-1: all cores). The default runs one block (the chain kernels are
-        already parallel over sequences with Numba threads). The sequences are cut into blocks fixed by the data (about 4 096 rows each, at most 64,
-        :func:`structlearn.learning.shards.block_cuts`) whose statistics are added in one fixed tree, so
-        the fit is bitwise the same for every ``n_jobs``, thread count and :func:`structlearn.distributed.fit`."""
+        in parallel with joblib (-1: all cores). The default runs them in this process (the chain
+        kernels are already parallel over sequences with Numba threads).
+        The sequences are cut into blocks fixed by the data (about 16 384 rows each, at most 64,
+        :func:`structlearn.learning.shards.block_cuts`) whose statistics are added in one fixed tree:
+        the fit is bitwise the same for every ``n_jobs``, thread count and
+        :func:`structlearn.distributed.fit`."""
 
 _ATTR_DOC = """
     startprob_ : ndarray of float64, shape (n_components,)

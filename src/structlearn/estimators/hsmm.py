@@ -89,9 +89,11 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, InformationCriteria, Ba
         Run the E-step of ``fit`` over ``n_jobs`` blocks of whole sequences in joblib worker processes
         (-1: all cores; the per-shard interface :mod:`structlearn.learning.shards`); default one
         process (whose kernels still use Numba's threads, ``NUMBA_NUM_THREADS``). Pays off for many
-        long sequences: every iteration sends the parameters and the posteriors between processes. The sequences are cut into blocks fixed by the data (about 4 096 rows each, at most 64,
-        :func:`structlearn.learning.shards.block_cuts`) whose statistics are added in one fixed tree, so
-        the fit is bitwise the same for every ``n_jobs``, thread count and :func:`structlearn.distributed.fit`.
+        long sequences: every iteration sends the parameters and the blocks' statistics between processes.
+        The sequences are cut into blocks fixed by the data (about 16 384 rows each, at most 64,
+        :func:`structlearn.learning.shards.block_cuts`) whose statistics are added in one fixed tree:
+        the fit is bitwise the same for every ``n_jobs``, thread count and
+        :func:`structlearn.distributed.fit`.
 
     Attributes
     ----------

@@ -94,9 +94,11 @@ class MultiChannelHSMM(ShardOnlineMixin, BaseEstimator):
         Worker processes (joblib; -1 all cores) for the E-step of ``fit``: the expected counts
         (:func:`structlearn.learning.multichannel_em.statistics`) of the data's blocks are computed in
         parallel. The same per-shard function runs on dask workers in
-        :func:`structlearn.distributed.fit`. The sequences are cut into blocks fixed by the data (about 4 096 rows each, at most 64,
-        :func:`structlearn.learning.shards.block_cuts`) whose statistics are added in one fixed tree, so
-        the fit is bitwise the same for every ``n_jobs``, thread count and :func:`structlearn.distributed.fit`.
+        :func:`structlearn.distributed.fit`.
+        The sequences are cut into blocks fixed by the data (about 16 384 rows each, at most 64,
+        :func:`structlearn.learning.shards.block_cuts`) whose statistics are added in one fixed tree:
+        the fit is bitwise the same for every ``n_jobs``, thread count and
+        :func:`structlearn.distributed.fit`.
 
     Attributes
     ----------

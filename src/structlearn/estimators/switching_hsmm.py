@@ -95,9 +95,11 @@ class SwitchingHSMM(ShardOnlineMixin, InformationCriteria, BaseEstimator):
     verbose : bool, default False
         Progress bar (tqdm, stderr) with the log-likelihood per iteration.
     n_jobs : int, optional
-        E-step in joblib processes (-1: all cores). The sequences are cut into blocks fixed by the data (about 4 096 rows each, at most 64,
-        :func:`structlearn.learning.shards.block_cuts`) whose statistics are added in one fixed tree, so
-        the fit is bitwise the same for every ``n_jobs``, thread count and :func:`structlearn.distributed.fit`.
+        E-step in joblib processes (-1: all cores).
+        The sequences are cut into blocks fixed by the data (about 16 384 rows each, at most 64,
+        :func:`structlearn.learning.shards.block_cuts`) whose statistics are added in one fixed tree:
+        the fit is bitwise the same for every ``n_jobs``, thread count and
+        :func:`structlearn.distributed.fit`.
 
     Attributes
     ----------

@@ -122,7 +122,7 @@ def split_shards(shard, n_shards):
 
 
 #: rows of a block of training data (about) and the most blocks: :func:`block_cuts`
-BLOCK_ROWS, MAX_BLOCKS = 4096, 64
+BLOCK_ROWS, MAX_BLOCKS = 16384, 64
 
 
 def block_cuts(offsets, rows=None, max_blocks=None):
