@@ -13,7 +13,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from ..learning import hsmm_em as _em
-from ..learning.hmm_online import has_additive_statistics
+from ..learning.hsmm_online import has_additive_statistics
 from ..learning.em import run_em
 from ..learning.shards import Shard, map_shards, data_blocks
 from ..models import durations as _dur

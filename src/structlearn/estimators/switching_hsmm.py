@@ -19,7 +19,7 @@ from sklearn.utils.validation import check_is_fitted
 from ..learning import hsmm_em as _em
 from ..learning import switching_hsmm_em as _sem
 from ..learning.em import run_em
-from ..learning.hmm_online import has_additive_statistics
+from ..learning.hsmm_online import has_additive_statistics
 from ..learning.shards import Shard, map_shards, data_blocks
 from ..models import durations as _dur
 from ..models import emissions as _emi

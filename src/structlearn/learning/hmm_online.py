@@ -47,14 +47,11 @@ def check_emission_supported(emission):
 
 
 def has_additive_statistics(emission):
-    """Whether the emission family's M-step runs on additive sufficient statistics (every family but the
-    Gaussian mixture's and custom objects without them): then ``fit`` in one process, worker processes
-    and dask workers sum the same per-block statistics and give the same model, bitwise."""
-    try:
-        check_emission_supported(emission)
-    except ValueError:
-        return False
-    return True
+    """Whether the HMM emission family's M-step runs on additive sufficient statistics (every family but
+    the Gaussian mixture's; :func:`check_emission_supported`)."""
+    if isinstance(emission, HMMFamily):
+        return hasattr(emission, "statistics")
+    return _hsmm.has_additive_statistics(emission)
 
 
 def emission_statistics(emission, X, gamma):

@@ -61,6 +61,17 @@ def check_emission_supported(emission):
                          f"leave 'e' out of `params`)")
 
 
+
+def has_additive_statistics(emission):
+    """Whether the HSMM emission family's M-step runs on additive sufficient statistics
+    (:func:`check_emission_supported`): then ``fit`` in one process, worker processes and dask workers
+    sum the same per-block statistics and give the same model, bitwise."""
+    try:
+        check_emission_supported(emission)
+    except ValueError:
+        return False
+    return True
+
 def emission_statistics(emission, X, gamma):
     """Weighted sufficient statistics of the emission family on one chunk.
 
