@@ -61,7 +61,6 @@ def check_emission_supported(emission):
                          f"leave 'e' out of `params`)")
 
 
-
 def has_additive_statistics(emission):
     """Whether the HSMM emission family's M-step runs on additive sufficient statistics
     (:func:`check_emission_supported`): then ``fit`` in one process, worker processes and dask workers
@@ -71,6 +70,7 @@ def has_additive_statistics(emission):
     except ValueError:
         return False
     return True
+
 
 def emission_statistics(emission, X, gamma):
     """Weighted sufficient statistics of the emission family on one chunk.
