@@ -1,6 +1,6 @@
 """The package's build step beyond pyproject.toml: kernels compiled at install, so no first call waits.
 
-1. ``structlearn.kernels._tag_aot`` is compiled by :func:`structlearn.kernels.aot.build` (``numba.pycc``)
+1. ``structlearn.engine.kernels._tag_aot`` is compiled by :func:`structlearn.engine.kernels.aot.build` (``numba.pycc``)
    from the same kernel code Numba's JIT runs, so that ``structlearn tag`` never imports Numba.
 2. ``structlearn compile`` (:mod:`structlearn.cli.compile`) then runs a tiny fit of every estimator family
    on the package being built (the wheel's copy in ``build/lib``, or the checkout of an editable install),
@@ -19,7 +19,7 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_TAG_KERNELS = "structlearn.kernels._tag_aot"
+_TAG_KERNELS = "structlearn.engine.kernels._tag_aot"
 
 
 class BuildKernels(build_ext):
@@ -29,7 +29,7 @@ class BuildKernels(build_ext):
         target = self.get_ext_fullpath(ext.name)
         sys.path.insert(0, os.path.join(_HERE, "src"))
         try:
-            from structlearn.kernels import aot
+            from structlearn.engine.kernels import aot
 
             os.makedirs(os.path.dirname(target), exist_ok=True)
             aot.build(os.path.dirname(target), os.path.basename(target))
@@ -44,7 +44,8 @@ class BuildKernels(build_ext):
         super().run()
         if os.environ.get("STRUCTLEARN_SKIP_COMPILE", "").strip() not in ("", "0"):
             return
-        package_root = os.path.dirname(os.path.dirname(os.path.dirname(self.get_ext_fullpath(_TAG_KERNELS))))
+        package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+            self.get_ext_fullpath(_TAG_KERNELS)))))
         env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
         env.pop("NUMBA_CACHE_DIR", None)  # the cache goes into the package being built
         paths = [package_root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]

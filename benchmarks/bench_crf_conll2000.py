@@ -26,7 +26,7 @@ import time
 import numpy as np
 
 from structlearn.datasets import load_conll2000
-from structlearn.estimators.crf import LinearChainCRF
+from structlearn.crf.linear_chain import LinearChainCRF
 from structlearn.io.conll import featurize
 from structlearn.io.templates import get_template
 from structlearn.metrics.sequence import conlleval, token_accuracy

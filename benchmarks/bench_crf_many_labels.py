@@ -29,7 +29,7 @@ import tempfile
 import time
 
 from structlearn.datasets import get_data_path
-from structlearn.estimators.crf import LinearChainCRF
+from structlearn.crf.linear_chain import LinearChainCRF
 from structlearn.io.conll import featurize
 from structlearn.io.conllu import UPOS_TEMPLATE, conllu_columns, read_conllu
 from structlearn.metrics.sequence import token_accuracy

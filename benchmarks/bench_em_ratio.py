@@ -53,8 +53,8 @@ def hmm_like(est, X):
 def hhmm(n_rows, seed=3):
     from structlearn import HierarchicalHMM
     from structlearn.learning.shards import Shard, map_shards
-    from structlearn.models.emissions import Gaussian
-    from tests.estimators.test_hhmm import random_model
+    from structlearn.distributions.emissions import Gaussian
+    from tests.hhmm.test_hhmm import random_model
     truth, _ = random_model(seed, 3, 3, "all", gaussian=True)
     truth._build()
     n_seq = max(10, n_rows // 22)

@@ -26,8 +26,8 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from structlearn.structures import FactorGraph
-from structlearn.structures.graphs import grid_graph
+from structlearn.engine.structures import FactorGraph
+from structlearn.engine.structures.graphs import grid_graph
 
 
 def grid(side, K, seed=0, scale=0.5):

@@ -26,7 +26,7 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from structlearn import GraphCRF
-from structlearn.structures.graphs import grid_graph
+from structlearn.engine.structures.graphs import grid_graph
 
 
 def make_grids(rng, B, side=30, K=5, noise=1.5, p_hidden=0.5):

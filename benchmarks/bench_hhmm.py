@@ -35,8 +35,8 @@ import numpy as np
 
 from structlearn import HierarchicalHMM
 from structlearn.datasets.toy import hhmm_figure1
-from structlearn.models.emissions import Categorical
-from structlearn.models.hhmm import Hierarchy
+from structlearn.distributions.emissions import Categorical
+from structlearn.hhmm.model import Hierarchy
 
 FIG1 = hhmm_figure1()  # Murphy & Paskin (2001), Figure 1
 
@@ -191,7 +191,7 @@ def _worker(method, depth, Q, T):
     model = balanced_model(depth, Q, 4).set_params(inference=inference)
     model._build()
     if method == "jtree-binary":
-        from structlearn.models.hhmm_jtree import DBNInference
+        from structlearn.hhmm.jtree import DBNInference
         eng = DBNInference(model.hierarchy_, model.finish, f_nodes="binary")
         logb = model.emission_.log_density(X)
         off = np.array([0, T])
@@ -202,7 +202,7 @@ def _worker(method, depth, Q, T):
         if method == "flat":
             model.hierarchy_._a_from  # the flattened chain's atoms
     if method == "jtree":
-        from structlearn.models.hhmm_jtree import slice_tree
+        from structlearn.hhmm.jtree import slice_tree
         out["max_clique"] = slice_tree(tuple([Q] * depth)).max_clique
     if method == "flat":
         out["max_clique"] = model.hierarchy_.n_configs ** 2

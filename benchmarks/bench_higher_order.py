@@ -21,7 +21,7 @@ per iteration), against 30 s when the issue was filed — the ≤ 10 s goal of i
 
 Measured 2026-12-03 (sparse; one Numba thread, ``NUMBA_NUM_THREADS=1``, on a shared 2-core machine with
 load average 3–4 from other jobs, so ±30 %), after the fused objective kernel
-(:func:`structlearn.kernels.higher_order_cll.pattern_cll`: state-pattern potentials with dense rows,
+(:func:`structlearn.engine.kernels.higher_order_cll.pattern_cll`: state-pattern potentials with dense rows,
 forward–backward and gradient scatter per sequence, no (N, Zs) arrays), edge classes (C exponentials
 per token instead of E) and failure links (only the non-default edges are computed: 549 of 1 674 at
 order 3); 2 objective evaluations per iteration::

@@ -5,7 +5,7 @@ Token labels are the 9 BIO tags; segments are their runs (a B- run, then the I- 
 forms are one model with ``state_order=1`` (state features on the segment label): the dense form expands to
 tuples of the last 3 segment labels (K + K(K-1) + K(K-1)² = 657 super-labels), the sparse one to the
 prefixes of the segment-label patterns seen in training (about 80), both on the engine's
-:class:`~structlearn.structures.SemiMarkov` (time O(N·(D·S + S²)) per pass, S super-labels). The script
+:class:`~structlearn.engine.structures.SemiMarkov` (time O(N·(D·S + S²)) per pass, S super-labels). The script
 prints, per form: S, patterns, state features, seconds of one objective evaluation at the same weights
 (zero, then the sparse fit's), seconds per L-BFGS iteration (mean over iterations 2.., line-search
 evaluations included), and entity P/R/F1 (conlleval) on the first ``--test`` testa sentences; then the
@@ -52,7 +52,7 @@ from structlearn import HigherOrderCRF
 from structlearn.datasets import get_data_path, load_conll2002
 from structlearn.io.conll import featurize
 from structlearn.io.templates import get_template
-from structlearn.learning.objectives import SegmentCLL
+from structlearn.crf.objectives import SegmentCLL
 from structlearn.metrics.sequence import conlleval
 
 ORDER = 3

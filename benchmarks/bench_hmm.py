@@ -128,7 +128,7 @@ def operations(model, X, lengths, ours):
         def estep():
             return model._e_step(Xc, lens, offsets)[1]
 
-        from structlearn.estimators._em_restarts import n_blocks
+        from structlearn.learning.restarts import n_blocks
         from structlearn.learning.shards import Shard, map_shards, split_shards
         shards = split_shards(Shard(Xc, lens, offsets), n_blocks(model.n_jobs))
 

@@ -31,7 +31,7 @@ sequence (T, M = 5, D = 100), each with
 
 * ``E-step`` — log-likelihood and every expected count its M-step reads (explicit duration: the structure's
   ``log_partition``, ``marginals(edge="total")`` and ``duration_marginals``; the others:
-  :func:`structlearn.learning.general_hsmm_em.e_step`);
+  :func:`structlearn.hsmm._general_em.e_step`);
 * ``EM it`` — one EM iteration: that E-step, the M-step and the emission refit;
 * ``bound`` — a plain Numba loop ``y[j] += x[i] * a[i, j]`` over an (I, J) matrix, T times: the
   multiply-adds each recursion needs once per token, in the loop form LLVM vectorises best (T·M·D for
@@ -94,8 +94,8 @@ def make_data(T, seed=0):
 
 def structlearn_model(kind, censoring="none"):
     from structlearn import HiddenSemiMarkovModel
-    from structlearn.models import durations as du
-    from structlearn.models import emissions as em
+    from structlearn.distributions import durations as du
+    from structlearn.distributions import emissions as em
     start, trans, means, variances, dur_means = make_params()
     D_model = D
     if kind.startswith("geometric"):
@@ -140,7 +140,7 @@ def run_case(case, T, peer_path):
             return model.decode(x)[0]
 
     elif case.startswith("structlearn-chain"):
-        from structlearn.structures import LinearChain
+        from structlearn.engine.structures import LinearChain
         start, trans, means, variances, dur_means = make_params()
         p = 1.0 / dur_means
         H = np.diag(1 - p) + p[:, None] * trans
@@ -252,9 +252,9 @@ def family_models(M_=M, D_=D, seed=0):
     (durations: the geometric pmfs of the mean durations, truncated to D)."""
     import numpy as np
 
-    from structlearn.learning import general_hsmm_em as gem
-    from structlearn.models import emissions as em
-    from structlearn.models import general_hsmm as g
+    from structlearn.hsmm import _general_em as gem
+    from structlearn.distributions import emissions as em
+    from structlearn.hsmm import _general_potentials as g
     start, trans, means, variances, dur_means = make_params(seed)
     pmf = gem.initial_pmf(dur_means, D_)  # (D, M)
     rt_start = start[:, None] * pmf.T  # π_(j, d)
@@ -291,8 +291,8 @@ def run_family(T, general_T, repeat):
     """Rows (name, T, work per token, E-step s, EM it s, bound s) of the family table."""
     import numpy as np
 
-    from structlearn.learning import general_hsmm_em as gem
-    from structlearn.learning import hsmm_em
+    from structlearn.hsmm import _general_em as gem
+    from structlearn.hsmm import _em as hsmm_em
     bound = _bound_kernel()
     rows = []
     # explicit duration (the estimator's own E-step and M-step)

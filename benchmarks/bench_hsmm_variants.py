@@ -52,7 +52,7 @@ def _best(fn, repeat):
 
 
 def _hsmm_estep(model, X):
-    from structlearn.learning import hsmm_em
+    from structlearn.hsmm import _em as hsmm_em
     L, O = np.array([X.shape[0]]), np.array([0, X.shape[0]])
     sm, _ = hsmm_em.e_step(model._potentials(), X, L, O)
     sm.marginals(edge="total")
@@ -61,8 +61,8 @@ def _hsmm_estep(model, X):
 
 def explicit_duration(T, rng):
     from structlearn import HiddenSemiMarkovModel
-    from structlearn.models import durations as du
-    from structlearn.models import emissions as em
+    from structlearn.distributions import durations as du
+    from structlearn.distributions import emissions as em
     M, D = 5, 100
     m = HiddenSemiMarkovModel(M, duration=du.Poisson(lam=np.linspace(10, 40, M)),
                               emission=em.Gaussian(np.arange(M) * 1.0, np.ones(M)), max_duration=D,
@@ -87,8 +87,8 @@ def switching(T, rng):
     A = rng.dirichlet(np.ones(M), size=(R, M))
     A[:, np.arange(M), np.arange(M)] = 0
     truth.transmat_ = A / A.sum(-1, keepdims=True)
-    from structlearn.models import durations as du
-    from structlearn.models import emissions as em
+    from structlearn.distributions import durations as du
+    from structlearn.distributions import emissions as em
     truth.duration_ = du.Poisson(lam=rng.uniform(5, 40, R * M))
     truth.emission_ = em.Gaussian(np.arange(M) * 1.5, np.ones(M))
     truth.max_duration_, truth.n_features_in_ = D, 1
@@ -98,8 +98,8 @@ def switching(T, rng):
 
 def event_sequence(T, rng):
     from structlearn import HiddenSemiMarkovModel
-    from structlearn.models import durations as du
-    from structlearn.models.emission_event import EventSequence
+    from structlearn.distributions import durations as du
+    from structlearn.distributions.emissions.event import EventSequence
     M, D, V = 5, 100, 8
     emission = EventSequence(rate=np.linspace(0.05, 0.5, M), probs=rng.dirichlet(np.ones(V), size=M))
     m = HiddenSemiMarkovModel(M, duration=du.Poisson(lam=np.linspace(10, 40, M)), emission=emission,
@@ -132,8 +132,8 @@ def multichannel(T, rng):
 
 def adaptive(T, rng):
     from structlearn import AdaptiveFactorHSMM, HiddenSemiMarkovModel
-    from structlearn.models import durations as du
-    from structlearn.models import emissions as em
+    from structlearn.distributions import durations as du
+    from structlearn.distributions import emissions as em
     M, D = 3, 60
     base = HiddenSemiMarkovModel(M, duration=du.Poisson(lam=np.array([10.0, 20.0, 30.0])),
                                  emission=em.Gaussian(np.arange(M) * 2.0, np.ones(M)), max_duration=D,

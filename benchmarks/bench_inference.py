@@ -47,7 +47,7 @@ from dataclasses import dataclass, replace
 import numba
 import numpy as np
 
-from structlearn.structures import LinearChain, SemiMarkov
+from structlearn.engine.structures import LinearChain, SemiMarkov
 
 NEG = -1e9  # torch-struct's additive zero; -inf would give NaN gradients in its logsumexp
 

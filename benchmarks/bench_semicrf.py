@@ -14,7 +14,7 @@ iteration excluded from the mean since it includes Numba compilation on a cold c
 seconds per iteration and the peak resident memory of the process.
 
 Measured (2026-12-01, default features first,last; the fused training kernel of
-:mod:`structlearn.kernels.semicrf`):
+:mod:`structlearn.engine.kernels.semicrf`):
 
 - 1,000 sentences (23,719 tokens, 11 labels, L = 12): one value+gradient evaluation 62 ms on one
   thread of an idle 16-core machine (median of 5; 70 ms without first/last); L-BFGS takes one

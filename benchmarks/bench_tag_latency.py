@@ -11,7 +11,7 @@ process (interpreter start, imports, model loading, featurisation, tagging, outp
 - ``tag conll (estimator path)``: the same through ``LinearChainCRF.load`` + ``predict`` (the path before
   the fast one; what ``-k``/``-i``/``-p`` still take);
 - ``tag conll (cold cache)``: the same with an empty ``NUMBA_CACHE_DIR`` (with the tag kernels compiled
-  ahead of time by the package's build, :mod:`structlearn.kernels.aot`, nothing is left to compile);
+  ahead of time by the package's build, :mod:`structlearn.engine.kernels.aot`, nothing is left to compile);
 - ``tag conll (JIT kernels, warm / cold)``: the fast path with Numba's JIT kernels instead (the path before
   the ahead-of-time kernels, and what a build without a C compiler takes);
 - ``demo kernels (warm / cold cache)``: the kernels ``structlearn demo`` runs (featurise 50 CoNLL-2000
@@ -52,7 +52,7 @@ _ESTIMATOR_PATH = ("import structlearn.io.chain_tagger as c; c.open_chain_tagger
 _DEMO_KERNELS = """
 from structlearn.datasets import load_conll2000
 from structlearn.io.conll import featurize
-from structlearn.estimators.crf import LinearChainCRF
+from structlearn.crf.linear_chain import LinearChainCRF
 import warnings
 warnings.simplefilter("ignore")
 data = load_conll2000()
@@ -60,8 +60,8 @@ X, y = featurize(data.train[:50], "chunking")
 est = LinearChainCRF(max_iterations=3).fit(X, y)
 print(est.score(X, y))
 """
-# the fast path with Numba's JIT kernels instead of the ahead-of-time compiled ones (structlearn.kernels.aot)
-_JIT_PATH = ("import structlearn.kernels.aot as a; a.load = lambda: None\n" + _CLI)
+# the fast path with Numba's JIT kernels instead of the ahead-of-time compiled ones (structlearn.engine.kernels.aot)
+_JIT_PATH = ("import structlearn.engine.kernels.aot as a; a.load = lambda: None\n" + _CLI)
 _PYCRFSUITE = r"""
 import sys, pycrfsuite
 def field(f):  # CRFsuite's "name[:value]", "\\:" a colon and "\\\\" a backslash in the name
@@ -133,7 +133,7 @@ def main(argv=None):
         args.train, args.iterations, args.repeat = min(args.train, 200), min(args.iterations, 20), 2
 
     from structlearn.datasets import load_conll2000
-    from structlearn.estimators.crf import LinearChainCRF
+    from structlearn.crf.linear_chain import LinearChainCRF
     from structlearn.io import write_crfsuite
     from structlearn.io.conll import featurize
     from structlearn.io.templates import get_template

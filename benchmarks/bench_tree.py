@@ -158,7 +158,7 @@ def baseline_lr(Xtr, ytr, Xte, gold, roots):
     import scipy.sparse as sp
     from sklearn.linear_model import LogisticRegression
 
-    from structlearn.models.features import AttributeVocabulary
+    from structlearn.crf.features import AttributeVocabulary
 
     vocab = AttributeVocabulary()
     a, b = vocab.encode(Xtr, grow=True), vocab.encode(Xte)

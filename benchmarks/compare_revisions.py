@@ -104,7 +104,7 @@ def captured_jobs(packages, model_module, kernel_module, kernel_name, fit):
 def crf_jobs(packages):
     """The CoNLL-2000 objective's kernel call, captured from a 3-iteration fit of this tree."""
     from structlearn.datasets import load_conll2000
-    from structlearn.estimators.crf import LinearChainCRF
+    from structlearn.crf.linear_chain import LinearChainCRF
     from structlearn.io.conll import featurize
     from structlearn.io.templates import get_template
 
@@ -118,7 +118,7 @@ def semicrf_jobs(packages, features):
     """The semi-CRF training kernel call on 1,000 CoNLL-2000 sentences (as bench_semicrf.py), captured
     from a 3-iteration fit of this tree with segment features ``features``."""
     from structlearn.datasets import load_conll2000
-    from structlearn.estimators.semicrf import SemiMarkovCRF
+    from structlearn.crf.semi_markov import SemiMarkovCRF
     from structlearn.io.conll import featurize
     from structlearn.io.templates import get_template
 
@@ -151,7 +151,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     numba.set_num_threads(args.threads)
     import structlearn
-    import structlearn.structures as here
+    import structlearn.engine.structures as here
     with tempfile.TemporaryDirectory() as tmp:
         rev_pkg = export_revision(args.rev, tmp)
         there = importlib.import_module("structlearn_rev.structures")

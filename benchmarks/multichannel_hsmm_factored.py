@@ -34,9 +34,9 @@ import time
 
 import numpy as np
 
-from structlearn.estimators.multichannel_hsmm import MultiChannelHSMM
-from structlearn.models import durations as du
-from structlearn.models import emissions as em
+from structlearn.hsmm.multichannel import MultiChannelHSMM
+from structlearn.distributions import durations as du
+from structlearn.distributions import emissions as em
 
 
 def random_model(C, M, D, rng, own=0.6):

@@ -12,7 +12,7 @@ Every process runs one Numba thread. CPU times are what to compare on a loaded m
 show what the load does.
 
 ``--ab`` runs the distributed fit twice per round on the same cluster, with and without the per-shard
-model copy of :meth:`structlearn.models.crf.ChainFeatureModel.shard_copy` (toggled in the workers), to measure the
+model copy of :meth:`structlearn.crf._potentials.ChainFeatureModel.shard_copy` (toggled in the workers), to measure the
 shared-cache cost back to back.
 
     .venv/bin/python benchmarks/profile_distributed_crf.py                      # 8 936 sentences, 8 shards
@@ -93,7 +93,7 @@ def timed_shard_map(client, shards, where, split_every, callback=None):
 
 
 def _toggle(on):
-    from structlearn.models.crf import ChainFeatureModel as model
+    from structlearn.crf._potentials import ChainFeatureModel as model
     if not hasattr(model, "_shard_copy_real"):
         model._shard_copy_real = model.shard_copy
     model.shard_copy = model._shard_copy_real if on else (lambda self: self)

@@ -35,7 +35,7 @@ AdaBoost.MRF boosts the top-chain and bottom-chain spanning trees of Tran et al.
 - **layered HMM**: a bottom HMM over primitive activities emitting the discrete observation; its Viterbi
   output is the observation sequence of a top HMM over complex activities (Oliver et al.'s LHMM); each
   HMM is estimated from the observed labels' counts, then EM with the observed labels clamped
-  (forward–backward of :class:`structlearn.structures.LinearChain`) handles the hidden ones;
+  (forward–backward of :class:`structlearn.engine.structures.LinearChain`) handles the hidden ones;
 - **flat CRF**: one ``LinearChainCRF`` per level on that level's features (partial labels through its
   ``allowed`` mask).
 
@@ -83,8 +83,8 @@ from structlearn import AdaBoostMRF, GraphCRF
 from structlearn.datasets import get_data_path
 from structlearn.datasets.activities import (hide_labels, placelab_two_level, simulate_indoor_tracks,
                                              to_graphs)
-from structlearn.estimators.adaboost_mrf import two_level_chain_trees
-from structlearn.structures import LinearChain
+from structlearn.graph.adaboost_mrf import two_level_chain_trees
+from structlearn.engine.structures import LinearChain
 
 _ADABOOST_LOG = []  # one line per AdaBoost.MRF fit: rounds, trees chosen, alphas, bound
 _LOGOP = {}         # (data, hidden, draw) -> LogOP MAP predictions and seconds of an "AdaBoost par." fit

@@ -24,7 +24,7 @@ import numpy as np
 
 from structlearn import HierarchicalHMM
 from structlearn.datasets.toy import hhmm_figure1
-from structlearn.models.emissions import Categorical
+from structlearn.distributions.emissions import Categorical
 
 SYMBOLS = "abcdxy"
 FIG1 = hhmm_figure1()  # Murphy & Paskin (2001), Figure 1

@@ -50,7 +50,7 @@ from sklearn.metrics import accuracy_score, f1_score
 
 from structlearn import HierarchicalHMM
 from structlearn.datasets import get_data_path
-from structlearn.models.emissions import Categorical
+from structlearn.distributions.emissions import Categorical
 
 LEVELS = ("heading", "category", "activity")
 

@@ -1,6 +1,6 @@
 """Activities of daily living from home sensors: a multi-channel (coupled) HSMM against the plain HSMM and HMM
 (van Kasteren et al. 2008, house A; Natarajan & Nevatia 2007's coupled HSMM with Saul & Jordan's mixed-memory
-coupling, :class:`structlearn.estimators.multichannel_hsmm.MultiChannelHSMM`).
+coupling, :class:`structlearn.hsmm.multichannel.MultiChannelHSMM`).
 
 Data, time slices (60 s), labels (8 classes: idle + 7 activities) and the leave-one-day-out protocol are those
 of ``examples/kasteren_activities.py`` (its loader is reused), and so are its two baselines, trained with its
@@ -74,8 +74,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from kasteren_activities import _read, evaluate, load, supervised_model  # noqa: E402
 
 from structlearn.datasets import get_data_path  # noqa: E402
-from structlearn.estimators.multichannel_hsmm import MultiChannelHSMM  # noqa: E402
-from structlearn.models import emissions as em  # noqa: E402
+from structlearn.hsmm.multichannel import MultiChannelHSMM  # noqa: E402
+from structlearn.distributions import emissions as em  # noqa: E402
 
 #: sensor ids of each room group (ids and names from the data set's header)
 #: longest segment of a room channel (4 h of 60 s slices); longer quiet spells are several segments

@@ -5,7 +5,7 @@ Data: MASS::geyser waiting times (299 consecutive eruptions, Gaussian emissions)
 ``../shared/data/old_faithful`` and the annual counts of major earthquakes 1900–2006 (107 years, Poisson
 emissions; Zucchini & MacDonald) from ``../shared/data/earthquakes`` (see their SOURCE.md).
 
-For every data set, :func:`structlearn.estimators.order_selection.select_order` fits M = 1…4 and a grid
+For every data set, :func:`structlearn.hsmm.order_selection.select_order` fits M = 1…4 and a grid
 of D for the explicit-duration HSMM with geometric durations and no D (the HMM), Poisson, negative
 binomial and nonparametric durations, and M = 1…3 with small D for the residential-time HMM, the general
 HSMM and the variable-transition HMM (which refuses M = 1: its row shows the error). Every table holds
@@ -43,7 +43,7 @@ import numpy as np  # noqa: E402
 from structlearn import (GeneralHSMM, HiddenSemiMarkovModel, ResidentialTimeHMM,  # noqa: E402
                          VariableTransitionHMM)
 from structlearn.datasets import get_data_path  # noqa: E402
-from structlearn.estimators.order_selection import select_order  # noqa: E402
+from structlearn.hsmm.order_selection import select_order  # noqa: E402
 
 #: per data set: emission family, the D grid of the explicit-duration families, the small D grid of the
 #: general family.

@@ -77,8 +77,8 @@ from sklearn.exceptions import ConvergenceWarning
 
 from structlearn import GeneralHSMM, HiddenSemiMarkovModel, ResidentialTimeHMM, VariableTransitionHMM
 from structlearn.datasets import load_ordonez
-from structlearn.models import durations as du
-from structlearn.models import emissions as em
+from structlearn.distributions import durations as du
+from structlearn.distributions import emissions as em
 
 FINE = 60
 #: (name, estimator kind, duration family); "fine" models run at 60 s, all of them on the coarse slice

@@ -12,11 +12,11 @@ is the "event sequence" model):
   slice (the set of sensors on during the slice, else the one that fired last), negative-binomial
   HSMM, add-½ emissions.
 - **events**: 10-s ticks; a tick carries the mark of the sensor event in it
-  (:func:`structlearn.models.emission_event.events_to_grid`), -1 when none. Marks are the sensor that
+  (:func:`structlearn.distributions.emissions.event.events_to_grid`), -1 when none. Marks are the sensor that
   switches on (S marks) or, in the "on/off" rows, the sensor that switches on or off (2·S marks: the
   end of a pressure-mat or door event says as much as its start). Of several events in one tick the
   last is kept (the number dropped is printed). The observation model is
-  :class:`~structlearn.models.emission_event.EventSequence`: per activity an event rate per tick λ_j
+  :class:`~structlearn.distributions.emissions.event.EventSequence`: per activity an event rate per tick λ_j
   (so the gaps between events inform the activity through log(1 - λ_j) per empty tick) and a
   categorical mark law (add-½ smoothed); ``informative_gaps=False`` lets only the marks inform.
   Negative-binomial durations in ticks (D = the longest labelled run + 2 %, ≈ 3,760 ticks = 10.4 h
@@ -72,7 +72,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from structlearn import HiddenSemiMarkovModel
 from structlearn.datasets import load_ordonez
-from structlearn.models.emission_event import EventSequence, events_to_grid
+from structlearn.distributions.emissions.event import EventSequence, events_to_grid
 
 # the 60-s reference of examples/hsmm_ordonez.py (symbols, supervised fit, smoothing, scores)
 _spec = importlib.util.spec_from_file_location("hsmm_ordonez", pathlib.Path(__file__).resolve().with_name(

@@ -81,8 +81,8 @@ from sklearn.exceptions import ConvergenceWarning
 
 from structlearn import HiddenSemiMarkovModel
 from structlearn.datasets import load_reprocows
-from structlearn.models.durations import Gamma
-from structlearn.models.emissions import Gaussian, MultivariateGaussian
+from structlearn.distributions.durations import Gamma
+from structlearn.distributions.emissions import Gaussian, MultivariateGaussian
 
 STATES = ("PPA", "oestrus", "not oestrus")
 PPA, OESTRUS, NOT_OESTRUS = 0, 1, 2

@@ -11,7 +11,7 @@ the segmentation runs through the gaps.
 Models (all with negative-binomial durations up to D = 120 epochs = 10 h, right-censored, fitted by EM
 with 2 restarts on the first 3 days = 864 epochs of every subject):
 
-* switching HSMM (Duong et al., CVPR 2005; :class:`structlearn.estimators.switching_hsmm.SwitchingHSMM`):
+* switching HSMM (Duong et al., CVPR 2005; :class:`structlearn.hsmm.switching.SwitchingHSMM`):
   2 regimes × 3 activity levels, emissions shared by the regimes (a level means the same in both) and
   durations and transitions per regime; the regime changes only at segment ends;
 * the same with emissions per (regime, level) (``tie_emissions=False``, 6 emission states);
@@ -62,8 +62,8 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from structlearn.datasets import get_data_path
-from structlearn.estimators.hsmm import HiddenSemiMarkovModel
-from structlearn.estimators.switching_hsmm import SwitchingHSMM
+from structlearn.hsmm.explicit_duration import HiddenSemiMarkovModel
+from structlearn.hsmm.switching import SwitchingHSMM
 
 EPOCHS_PER_DAY = 288  # 5-minute epochs
 D = 120  # 10 h

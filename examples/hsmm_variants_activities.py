@@ -27,7 +27,7 @@ training days' labelled rows, not re-estimated):
   fitted by EM with ``labels=`` the activities, so the regimes (routines, e.g. day / night) are the only
   hidden part; the held-out day is decoded by ``predict`` (the Viterbi path over (regime, activity), its
   activities).
-- **Multi-channel HSMM** (PlaceLab; :class:`~structlearn.estimators.multichannel_hsmm.MultiChannelHSMM`,
+- **Multi-channel HSMM** (PlaceLab; :class:`~structlearn.hsmm.multichannel.MultiChannelHSMM`,
   ``inference="factored"``): channel 0 is the activity (supervised, observes the sensor id as above), and
   one channel of 3 latent states per sensor group (the sensors' locations in ``sensors.csv``: kitchen,
   bathroom, bedroom, other rooms), observing the last sensor of its group fired so far in the day and
@@ -94,8 +94,8 @@ import numpy as np
 
 from structlearn import HiddenSemiMarkovModel, SwitchingHSMM
 from structlearn.datasets import get_data_path
-from structlearn.estimators.multichannel_hsmm import MultiChannelHSMM
-from structlearn.models import emissions as em
+from structlearn.hsmm.multichannel import MultiChannelHSMM
+from structlearn.distributions import emissions as em
 
 _HERE = Path(__file__).resolve().parent
 

@@ -12,7 +12,7 @@ day boundaries: the HSMM uses ``censoring="both"`` (a segment may have begun bef
 and continue after the last). Parameters are estimated from the labels (supervised maximum
 likelihood: segment transition counts, categorical emissions with add-½ smoothing, log-normal
 durations fitted with the censored segments completed by
-:func:`structlearn.models.censoring.complete_counts`), then each held-out day is decoded with the Viterbi
+:func:`structlearn.distributions.durations.censoring.complete_counts`), then each held-out day is decoded with the Viterbi
 algorithm — leave-one-day-out over all 28 days. The HMM baseline is the same model with geometric
 durations (the implicit duration law of an HMM).
 
@@ -54,8 +54,8 @@ from datetime import datetime
 import numpy as np
 
 from structlearn import HiddenSemiMarkovModel
-from structlearn.models import durations as du
-from structlearn.models import emissions as em
+from structlearn.distributions import durations as du
+from structlearn.distributions import emissions as em
 from structlearn.datasets import get_data_path
 
 ACTIVITIES = {1: "leave house", 4: "use toilet", 5: "take shower", 10: "go to bed",

@@ -1,46 +1,39 @@
 """structlearn: structured probabilistic models for sequences, segments, trees, hierarchies and graphs."""
 __version__ = "0.1.0"
 
-from . import _threading
+from structlearn import _threading
 
 # Numba's fork- and thread-safe layer (TBB), chosen before any kernel runs: now if Numba is loaded, else when
 # it is imported (so that the import of structlearn itself does not load Numba)
 _threading.install()
 
+from structlearn.utils.lazy import lazy_exports  # noqa: E402
+
 _LAZY = {
-    "LinearChainCRF": "structlearn.estimators.crf",
-    "SemiMarkovCRF": "structlearn.estimators.semicrf",
-    "HigherOrderCRF": "structlearn.estimators.higher_order",
-    "TreeCRF": "structlearn.estimators.tree_crf",
-    "GraphCRF": "structlearn.estimators.graph_crf",
-    "AdaBoostMRF": "structlearn.estimators.adaboost_mrf",
-    "HiddenSemiMarkovModel": "structlearn.estimators.hsmm",
-    "HierarchicalHMM": "structlearn.estimators.hhmm",
-    "GeneralHSMM": "structlearn.estimators.general_hsmm",
-    "SwitchingHSMM": "structlearn.estimators.switching_hsmm",
-    "MultiChannelHSMM": "structlearn.estimators.multichannel_hsmm",
-    "AdaptiveFactorHSMM": "structlearn.estimators.adaptive_hsmm",
-    "VariableTransitionHMM": "structlearn.estimators.general_hsmm",
-    "ResidentialTimeHMM": "structlearn.estimators.general_hsmm",
-    "HiddenMarkovModel": "structlearn.estimators.hmm",
-    "GaussianHMM": "structlearn.estimators.hmm",
-    "GMMHMM": "structlearn.estimators.hmm",
-    "CategoricalHMM": "structlearn.estimators.hmm",
-    "MultinomialHMM": "structlearn.estimators.hmm",
-    "PoissonHMM": "structlearn.estimators.hmm",
-    "select_order": "structlearn.estimators.order_selection",
-    "OrderSelection": "structlearn.estimators.order_selection",
+    "LinearChainCRF": "structlearn.crf.linear_chain",
+    "SemiMarkovCRF": "structlearn.crf.semi_markov",
+    "HigherOrderCRF": "structlearn.crf.higher_order",
+    "TreeCRF": "structlearn.crf.tree",
+    "GraphCRF": "structlearn.graph.graph_crf",
+    "AdaBoostMRF": "structlearn.graph.adaboost_mrf",
+    "HiddenSemiMarkovModel": "structlearn.hsmm.explicit_duration",
+    "HierarchicalHMM": "structlearn.hhmm.estimator",
+    "GeneralHSMM": "structlearn.hsmm.general",
+    "SwitchingHSMM": "structlearn.hsmm.switching",
+    "MultiChannelHSMM": "structlearn.hsmm.multichannel",
+    "AdaptiveFactorHSMM": "structlearn.hsmm.adaptive",
+    "VariableTransitionHMM": "structlearn.hsmm.general",
+    "ResidentialTimeHMM": "structlearn.hsmm.general",
+    "HiddenMarkovModel": "structlearn.hmm.estimators",
+    "GaussianHMM": "structlearn.hmm.estimators",
+    "GMMHMM": "structlearn.hmm.estimators",
+    "CategoricalHMM": "structlearn.hmm.estimators",
+    "MultinomialHMM": "structlearn.hmm.estimators",
+    "PoissonHMM": "structlearn.hmm.estimators",
+    "select_order": "structlearn.hsmm.order_selection",
+    "OrderSelection": "structlearn.hsmm.order_selection",
     "CompilationWarning": "structlearn._compile_notice",
 }
 
 
-def __getattr__(name):
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'structlearn' has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(list(globals()) + list(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

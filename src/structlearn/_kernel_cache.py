@@ -1,11 +1,11 @@
 """Where Numba keeps structlearn's compiled kernels, and when they are stale: one digest of the whole engine.
 
 Numba's own cache locators key a kernel's cached machine code on its *own* source file. A kernel inlines
-helpers from other files (``semirings.py``, ``kernels/_common.py``, the ``chain_steps`` overloads, …), so
+helpers from other files (``engine/semirings.py``, ``engine/kernels/_common.py``, the ``chain_steps`` overloads, …), so
 after a change of a helper its callers kept the old code until their cache was cleared by hand — and a
 cache that ships inside the package (``structlearn compile``, run by the build) must never carry such stale
 code. :class:`EngineCacheLocator` therefore stamps every kernel's cache with :func:`engine_digest`, the
-SHA-256 of every source file of the engine (``kernels/*.py`` and ``semirings.py``): any change to any of
+SHA-256 of every source file of the engine (``engine/kernels/*.py`` and ``engine/semirings.py``): any change to any of
 them makes every cached kernel stale, and a kernel loaded from the cache was compiled from exactly the
 sources installed. The code is kept where Numba keeps it, in the ``__pycache__`` folder beside the kernel's
 source (inside the installed package: the build fills it), or under ``NUMBA_CACHE_DIR`` when that is set.
@@ -24,7 +24,7 @@ __all__ = ["engine_digest", "install", "ENGINE_SOURCES"]
 _ROOT = os.path.dirname(os.path.abspath(__file__))
 
 #: the engine's sources (relative to the package): every file whose code a kernel may compile in
-ENGINE_SOURCES = ("semirings.py", "kernels")
+ENGINE_SOURCES = ("engine/semirings.py", "engine/kernels")
 
 _digest = None
 
@@ -41,7 +41,7 @@ def _engine_files():
 
 
 def engine_digest():
-    """SHA-256 (bytes) of the engine's sources: every ``.py`` file of ``kernels/`` and ``semirings.py``,
+    """SHA-256 (bytes) of the engine's sources: every ``.py`` file of ``engine/kernels/`` and ``engine/semirings.py``,
     with their relative paths. Computed once per process (about 1 ms)."""
     global _digest
     if _digest is None:
@@ -58,7 +58,9 @@ def _inside_engine(py_file):
         rel = os.path.relpath(os.path.abspath(py_file), _ROOT)
     except ValueError:  # another drive (Windows)
         return False
-    return rel == "semirings.py" or (rel.startswith("kernels" + os.sep) and os.sep not in rel[8:])
+    kernels = os.path.join("engine", "kernels") + os.sep
+    return rel == os.path.join("engine", "semirings.py") or (rel.startswith(kernels)
+                                                             and os.sep not in rel[len(kernels):])
 
 
 def _make_locator_class():

@@ -13,7 +13,7 @@ import pytest
 
 from structlearn.cli.main import main
 from structlearn.cli.params import parse_params
-from structlearn.estimators.crf import LinearChainCRF
+from structlearn.crf.linear_chain import LinearChainCRF
 from structlearn.io import read_crfsuite, write_crfsuite
 from structlearn.io.modelfile import load_model, save_model
 from structlearn.metrics import (chunk_f1, classification_report, conlleval, token_accuracy)
@@ -375,7 +375,7 @@ TRG\t2\t1\tw=sie\tpos=PPER
 
 def test_tree_learn_tag_eval_round_trip(tmp_path, capsys):
     from structlearn.cli.main import main
-    from structlearn.estimators.tree_crf import TreeCRF
+    from structlearn.crf.tree import TreeCRF
 
     data = tmp_path / "trees.txt"
     data.write_text(TREE_FILE)
@@ -384,7 +384,7 @@ def test_tree_learn_tag_eval_round_trip(tmp_path, capsys):
     capsys.readouterr()
     assert main(["tag", "-m", str(model), str(data)]) == 0
     tagged = [b.split("\n") for b in capsys.readouterr().out.strip().split("\n\n")]
-    from structlearn.estimators.tree_crf import parents_from_ids
+    from structlearn.crf.tree import parents_from_ids
     from structlearn.io.crfsuite import read_crfsuite_tree
 
     X, y, nodes, parent_ids = read_crfsuite_tree(str(data))

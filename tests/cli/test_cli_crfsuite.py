@@ -5,7 +5,7 @@ import pytest
 
 from structlearn import LinearChainCRF, TreeCRF
 from structlearn.io.crfsuite import read_crfsuite_tree
-from structlearn.estimators.tree_crf import parents_from_ids
+from structlearn.crf.tree import parents_from_ids
 from tests.cli._cli import blocks, run
 from tests.conftest import require_data, require_module
 

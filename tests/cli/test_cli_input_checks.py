@@ -6,7 +6,7 @@ import warnings
 import pytest
 from sklearn.exceptions import ConvergenceWarning
 
-from structlearn.estimators.crf import LinearChainCRF
+from structlearn.crf.linear_chain import LinearChainCRF
 from tests.cli._cli import run
 
 TRAIN = "B-NP\tw=He\tp=PRP\nB-VP\tw=reckons\tp=VBZ\nO\tw=.\tp=.\n\nB-NP\tw=He\nO\tw=.\n\n"

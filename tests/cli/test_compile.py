@@ -57,7 +57,7 @@ def test_kernel_caches_are_stamped_with_the_whole_engine():
     """A kernel's cache is keyed on every engine source, not on its own file only (a caller inlines its
     callees from other files)."""
     from structlearn import _kernel_cache
-    from structlearn.kernels import chain
+    from structlearn.engine.kernels import chain
 
     locator = chain.chain_forward._cache._impl.locator
     assert type(locator).__name__ == "EngineCacheLocator"
@@ -88,10 +88,10 @@ def test_the_notice_is_issued_once_per_process_for_structlearn_kernels_only():
     notice, listener = _listener()
     with pytest.warns(notice.CompilationWarning, match="first: kernels.chain.a") as record:
         listener.on_start(_Event("numpy.fake"))             # not ours: ignored
-        listener.on_start(_Event("structlearn.kernels.chain", "a"))
-        listener.on_start(_Event("structlearn.kernels.tree", "b"))
+        listener.on_start(_Event("structlearn.engine.kernels.chain", "a"))
+        listener.on_start(_Event("structlearn.engine.kernels.tree", "b"))
     assert len([w for w in record if w.category is notice.CompilationWarning]) == 1
-    assert notice.compilations() == ["structlearn.kernels.chain.a", "structlearn.kernels.tree.b"]
+    assert notice.compilations() == ["structlearn.engine.kernels.chain.a", "structlearn.engine.kernels.tree.b"]
     notice._reset()
 
 
@@ -101,6 +101,6 @@ def test_the_notice_never_fails_a_compilation_under_warnings_as_errors(capsys):
     notice, listener = _listener()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        listener.on_start(_Event("structlearn.kernels.chain", "a"))  # must not raise
+        listener.on_start(_Event("structlearn.engine.kernels.chain", "a"))  # must not raise
     assert "CompilationWarning: structlearn: Numba is compiling" in capsys.readouterr().err
     notice._reset()

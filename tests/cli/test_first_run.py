@@ -14,7 +14,7 @@ _CACHED_KERNEL = textwrap.dedent("""
     import sys
     sys.path.insert(0, sys.argv[1])
     import numba
-    from structlearn.kernels.cache import is_cached
+    from structlearn.engine.kernels.cache import is_cached
     import tiny_kernel
     print(is_cached(tiny_kernel.f), is_cached(numba.njit(tiny_kernel.g)))
     tiny_kernel.f(1)
@@ -56,8 +56,8 @@ def test_learn_says_the_first_run_compiles(tmp_path, capsys, monkeypatch):
 
 
 def test_first_compilation_reads_the_objective_kernel_cache():
-    from structlearn.kernels.cache import is_cached
-    from structlearn.kernels.crf import chain_cll
+    from structlearn.engine.kernels.cache import is_cached
+    from structlearn.engine.kernels.crf import chain_cll
 
     assert learn._first_compilation() is (is_cached(chain_cll) is False)
 

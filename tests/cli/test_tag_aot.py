@@ -1,4 +1,4 @@
-"""The tag kernels compiled ahead of time by the package's build (:mod:`structlearn.kernels.aot`, issue 21
+"""The tag kernels compiled ahead of time by the package's build (:mod:`structlearn.engine.kernels.aot`, issue 21
 goal 1): present after ``pip install``, refused when stale, the JIT engine's labels bit for bit (ties and
 infeasible sequences included), and a ``structlearn tag`` process that never imports Numba."""
 import subprocess
@@ -10,11 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from structlearn.io.chain_tagger import ChainTagger, open_chain_tagger
-from structlearn.kernels import aot
-from structlearn.models.crf import ChainFeatureModel
-from structlearn.models.crf_decode import predict_labels, predict_labels_compiled
-from structlearn.models.crf_layout import ChainLayout
-from structlearn.models.features import AttributeVocabulary
+from structlearn.engine.kernels import aot
+from structlearn.crf._potentials import ChainFeatureModel
+from structlearn.crf._decode import predict_labels, predict_labels_compiled
+from structlearn.crf._layout import ChainLayout
+from structlearn.crf.features import AttributeVocabulary
 from tests.conftest import skip_unless_ci
 
 
@@ -104,7 +104,7 @@ print(rc, len(out.getvalue()), ' '.join(sorted(m for m in sys.modules if m.split
 
 
 def test_tag_never_imports_numba(kernels, tmp_path):
-    from structlearn.estimators.crf import LinearChainCRF
+    from structlearn.crf.linear_chain import LinearChainCRF
 
     X = [[{"w=a": 1.0}, {"w=b": 1.0}], [{"w=b": 1.0}]] * 5   # the attribute names of the file tagged
     y = [["A", "B"], ["B"]] * 5
@@ -128,7 +128,7 @@ def test_tag_never_imports_numba(kernels, tmp_path):
 ])
 def test_a_corrupted_model_file_is_refused_not_a_segfault(tmp_path, array, value, message):
     """Index arrays from a file are checked before a kernel sees them (both paths, one check)."""
-    from structlearn.estimators.crf import LinearChainCRF
+    from structlearn.crf.linear_chain import LinearChainCRF
     from structlearn.io import ModelFileError
     from structlearn.utils.modelfile import load_model, save_model
 

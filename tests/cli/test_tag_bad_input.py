@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from sklearn.exceptions import ConvergenceWarning
 
-from structlearn.estimators.crf import LinearChainCRF
+from structlearn.crf.linear_chain import LinearChainCRF
 from structlearn.utils.modelfile import HEADER_KEY, load_model
 from tests.cli._cli import blocks, run
 

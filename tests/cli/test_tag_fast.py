@@ -1,7 +1,7 @@
 """The fast path of ``structlearn tag`` (issue 21 goal 1): a ``linear-chain-crf`` model file is tagged through
 :class:`structlearn.io.chain_tagger.ChainTagger`, without scikit-learn, SciPy's heavy packages or the
 estimators, and gives the estimator's labels bit for bit (one shared function,
-:func:`structlearn.models.crf_decode.predict_labels`)."""
+:func:`structlearn.crf._decode.predict_labels`)."""
 import random
 import subprocess
 import sys
@@ -11,10 +11,10 @@ import pytest
 
 import structlearn.io.chain_tagger as chain_tagger
 from structlearn.cli.main import main
-from structlearn.estimators._modelfile import ATTRIBUTE_SPELLING
-from structlearn.estimators.crf import LinearChainCRF
+from structlearn.learning.weight_files import ATTRIBUTE_SPELLING
+from structlearn.crf.linear_chain import LinearChainCRF
 from structlearn.io.chain_tagger import ChainTagger, open_chain_tagger
-from structlearn.models.crf_decode import CHAIN_FORMAT, CHAIN_FORMAT_VERSION
+from structlearn.crf._decode import CHAIN_FORMAT, CHAIN_FORMAT_VERSION
 from structlearn.utils.modelfile import load_model, save_model
 from tests.cli._cli import run
 
@@ -197,7 +197,8 @@ def test_errors_are_the_estimator_paths(files, tmp_path, capsys):
 # the modules `structlearn tag` must not import on a linear-chain model (numba itself imports the
 # top-level `scipy` package and `scipy.linalg` when it starts its compiler; those stay allowed)
 HEAVY = ("sklearn", "scipy.sparse", "scipy.stats", "scipy.optimize", "scipy.special", "pandas", "matplotlib",
-         "structlearn.estimators", "structlearn.learning", "dask", "torch")
+         "structlearn.crf.linear_chain", "structlearn.crf._base", "structlearn.crf.objectives", "structlearn.hsmm",
+         "structlearn.hmm", "structlearn.hhmm", "structlearn.graph", "structlearn.learning", "dask", "torch")
 
 _PROBE = """
 import contextlib, io, sys

@@ -5,7 +5,7 @@ import pytest
 
 from structlearn.datasets.activities import (COMPLEX_ACTIVITIES, PRIMITIVES, hide_labels,
                                              placelab_two_level, simulate_indoor_tracks, to_graphs)
-from structlearn.structures.graphs import two_level_edges, two_level_trees
+from structlearn.engine.structures.graphs import two_level_edges, two_level_trees
 from tests.conftest import require_data, script_module
 
 def _module(name):
@@ -96,7 +96,7 @@ def test_graphs_edges_trees_and_hiding():
     # the trees cover every edge together
     assert set(np.concatenate(two_level_trees(5))) == set(range(len(edges)))
     # the graph builder of GraphCRF numbers nodes and edges the same way
-    from structlearn.structures import graphs as gc
+    from structlearn.engine.structures import graphs as gc
     np.testing.assert_array_equal(gc.two_level_chain(5), edges)
 
 

@@ -22,7 +22,7 @@ from structlearn import LinearChainCRF, TreeCRF
 from structlearn.io import apply_template, compile_template, read_conllu, read_ptb
 from structlearn.io.conllu import UPOS_TEMPLATE, conllu_columns
 from structlearn.io.ptb import edge_items, span_items
-from structlearn.models.features import AttributeVocabulary
+from structlearn.crf.features import AttributeVocabulary
 from tests.conftest import require_data, script_module
 
 pytestmark = pytest.mark.slow

@@ -190,7 +190,7 @@ def test_bad_partial_labels(local_client):
 def test_mask_of_named_allowed_labels_is_the_independent_mask(data):
     """Label names -> the (N, K) mask of the merged label order, for any order the merge produced."""
     from structlearn.distributed._crf import _mask as worker_mask, _split
-    from structlearn.models.features import AttributeVocabulary
+    from structlearn.crf.features import AttributeVocabulary
 
     lengths = data.draw(st.lists(st.integers(1, 4), min_size=1, max_size=4))
     y = [data.draw(st.lists(st.sampled_from(LABELS), min_size=n, max_size=n)) for n in lengths]
@@ -215,7 +215,7 @@ def test_mask_of_named_allowed_labels_is_the_independent_mask(data):
 @given(st.data())
 def test_feasibility_check_matches_the_enumeration(data):
     from structlearn.distributed._crf import _check_feasible
-    from structlearn.models.features import AttributeVocabulary
+    from structlearn.crf.features import AttributeVocabulary
     from tests.oracles.partial_label_paths import feasible_labellings
 
     K = data.draw(st.integers(1, 3))

@@ -12,8 +12,8 @@ import pytest
 from sklearn.base import clone
 
 from structlearn import AdaBoostMRF
-from structlearn.estimators.adaboost_mrf import two_level_chain_trees
-from structlearn.structures.graphs import grid_graph, two_level_chain
+from structlearn.graph.adaboost_mrf import two_level_chain_trees
+from structlearn.engine.structures.graphs import grid_graph, two_level_chain
 from tests.conftest import require_module
 
 dask_bag = require_module("dask.bag")

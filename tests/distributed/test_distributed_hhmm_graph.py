@@ -13,8 +13,8 @@ from sklearn.base import clone
 
 from structlearn import GraphCRF, HierarchicalHMM
 from structlearn.datasets.toy import hhmm_figure1
-from structlearn.models.emissions import Categorical
-from structlearn.structures.graphs import grid_graph
+from structlearn.distributions.emissions import Categorical
+from structlearn.engine.structures.graphs import grid_graph
 from tests.conftest import require_module
 
 dask_bag = require_module("dask.bag")

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 
-from structlearn.estimators.multichannel_hsmm import MultiChannelHSMM
+from structlearn.hsmm.multichannel import MultiChannelHSMM
 from structlearn.learning.shards import map_shards, split_shards
 from tests.conftest import require_module
-from tests.estimators.test_multichannel_hsmm import coupled_truth
-from tests.estimators.test_multichannel_hsmm_shards import _same_fit
+from tests.hsmm.test_multichannel_hsmm import coupled_truth
+from tests.hsmm.test_multichannel_hsmm_shards import _same_fit
 
 dask_bag = require_module("dask.bag")
 dask = require_module("dask")

@@ -1,5 +1,5 @@
 """structlearn.distributed.fit refuses a bag of complex or string sequences on the worker, as ``fit`` refuses
-such X (tests/estimators/test_real_X.py), instead of casting them to float64 while loading the shards."""
+such X (tests/api/test_real_X.py), instead of casting them to float64 while loading the shards."""
 import numpy as np
 import pytest
 

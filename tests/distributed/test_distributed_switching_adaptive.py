@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 
-from structlearn.estimators.adaptive_hsmm import AdaptiveFactorHSMM
-from structlearn.estimators.switching_hsmm import SwitchingHSMM
+from structlearn.hsmm.adaptive import AdaptiveFactorHSMM
+from structlearn.hsmm.switching import SwitchingHSMM
 from tests.conftest import require_module
-from tests.estimators.test_switching_adaptive_shards import adaptive_data, same_switching, switching_data
+from tests.hsmm.test_switching_adaptive_shards import adaptive_data, same_switching, switching_data
 
 dask_bag = require_module("dask.bag")
 dask = require_module("dask")

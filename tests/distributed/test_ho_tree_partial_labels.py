@@ -187,7 +187,7 @@ def test_tree_crf_bad_partial_labels(client):
 @given(st.data())
 def test_tree_feasibility_check_matches_the_enumeration(data):
     from structlearn.distributed._tree import _check_feasible
-    from structlearn.models.features import AttributeVocabulary
+    from structlearn.crf.features import AttributeVocabulary
 
     K = data.draw(st.integers(1, 3))
     sizes = data.draw(st.lists(st.integers(1, 4), min_size=1, max_size=3))

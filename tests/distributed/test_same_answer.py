@@ -17,7 +17,8 @@ from sklearn.base import clone
 
 from structlearn import HiddenSemiMarkovModel, LinearChainCRF, MultiChannelHSMM
 from structlearn.hmm import GaussianHMM
-from structlearn.learning import objectives, shards
+from structlearn.learning import shards
+from structlearn.crf import objectives
 from tests.conftest import require_module
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

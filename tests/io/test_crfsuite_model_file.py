@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from structlearn import LinearChainCRF
-from structlearn.utils.crfsuite_model import (hashlittle, read_crfsuite_model_bytes,
+from structlearn.crf.crfsuite_model import (hashlittle, read_crfsuite_model_bytes,
                                               write_crfsuite_model_bytes)
 from tests.cli._cli import blocks, run
 from tests.conftest import require_module

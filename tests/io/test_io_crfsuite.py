@@ -184,7 +184,7 @@ def test_crfsuite013_fields_empty_name_and_value():
 
 
 def test_tree_file_with_symbolic_node_ids():
-    from structlearn.estimators.tree_crf import parents_from_ids
+    from structlearn.crf.tree import parents_from_ids
 
     text = "A\tn1\troot\tx\nB\troot\t_\ty\nA\t7\troot\tz\n\nB\t0\t_\tw\n\n"
     X, y, nodes, parents = read_crfsuite_tree(io.StringIO(text))

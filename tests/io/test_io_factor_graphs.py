@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from structlearn.io import (FGFormatError, UAIFormatError, evidence_mask, read_evid, read_fg, read_uai,
                             read_uai_result, write_evid, write_fg, write_uai, write_uai_result)
-from structlearn.structures import FactorGraph
+from structlearn.engine.structures import FactorGraph
 from tests.oracles.factor_graph import factor_oracle
 
 RTOL = 1e-10

@@ -165,7 +165,7 @@ def _fitted(kind):
         if kind == "hidden-semi-markov-model":
             obs = np.random.default_rng(0).normal(size=(40, 1)) + (np.arange(40) // 10 % 2)[:, None] * 3
             return sl.HiddenSemiMarkovModel(2, max_duration=12, random_state=0, n_iter=2).fit(obs)
-    from structlearn.models.emissions import Categorical
+    from structlearn.distributions.emissions import Categorical
 
     spec = {"root": {"children": ["a", "b"], "start": [0.5, 0.5], "trans": [[0.2, 0.3], [0.4, 0.1]],
                      "end": [0.5, 0.5]}}

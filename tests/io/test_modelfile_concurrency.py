@@ -107,7 +107,7 @@ def test_crfsuite_format_save_is_atomic_too(tmp_path):
     """LinearChainCRF.save(format="crfsuite") wrote the target in place (a reader could see half a file;
     a folder gave IsADirectoryError from open)."""
     from structlearn.io.crfsuite_model import read_crfsuite_model
-    from structlearn.utils.crfsuite_model import CRFsuiteModel, write_crfsuite_model_bytes
+    from structlearn.crf.crfsuite_model import CRFsuiteModel, write_crfsuite_model_bytes
 
     src = tmp_path / "src.crfsuite"
     src.write_bytes(write_crfsuite_model_bytes(CRFsuiteModel(

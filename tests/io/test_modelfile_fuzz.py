@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 from structlearn.cli.main import main
 from structlearn.io.crfsuite_model import is_crfsuite_model_file, read_crfsuite_model
 from structlearn.io.modelfile import HEADER_KEY, ModelFileError, load_model, read_header, save_model
-from structlearn.utils.crfsuite_model import (CRFsuiteModel, CRFsuiteModelError, read_crfsuite_model_bytes,
+from structlearn.crf.crfsuite_model import (CRFsuiteModel, CRFsuiteModelError, read_crfsuite_model_bytes,
                                               write_crfsuite_model_bytes)
 
-from .test_reader_fuzz import damaged
+from tests.io.test_reader_fuzz import damaged
 
 ARRAYS = {"w": np.arange(6.0).reshape(2, 3), "ids": np.array([1, 2], np.int32), "s": np.array(["a", "bc"])}
 

@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from ._common import best, logsumexp, posterior
+from tests.oracles._common import best, logsumexp, posterior
 
 
 def graph_oracle(unary, edges, pairwise, n_labels=None):

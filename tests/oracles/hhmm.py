@@ -7,7 +7,7 @@ with a root name; a child that is a key is abstract, any other name a production
 """
 import math
 
-from ._common import logsumexp
+from tests.oracles._common import logsumexp
 
 
 def _log(p):

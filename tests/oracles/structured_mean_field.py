@@ -1,5 +1,5 @@
 """Brute-force structured mean field: the same cluster-by-cluster coordinate ascent as
-structlearn.structures.factor_graph_smf, every quantity by enumeration of joint labelings (q_c(x_c) ∝
+structlearn.engine.structures.factor_graph_smf, every quantity by enumeration of joint labelings (q_c(x_c) ∝
 exp(E_{q_-c}[s(x)]) over all x), and the evidence lower bound E_q[s] + H(q) of the resulting product
 distribution. Imports nothing from structlearn."""
 import itertools

@@ -17,8 +17,8 @@ from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 from structlearn import (GaussianHMM, GraphCRF, HiddenSemiMarkovModel, HierarchicalHMM,  # noqa: E402
                          LinearChainCRF, ResidentialTimeHMM, VariableTransitionHMM, plotting)
 from structlearn.datasets.toy import hhmm_figure1  # noqa: E402
-from structlearn.models.emissions import Categorical  # noqa: E402
-from structlearn.structures.graphs import grid_graph  # noqa: E402
+from structlearn.distributions.emissions import Categorical  # noqa: E402
+from structlearn.engine.structures.graphs import grid_graph  # noqa: E402
 
 DPI = 50
 

@@ -1,11 +1,15 @@
-"""Where each kind of code lives (docs/developing.md): Numba-compiled functions only in kernels/ (and the
-inlined semiring helpers in semirings.py), scikit-learn estimators only in estimators/, no source file
-over MAX_LINES lines. The import layers are checked by lint-imports (.importlinter)."""
+"""Where each kind of code lives (docs/developing.md): Numba-compiled functions only in engine/kernels/ (and
+the inlined semiring helpers in engine/semirings.py), scikit-learn estimators only in the model families'
+packages (crf/, hsmm/, hmm/, hhmm/, graph/; their shared base in learning/training.py), tests in the folder
+of the family they test, no source file over MAX_LINES lines. The import layers and the independence of the
+families are checked by lint-imports (.importlinter)."""
 import ast
 import pathlib
 
 PKG = pathlib.Path(__file__).resolve().parents[2] / "src" / "structlearn"
 MAX_LINES = 800
+FAMILIES = ("crf", "hsmm", "hmm", "hhmm", "graph")
+TESTS = PKG.parents[1] / "tests"
 NUMBA_COMPILERS = {"njit", "jit", "vectorize", "guvectorize", "generated_jit", "cfunc", "stencil"}
 
 
@@ -40,11 +44,11 @@ def _numba_compiler_uses(tree):
 
 
 def test_numba_compiled_code_only_in_kernels():
-    allowed = {PKG / "semirings.py"}
+    allowed = {PKG / "engine" / "semirings.py"}
     bad = [f"{_rel(p)}:{line}" for p in _sources()
-           if PKG / "kernels" not in p.parents and p not in allowed
+           if PKG / "engine" / "kernels" not in p.parents and p not in allowed
            for line in _numba_compiler_uses(_tree(p))]
-    assert not bad, ("numba njit/jit/vectorize outside src/structlearn/kernels/ (move the kernel there):\n"
+    assert not bad, ("numba njit/jit/vectorize outside src/structlearn/engine/kernels/ (move the kernel there):\n"
                      + "\n".join(bad))
 
 
@@ -68,10 +72,21 @@ def _estimator_classes():
     return [(p, line, name) for p, line, name, bases in classes if bases & estimators]
 
 
-def test_estimators_only_in_estimators():
+def test_estimators_only_in_family_packages():
+    shared_base = PKG / "learning" / "training.py"
     bad = [f"{_rel(p)}:{line}: class {name}" for p, line, name in _estimator_classes()
-           if PKG / "estimators" not in p.parents]
-    assert not bad, "scikit-learn estimators outside src/structlearn/estimators/:\n" + "\n".join(bad)
+           if p != shared_base and not any(PKG / fam in p.parents for fam in FAMILIES)]
+    assert not bad, ("scikit-learn estimators outside the family packages " + ", ".join(FAMILIES)
+                     + ":\n" + "\n".join(bad))
+
+
+def test_tests_follow_the_families():
+    """Tests of a family's estimators live in tests/<family>/ (tests/api/ holds those of every family);
+    no test folder is named after a layer that is gone."""
+    gone = {"estimators", "models", "structures", "kernels"}
+    assert not gone & {p.name for p in TESTS.iterdir() if p.is_dir()}
+    for fam in FAMILIES + ("engine", "distributions"):
+        assert any((TESTS / fam).glob("test_*.py")), f"tests/{fam}/ has no tests"
 
 
 def test_estimators_are_found():

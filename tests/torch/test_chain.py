@@ -1,13 +1,13 @@
-"""structlearn.torch.LinearChain equals the NumPy engine (structlearn.structures.LinearChain) on random
+"""structlearn.torch.LinearChain equals the NumPy engine (structlearn.engine.structures.LinearChain) on random
 ragged batches, on both backends and both forward passes; gradients are the marginals."""
 import numpy as np
 import pytest
 import torch
 
-from structlearn.structures import LinearChain as EngineChain
+from structlearn.engine.structures import LinearChain as EngineChain
 from structlearn.torch import LinearChain
 
-from ._helpers import close, leaves, pack, ragged, randn
+from tests.torch._helpers import close, leaves, pack, ragged, randn
 
 CONFIGS = [("numba", "auto"), ("torch", "sequential"), ("torch", "parallel")]
 

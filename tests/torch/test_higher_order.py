@@ -7,7 +7,7 @@ from tests.oracles._common import labelings, logsumexp
 
 from structlearn.torch import HigherOrderChain
 
-from ._helpers import close, leaves, randn
+from tests.torch._helpers import close, leaves, randn
 
 
 def brute(u, tr, t2, st, en, n):

@@ -8,10 +8,10 @@ import torch
 
 from tests.conftest import require_module
 
-from structlearn.structures import LinearChain as EngineChain
+from structlearn.engine.structures import LinearChain as EngineChain
 from structlearn.torch import CRF, SemiMarkovCRF, TreeCRF, bio_constraints
 
-from ._helpers import close, pack
+from tests.torch._helpers import close, pack
 
 
 @pytest.fixture(scope="module")

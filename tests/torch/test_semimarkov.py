@@ -1,12 +1,12 @@
-"""structlearn.torch.SemiMarkov equals the NumPy engine (structlearn.structures.SemiMarkov)."""
+"""structlearn.torch.SemiMarkov equals the NumPy engine (structlearn.engine.structures.SemiMarkov)."""
 import numpy as np
 import pytest
 import torch
 
-from structlearn.structures import SemiMarkov as EngineSemiMarkov
+from structlearn.engine.structures import SemiMarkov as EngineSemiMarkov
 from structlearn.torch import SemiMarkov
 
-from ._helpers import close, leaves, pack, ragged, randn
+from tests.torch._helpers import close, leaves, pack, ragged, randn
 
 
 def problem(seed, B=4, T=7, K=3, D=3, with_segment=True, allow_same_label=True):

@@ -1,12 +1,12 @@
-"""structlearn.torch.Tree equals the NumPy engine (structlearn.structures.Tree)."""
+"""structlearn.torch.Tree equals the NumPy engine (structlearn.engine.structures.Tree)."""
 import numpy as np
 import pytest
 import torch
 
-from structlearn.structures import Tree as EngineTree
+from structlearn.engine.structures import Tree as EngineTree
 from structlearn.torch import Tree
 
-from ._helpers import close, leaves, pack, ragged, randn
+from tests.torch._helpers import close, leaves, pack, ragged, randn
 
 
 def random_parents(rng, L, T):

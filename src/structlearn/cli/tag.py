@@ -1,8 +1,8 @@
 """``structlearn tag``: label the sequences (or trees) of a file with a trained model, as ``crfsuite tag``."""
 import warnings
 
-from .common import CLIError, Out, open_model, warn
-from .featurize import Featurizer, TreeReader
+from structlearn.cli.common import CLIError, Out, open_model, warn
+from structlearn.cli.featurize import Featurizer, TreeReader
 
 __all__ = ["cmd_tag"]
 
@@ -78,10 +78,10 @@ def _open(args):
     """(model, header) of ``-m``: plain Viterbi tagging of a ``linear-chain-crf`` file (the default of
     ``learn``), with or without ``-q``/``-t``/``-r``, opens it as a
     :class:`~structlearn.io.chain_tagger.ChainTagger`, which neither imports scikit-learn nor the estimators
-    (the same labels: one shared function, :func:`structlearn.models.crf_decode.predict_labels`); ``-k``,
+    (the same labels: one shared function, :func:`structlearn.crf._decode.predict_labels`); ``-k``,
     ``-i``, ``-p`` and the other formats load the estimator."""
     if args.kbest is None and not args.marginal and not args.probability:
-        from ..io.chain_tagger import open_chain_tagger
+        from structlearn.io.chain_tagger import open_chain_tagger
 
         tagger = open_chain_tagger(args.model)
         if tagger is not None:
@@ -125,7 +125,7 @@ def _kbest_k(k, X, classes):
 
 
 def cmd_tag(args):
-    from .report import evaluation_report
+    from structlearn.cli.report import evaluation_report
 
     if args.kbest is not None and args.kbest < 1:
         raise CLIError(f"-k expects a positive number of labelings; got {args.kbest}")

@@ -2,7 +2,7 @@
 
 Also one per structure of the engine (``LinearChain``, ``SemiMarkov``, ``Tree``: every query on a tiny
 batch). ``structlearn compile`` (run by the package's build) runs them all so that Numba's cache of every
-kernel they need ships in the package; ``tests/structures/test_compile_reproducible.py`` checks that a
+kernel they need ships in the package; ``tests/engine/test_compile_reproducible.py`` checks that a
 first call after install compiles nothing and that kernels compiled on demand give the same bits.
 
 ``WORKLOADS`` maps a family name to a function of no arguments that builds its own tiny synthetic input
@@ -32,7 +32,7 @@ def _quiet(workload):
     """``workload`` with its own warnings silenced, but a compile notice passed on to the caller's filters."""
     @functools.wraps(workload)
     def run():
-        from .._compile_notice import CompilationWarning
+        from structlearn._compile_notice import CompilationWarning
 
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -97,7 +97,7 @@ def _segments_1d(n_segments=16, levels=(0.0, 3.0)):
 
 def _graphs(n_graphs=6, side=4):
     """GraphCRF samples: noisy ``side x side`` images of a diagonal boundary between labels 0 and 1."""
-    from structlearn.structures.graphs import grid_graph
+    from structlearn.engine.structures.graphs import grid_graph
 
     rng = np.random.default_rng(0)
     edges = grid_graph(side, side)
@@ -121,7 +121,7 @@ def _structure_queries(structure, extra=()):
 
 
 def _linear_chain():
-    from structlearn.structures import LinearChain
+    from structlearn.engine.structures import LinearChain
 
     rng = np.random.default_rng(0)
     unary, lengths = rng.normal(size=(12, 3)), [5, 4, 3]
@@ -134,7 +134,7 @@ def _linear_chain():
 def _chain_marginals_modes():
     """The chain kernel's marginals in every edge mode, serial and on 2 threads (a batch big enough for its
     parallel path): the training and inference paths of the chain CRFs and HMMs."""
-    from structlearn.kernels.chain import chain_marginals
+    from structlearn.engine.kernels.chain import chain_marginals
 
     rng = np.random.default_rng(0)
     K = 7
@@ -147,7 +147,7 @@ def _chain_marginals_modes():
 
 
 def _semi_markov():
-    from structlearn.structures import SemiMarkov
+    from structlearn.engine.structures import SemiMarkov
 
     rng = np.random.default_rng(0)
     structure = SemiMarkov(rng.normal(size=(12, 3)), rng.normal(size=(4, 3)), rng.normal(size=(3, 3)),
@@ -156,7 +156,7 @@ def _semi_markov():
 
 
 def _tree():
-    from structlearn.structures import Tree
+    from structlearn.engine.structures import Tree
 
     rng = np.random.default_rng(0)
     parent = np.array([-1, 0, 0, 1, 1, -1, 0, 1, 1])
@@ -349,7 +349,7 @@ def _adaptive_factor_hsmm():
 def _hierarchical_hmm(inference):
     from structlearn import HierarchicalHMM
     from structlearn.datasets.toy import hhmm_figure1
-    from structlearn.models.emissions import Categorical
+    from structlearn.distributions.emissions import Categorical
 
     emit = 0.9 * np.eye(6)[[0, 4, 5, 1, 2, 3]] + 0.1 / 6
     spec = hhmm_figure1()  # Murphy & Paskin (2001), Figure 1
@@ -390,8 +390,8 @@ def _adaboost_mrf():
 
 
 def _factor_graph(method):
-    from structlearn.structures import FactorGraph
-    from structlearn.structures.graphs import grid_graph
+    from structlearn.engine.structures import FactorGraph
+    from structlearn.engine.structures.graphs import grid_graph
 
     rng = np.random.default_rng(0)
     graph = FactorGraph(rng.normal(size=(16, 3)), grid_graph(4, 4), 0.5 * np.eye(3))

@@ -22,12 +22,12 @@ Layout of a :class:`~sklearn.utils.Bunch` returned by :func:`simulate_indoor_tra
 ``T..2T-1`` the bottom level, one label space of ``K_top + K_bottom`` labels (top labels first), node
 features in two blocks (a top node's features fill the first ``D_top`` columns, a bottom node's the
 last ``D_bottom``), edges ordered top chain, bottom chain, parent–child
-(:func:`~structlearn.structures.graphs.two_level_edges`), with a one-hot edge type as edge features.
+(:func:`~structlearn.engine.structures.graphs.two_level_edges`), with a one-hot edge type as edge features.
 """
 import numpy as np
 from sklearn.utils import Bunch, check_random_state
 
-from ..structures.graphs import two_level_edges
+from structlearn.engine.structures.graphs import two_level_edges
 
 __all__ = ["simulate_indoor_tracks", "placelab_two_level", "to_graphs", "hide_labels", "HOUSE_ROOMS",
            "PRIMITIVES", "COMPLEX_ACTIVITIES"]

@@ -7,7 +7,7 @@ summary this reuses):
 1. every partition of ``(graph, labels)`` pairs is checked and summarised where it lives (its number of
    graphs, feature counts, largest label); the summaries are merged on the client in partition order,
    giving the label count K of ``fit`` on the concatenated data and every graph's place among all B;
-2. every partition becomes a :class:`~structlearn.estimators._adaboost_shards.BoostShard` (per candidate
+2. every partition becomes a :class:`~structlearn.graph._adaboost_shards.BoostShard` (per candidate
    tree the unpenalised exact CLL of its CRF on the partition's graphs, trees drawn as ``fit`` draws
    them: they depend on the graph and the estimator's seed alone), persisted on its worker.
 
@@ -18,10 +18,10 @@ statistics (:func:`~._common.shard_map`).
 """
 import numpy as np
 
-from ..estimators.adaboost_mrf import AdaBoostMRF
-from ..structures.graphs import check_graph_labels, check_graphs
-from ._common import collect, placement, shard_map
-from ._graph import _count, _split, label_count
+from structlearn.graph.adaboost_mrf import AdaBoostMRF
+from structlearn.engine.structures.graphs import check_graph_labels, check_graphs
+from structlearn.distributed._common import collect, placement, shard_map
+from structlearn.distributed._graph import _count, _split, label_count
 
 __all__ = ["fit_adaboost_mrf"]
 

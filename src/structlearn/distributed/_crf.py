@@ -27,13 +27,13 @@ import time
 
 import numpy as np
 
-from ..learning import objectives
-from ..learning.objectives import ChainCLL
-from ..models.features import AttributeVocabulary
-from ._crf_shared import (check_bag, check_lbfgs, identity, load, pair_counts, reduce_counts, release,
+from structlearn.crf import objectives
+from structlearn.crf.objectives import ChainCLL
+from structlearn.crf.features import AttributeVocabulary
+from structlearn.distributed._crf_shared import (check_bag, check_lbfgs, identity, load, pair_counts, reduce_counts, release,
                           state_features, train_on_shards)
-from ._common import collect, fixed_blocks
-from ._elements import allowed_mask as _mask, split_elements
+from structlearn.distributed._common import collect, fixed_blocks
+from structlearn.distributed._elements import allowed_mask as _mask, split_elements
 
 __all__ = ["fit_crf"]
 
@@ -110,7 +110,7 @@ def _count(estimator, part, partition=0):
 
 def _objective(estimator, model, names, classes, part, partition=0):
     """Worker side: the data term (CLL without penalty) of one partition under the feature model (a
-    shallow copy with its own batch cache, :meth:`~structlearn.models.crf.ChainFeatureModel.shard_copy`); with triples, the partial-label CLL
+    shallow copy with its own batch cache, :meth:`~structlearn.crf._potentials.ChainFeatureModel.shard_copy`); with triples, the partial-label CLL
     (``ChainCLL(..., allowed=mask)``, :func:`._elements.allowed_mask`)."""
     X, y, allowed = _split(part, partition)
     est = estimator.__class__(**estimator.get_params())

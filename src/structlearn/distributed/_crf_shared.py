@@ -5,14 +5,14 @@ the L-BFGS loop over the persisted shards.
 
 Every merge keeps first-appearance orders (dicts used as ordered sets) and adds frequencies, so counts
 merged in partition order give the vocabulary, label order and feature set that ``fit`` builds from the
-concatenated data (CRFsuite's ``min_freq`` rule, :func:`structlearn.models.features.build_state_features`).
+concatenated data (CRFsuite's ``min_freq`` rule, :func:`structlearn.crf.features.build_state_features`).
 """
 from functools import partial
 
 import numpy as np
 
-from ..learning.shards import ShardedObjective, objective_statistics
-from ._common import block_map, collect, identity, placement, shard_map, tree_reduce, wait_shards
+from structlearn.learning.shards import ShardedObjective, objective_statistics
+from structlearn.distributed._common import block_map, collect, identity, placement, shard_map, tree_reduce, wait_shards
 
 __all__ = ["check_bag", "check_lbfgs", "load", "release", "pair_counts", "merge_counts", "reduce_counts",
            "state_features", "train_on_shards", "identity"]

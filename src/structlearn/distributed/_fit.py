@@ -4,15 +4,15 @@ import pickle
 
 import numpy as np
 
-from ..learning.shards import Shard, concat_shards, slice_shard
-from ..utils.validation import as_real_float64
-from ._common import block_map, check_timeout, collect, fixed_blocks, placement, shard_map, waiting_at_most
-from ._adaboost import fit_adaboost_mrf
-from ._crf import fit_crf
-from ._graph import fit_graph_crf
-from ._higher_order import fit_higher_order_crf
-from ._semicrf import fit_semicrf
-from ._tree import fit_tree_crf
+from structlearn.learning.shards import Shard, concat_shards, slice_shard
+from structlearn.utils.validation import as_real_float64
+from structlearn.distributed._common import block_map, check_timeout, collect, fixed_blocks, placement, shard_map, waiting_at_most
+from structlearn.distributed._adaboost import fit_adaboost_mrf
+from structlearn.distributed._crf import fit_crf
+from structlearn.distributed._graph import fit_graph_crf
+from structlearn.distributed._higher_order import fit_higher_order_crf
+from structlearn.distributed._semicrf import fit_semicrf
+from structlearn.distributed._tree import fit_tree_crf
 
 __all__ = ["fit", "shard_bytes"]
 
@@ -266,15 +266,15 @@ def fit(estimator, data, client=None, *, init="first", split_every=8, callback=N
     O(N·K); with ``forbidden_transitions``, a feasibility check of O(N·K²)) and each evaluation runs the
     forward–backward twice, unconstrained and constrained, O(N·K²) each, as ``fit(..., allowed=...)``
     does (Lafferty et al. 2001; the constrained partition function of
-    :class:`~structlearn.learning.objectives.ChainCLL`).
+    :class:`~structlearn.crf.objectives.ChainCLL`).
 
     EM: per iteration the client sends the parameters once (as a task, so a lost worker's copy is
     recomputed; the workers copy them from each other, one copy per worker) and receives one summed
     statistics object (the tree reduction runs on the workers); per shard one
     statistics object of O(K² + D·K + emission size) float64 travels between workers — independent of
     the number of rows (see ``docs/scaling.md`` and :func:`shard_bytes`). The M-step of the emissions uses
-    the families' sufficient statistics (:mod:`structlearn.learning.hsmm_online`,
-    :mod:`structlearn.learning.hmm_online`) where ``fit`` uses the rows; both give the same estimate up
+    the families' sufficient statistics (:mod:`structlearn.hsmm._online_statistics`,
+    :mod:`structlearn.hmm._online_statistics`) where ``fit`` uses the rows; both give the same estimate up
     to rounding.
     """
     if isinstance(split_every, bool) or not isinstance(split_every, (int, np.integer)) or split_every < 2:
@@ -289,12 +289,12 @@ def fit(estimator, data, client=None, *, init="first", split_every=8, callback=N
 
 def _fit(estimator, data, client, init, split_every, callback, given):
     """:func:`fit` after the checks of its own arguments (``given``: the held-out keyword arguments)."""
-    from ..estimators.adaboost_mrf import AdaBoostMRF
-    from ..estimators.crf import LinearChainCRF
-    from ..estimators.graph_crf import GraphCRF
-    from ..estimators.higher_order import HigherOrderCRF
-    from ..estimators.semicrf import SemiMarkovCRF
-    from ..estimators.tree_crf import TreeCRF
+    from structlearn.graph.adaboost_mrf import AdaBoostMRF
+    from structlearn.crf.linear_chain import LinearChainCRF
+    from structlearn.graph.graph_crf import GraphCRF
+    from structlearn.crf.higher_order import HigherOrderCRF
+    from structlearn.crf.semi_markov import SemiMarkovCRF
+    from structlearn.crf.tree import TreeCRF
 
     crf = {LinearChainCRF: (fit_crf, _CHAIN_DEV), GraphCRF: (fit_graph_crf, ()),
            AdaBoostMRF: (fit_adaboost_mrf, ()), SemiMarkovCRF: (fit_semicrf, ()),

@@ -9,9 +9,9 @@ Two passes over the data, on the workers:
    merged on the client in partition order, so the label count K (``n_labels`` or 1 + the largest label)
    is the one ``fit`` infers from the concatenated data (GraphCRF builds no other vocabulary);
 2. every partition becomes the data term of the objective on that shard (a
-   :class:`~structlearn.learning.graph_objective.GraphCLL` with ``c2=0``, :func:`_objective`), persisted
+   :class:`~structlearn.graph.objective.GraphCLL` with ``c2=0``, :func:`_objective`), persisted
    on its worker; each evaluation sends w (a task) and tree-reduces the shards' value and gradient
-   (:func:`~structlearn.learning.graph_objective.graph_objective_statistics`); the optimiser, its
+   (:func:`~structlearn.graph.objective.graph_objective_statistics`); the optimiser, its
    stopping rules and the penalty run on the client in the estimator's own training loop
    (``GraphCRF._fit_sharded``).
 """
@@ -19,10 +19,10 @@ import time
 
 import numpy as np
 
-from ..learning.graph_objective import GraphCLL, graph_objective_statistics
-from ..estimators.graph_crf import GraphCRF
-from ..structures.graphs import check_graph_labels, check_graphs
-from ._common import collect, placement, shard_map
+from structlearn.graph.objective import GraphCLL, graph_objective_statistics
+from structlearn.graph.graph_crf import GraphCRF
+from structlearn.engine.structures.graphs import check_graph_labels, check_graphs
+from structlearn.distributed._common import collect, placement, shard_map
 
 __all__ = ["fit_graph_crf"]
 

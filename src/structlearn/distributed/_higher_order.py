@@ -12,8 +12,8 @@ Two passes over the data, on the workers (the partitions are loaded once and kep
    K unigrams, then the seen n-grams by length, each length in code order), the state features of
    ``build_pattern_state_features`` / ``build_segment_state_features`` (``min_freq``) and the model;
 2. every partition is encoded against the merged vocabulary and labels and becomes the data term of the
-   objective on that shard (:class:`~structlearn.learning.objectives.HigherOrderCLL` or
-   :class:`~structlearn.learning.objectives.SegmentCLL` with ``c2=0``, :func:`_objective`); each L-BFGS
+   objective on that shard (:class:`~structlearn.crf.objectives.HigherOrderCLL` or
+   :class:`~structlearn.crf.objectives.SegmentCLL` with ``c2=0``, :func:`_objective`); each L-BFGS
    evaluation sends w and tree-reduces the shards' value and gradient; the optimiser runs on the client
    in the estimator's own training loop (``_train``).
 
@@ -32,12 +32,12 @@ import time
 
 import numpy as np
 
-from ..learning.objectives import HigherOrderCLL, SegmentCLL
-from ..models.features import AttributeVocabulary
-from ..models.higher_order import LabelPatterns, _codes, _positions
-from ..models.segment_patterns import runs
-from ._elements import allowed_mask, split_elements
-from ._crf_shared import (check_bag, check_lbfgs, identity, load, reduce_counts, release, state_features,
+from structlearn.crf.objectives import HigherOrderCLL, SegmentCLL
+from structlearn.crf.features import AttributeVocabulary
+from structlearn.crf._higher_order_potentials import LabelPatterns, _codes, _positions
+from structlearn.crf._segment_patterns import runs
+from structlearn.distributed._elements import allowed_mask, split_elements
+from structlearn.distributed._crf_shared import (check_bag, check_lbfgs, identity, load, reduce_counts, release, state_features,
                           train_on_shards)
 
 __all__ = ["fit_higher_order_crf"]

@@ -15,7 +15,7 @@ The passes over the data, all on the workers (the partitions are loaded once and
    (:func:`_prepare`); with the "span" feature the workers send the hashes of their gold spans, whose
    union is the span vocabulary of ``fit``;
 4. every prepared partition becomes the data term of the objective on that shard (a
-   :class:`~structlearn.learning.objectives.SemiMarkovCLL` with ``c2=0``, :func:`_objective`); each
+   :class:`~structlearn.crf.objectives.SemiMarkovCLL` with ``c2=0``, :func:`_objective`); each
    L-BFGS evaluation sends w and tree-reduces the shards' value and gradient; the optimiser runs on the
    client in the estimator's own training loop (``_train``).
 """
@@ -24,12 +24,12 @@ import time
 
 import numpy as np
 
-from ..learning.objectives import SemiMarkovCLL
-from ..models.features import AttributeVocabulary
-from ._common import collect
-from ._crf_shared import (check_bag, check_lbfgs, identity, load, merge_counts, pair_counts, reduce_counts,
+from structlearn.crf.objectives import SemiMarkovCLL
+from structlearn.crf.features import AttributeVocabulary
+from structlearn.distributed._common import collect
+from structlearn.distributed._crf_shared import (check_bag, check_lbfgs, identity, load, merge_counts, pair_counts, reduce_counts,
                           release, state_features, train_on_shards)
-from ._elements import split_elements
+from structlearn.distributed._elements import split_elements
 
 __all__ = ["fit_semicrf"]
 

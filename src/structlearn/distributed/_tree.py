@@ -9,7 +9,7 @@ Two passes over the data, on the workers (the partitions are loaded once and kep
    merged by a tree reduction in partition order, so the vocabularies, the label order and the feature
    sets (``min_freq``; CRFsuite's value-sum rule without ``root_features``) are those ``fit`` builds;
 2. every partition is encoded against the merged vocabularies and becomes the data term of the
-   objective on that shard (a :class:`~structlearn.learning.objectives.TreeCLL` with ``c2=0``,
+   objective on that shard (a :class:`~structlearn.crf.objectives.TreeCLL` with ``c2=0``,
    :func:`_objective`); each L-BFGS evaluation sends w and tree-reduces the shards' value and gradient;
    the optimiser runs on the client in the estimator's own training loop (``_train``).
 
@@ -31,10 +31,10 @@ import time
 
 import numpy as np
 
-from ..learning.objectives import TreeCLL
-from ..models.features import AttributeVocabulary
-from ._elements import allowed_mask, split_elements
-from ._crf_shared import (check_bag, check_lbfgs, identity, load, pair_counts, reduce_counts, release,
+from structlearn.crf.objectives import TreeCLL
+from structlearn.crf.features import AttributeVocabulary
+from structlearn.distributed._elements import allowed_mask, split_elements
+from structlearn.distributed._crf_shared import (check_bag, check_lbfgs, identity, load, pair_counts, reduce_counts, release,
                           state_features, train_on_shards)
 
 __all__ = ["fit_tree_crf"]

@@ -2,13 +2,13 @@
 scikit-learn): the fast path of ``structlearn tag``.
 
 :func:`open_chain_tagger` reads the file with :func:`structlearn.utils.modelfile.load_model`, rebuilds the
-feature model with :func:`structlearn.models.crf_decode.chain_model_from_arrays` (as
+feature model with :func:`structlearn.crf._decode.chain_model_from_arrays` (as
 ``LinearChainCRF.load`` does) and :class:`ChainTagger.predict` is
-:func:`structlearn.models.crf_decode.predict_labels`, the function ``LinearChainCRF.predict`` calls: the
+:func:`structlearn.crf._decode.predict_labels`, the function ``LinearChainCRF.predict`` calls: the
 labels are those of the estimator, bit for bit. When the package's build compiled the tag kernels ahead of
-time (:mod:`structlearn.kernels.aot`) and the model has no transition attributes, the tagger keeps only
-the weight layout (:class:`~structlearn.models.crf_layout.ChainLayout`) and decodes with
-:func:`~structlearn.models.crf_decode.predict_labels_compiled`: the same labels, bit for bit, in a process
+time (:mod:`structlearn.engine.kernels.aot`) and the model has no transition attributes, the tagger keeps only
+the weight layout (:class:`~structlearn.crf._layout.ChainLayout`) and decodes with
+:func:`~structlearn.crf._decode.predict_labels_compiled`: the same labels, bit for bit, in a process
 that never imports Numba. Anything else (another format, a CRFsuite ``lCRF`` file,
 model files of the old attribute spelling, a malformed file) is left to the estimator
 (:func:`open_chain_tagger` returns None), which reads it or says what is wrong with it.
@@ -17,17 +17,17 @@ import os
 
 import numpy as np
 
-from ..kernels import aot
-from ..models.crf_decode import (CHAIN_FORMAT, CHAIN_FORMAT_VERSION, chain_model_from_arrays, predict_labels,
+from structlearn.engine.kernels import aot
+from structlearn.crf._decode import (CHAIN_FORMAT, CHAIN_FORMAT_VERSION, chain_model_from_arrays, predict_labels,
                                  predict_labels_compiled)
-from ..models.crf_layout import ChainLayout
-from ..models.features import AttributeVocabulary
-from ..utils.modelfile import load_model
+from structlearn.crf._layout import ChainLayout
+from structlearn.crf.features import AttributeVocabulary
+from structlearn.utils.modelfile import load_model
 
 __all__ = ["ChainTagger", "open_chain_tagger"]
 
 #: the attribute spelling of the model files the fast path reads
-#: (``structlearn.estimators._modelfile.ATTRIBUTE_SPELLING``; older files go through the estimator, which
+#: (``structlearn.learning.weight_files.ATTRIBUTE_SPELLING``; older files go through the estimator, which
 #: aliases their attribute names)
 _SPELLING = "name:value"
 
@@ -48,7 +48,7 @@ class ChainTagger:
     header : dict, optional
         The file's header.
     kernels : module, optional
-        The ahead-of-time compiled tag kernels (:func:`structlearn.kernels.aot.load`); None: Numba's.
+        The ahead-of-time compiled tag kernels (:func:`structlearn.engine.kernels.aot.load`); None: Numba's.
     """
 
     def __init__(self, model, coef, classes, attributes, metadata=None, header=None, kernels=None):

@@ -33,7 +33,7 @@ import gc
 import math
 import warnings
 
-from ._files import describe, open_text, strip_bom
+from structlearn.io._files import describe, open_text, strip_bom
 
 __all__ = ["read_crfsuite", "write_crfsuite", "read_crfsuite_tree", "CRFsuiteFormatError"]
 
@@ -239,7 +239,7 @@ def read_crfsuite_tree(path_or_file):
 
     ``parent`` is ``_`` for the root. Node ids are local to their sequence (tree): integers, or symbolic
     names (any other text, as CRFSuite 0.13 maps ids through a dictionary); turn them into parent
-    indices with :func:`structlearn.estimators.tree_crf.parents_from_ids`.
+    indices with :func:`structlearn.crf.tree.parents_from_ids`.
 
     Returns
     -------
@@ -286,7 +286,7 @@ def read_crfsuite_tree(path_or_file):
 def _item_fields(item, where):
     """Item (dict, list of str, list of (name, value)) -> list of escaped 'name[:value]' fields."""
     if isinstance(item, dict):  # python-crfsuite's flattening (nested dicts, lists, bytes, NumPy scalars)
-        from ..models.features import item_attributes
+        from structlearn.crf.features import item_attributes
 
         if any(not isinstance(v, (int, float, str)) for v in item.values()):
             pairs = item_attributes(item)

@@ -28,8 +28,8 @@ import math
 
 import numpy as np
 
-from ..structures.factor_graph import FactorGraph
-from ._files import describe, open_text
+from structlearn.engine.structures.factor_graph import FactorGraph
+from structlearn.io._files import describe, open_text
 
 __all__ = ["read_fg", "write_fg", "FGFormatError", "graph_factors", "MAX_FACTOR_ENTRIES"]
 
@@ -70,7 +70,7 @@ def _tokens(text):
 
 
 def read_fg(source, *, return_labels=False):
-    """Read a libDAI ``.fg`` file into a :class:`~structlearn.structures.FactorGraph`.
+    """Read a libDAI ``.fg`` file into a :class:`~structlearn.engine.structures.FactorGraph`.
 
     Parameters
     ----------

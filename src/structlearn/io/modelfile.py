@@ -6,32 +6,32 @@ The file container itself (``.npz`` arrays + JSON header, never pickle) is :mod:
 import importlib
 import os
 
-from ..utils.modelfile import HEADER_KEY, MAGIC, ModelFileError, load_model, read_header, save_model
+from structlearn.utils.modelfile import HEADER_KEY, MAGIC, ModelFileError, load_model, read_header, save_model
 
 __all__ = ["load_estimator", "MODEL_FORMATS", "read_header", "load_model", "save_model", "ModelFileError",
            "HEADER_KEY", "MAGIC"]
 
 # format name -> "module:Class" of the estimator that writes and reads it (``Class.load(path)``)
 MODEL_FORMATS = {
-    "linear-chain-crf": "structlearn.estimators.crf:LinearChainCRF",
-    "higher-order-crf": "structlearn.estimators.higher_order:HigherOrderCRF",
-    "semi-markov-crf": "structlearn.estimators.semicrf:SemiMarkovCRF",
-    "tree-crf": "structlearn.estimators.tree_crf:TreeCRF",
-    "graph-crf": "structlearn.estimators.graph_crf:GraphCRF",
-    "hidden-semi-markov-model": "structlearn.estimators.hsmm:HiddenSemiMarkovModel",
-    "hierarchical-hmm": "structlearn.estimators.hhmm:HierarchicalHMM",
-    "general-hsmm": "structlearn.estimators.general_hsmm:GeneralHSMM",
-    "switching-hidden-semi-markov-model": "structlearn.estimators.switching_hsmm:SwitchingHSMM",
-    "multichannel-hidden-semi-markov-model": "structlearn.estimators.multichannel_hsmm:MultiChannelHSMM",
-    "adaptive-factor-hsmm": "structlearn.estimators.adaptive_hsmm:AdaptiveFactorHSMM",
-    "residential-time-hmm": "structlearn.estimators.general_hsmm:ResidentialTimeHMM",
-    "variable-transition-hmm": "structlearn.estimators.general_hsmm:VariableTransitionHMM",
-    "hidden-markov-model": "structlearn.estimators.hmm:HiddenMarkovModel",
-    "gaussian-hmm": "structlearn.estimators.hmm:GaussianHMM",
-    "gmm-hmm": "structlearn.estimators.hmm:GMMHMM",
-    "categorical-hmm": "structlearn.estimators.hmm:CategoricalHMM",
-    "multinomial-hmm": "structlearn.estimators.hmm:MultinomialHMM",
-    "poisson-hmm": "structlearn.estimators.hmm:PoissonHMM",
+    "linear-chain-crf": "structlearn.crf.linear_chain:LinearChainCRF",
+    "higher-order-crf": "structlearn.crf.higher_order:HigherOrderCRF",
+    "semi-markov-crf": "structlearn.crf.semi_markov:SemiMarkovCRF",
+    "tree-crf": "structlearn.crf.tree:TreeCRF",
+    "graph-crf": "structlearn.graph.graph_crf:GraphCRF",
+    "hidden-semi-markov-model": "structlearn.hsmm.explicit_duration:HiddenSemiMarkovModel",
+    "hierarchical-hmm": "structlearn.hhmm.estimator:HierarchicalHMM",
+    "general-hsmm": "structlearn.hsmm.general:GeneralHSMM",
+    "switching-hidden-semi-markov-model": "structlearn.hsmm.switching:SwitchingHSMM",
+    "multichannel-hidden-semi-markov-model": "structlearn.hsmm.multichannel:MultiChannelHSMM",
+    "adaptive-factor-hsmm": "structlearn.hsmm.adaptive:AdaptiveFactorHSMM",
+    "residential-time-hmm": "structlearn.hsmm.general:ResidentialTimeHMM",
+    "variable-transition-hmm": "structlearn.hsmm.general:VariableTransitionHMM",
+    "hidden-markov-model": "structlearn.hmm.estimators:HiddenMarkovModel",
+    "gaussian-hmm": "structlearn.hmm.estimators:GaussianHMM",
+    "gmm-hmm": "structlearn.hmm.estimators:GMMHMM",
+    "categorical-hmm": "structlearn.hmm.estimators:CategoricalHMM",
+    "multinomial-hmm": "structlearn.hmm.estimators:MultinomialHMM",
+    "poisson-hmm": "structlearn.hmm.estimators:PoissonHMM",
 }
 
 

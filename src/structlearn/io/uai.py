@@ -31,9 +31,9 @@ import math
 
 import numpy as np
 
-from ..structures.factor_graph import FactorGraph
-from ._files import describe, open_text
-from .libdai import graph_factors
+from structlearn.engine.structures.factor_graph import FactorGraph
+from structlearn.io._files import describe, open_text
+from structlearn.io.libdai import graph_factors
 
 __all__ = ["read_uai", "write_uai", "read_evid", "write_evid", "evidence_mask", "read_uai_result",
            "write_uai_result", "UAIFormatError"]
@@ -66,7 +66,7 @@ class _Tokens:
 
 
 def read_uai(source, *, return_network=False):
-    """Read a UAI model file into a :class:`~structlearn.structures.FactorGraph`.
+    """Read a UAI model file into a :class:`~structlearn.engine.structures.FactorGraph`.
 
     Returns
     -------

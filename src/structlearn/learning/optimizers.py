@@ -5,7 +5,7 @@ Every optimiser takes an objective ``f(w, g) -> value`` (gradient written into g
 an object with ``value_and_grad(w) -> (value, gradient)``) or, for online methods, a per-sequence
 decoder, and returns ``(w, n_iter, converged, log)``; ``log`` is a list of dicts (iteration, loss,
 gradient norm, active features, seconds). For the piecewise-smooth objectives of loopy inference
-(:class:`~structlearn.learning.graph_objective.GraphCLL` with BP / TRW): :func:`lbfgs_restarts` and
+(:class:`~structlearn.graph.objective.GraphCLL` with BP / TRW): :func:`lbfgs_restarts` and
 :func:`minimize_cg`.
 """
 import os
@@ -16,7 +16,7 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 
-from ..utils.interrupts import as_interrupt
+from structlearn.utils.interrupts import as_interrupt
 
 
 def lbfgs(objective, x0, *, c1=0.0, m=6, epsilon=1e-5, period=10, delta=1e-5, max_iterations=None,
@@ -239,3 +239,19 @@ def minimize_cg(objective, w0, max_iterations, *, gtol=1e-5):
                       f"norm {np.linalg.norm(last.get('g', np.zeros(1))):.3g}); the objective is probably badly "
                       f"scaled: standardise the features", ConvergenceWarning)
     return np.asarray(res.x), int(res.nit), converged, log
+
+
+def penalise(w, value, g, c2, c1, mask):
+    """``value`` + c2‖w‖² + c1‖w‖₁; adds their (sub)gradient to ``g`` (if given) and zeroes its entries
+    outside ``mask`` (the weights that are no parameters). Returns the penalised value."""
+    if c2 > 0:
+        value += c2 * float(w @ w)
+        if g is not None:
+            g += 2.0 * c2 * w
+    if c1 > 0:
+        value += c1 * float(np.abs(w[mask]).sum())
+        if g is not None:
+            g += c1 * np.sign(w)
+    if g is not None:
+        g *= mask
+    return value

@@ -28,19 +28,19 @@ How an estimator adopts it. The EM estimators give themselves a private
 ``_shard_function(distributed)`` returning ``(statistics, params)`` for their current parameters,
 compute ``map_shards(statistics, params, shards)`` where ``fit`` computed its E-step, and apply the
 total in the M-step. The CRF estimators train by L-BFGS on a :class:`ShardedObjective`: a shard is the
-data term of their objective on a block of sequences (a CLL of :mod:`structlearn.learning.objectives`
+data term of their objective on a block of sequences (a CLL of :mod:`structlearn.crf.objectives`
 without penalty), :func:`objective_statistics` its value and gradient at w, and the penalty
 (c2‖w‖², the mask of free weights) is added once to the total — ``fit`` runs it over one local shard
 (:meth:`ShardedObjective.local`), :mod:`structlearn.distributed` over persisted dask shards. The
 hierarchical HMM adopts it as the EM estimators do (its shards return the expected counts of θ); the
-graph CRF as the CRFs do, with :func:`structlearn.learning.graph_objective.graph_objective_statistics`
-(a :class:`~structlearn.learning.graph_objective.GraphCLL` without penalty per shard of graphs).
+graph CRF as the CRFs do, with :func:`structlearn.graph.objective.graph_objective_statistics`
+(a :class:`~structlearn.graph.objective.GraphCLL` without penalty per shard of graphs).
 """
 from typing import NamedTuple
 
 import numpy as np
 
-from .objectives import penalise
+from structlearn.learning.optimizers import penalise
 
 __all__ = ["Shard", "ShardStatistics", "make_shard", "split_shards", "block_cuts", "data_blocks", "slice_shard",
            "concat_shards", "add_statistics",
@@ -301,7 +301,7 @@ def statistics_nbytes(stats):
 
 def objective_statistics(w, objective):
     """Statistics of one CRF shard at weights ``w`` (float64, (n_params,)): ``{"gradient": ∇}`` and the
-    value of ``objective``, the shard's data term (a CLL of :mod:`structlearn.learning.objectives` built
+    value of ``objective``, the shard's data term (a CLL of :mod:`structlearn.crf.objectives` built
     with ``c2=0``: Σ_b log Z(x_b) - s(x_b, y_b) over its sequences, masked gradient). Additive across
     shards. Cost: one forward–backward over the shard."""
     g = np.zeros_like(w)
@@ -334,7 +334,7 @@ class ShardedObjective:
     @classmethod
     def local(cls, objective):
         """``objective`` (a penalised CLL) in this process: its penalty moves to the wrapper; its data
-        term is the sum of its :meth:`~structlearn.learning.objectives._CLL.blocks` in the fixed tree
+        term is the sum of its :meth:`~structlearn.crf.objectives._CLL.blocks` in the fixed tree
         (the same sum as :class:`ProcessShards` over those blocks, bitwise), or, with one block, the
         objective itself (values and gradients bitwise those of ``objective``)."""
         if isinstance(objective, cls):
@@ -399,11 +399,11 @@ class ProcessShards:
     Parameters
     ----------
     shards : list of callables (w, g) -> value
-        Unpenalised objectives of contiguous blocks in order (:meth:`structlearn.learning.objectives.
+        Unpenalised objectives of contiguous blocks in order (:meth:`structlearn.crf.objectives.
         _CLL.blocks`), picklable.
     statistics : callable (w, shard) -> ShardStatistics, module-level
         The per-shard function (default :func:`objective_statistics`; graph CRFs:
-        :func:`structlearn.learning.graph_objective.graph_objective_statistics`).
+        :func:`structlearn.graph.objective.graph_objective_statistics`).
     n_workers : int, optional
         Worker processes (default one per shard); each holds a contiguous range of shards with about
         equal numbers of sequences.

@@ -2,7 +2,7 @@
 an image grid (:func:`plot_marginals_grid`)."""
 import numpy as np
 
-from ._common import names_for, new_axes, state_colors
+from structlearn.plotting._common import names_for, new_axes, state_colors
 
 __all__ = ["plot_transitions", "plot_marginals_grid"]
 
@@ -134,9 +134,9 @@ def plot_marginals_grid(marginals, shape, *, X=None, graph=0, label=None, class_
     ----------
     marginals : array-like, shape (N, K) or (H, W, K); or list of such; or model / structure / result
         Node (pseudo-)marginals P(y_n = k), rows in row-major grid order (node n = r · W + c, as
-        :func:`structlearn.structures.graphs.grid_graph`). Also accepted: a fitted
+        :func:`structlearn.engine.structures.graphs.grid_graph`). Also accepted: a fitted
         :class:`~structlearn.GraphCRF` (or any model with ``predict_marginals``; ``X`` required), a
-        :class:`~structlearn.structures.FactorGraph` (its ``marginals(method)``), a ``Marginals`` /
+        :class:`~structlearn.engine.structures.FactorGraph` (its ``marginals(method)``), a ``Marginals`` /
         inference result (``unary``), or the list ``predict_marginals`` returns. A packed batch of B
         graphs of H·W nodes each is cut at ``graph``.
     shape : (int, int)

@@ -2,7 +2,7 @@
 weights of a linear-chain CRF per label (:func:`plot_crf_weights`)."""
 import numpy as np
 
-from ._common import new_axes, pyplot
+from structlearn.plotting._common import new_axes, pyplot
 
 __all__ = ["plot_training", "plot_crf_weights"]
 

@@ -3,7 +3,7 @@ layout, backend choice and the -inf-safe log-sum-exp every torch recursion uses.
 
 Layout: a padded batch is ``(B, T, ...)`` plus ``lengths`` (B,) — sequence b occupies positions
 ``0 .. lengths[b] - 1`` — or, equivalently, a boolean *prefix* mask (B, T). The NumPy engine
-(:mod:`structlearn.structures`) takes the same data packed: rows of all sequences concatenated,
+(:mod:`structlearn.engine.structures`) takes the same data packed: rows of all sequences concatenated,
 ``(N, ...)`` with ``N = lengths.sum()``.
 """
 import contextlib

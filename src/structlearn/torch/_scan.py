@@ -1,7 +1,7 @@
 """Pure-torch chain recursions (any device, differentiable to any order): the sequential forward,
 the O(log T)-depth parallel scan in the log semiring, and Viterbi with back-pointers.
 
-These are the torch twins of :mod:`structlearn.kernels.chain` for devices the Numba engine cannot
+These are the torch twins of :mod:`structlearn.engine.kernels.chain` for devices the Numba engine cannot
 reach (CUDA) and for double differentiation; on CPU the engine is used (it is faster: see
 ``benchmarks/bench_torch.py``). Transitions come as ``trans4`` of shape (B or 1, T or 1, K, K),
 "from, to"; step t (from token t-1 to t) uses ``trans4[:, t - 1]`` (or ``[:, 0]`` when stationary).
@@ -20,7 +20,7 @@ from typing import Tuple
 
 import torch
 
-from ._batch import logsumexp
+from structlearn.torch._batch import logsumexp
 
 #: Elements of one (n, K, K, K) block of a log-semiring matrix product (bounds its memory).
 _CHUNK_ELEMS = 1 << 24

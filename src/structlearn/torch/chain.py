@@ -1,12 +1,12 @@
 """Differentiable linear chains over padded batches (the torch face of
-:class:`structlearn.structures.LinearChain`)."""
+:class:`structlearn.engine.structures.LinearChain`)."""
 import numpy as np
 import torch
 
-from ..structures import LinearChain as _EngineChain
-from . import _scan
-from ._base import Marginals, StructureMixin
-from ._batch import as_index, check_backend, check_float_tensor, resolve_lengths, safe_dot, to_like
+from structlearn.engine.structures import LinearChain as _EngineChain
+from structlearn.torch import _scan
+from structlearn.torch._base import Marginals, StructureMixin
+from structlearn.torch._batch import as_index, check_backend, check_float_tensor, resolve_lengths, safe_dot, to_like
 
 
 class _EngineLogZ(torch.autograd.Function):
@@ -58,7 +58,7 @@ class LinearChain(StructureMixin):
               + end[y_{L-1}]
 
     and :math:`p(y) = \exp(s(y) - \log Z)` (Lafferty, McCallum & Pereira 2001, eq. (1)). Same model and
-    conventions as :class:`structlearn.structures.LinearChain` ("from, to" transitions), padded.
+    conventions as :class:`structlearn.engine.structures.LinearChain` ("from, to" transitions), padded.
 
     Parameters
     ----------

@@ -4,7 +4,7 @@ from collections import namedtuple
 import numpy as np
 import torch
 
-from ..estimators.crf import bio_forbidden
+from structlearn.crf.linear_chain import bio_forbidden
 
 #: Allowed-label masks of a chain (True = allowed): ``transitions`` (K, K) "from, to", ``start`` (K,)
 #: (first label), ``end`` (K,) (last label). Forbidden entries become -inf potentials.
@@ -29,7 +29,7 @@ def bio_constraints(labels, scheme="BIO"):
         Label names in tag-index order, e.g. ``["O", "B-NP", "I-NP"]``.
     scheme : {"BIO", "IOB2", "BIOES", "IOBES"}
         ``"BIO"`` (= IOB2): ``I-X`` only after ``B-X`` or ``I-X`` and never first (the rule of
-        :func:`structlearn.estimators.crf.bio_forbidden`). ``"BIOES"``: after ``B-X``/``I-X`` only
+        :func:`structlearn.crf.linear_chain.bio_forbidden`). ``"BIOES"``: after ``B-X``/``I-X`` only
         ``I-X``/``E-X``; elsewhere (and first) only ``O``, ``B-*``, ``S-*``; last only ``O``,
         ``E-*``, ``S-*``.
 

@@ -4,8 +4,8 @@ from typing import List, Optional
 import torch
 from torch import nn
 
-from .semimarkov import SemiMarkov
-from .tree import Tree
+from structlearn.torch.semimarkov import SemiMarkov
+from structlearn.torch.tree import Tree
 
 _REDUCTIONS = ("none", "sum", "mean", "token_mean")
 

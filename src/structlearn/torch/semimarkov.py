@@ -1,11 +1,11 @@
 """Differentiable semi-Markov segmentations over padded batches (the torch face of
-:class:`structlearn.structures.SemiMarkov`)."""
+:class:`structlearn.engine.structures.SemiMarkov`)."""
 import numpy as np
 import torch
 
-from ..structures import SemiMarkov as _EngineSemiMarkov
-from ._base import Marginals, StructureMixin
-from ._batch import (check_backend, check_float_tensor, check_positive_int, logsumexp, numpy_seed, resolve_lengths,
+from structlearn.engine.structures import SemiMarkov as _EngineSemiMarkov
+from structlearn.torch._base import Marginals, StructureMixin
+from structlearn.torch._batch import (check_backend, check_float_tensor, check_positive_int, logsumexp, numpy_seed, resolve_lengths,
                      safe_dot, to_like)
 
 
@@ -67,7 +67,7 @@ class SemiMarkov(StructureMixin):
               + segment[e_i, d_i - 1, k_i]\Big) + \sum_{i<m} transition[k_i, k_{i+1}] + end[k_m]
 
     (Sarawagi & Cohen 2004, "Semi-Markov conditional random fields", eqs. 3–5); the model of
-    :class:`structlearn.structures.SemiMarkov` (one duration table), padded.
+    :class:`structlearn.engine.structures.SemiMarkov` (one duration table), padded.
 
     Parameters
     ----------

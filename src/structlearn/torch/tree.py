@@ -1,11 +1,11 @@
 """Differentiable tree-structured labelings over padded batches of trees (the torch face of
-:class:`structlearn.structures.Tree`)."""
+:class:`structlearn.engine.structures.Tree`)."""
 import numpy as np
 import torch
 
-from ..structures import Tree as _EngineTree
-from ._base import Marginals, StructureMixin
-from ._batch import as_index, check_backend, check_float_tensor, logsumexp, resolve_lengths, safe_dot, to_like
+from structlearn.engine.structures import Tree as _EngineTree
+from structlearn.torch._base import Marginals, StructureMixin
+from structlearn.torch._batch import as_index, check_backend, check_float_tensor, logsumexp, resolve_lengths, safe_dot, to_like
 
 
 class _EngineLogZ(torch.autograd.Function):
@@ -52,7 +52,7 @@ class Tree(StructureMixin):
     .. math:: s(y) = root\_score[y_r] + \sum_n unary[n, y_n] + \sum_{c \ne r} edge[c, y_c, y_{parent(c)}]
 
     and :math:`p(y) = \exp(s(y) - \log Z)` (Cohn & Blunsom 2005; belief propagation, Pearl 1982): the
-    model of :class:`structlearn.structures.Tree`, padded.
+    model of :class:`structlearn.engine.structures.Tree`, padded.
 
     Parameters
     ----------

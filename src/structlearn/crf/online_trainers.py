@@ -1,0 +1,286 @@
+"""Online trainers for chain CRFs, as in CRFsuite: SGD with L2 (``l2sgd``), averaged perceptron (``ap``),
+passive–aggressive (``pa``) and AROW (``arow``).
+
+Each epoch runs in one Numba kernel (:mod:`structlearn.engine.kernels.online`) that visits the sequences in a
+shuffled order and, per sequence, builds its potentials from the current weights and calls the
+inference engine's single-sequence kernels (:func:`~structlearn.engine.kernels.chain.viterbi_seq`,
+:func:`~structlearn.engine.kernels.chain.marginals_seq`) — no second copy of any recurrence lives here. The
+epoch loops (:func:`large_margin_loop`, :func:`l2sgd_loop`) are shared with
+:mod:`structlearn.crf._tree_online_trainers`.
+
+References: Collins (2002) perceptron with averaging; Crammer et al. (2006) passive–aggressive (PA, PA-I,
+PA-II); Mejer & Crammer (2010) AROW for structured prediction; Shalev-Shwartz et al. (2007) / Bottou's
+SGD step size η_t = 1 / (λ (t0 + t)) with CRFsuite's calibration of η0.
+"""
+import time
+
+import numpy as np
+from sklearn.utils import check_random_state
+
+from structlearn.engine.kernels.online import AP, AROW, PA, large_margin_epoch, sgd_epoch
+
+KINDS = {"ap": AP, "pa": PA, "arow": AROW}
+
+
+def large_margin_loop(run_epoch, kind, n_params, n_items, *, max_iterations, epsilon, averaging, variance,
+                      callback):
+    """The epoch loop of AP / PA / AROW, shared by the chain and tree trainers.
+
+    ``run_epoch(w, u, sigma, counter) -> (loss, errors, counter)`` runs one epoch in place on the
+    weights ``w``, the averaging sums ``u`` and the AROW variances ``sigma``. Stops after
+    ``max_iterations`` epochs, or when the fraction of mislabelled items of an epoch is below
+    ``epsilon`` (strictly, as CRFsuite: ``epsilon=0`` runs every epoch). Returns (w, n_epochs, converged), w averaged for AP and (with ``averaging``) PA.
+    """
+    w = np.zeros(n_params)
+    u = np.zeros(n_params)
+    sigma = np.full(n_params, float(variance))
+    counter = 1.0
+    n_items = max(n_items, 1)
+    converged = False
+    epoch = 0
+    for epoch in range(1, int(max_iterations) + 1):
+        t0 = time.perf_counter()
+        loss, errors, counter = run_epoch(w, u, sigma, counter)
+        if callback is not None:
+            callback({"iteration": epoch, "loss": float(loss), "error_rate": errors / n_items,
+                      "active_features": int(np.count_nonzero(w)), "seconds": time.perf_counter() - t0})
+        if errors / n_items < epsilon:  # strict, as CRFsuite: epsilon = 0 runs every epoch
+            converged = True
+            break
+    average = kind == AP or (kind == PA and averaging)
+    return (w - u / counter if average else w), epoch, converged
+
+
+def calibrate_eta(run_epoch, n, n_params, lam, rng, *, eta, rate, samples, candidates, max_trials):
+    """CRFsuite's calibration of the SGD rate η0 (``l2sgd``): on ``samples`` of the ``n`` instances (a
+    prefix of ``rng.permutation(n)``) candidate rates η, η·rate, … are tried for one pass each (from
+    w = 0) while the regularised loss improves, then η/rate, …; returns the best.
+
+    ``run_epoch(order, v, scale, t, t0) -> (loss, scale, t)`` as in :func:`l2sgd_loop`.
+    """
+    def trial(cand):
+        v = np.zeros(n_params)
+        loss, scale, _ = run_epoch(sample, v, 1.0, 0.0, 1.0 / (lam * cand))
+        return loss + 0.5 * lam * len(sample) * scale * scale * float(v @ v)
+
+    sample = rng.permutation(n)[:min(n, int(samples))].astype(np.int64)
+    best_eta, best_loss = float(eta), np.inf
+    cand = float(eta)
+    for _ in range(min(int(max_trials), 2 * int(candidates))):
+        obj = trial(cand)
+        if np.isfinite(obj) and obj < best_loss:
+            best_eta, best_loss = cand, obj
+            cand *= rate
+        else:
+            break
+    cand = float(eta) / rate
+    for _ in range(int(candidates)):
+        obj = trial(cand)
+        if np.isfinite(obj) and obj < best_loss:
+            best_eta, best_loss = cand, obj
+            cand /= rate
+        else:
+            break
+    return best_eta
+
+
+def l2sgd_loop(run_epoch, n, n_params, lam, rng, *, c2, max_iterations, period, delta, eta, rate,
+               samples, candidates, max_trials, callback):
+    """Calibration of η0 and the epoch loop of ``l2sgd``, shared by the chain and tree trainers.
+
+    ``run_epoch(order, v, scale, t, t0) -> (loss, scale, t)`` runs one SGD pass over the instances
+    ``order`` (int64) with w = scale · v. η0 is calibrated on ``samples`` instances: candidate rates η,
+    η·rate, … are tried for one pass each (from w = 0) while the regularised loss improves, then η/rate,
+    …, and the best kept. Stops when the objective improved by less than ``delta`` (relative) over
+    ``period`` epochs, or after ``max_iterations`` epochs. Returns (w, n_epochs, converged).
+    """
+    best_eta = calibrate_eta(run_epoch, n, n_params, lam, rng, eta=eta, rate=rate, samples=samples,
+                             candidates=candidates, max_trials=max_trials)
+    v = np.zeros(n_params)
+    scale, t = 1.0, 0.0
+    t0_ = 1.0 / (lam * best_eta)
+    history = []
+    converged = False
+    epoch = 0
+    for epoch in range(1, int(max_iterations) + 1):
+        tt = time.perf_counter()
+        loss, scale, t = run_epoch(rng.permutation(n).astype(np.int64), v, scale, t, t0_)
+        obj = loss + float(c2) * scale * scale * float(v @ v)
+        history.append(obj)
+        if callback is not None:
+            callback({"iteration": epoch, "loss": float(obj), "eta0": best_eta,
+                      "active_features": int(np.count_nonzero(v)), "seconds": time.perf_counter() - tt})
+        if not np.isfinite(obj):
+            raise FloatingPointError(f"l2sgd diverged at epoch {epoch} (objective {obj}); lower "
+                                     f"`calibration_eta`")
+        if len(history) > period:
+            old = history[-1 - period]
+            if (old - obj) / max(abs(obj), 1e-300) < delta:
+                converged = True
+                break
+    return v * scale, epoch, converged
+
+
+def _model_arrays(model):
+    return (model.attr_ptr, model.feat_label, model.n_labels, model.free_mask(), model.forbidden,
+            model.forbidden_start, model.forbidden_end)
+
+
+def large_margin(algorithm, model, packed, y, *, max_iterations=100, epsilon=0.0, pa_type=1, c=1.0,
+                 error_sensitive=True, averaging=True, variance=1.0, gamma=1.0, random_state=None,
+                 callback=None):
+    """Train by AP / PA / AROW; returns (w, n_epochs, converged).
+
+    Stops after ``max_iterations`` epochs, or when the fraction of mislabelled tokens in an epoch is
+    below ``epsilon``. AP always averages; PA averages when ``averaging``; AROW does not.
+    """
+    kind = KINDS[algorithm]
+    rng = check_random_state(random_state)
+    attr_ptr, feat_label, K, free, forb, fstart, fend = _model_arrays(model)
+
+    def run_epoch(w, u, sigma, counter):
+        order = rng.permutation(len(packed.lengths)).astype(np.int64)
+        return large_margin_epoch(
+            kind, w, u, sigma, counter, order, packed.item_ptr, packed.item_attr, packed.item_val,
+            packed.offsets, attr_ptr, feat_label, y, K, free, forb, fstart, fend, int(pa_type),
+            float(c), bool(error_sensitive), float(gamma))
+
+    return large_margin_loop(run_epoch, kind, model.n_params, packed.n_items,
+                             max_iterations=max_iterations, epsilon=epsilon, averaging=averaging,
+                             variance=variance, callback=callback)
+
+
+def l2sgd(model, packed, y, n_attributes=None, *, c2=1.0, max_iterations=1000, period=10, delta=1e-6,
+          eta=0.1, rate=2.0, samples=1000, candidates=10, max_trials=20, random_state=None,
+          callback=None):
+    """SGD with L2 regularisation (CRFsuite's ``l2sgd``); returns (w, n_epochs, converged).
+
+    λ = 2·c2 / N so that N·(λ/2)‖w‖² = c2‖w‖² (CRFsuite scaling). η0 is calibrated on ``samples``
+    sequences: candidate rates η, η·rate, η/rate, … are tried for one pass each and the one with the
+    lowest regularised loss kept. Stops when the objective improved by less than ``delta`` (relative)
+    over ``period`` epochs, or after ``max_iterations`` epochs (see :func:`l2sgd_loop`).
+    """
+    rng = check_random_state(random_state)
+    attr_ptr, feat_label, K, free, forb, fstart, fend = _model_arrays(model)
+    B = len(packed.lengths)
+    lam = 2.0 * float(c2) / max(B, 1)
+    if lam <= 0:
+        lam = 1e-12
+    args = (packed.item_ptr, packed.item_attr, packed.item_val, packed.offsets, attr_ptr, feat_label,
+            y, K, free, forb, fstart, fend)
+
+    def run_epoch(order, v, scale, t, t0):
+        return sgd_epoch(v, scale, t, t0, lam, order, *args, len(order))
+
+    return l2sgd_loop(run_epoch, B, model.n_params, lam, rng, c2=c2, max_iterations=max_iterations,
+                      period=period, delta=delta, eta=eta, rate=rate, samples=samples,
+                      candidates=candidates, max_trials=max_trials, callback=callback)
+
+
+# ----------------------------------------------------------------------------------------------------
+# streaming: one epoch per call, the trainer's state kept between calls (LinearChainCRF.partial_fit)
+# ----------------------------------------------------------------------------------------------------
+class StreamState:
+    """What an online trainer keeps between two epochs on different batches of a stream.
+
+    Arrays are in the feature model's parameter layout (:mod:`structlearn.crf._potentials`) and follow it
+    when the model grows (:meth:`remap`).
+
+    Attributes
+    ----------
+    algorithm : {"l2sgd", "ap", "pa", "arow"}
+    w : ndarray (n_params,)
+        ap/pa/arow: the current (not averaged) weights; l2sgd: ``v`` with weights ``scale · v``.
+    u : ndarray (n_params,) or None
+        ap/pa/arow: the averaging sums Σ counter·step (averaged weights ``w - u / counter``).
+    sigma : ndarray (n_params,) or None
+        ap/pa/arow: AROW's diagonal variances (unused by ap/pa, which the kernel ignores).
+    counter : float
+        ap/pa/arow: 1 + the number of sequences visited.
+    scale, t, eta0 : float
+        l2sgd: lazy L2 scale, the number of SGD steps taken, the calibrated rate η0 (None until the
+        first batch calibrates it).
+    n_sequences, n_epochs : int
+        Sequences visited (each visit counts) and epochs (calls) so far.
+    rng : numpy.random.RandomState
+        Shuffling of every epoch, drawn from in the order ``fit`` draws (calibration sample, epochs).
+    """
+
+    def __init__(self, algorithm, n_params, rng, variance=1.0):
+        self.algorithm = algorithm
+        self.rng = rng
+        self.w = np.zeros(n_params)
+        large = algorithm != "l2sgd"
+        self.u = np.zeros(n_params) if large else None
+        self.sigma = np.full(n_params, float(variance)) if large else None
+        self.counter = 1.0
+        self.scale, self.t, self.eta0 = 1.0, 0.0, None
+        self.n_sequences = 0
+        self.n_epochs = 0
+
+    def remap(self, index, n_params, variance=1.0):
+        """Move the state into a grown parameter vector: old parameter ``i`` goes to ``index[i]``; new
+        entries are 0 (weights, sums) and ``variance`` (AROW's variances)."""
+        def move(a, fill):
+            out = np.full(n_params, fill)
+            out[index] = a
+            return out
+
+        self.w = move(self.w, 0.0)
+        if self.u is not None:
+            self.u = move(self.u, 0.0)
+            self.sigma = move(self.sigma, float(variance))
+
+    def weights(self, averaging=True):
+        """The weights a predictor uses: averaged for ap (and pa with ``averaging``)."""
+        if self.algorithm == "l2sgd":
+            return self.w * self.scale
+        kind = KINDS[self.algorithm]
+        if kind == AP or (kind == PA and averaging):
+            return self.w - self.u / self.counter
+        return self.w.copy()
+
+
+def large_margin_stream_epoch(state, model, packed, y, *, pa_type=1, c=1.0, error_sensitive=True,
+                              gamma=1.0):
+    """One AP / PA / AROW epoch over the batch (shuffled by ``state.rng``), continuing ``state``.
+
+    The same kernel and draws as an epoch of :func:`large_margin`; returns (loss, token errors).
+    """
+    attr_ptr, feat_label, K, free, forb, fstart, fend = _model_arrays(model)
+    order = state.rng.permutation(len(packed.lengths)).astype(np.int64)
+    loss, errors, state.counter = large_margin_epoch(
+        KINDS[state.algorithm], state.w, state.u, state.sigma, state.counter, order, packed.item_ptr,
+        packed.item_attr, packed.item_val, packed.offsets, attr_ptr, feat_label, y, K, free, forb, fstart,
+        fend, int(pa_type), float(c), bool(error_sensitive), float(gamma))
+    state.n_sequences += len(packed.lengths)
+    state.n_epochs += 1
+    return float(loss), int(errors)
+
+
+def l2sgd_stream_epoch(state, model, packed, y, lam, *, eta=0.1, rate=2.0, samples=1000, candidates=10,
+                       max_trials=20):
+    """One SGD epoch over the batch (shuffled by ``state.rng``) with L2 weight ``lam``, continuing
+    ``state``; η0 is calibrated on the first batch (:func:`calibrate_eta`) and kept.
+
+    Step η_t = 1 / (λ (t0 + t)) with t0 = 1 / (λ η0), i.e. Bottou's η_t = η0 / (1 + λ η0 t) with the
+    step counter t continued across calls (λ may change between calls). The same kernel and draws as
+    an epoch of :func:`l2sgd`; returns the batch's loss Σ -log p(y|x) accumulated during the pass.
+    """
+    attr_ptr, feat_label, K, free, forb, fstart, fend = _model_arrays(model)
+    B = len(packed.lengths)
+    lam = float(lam) if lam > 0 else 1e-12
+    args = (packed.item_ptr, packed.item_attr, packed.item_val, packed.offsets, attr_ptr, feat_label,
+            y, K, free, forb, fstart, fend)
+
+    def run_epoch(order, v, scale, t, t0):
+        return sgd_epoch(v, scale, t, t0, lam, order, *args, len(order))
+
+    if state.eta0 is None:
+        state.eta0 = calibrate_eta(run_epoch, B, model.n_params, lam, state.rng, eta=eta, rate=rate,
+                                   samples=samples, candidates=candidates, max_trials=max_trials)
+    loss, state.scale, state.t = run_epoch(state.rng.permutation(B).astype(np.int64), state.w,
+                                           state.scale, state.t, 1.0 / (lam * state.eta0))
+    state.n_sequences += B
+    state.n_epochs += 1
+    return float(loss)

@@ -1,0 +1,234 @@
+"""Numba epochs of the online chain-CRF trainers (:mod:`structlearn.crf.online_trainers`).
+
+Each epoch visits the sequences in the given order and, per sequence, builds its potentials from the
+current weights and calls the inference engine's single-sequence kernels
+(:func:`~structlearn.engine.kernels.chain.viterbi_seq`, :func:`~structlearn.engine.kernels.chain.marginals_seq`) — no
+second copy of any recurrence lives here. Parameter layout as :mod:`structlearn.crf._potentials`.
+"""
+import math
+
+import numpy as np
+from numba import njit
+
+from structlearn.engine.kernels.chain import chain_work, marginals_seq, marginals_setup, viterbi_seq
+from structlearn.engine.kernels.features import seq_potentials
+
+AP, PA, AROW = 0, 1, 2
+
+
+@njit(cache=True)
+def _boundary_potentials(w, scale, F, K, free, forb, fstart, fend, trans, start, end):
+    """trans (1, K, K), start, end from the weights; non-free entries 0, forbidden ones -inf."""
+    base = F
+    for i in range(K):
+        for j in range(K):
+            idx = base + i * K + j
+            trans[0, i, j] = -np.inf if forb[i, j] else (w[idx] * scale if free[idx] else 0.0)
+    base = F + K * K
+    for k in range(K):
+        start[k] = -np.inf if fstart[k] else (w[base + k] * scale if free[base + k] else 0.0)
+        end[k] = -np.inf if fend[k] else (w[base + K + k] * scale if free[base + K + k] else 0.0)
+
+
+@njit(cache=True, inline="always")
+def _touch(idx, coef, d, seen, touched, n_touched):
+    """d[idx] += coef, recording idx once in touched; returns the new count."""
+    if not seen[idx]:
+        seen[idx] = True
+        touched[n_touched] = idx
+        n_touched += 1
+    d[idx] += coef
+    return n_touched
+
+
+@njit(cache=True)
+def _add_diff(coef, o, T, labels, item_ptr, item_attr, item_val, attr_ptr, feat_label, F, K, free,
+              d, seen, touched, n_touched):
+    """d += coef · f(x, labels) over the sparse feature space, recording touched indices once."""
+    for r in range(o, o + T):
+        lab = labels[r]
+        for p in range(item_ptr[r], item_ptr[r + 1]):
+            a = item_attr[p]
+            for f in range(attr_ptr[a], attr_ptr[a + 1]):
+                if feat_label[f] == lab:
+                    n_touched = _touch(f, coef * item_val[p], d, seen, touched, n_touched)
+        if r + 1 < o + T:
+            idx = F + lab * K + labels[r + 1]
+            if free[idx]:
+                n_touched = _touch(idx, coef, d, seen, touched, n_touched)
+    for idx in (F + K * K + labels[o], F + K * K + K + labels[o + T - 1]):
+        if free[idx]:
+            n_touched = _touch(idx, coef, d, seen, touched, n_touched)
+    return n_touched
+
+
+@njit(cache=True)
+def pa_step(ell, dd, pa_type, c):
+    """Passive–aggressive step size τ for the hinge loss ℓ and ‖d‖² = dd (PA, PA-I, PA-II by
+    pa_type)."""
+    if dd == 0.0:
+        return 0.0
+    if pa_type == 0:
+        return ell / dd
+    if pa_type == 1:
+        return min(c, ell / dd)
+    return ell / (dd + 0.5 / c)
+
+
+@njit(cache=True)
+def large_margin_epoch(kind, w, u, sigma, counter, order, item_ptr, item_attr, item_val, offsets,
+                       attr_ptr, feat_label, y, K, free, forb, fstart, fend, pa_type, c,
+                       error_sensitive, gamma):
+    """One epoch of AP / PA / AROW. Returns (loss, number of token errors, updated counter).
+
+    d = f(x, y) - f(x, ŷ) with ŷ the Viterbi labeling under the current weights.
+    AP: w += d. PA: w += τ d, τ from the hinge loss ℓ = s(ŷ) - s(y) + √(errors) (or 1) and ‖d‖² by
+    pa_type 0/1/2. AROW: w += ℓ β Σd, Σ -= β (Σd)², β = 1/(dᵀΣd + γ) (diagonal Σ).
+    Averaging (AP, PA with averaging): u += counter · τ d, averaged weights = w - u / counter.
+    """
+    N = item_ptr.shape[0] - 1
+    F = feat_label.shape[0]
+    P = w.shape[0]
+    unary = np.empty((N, K))
+    delta = np.empty((N, K))
+    bp = np.zeros((N, K), dtype=np.int32)
+    pred = np.zeros(N, dtype=np.int64)
+    trans = np.empty((1, K, K))
+    start = np.empty(K)
+    end = np.empty(K)
+    d = np.zeros(P)
+    seen = np.zeros(P, dtype=np.bool_)
+    touched = np.empty(P, dtype=np.int64)
+    loss = 0.0
+    errors = 0
+    for b in order:
+        o = offsets[b]
+        T = offsets[b + 1] - o
+        if T == 0:
+            continue
+        seq_potentials(w, 1.0, o, T, item_ptr, item_attr, item_val, attr_ptr, feat_label, unary)
+        _boundary_potentials(w, 1.0, F, K, free, forb, fstart, fend, trans, start, end)
+        viterbi_seq(unary, trans, start, end, o, T, delta, bp, pred)
+        nd = 0
+        for r in range(o, o + T):
+            if pred[r] != y[r]:
+                nd += 1
+        if nd == 0:
+            counter += 1.0
+            continue
+        errors += nd
+        nt = _add_diff(1.0, o, T, y, item_ptr, item_attr, item_val, attr_ptr, feat_label, F, K, free,
+                       d, seen, touched, 0)
+        nt = _add_diff(-1.0, o, T, pred, item_ptr, item_attr, item_val, attr_ptr, feat_label, F, K,
+                       free, d, seen, touched, nt)
+        wd = 0.0
+        dd = 0.0
+        sd = 0.0
+        beta = 0.0
+        for q in range(nt):
+            f = touched[q]
+            wd += w[f] * d[f]
+            dd += d[f] * d[f]
+            sd += sigma[f] * d[f] * d[f]
+        if kind == AP:
+            tau = 1.0
+            loss += nd
+        else:
+            ell = -wd + (math.sqrt(nd) if error_sensitive else 1.0)
+            if ell < 0.0:
+                ell = 0.0
+            loss += ell
+            if kind == PA:
+                tau = pa_step(ell, dd, pa_type, c)
+            else:
+                beta = 1.0 / (sd + gamma)
+                tau = ell * beta
+        for q in range(nt):
+            f = touched[q]
+            if kind == AROW:
+                step = tau * sigma[f] * d[f]
+                sigma[f] -= beta * (sigma[f] * d[f]) ** 2
+            else:
+                step = tau * d[f]
+            w[f] += step
+            u[f] += counter * step
+            d[f] = 0.0
+            seen[f] = False
+        counter += 1.0
+    return loss, errors, counter
+
+
+@njit(cache=True)
+def sgd_epoch(v, scale, t, t0, lam, order, item_ptr, item_attr, item_val, offsets, attr_ptr,
+              feat_label, y, K, free, forb, fstart, fend, n_limit):
+    """One epoch of SGD on Σ_i [-log p(y_i|x_i)] + (λ/2) N ‖w‖² with w = scale · v (lazy L2 decay).
+
+    Step η_t = 1 / (λ (t0 + t)); per sequence the gradient is expected minus observed feature counts
+    from the engine's marginals (:func:`~structlearn.engine.kernels.chain.marginals_seq`). Returns (loss,
+    scale, t). Only the first ``n_limit`` sequences of ``order`` are visited (calibration).
+    """
+    N = item_ptr.shape[0] - 1
+    F = feat_label.shape[0]
+    unary = np.empty((N, K))
+    work = chain_work(N, K)
+    umarg = np.zeros((N, K))
+    emarg = np.zeros((0, K, K))
+    trans = np.empty((1, K, K))
+    start = np.empty(K)
+    end = np.empty(K)
+    gtrans = np.zeros((K, K))
+    loss = 0.0
+    count = 0
+    for b in order:
+        if count >= n_limit:
+            break
+        count += 1
+        o = offsets[b]
+        T = offsets[b + 1] - o
+        if T == 0:
+            continue
+        eta = 1.0 / (lam * (t0 + t))
+        t += 1.0
+        scale *= 1.0 - eta * lam
+        if scale < 1e-30:  # fold the lazy scale into v
+            for f in range(v.shape[0]):
+                v[f] *= scale
+            scale = 1.0
+        seq_potentials(v, scale, o, T, item_ptr, item_attr, item_val, attr_ptr, feat_label, unary)
+        _boundary_potentials(v, scale, F, K, free, forb, fstart, fend, trans, start, end)
+        for i in range(K):
+            for j in range(K):
+                gtrans[i, j] = 0.0
+        lz = marginals_seq(unary, trans, start, end, o, T, 3, marginals_setup(trans, start, end), work,
+                           umarg, emarg, gtrans)
+        gold = start[y[o]] + end[y[o + T - 1]]
+        for r in range(o, o + T):
+            gold += unary[r, y[r]]
+            if r + 1 < o + T:
+                gold += trans[0, y[r], y[r + 1]]
+        loss += lz - gold
+        gain = eta / scale
+        for r in range(o, o + T):
+            marg = umarg[r]
+            marg[y[r]] -= 1.0
+            for p in range(item_ptr[r], item_ptr[r + 1]):
+                a = item_attr[p]
+                val = item_val[p]
+                for f in range(attr_ptr[a], attr_ptr[a + 1]):
+                    v[f] -= gain * val * marg[feat_label[f]]
+            if r == o:
+                for k in range(K):
+                    if free[F + K * K + k]:
+                        v[F + K * K + k] -= gain * marg[k]
+            if r == o + T - 1:
+                for k in range(K):
+                    if free[F + K * K + K + k]:
+                        v[F + K * K + K + k] -= gain * marg[k]
+            if r + 1 < o + T:
+                gtrans[y[r], y[r + 1]] -= 1.0
+        for i in range(K):
+            for j in range(K):
+                idx = F + i * K + j
+                if free[idx]:
+                    v[idx] -= gain * gtrans[i, j]
+    return loss, scale, t

@@ -1,0 +1,164 @@
+r"""Stepwise EM's shared parts (Cappé & Moulines 2009, "On-line expectation–maximization algorithm for latent
+data models", JRSS B 71(3), eq. (5); Liang & Klein 2009, "Online EM for unsupervised models", NAACL, §3):
+the step size ρ_k = (k + 2)^(-κ), the running average of expected sufficient statistics
+(:class:`OnlineStatistics`), and the emission families' weighted sufficient statistics and M-step from them
+(univariate / diagonal / full Gaussian, Poisson, categorical), used by the HMM, HSMM and HHMM families'
+online and sharded EM.
+"""
+import numpy as np
+
+from structlearn.distributions import emissions as _emi
+
+__all__ = ["step_size", "check_emission_supported", "has_additive_statistics", "emission_statistics",
+           "emission_m_step", "OnlineStatistics"]
+
+
+_SUPPORTED = "Gaussian, MultivariateGaussian ('full' or 'diag'), Poisson, Categorical"
+
+
+def step_size(k, kappa):
+    """ρ_k = (k + 2)^(-κ) for the k-th chunk (k = 0, 1, ...); κ ∈ (0.5, 1] (Liang & Klein 2009, §3)."""
+    return float((k + 2.0) ** (-kappa))
+
+
+def check_emission_supported(emission):
+    """``ValueError`` unless online EM has sufficient statistics for this emission family."""
+    if not isinstance(emission, (_emi.Gaussian, _emi.MultivariateGaussian, _emi.Poisson,
+                                 _emi.Categorical)):
+        raise ValueError(f"online EM (partial_fit) has no sufficient statistics for the emission "
+                         f"family {type(emission).__name__}; supported: {_SUPPORTED} (use `fit`, or "
+                         f"leave 'e' out of `params`)")
+
+
+def has_additive_statistics(emission):
+    """Whether the HSMM emission family's M-step runs on additive sufficient statistics
+    (:func:`check_emission_supported`): then ``fit`` in one process, worker processes and dask workers
+    sum the same per-block statistics and give the same model, bitwise."""
+    try:
+        check_emission_supported(emission)
+    except ValueError:
+        return False
+    return True
+
+
+def emission_statistics(emission, X, gamma):
+    """Weighted sufficient statistics of the emission family on one chunk.
+
+    Parameters
+    ----------
+    emission : Gaussian, MultivariateGaussian, Poisson or Categorical
+    X : ndarray of float64, shape (N, F)
+        Validated observations (NaN = missing).
+    gamma : ndarray of float64, shape (N, K)
+        State posteriors γ_t(j).
+
+    Returns
+    -------
+    dict of str -> ndarray of float64
+        Gaussian: ``w``, ``x``, ``xx`` (K,) (Σ γ, Σ γ x, Σ γ x² over observed rows);
+        diagonal Gaussian: ``w``, ``x``, ``xx`` (K, F) (per feature, over observed entries);
+        full Gaussian: ``w`` (K,), ``x`` (K, F), ``xx`` (K, F, F) over complete rows;
+        Poisson: ``w``, ``x`` (K, F); Categorical: ``counts`` (K, V). Time O(N·K·F) (O(N·K·F²) full).
+
+    Raises
+    ------
+    ValueError
+        For another family.
+    """
+    check_emission_supported(emission)
+    if isinstance(emission, _emi.Categorical):
+        x = X[:, 0]
+        obs = ~np.isnan(x)
+        V = emission.n_features
+        xi = x[obs].astype(np.int64)
+        counts = np.stack([np.bincount(xi, weights=gamma[obs, k], minlength=V)
+                           for k in range(gamma.shape[1])])
+        return {"counts": counts}
+    if isinstance(emission, _emi.MultivariateGaussian) and emission.covariance_type == "full":
+        complete = ~np.isnan(X).any(axis=1)
+        Xc, g = X[complete], gamma[complete]
+        return {"w": g.sum(axis=0), "x": g.T @ Xc, "xx": np.einsum("nk,ni,nj->kij", g, Xc, Xc)}
+    obs = ~np.isnan(X)
+    x = np.where(obs, X, 0.0)
+    den = gamma.T @ obs.astype(np.float64)  # (K, F)
+    out = {"w": den, "x": gamma.T @ x}
+    if not isinstance(emission, _emi.Poisson):
+        out["xx"] = gamma.T @ (x * x)
+    if isinstance(emission, _emi.Gaussian):
+        out = {k: v[:, 0] for k, v in out.items()}
+    return out
+
+
+def emission_m_step(emission, stats):
+    """Set the emission parameters to the weighted MLE of the statistics (in place), as ``fit`` does:
+    variances and covariance eigenvalues clipped at ``min_covar``; a state (feature) without weight
+    keeps its parameters. ``ValueError`` for an unsupported family."""
+    check_emission_supported(emission)
+    if isinstance(emission, _emi.Categorical):
+        c = stats["counts"]
+        tot = c.sum(axis=1)
+        keep = tot > 0
+        probs = emission.probs.copy()
+        probs[keep] = c[keep] / tot[keep, None]
+        emission.probs = probs
+        return emission
+    w, sx = stats["w"], stats["x"]
+    ok = w > 0
+    safe = np.where(ok, w, 1.0)
+    if isinstance(emission, _emi.Poisson):
+        emission.lam = np.where(ok, sx / safe, emission.lam)
+        return emission
+    if isinstance(emission, _emi.MultivariateGaussian) and emission.covariance_type == "full":
+        means, covars = emission.means.copy(), emission.covars.copy()
+        for k in np.flatnonzero(ok):
+            m = sx[k] / w[k]
+            means[k] = m
+            covars[k] = _emi._clip_eig(stats["xx"][k] / w[k] - np.outer(m, m), emission.min_covar)
+        emission.means, emission.covars = means, covars
+        return emission
+    m = sx / safe
+    var = np.maximum(stats["xx"] / safe - m * m, emission.min_covar)
+    if isinstance(emission, _emi.Gaussian):
+        emission.means = np.where(ok, m, emission.means)
+        emission.variances = np.where(ok, var, emission.variances)
+    else:
+        emission.means = np.where(ok, m, emission.means)
+        emission.covars = np.where(ok, var, emission.covars)
+    return emission
+
+
+def _blend(old, new, rho):
+    if isinstance(new, dict):
+        return {k: _blend(old[k], v, rho) for k, v in new.items()}
+    return (1.0 - rho) * old + rho * new
+
+
+def _scaled(stats, c):
+    if isinstance(stats, dict):
+        return {k: _scaled(v, c) for k, v in stats.items()}
+    return stats * c
+
+
+class OnlineStatistics:
+    """The running average of stepwise EM: s_k = (1 - ρ_k) s_{k-1} + ρ_k s̄_k with total weight
+    w_k = (1 - ρ_k) w_{k-1} + ρ_k (w_0 = 0), so :meth:`average` = s_k / w_k is a convex combination of
+    the chunks' statistics. Memory: one copy of the statistics (O(K² + D·K + emission size))."""
+
+    def __init__(self):
+        self.stats = None
+        self.weight = 0.0
+        self.n_updates = 0
+
+    def update(self, chunk_stats, rho):
+        """Blend in one chunk's statistics with step ``rho`` ∈ (0, 1]; returns self."""
+        if self.stats is None or self.stats.keys() != chunk_stats.keys():
+            self.stats = _scaled(chunk_stats, 0.0)
+            self.weight = 0.0
+        self.stats = _blend(self.stats, chunk_stats, rho)
+        self.weight = (1.0 - rho) * self.weight + rho
+        self.n_updates += 1
+        return self
+
+    def average(self):
+        """s_k / w_k (the same nesting as the chunk statistics)."""
+        return _scaled(self.stats, 1.0 / self.weight)
