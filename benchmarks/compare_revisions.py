@@ -75,6 +75,17 @@ def semi_job(structures, w):
     return run
 
 
+def _import_first(package, modules):
+    """The first of ``modules`` (paths inside ``package``) that imports: a revision from before the layout
+    by model family (engine/kernels/, crf/) has the kernels under kernels/."""
+    for i, name in enumerate(modules):
+        try:
+            return importlib.import_module(package + "." + name)
+        except ModuleNotFoundError:
+            if i == len(modules) - 1:
+                raise
+
+
 def captured_jobs(packages, model_module, kernel_module, kernel_name, fit):
     """Jobs calling ``kernel_name`` of ``kernel_module`` in each package with the arguments of its last
     call during ``fit()`` (this tree, spying on the name imported by ``model_module``)."""
@@ -96,7 +107,7 @@ def captured_jobs(packages, model_module, kernel_module, kernel_name, fit):
     args = calls[-1]
     jobs = []
     for pkg in packages:
-        kernel = getattr(importlib.import_module(pkg.__name__ + "." + kernel_module), kernel_name)
+        kernel = getattr(_import_first(pkg.__name__, kernel_module), kernel_name)
         jobs.append(lambda kernel=kernel: kernel(*args))
     return jobs
 
@@ -109,7 +120,7 @@ def crf_jobs(packages):
     from structlearn.io.templates import get_template
 
     X, y = featurize(load_conll2000().train, get_template("chunking"))
-    jobs = captured_jobs(packages, "models.crf", "kernels.crf", "chain_cll",
+    jobs = captured_jobs(packages, "crf._potentials", ("engine.kernels.crf", "kernels.crf"), "chain_cll",
                          lambda: LinearChainCRF(c1=0.0, c2=1.0, max_iterations=3).fit(X, y))
     return jobs, sum(len(s) for s in y)
 
@@ -124,7 +135,8 @@ def semicrf_jobs(packages, features):
 
     X, y = featurize(load_conll2000().train[:1000], get_template("chunking"))
     est = SemiMarkovCRF(allow_same_label=True, max_iterations=3, segment_features=features)
-    jobs = captured_jobs(packages, "models.semicrf", "kernels.semicrf", "semicrf_expectations",
+    jobs = captured_jobs(packages, "crf._semi_markov_potentials", ("engine.kernels.semicrf", "kernels.semicrf"),
+                           "semicrf_expectations",
                          lambda: est.fit(X, y))
     return jobs, sum(len(s) for s in y)
 
@@ -151,7 +163,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     numba.set_num_threads(args.threads)
     import structlearn
-    import structlearn.engine.structures as here
+    import structlearn.structures as here
     with tempfile.TemporaryDirectory() as tmp:
         rev_pkg = export_revision(args.rev, tmp)
         there = importlib.import_module("structlearn_rev.structures")
