@@ -8,6 +8,7 @@ online and sharded EM.
 import numpy as np
 
 from structlearn.distributions import emissions as _emi
+from structlearn.distributions.emissions._hmm_family import HMMFamily
 
 __all__ = ["step_size", "check_emission_supported", "has_additive_statistics", "emission_statistics",
            "emission_m_step", "OnlineStatistics"]
@@ -23,8 +24,9 @@ def step_size(k, kappa):
 
 def check_emission_supported(emission):
     """``ValueError`` unless online EM has sufficient statistics for this emission family."""
+    # the hmmlearn mode of a law (``*HMMEmission``) fits on the posteriors in the HSMM, as before
     if not isinstance(emission, (_emi.Gaussian, _emi.MultivariateGaussian, _emi.Poisson,
-                                 _emi.Categorical)):
+                                 _emi.Categorical)) or isinstance(emission, HMMFamily):
         raise ValueError(f"online EM (partial_fit) has no sufficient statistics for the emission "
                          f"family {type(emission).__name__}; supported: {_SUPPORTED} (use `fit`, or "
                          f"leave 'e' out of `params`)")
@@ -58,7 +60,8 @@ def emission_statistics(emission, X, gamma):
         Gaussian: ``w``, ``x``, ``xx`` (K,) (Σ γ, Σ γ x, Σ γ x² over observed rows);
         diagonal Gaussian: ``w``, ``x``, ``xx`` (K, F) (per feature, over observed entries);
         full Gaussian: ``w`` (K,), ``x`` (K, F), ``xx`` (K, F, F) over complete rows;
-        Poisson: ``w``, ``x`` (K, F); Categorical: ``counts`` (K, V). Time O(N·K·F) (O(N·K·F²) full).
+        Poisson and Categorical: their own ``statistics`` (``post``, ``x``, ``den``; ``post``, ``counts``).
+        Time O(N·K·F) (O(N·K·F²) full).
 
     Raises
     ------
@@ -66,14 +69,8 @@ def emission_statistics(emission, X, gamma):
         For another family.
     """
     check_emission_supported(emission)
-    if isinstance(emission, _emi.Categorical):
-        x = X[:, 0]
-        obs = ~np.isnan(x)
-        V = emission.n_features
-        xi = x[obs].astype(np.int64)
-        counts = np.stack([np.bincount(xi, weights=gamma[obs, k], minlength=V)
-                           for k in range(gamma.shape[1])])
-        return {"counts": counts}
+    if isinstance(emission, (_emi.Categorical, _emi.Poisson)):  # the law's own statistics
+        return emission.statistics(X, gamma)
     if isinstance(emission, _emi.MultivariateGaussian) and emission.covariance_type == "full":
         complete = ~np.isnan(X).any(axis=1)
         Xc, g = X[complete], gamma[complete]
@@ -81,9 +78,7 @@ def emission_statistics(emission, X, gamma):
     obs = ~np.isnan(X)
     x = np.where(obs, X, 0.0)
     den = gamma.T @ obs.astype(np.float64)  # (K, F)
-    out = {"w": den, "x": gamma.T @ x}
-    if not isinstance(emission, _emi.Poisson):
-        out["xx"] = gamma.T @ (x * x)
+    out = {"w": den, "x": gamma.T @ x, "xx": gamma.T @ (x * x)}
     if isinstance(emission, _emi.Gaussian):
         out = {k: v[:, 0] for k, v in out.items()}
     return out
@@ -94,20 +89,11 @@ def emission_m_step(emission, stats):
     variances and covariance eigenvalues clipped at ``min_covar``; a state (feature) without weight
     keeps its parameters. ``ValueError`` for an unsupported family."""
     check_emission_supported(emission)
-    if isinstance(emission, _emi.Categorical):
-        c = stats["counts"]
-        tot = c.sum(axis=1)
-        keep = tot > 0
-        probs = emission.probs.copy()
-        probs[keep] = c[keep] / tot[keep, None]
-        emission.probs = probs
-        return emission
+    if isinstance(emission, (_emi.Categorical, _emi.Poisson)):  # the law's own M-step
+        return emission.m_step(stats)
     w, sx = stats["w"], stats["x"]
     ok = w > 0
     safe = np.where(ok, w, 1.0)
-    if isinstance(emission, _emi.Poisson):
-        emission.lam = np.where(ok, sx / safe, emission.lam)
-        return emission
     if isinstance(emission, _emi.MultivariateGaussian) and emission.covariance_type == "full":
         means, covars = emission.means.copy(), emission.covars.copy()
         for k in np.flatnonzero(ok):

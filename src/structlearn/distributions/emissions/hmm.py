@@ -36,6 +36,7 @@ from scipy import linalg, special
 from sklearn.utils import check_random_state
 
 from structlearn.engine.kernels import gaussian as _kg
+from structlearn.distributions.emissions._base import EmissionDistribution
 from structlearn.distributions.emissions._hmm_family import HMMFamily, _as_float_2d, _check_rows, _jsonable, _per_state, observed_rows
 from structlearn.distributions.emissions.hmm_counts import CategoricalHMMEmission, MultinomialHMMEmission, PoissonHMMEmission
 
@@ -155,7 +156,7 @@ def _data_covariance(X, min_covar):
 
 
 # ------------------------------------------------------------------------------------------------------
-class GaussianHMMEmission(HMMFamily):
+class GaussianHMMEmission(HMMFamily, EmissionDistribution):
     r"""Gaussian emissions N(x; μ_j, Σ_j) with hmmlearn's ``GaussianHMM`` parametrisation.
 
     Parameters
@@ -313,7 +314,7 @@ def _gmm_prior_defaults(covariance_type, n_mix, n_features, covars_prior, covars
             weight if covars_weight is None else covars_weight)
 
 
-class GMMHMMEmission(HMMFamily):
+class GMMHMMEmission(HMMFamily, EmissionDistribution):
     r"""Gaussian-mixture emissions b_j(x) = Σ_m w_jm N(x; μ_jm, Σ_jm) with hmmlearn's ``GMMHMM``
     parametrisation.
 
