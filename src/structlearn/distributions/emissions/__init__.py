@@ -46,9 +46,18 @@ Every ``fit`` is an exact (constrained) maximiser of the weighted log-likelihood
 stays monotone. Variances are kept >= ``min_covar`` (covariance eigenvalues clipped from below, which
 is the constrained maximiser).
 
-The implementation is split by kind: :mod:`._emission_base` (protocol base, checks),
-:mod:`.emission_discrete`, :mod:`.emission_gaussian`, :mod:`.emission_circular` and
-:mod:`.emission_multistream`; this module re-exports them and holds the name registry.
+**One law per family, hmmlearn's options on it.** ``Categorical``, ``Poisson`` and ``Multinomial`` are the
+only implementation of their law for every HMM, HSMM and HHMM: they take hmmlearn's priors
+(``emissionprob_prior``, ``lambdas_prior`` / ``lambdas_weight``), parameter letters (``fit(X, weights,
+params)``, ``m_step(statistics, params)``) and initialisation (``init="hmmlearn"``) as options
+(:class:`~._hmm_family.LawOptions`); ``CategoricalHMMEmission``, ``MultinomialHMMEmission`` and
+``PoissonHMMEmission`` (:mod:`.hmm_counts`) are these laws in the hmmlearn mode with hmmlearn's parameter
+names (``emissionprob``, ``lambdas``). The Gaussian laws of :mod:`.gaussian` and the hmmlearn Gaussian
+families ``GaussianHMMEmission`` / ``GMMHMMEmission`` of :mod:`.hmm` are not merged yet.
+
+The implementation is split by kind: :mod:`._base` (protocol base, checks), :mod:`._hmm_family`
+(hmmlearn's options), :mod:`.discrete`, :mod:`.gaussian`, :mod:`.circular`, :mod:`.event` and
+:mod:`.multistream`; this module re-exports them and holds the name registry.
 """
 from structlearn.distributions.emissions._base import EmissionDistribution, _as_2d, _check_covariance_type, check_observations  # noqa: F401
 from structlearn.distributions.base import make_family

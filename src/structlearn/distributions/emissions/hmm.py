@@ -1,9 +1,11 @@
 r"""Emission families with hmmlearn's parametrisation, initialisation and MAP M-steps.
 
-This module holds the Gaussian families (``GaussianHMMEmission``, ``GMMHMMEmission``) and re-exports the
-count families of :mod:`structlearn.distributions.emissions.hmm_counts` (``CategoricalHMMEmission``,
-``MultinomialHMMEmission``, ``PoissonHMMEmission``); their shared base is
-:mod:`structlearn.distributions.emissions._hmm_family`.
+This module holds the Gaussian families (``GaussianHMMEmission``, ``GMMHMMEmission``, which still carry
+their own maths beside the laws of :mod:`structlearn.distributions.emissions.gaussian`) and re-exports the
+count names of :mod:`structlearn.distributions.emissions.hmm_counts` (``CategoricalHMMEmission``,
+``MultinomialHMMEmission``, ``PoissonHMMEmission``: the laws ``Categorical``, ``Multinomial`` and
+``Poisson`` of :mod:`structlearn.distributions.emissions.discrete` in the hmmlearn mode, fixing options
+only); the mixins are in :mod:`structlearn.distributions.emissions._hmm_family`.
 
 The hidden Markov estimators of :mod:`structlearn.hmm` (``GaussianHMM``, ``GMMHMM``, ``CategoricalHMM``,
 ``MultinomialHMM``, ``PoissonHMM``) keep their emission parameters in one of these objects; each follows
@@ -236,7 +238,7 @@ class GaussianHMMEmission(HMMFamily, EmissionDistribution):
         """Weighted sufficient statistics of complete rows ``X`` (N, F) under posterior weights ``w``
         (N, K): ``post`` Σ_t w_tk (K,), ``x`` Σ_t w_tk x_t (K, F) and ``xx`` Σ_t w_tk x_t² (K, F)
         (spherical, diag) or Σ_t w_tk x_t x_tᵀ (K, F, F) (full, tied); float64. The M-step
-        (:meth:`~structlearn.distributions.emissions._hmm_family.HMMFamily.m_step`) is a function of these only, so batch EM (``fit``) and online EM (averaged
+        (:meth:`~structlearn.distributions.emissions._hmm_family.LawOptions.m_step`) is a function of these only, so batch EM (``fit``) and online EM (averaged
         statistics, :mod:`structlearn.hmm._online_statistics`) share it. Time O(N·K·F) (O(N·K·F²) full,
         tied)."""
         xx = w.T @ (X * X) if self.covariance_type in ("spherical", "diag") else _weighted_scatter(X, w)
