@@ -11,6 +11,7 @@ Categorical                 probs[j, x] (x in 0..V-1, one column)          ``pro
 Poisson                     Π_f Poisson(x_f; λ_jf) (independent counts)    ``lam`` (K, F)
 Gaussian                    N(x; μ_j, σ²_j) (one column)                   ``means`` (K,), ``variances`` (K,)
 MultivariateGaussian        N(x; μ_j, Σ_j), ``covariance_type`` full/diag  ``means`` (K, F), ``covars``
+                            (spherical/tied in the hmmlearn mode)
 GaussianMixture             Σ_m c_jm N(x; μ_jm, Σ_jm)                       ``weights`` (K, M), ``means``
                                                                             (K, M, F), ``covars``
 Bernoulli                   Π_f p_jf^x_f (1 - p_jf)^(1 - x_f) (binary)     ``probs`` (K, F)
@@ -52,8 +53,10 @@ only implementation of their law for every HMM, HSMM and HHMM: they take hmmlear
 params)``, ``m_step(statistics, params)``) and initialisation (``init="hmmlearn"``) as options
 (:class:`~._hmm_family.LawOptions`); ``CategoricalHMMEmission``, ``MultinomialHMMEmission`` and
 ``PoissonHMMEmission`` (:mod:`.hmm_counts`) are these laws in the hmmlearn mode with hmmlearn's parameter
-names (``emissionprob``, ``lambdas``). The Gaussian laws of :mod:`.gaussian` and the hmmlearn Gaussian
-families ``GaussianHMMEmission`` / ``GMMHMMEmission`` of :mod:`.hmm` are not merged yet.
+names (``emissionprob``, ``lambdas``). The same holds for ``MultivariateGaussian`` (:mod:`.gaussian`: hmmlearn's
+covariance types, priors ``means_prior`` ... ``covars_weight``, letters ``"mc"`` and k-means initialisation;
+``Gaussian`` is its one-feature diagonal case) and ``GaussianHMMEmission`` (:mod:`.hmm`). The mixtures
+``GaussianMixture`` and ``GMMHMMEmission`` are not merged yet.
 
 The implementation is split by kind: :mod:`._base` (protocol base, checks), :mod:`._hmm_family`
 (hmmlearn's options), :mod:`.discrete`, :mod:`.gaussian`, :mod:`.circular`, :mod:`.event` and
@@ -65,7 +68,7 @@ from structlearn.distributions.emissions.circular import VonMises
 from structlearn.distributions.emissions.discrete import Bernoulli, Categorical, Multinomial, Poisson
 from structlearn.distributions.emissions.event import EventSequence
 from structlearn.distributions.emissions.gaussian import Gaussian, GaussianMixture, MultivariateGaussian
-from structlearn.distributions.emissions.gaussian import _clip_eig, _diag_logpdf, _full_logpdf, _weighted_mean_cov  # noqa: F401
+from structlearn.distributions.emissions._gaussian_maths import _clip_eig, _diag_logpdf, _full_logpdf, _weighted_mean_cov  # noqa: F401
 from structlearn.distributions.emissions.multistream import MultiStream
 
 __all__ = ["EmissionDistribution", "Categorical", "Poisson", "Gaussian", "MultivariateGaussian",

@@ -1,7 +1,8 @@
 r"""Emission families with hmmlearn's parametrisation, initialisation and MAP M-steps.
 
-This module holds the Gaussian families (``GaussianHMMEmission``, ``GMMHMMEmission``, which still carry
-their own maths beside the laws of :mod:`structlearn.distributions.emissions.gaussian`) and re-exports the
+This module holds ``GaussianHMMEmission`` (the law :class:`~structlearn.distributions.emissions.gaussian.
+MultivariateGaussian` in the hmmlearn mode, fixing options only), ``GMMHMMEmission`` (which still carries its
+own mixture update beside :class:`~structlearn.distributions.emissions.gaussian.GaussianMixture`) and re-exports the
 count names of :mod:`structlearn.distributions.emissions.hmm_counts` (``CategoricalHMMEmission``,
 ``MultinomialHMMEmission``, ``PoissonHMMEmission``: the laws ``Categorical``, ``Multinomial`` and
 ``Poisson`` of :mod:`structlearn.distributions.emissions.discrete` in the hmmlearn mode, fixing options
@@ -34,132 +35,25 @@ density 0 in every state, no weight in ``fit``); partly missing rows raise ``Val
 Error messages name parameters with ``suffix`` appended (the estimators pass ``"_"``: ``covars_``).
 """
 import numpy as np
-from scipy import linalg, special
+from scipy import special
 from sklearn.utils import check_random_state
 
-from structlearn.engine.kernels import gaussian as _kg
 from structlearn.distributions.emissions._base import EmissionDistribution
-from structlearn.distributions.emissions._hmm_family import HMMFamily, _as_float_2d, _check_rows, _jsonable, _per_state, observed_rows
+from structlearn.distributions.emissions._gaussian_maths import (COVARIANCE_TYPES, _check_covariance_type, _check_covars,
+                                                                 _data_covariance, _kmeans_centers, full_covariances,
+                                                                 gaussian_log_density)
+from structlearn.distributions.emissions.gaussian import MultivariateGaussian
+from structlearn.distributions.emissions._hmm_family import HMMFamily, _as_float_2d, _check_rows, _jsonable, observed_rows
 from structlearn.distributions.emissions.hmm_counts import CategoricalHMMEmission, MultinomialHMMEmission, PoissonHMMEmission
 
 __all__ = ["GaussianHMMEmission", "GMMHMMEmission", "CategoricalHMMEmission", "MultinomialHMMEmission",
            "PoissonHMMEmission", "COVARIANCE_TYPES", "gaussian_log_density", "full_covariances",
            "observed_rows"]
 
-COVARIANCE_TYPES = ("spherical", "diag", "full", "tied")
-_LOG_2PI = np.log(2 * np.pi)
-
-
-# ------------------------------------------------------------------------------------------------------
-# Gaussian helpers
-# ------------------------------------------------------------------------------------------------------
-def _check_covariance_type(value):
-    if value not in COVARIANCE_TYPES:
-        raise ValueError(f"`covariance_type` must be one of {list(COVARIANCE_TYPES)}; got {value!r}")
-    return value
-
-
-def full_covariances(covars, covariance_type, n_states, n_features):
-    """Covariances in the full (K, F, F) form from the compact one of ``covariance_type``."""
-    c = np.asarray(covars, dtype=np.float64)
-    if covariance_type == "full":
-        return c
-    if covariance_type == "tied":
-        return np.broadcast_to(c, (n_states, n_features, n_features)).copy()
-    if covariance_type == "spherical":
-        c = c.reshape(n_states, 1, 1)
-        return c * np.eye(n_features)[None]
-    return c[:, :, None] * np.eye(n_features)[None]
-
-
-def gaussian_log_density(X, means, covars, covariance_type):
-    """log N(x_n; μ_c, Σ_c) of complete rows, shape (N, C) float64.
-
-    ``means`` (C, F); ``covars`` (C,) spherical, (C, F) diag, (C, F, F) full or (F, F) tied. Diagonal
-    variances are floored at the smallest positive float (as hmmlearn); a full covariance that is not
-    positive definite raises ``ValueError``. The per-row work runs in the Numba kernels of
-    :mod:`structlearn.engine.kernels.gaussian` (directly on x − μ: no cancellation). Time O(N·C·F) (diag) or
-    O(N·C·F²) (full).
-    """
-    XT = np.ascontiguousarray(np.asarray(X, dtype=np.float64).T)  # (F, N): the kernels run along rows
-    means = np.ascontiguousarray(means, dtype=np.float64)
-    C, F = means.shape
-    if covariance_type in ("spherical", "diag"):
-        var = np.asarray(covars, dtype=np.float64)
-        var = np.broadcast_to(var.reshape(C, 1) if var.ndim == 1 else var, (C, F))
-        prec = np.ascontiguousarray(1.0 / np.maximum(var, np.finfo(np.float64).tiny))
-        log_norm = -0.5 * (F * _LOG_2PI - np.log(prec).sum(axis=1))
-        return np.ascontiguousarray(_kg.gaussian_diag_log_density(XT, means, prec, log_norm).T)
-    cov = np.broadcast_to(covars, (C, F, F)) if covariance_type == "tied" else covars
-    prec_chol = np.empty((C, F, F))
-    log_norm = np.empty(C)
-    for c in range(C):
-        if covariance_type != "tied" or c == 0:
-            try:
-                L = linalg.cholesky(cov[c], lower=True)
-            except linalg.LinAlgError:
-                raise ValueError(f"covariance {c} is not symmetric positive definite") from None
-            # z = L⁻¹(x − μ) as (x − μ) L⁻ᵀ
-            P = linalg.solve_triangular(L, np.eye(F), lower=True).T
-            half_logdet = np.log(np.diag(L)).sum()
-        prec_chol[c] = P
-        log_norm[c] = -0.5 * F * _LOG_2PI - half_logdet
-    return np.ascontiguousarray(_kg.gaussian_full_log_density(XT, means, prec_chol, log_norm).T)
-
-
-def _check_covars(c, covariance_type, K, F, name):
-    """``ValueError`` unless ``c`` has the compact shape of ``covariance_type`` and is positive (definite)."""
-    want = {"spherical": (K,), "diag": (K, F), "full": (K, F, F), "tied": (F, F)}[covariance_type]
-    if c.shape != want:
-        raise ValueError(f"`{name}` must have shape {want} for covariance_type={covariance_type!r}; "
-                         f"got {c.shape}")
-    if not np.all(np.isfinite(c)):
-        raise ValueError(f"`{name}` must be finite")
-    if covariance_type in ("spherical", "diag"):
-        if np.any(c <= 0):
-            idx = np.unravel_index(int(np.argmin(c)), c.shape)
-            raise ValueError(f"`{name}` must be positive ({covariance_type!r} variances); got {c[idx]:.6g} "
-                             f"at index {tuple(int(i) for i in idx)}")
-        return
-    mats = c[None] if covariance_type == "tied" else c
-    for k, m in enumerate(mats):
-        where = "" if covariance_type == "tied" else f" of state {k}"
-        if not np.allclose(m, m.T):
-            raise ValueError(f"`{name}`: the covariance{where} is not symmetric")
-        ev = np.linalg.eigvalsh(m).min()
-        if ev <= 0:
-            raise ValueError(f"`{name}`: the covariance{where} is not positive definite (smallest "
-                             f"eigenvalue {ev:.6g})")
-
-
-def _weighted_scatter(X, w, max_entries=2 ** 25):
-    """Σ_t w_tk x_t x_tᵀ, shape (K, F, F): one (K, N) @ (N, F²) product when the N·F² outer products fit
-    in ``max_entries`` floats, else a product per state."""
-    N, F = X.shape
-    K = w.shape[1]
-    if N * F * F <= max_entries:
-        outer = (X[:, :, None] * X[:, None, :]).reshape(N, F * F)
-        return (w.T @ outer).reshape(K, F, F)
-    return np.stack([(X * w[:, k:k + 1]).T @ X for k in range(K)])
-
-
-def _kmeans_centers(X, n_clusters, random_state):
-    from sklearn.cluster import KMeans
-    km = KMeans(n_clusters=n_clusters, random_state=random_state, n_init=10)
-    labels = km.fit_predict(X)
-    return km.cluster_centers_, labels
-
-
-def _data_covariance(X, min_covar):
-    """np.cov(X.T) + min_covar·I as a (F, F) array (hmmlearn's initial covariance)."""
-    F = X.shape[1]
-    cv = np.cov(X.T) + min_covar * np.eye(F) if X.shape[0] > 1 else np.eye(F)
-    return np.asarray(cv, dtype=np.float64).reshape(F, F)
-
-
-# ------------------------------------------------------------------------------------------------------
-class GaussianHMMEmission(HMMFamily, EmissionDistribution):
-    r"""Gaussian emissions N(x; μ_j, Σ_j) with hmmlearn's ``GaussianHMM`` parametrisation.
+class GaussianHMMEmission(HMMFamily, MultivariateGaussian):
+    r""":class:`~structlearn.distributions.emissions.gaussian.MultivariateGaussian` in the hmmlearn mode
+    (hmmlearn's ``GaussianHMM``): covariance types "spherical", "diag", "full", "tied", hmmlearn's
+    default covariance prior, letters ``"mc"``; whole rows missing only.
 
     Parameters
     ----------
@@ -174,136 +68,17 @@ class GaussianHMMEmission(HMMFamily, EmissionDistribution):
     means_prior, means_weight : float or array, default 0, 0
         Normal prior on the means: mean μ₀ (broadcast to (K, F)) and precision scale λ.
     covars_prior, covars_weight : float or array, default 1e-2, 1
-        Inverse-gamma (spherical, diag: Σ_j ← (covars_prior + S) / (max(covars_weight - 1, 0) + n_j),
-        floored at 1e-5 in the denominator) or inverse-Wishart (full, tied: (covars_prior + S) /
-        (max(covars_weight - F, 0) + n_j); a scalar covars_prior is added to every entry of the
-        scatter matrix S, as hmmlearn does) prior.
-
-    Notes
-    -----
-    M-step (hmmlearn 0.3; Huang, Acero & Hon 2001 pp. 443–445) with n_j = Σ_t γ_tj:
-    μ_j = (λ μ₀ + Σ_t γ_tj x_t) / (λ + n_j); S_j = λ (μ_j − μ₀)(μ_j − μ₀)ᵀ + Σ_t γ_tj (x_t − μ_j)(x_t − μ_j)ᵀ
-    (diagonal for spherical/diag, averaged over features for spherical, summed over states for tied).
-    Time O(N·K·F) diag, O(N·K·F²) full.
+        Inverse-gamma or inverse-Wishart prior (see the law); hmmlearn's default adds 1e-2 to every
+        scatter.
     """
 
-    _param_names = ("means", "covars")
-    letters = "mc"
-    param_letters = {"means": "m", "covars": "c"}
+    covariance_types = COVARIANCE_TYPES
+    _missing_entries = False
 
     def __init__(self, covariance_type="diag", means=None, covars=None, min_covar=1e-3, means_prior=0.0,
                  means_weight=0.0, covars_prior=1e-2, covars_weight=1.0):
-        self.covariance_type = _check_covariance_type(covariance_type)
-        self.min_covar = float(min_covar)
-        self.means_prior, self.means_weight = means_prior, means_weight
-        self.covars_prior, self.covars_weight = covars_prior, covars_weight
-        self._set_params(means=means, covars=covars)
-
-    def _config(self):
-        return {"covariance_type": self.covariance_type, "min_covar": self.min_covar,
-                "means_prior": _jsonable(self.means_prior), "means_weight": _jsonable(self.means_weight),
-                "covars_prior": _jsonable(self.covars_prior),
-                "covars_weight": _jsonable(self.covars_weight)}
-
-    @property
-    def n_features(self):
-        """F, or None before the means are set."""
-        return None if self.means is None else int(self.means.shape[1])
-
-    def _validate(self):
-        m = self.means
-        if m.ndim != 2:
-            raise ValueError(f"`{self._name('means')}` must have shape (n_components, n_features); got "
-                             f"{m.shape}")
-        if not np.all(np.isfinite(m)):
-            raise ValueError(f"`{self._name('means')}` must be finite")
-        K, F = m.shape
-        c = self.covars
-        if self.covariance_type == "spherical" and c.shape == (K, F) and np.allclose(c, c[:, :1]):
-            self.covars = c = c[:, 0].copy()  # hmmlearn stores fitted spherical variances tiled (K, F)
-        _check_covars(c, self.covariance_type, K, F, self._name("covars"))
-
-    def full_covars(self):
-        """Covariances as (K, F, F) matrices."""
-        K, F = self.means.shape
-        return full_covariances(self.covars, self.covariance_type, K, F)
-
-    def check_X(self, X):
-        return _as_float_2d(X, self.n_features)
-
-    def _log_density(self, X):
-        return gaussian_log_density(X, self.means, self.covars, self.covariance_type)
-
-    def statistics(self, X, w):
-        """Weighted sufficient statistics of complete rows ``X`` (N, F) under posterior weights ``w``
-        (N, K): ``post`` Σ_t w_tk (K,), ``x`` Σ_t w_tk x_t (K, F) and ``xx`` Σ_t w_tk x_t² (K, F)
-        (spherical, diag) or Σ_t w_tk x_t x_tᵀ (K, F, F) (full, tied); float64. The M-step
-        (:meth:`~structlearn.distributions.emissions._hmm_family.LawOptions.m_step`) is a function of these only, so batch EM (``fit``) and online EM (averaged
-        statistics, :mod:`structlearn.hmm._online_statistics`) share it. Time O(N·K·F) (O(N·K·F²) full,
-        tied)."""
-        xx = w.T @ (X * X) if self.covariance_type in ("spherical", "diag") else _weighted_scatter(X, w)
-        return {"post": w.sum(axis=0), "x": w.T @ X, "xx": xx}
-
-    def _m_step(self, stats, params):
-        post, obs = stats["post"], stats["x"]
-        K, F = obs.shape
-        denom = post[:, None]
-        mp = _per_state(self.means_prior, K, (F,))
-        mw = _per_state(self.means_weight, K, (F,))
-        if "m" in params:
-            self.means = (mw * mp + obs) / (mw + denom)
-        if "c" not in params:
-            return
-        means = self.means
-        diff = means - mp
-        ct = self.covariance_type
-        if ct in ("spherical", "diag"):
-            cp = _per_state(self.covars_prior, K, (F,))
-            cw = _per_state(self.covars_weight, K, (F,))
-            c_n = mw * diff ** 2 + stats["xx"] - 2 * means * obs + means ** 2 * denom
-            c = (cp + c_n) / np.maximum(np.maximum(cw - 1, 0) + denom, 1e-5)
-            self.covars = c.mean(axis=1) if ct == "spherical" else c
-            return
-        mwk = _per_state(self.means_weight, K, ())  # full / tied: one precision scale per state
-        c_n = np.array(stats["xx"], dtype=np.float64)  # Σ_t γ_tk x_t x_tᵀ (K, F, F)
-        for k in range(K):
-            om = np.outer(obs[k], means[k])
-            c_n[k] += (mwk[k] * np.outer(diff[k], diff[k]) - om - om.T + np.outer(means[k], means[k]) * post[k])
-        cw = np.maximum(_per_state(self.covars_weight, K, ()) - F, 0)
-        cp = np.asarray(self.covars_prior, dtype=np.float64)
-        if ct == "tied":
-            self.covars = (cp + c_n.sum(axis=0)) / (cw[0] + post.sum())
-        else:
-            cp = cp.reshape(K, 1, 1) if cp.ndim == 1 and cp.shape[0] == K else cp
-            self.covars = (cp + c_n) / (cw[:, None, None] + post[:, None, None])
-
-    def _restore_states(self, old, keep):
-        if old["means"] is not None:
-            self.means[keep] = old["means"][keep]
-        if old["covars"] is not None and self.covariance_type != "tied":
-            self.covars[keep] = old["covars"][keep]
-
-    def _initialize(self, X, K, random_state, params):
-        if "m" in params or self.means is None:
-            self.means = _kmeans_centers(X, K, random_state)[0]
-        if "c" in params or self.covars is None:
-            cv = _data_covariance(X, self.min_covar)
-            F = X.shape[1]
-            self.covars = {"spherical": np.full(K, cv.mean()), "diag": np.tile(np.diag(cv), (K, 1)),
-                           "full": np.tile(cv, (K, 1, 1)), "tied": cv.copy()}[self.covariance_type]
-            self.covars = self.covars.reshape({"spherical": (K,), "diag": (K, F), "full": (K, F, F),
-                                               "tied": (F, F)}[self.covariance_type])
-        self._validate()
-
-    def sample_one(self, state, rng):
-        """One draw of state ``state`` (F,) (``rng.multivariate_normal``, as hmmlearn)."""
-        return rng.multivariate_normal(self.means[state], self.full_covars()[state])
-
-    def n_parameters(self):
-        """hmmlearn's count: K·F means + K (spherical), K·F (diag), K·F(F+1)/2 (full), F(F+1)/2 (tied)."""
-        K, F = self.means.shape
-        return K * F + {"spherical": K, "diag": K * F, "full": K * F * (F + 1) // 2,
-                        "tied": F * (F + 1) // 2}[self.covariance_type]
+        super().__init__(covariance_type, means, covars, min_covar, means_prior, means_weight, covars_prior,
+                         covars_weight, init="hmmlearn")
 
 
 # ------------------------------------------------------------------------------------------------------
