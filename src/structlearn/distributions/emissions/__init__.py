@@ -12,8 +12,8 @@ Poisson                     Π_f Poisson(x_f; λ_jf) (independent counts)    ``l
 Gaussian                    N(x; μ_j, σ²_j) (one column)                   ``means`` (K,), ``variances`` (K,)
 MultivariateGaussian        N(x; μ_j, Σ_j), ``covariance_type`` full/diag  ``means`` (K, F), ``covars``
                             (spherical/tied in the hmmlearn mode)
-GaussianMixture             Σ_m c_jm N(x; μ_jm, Σ_jm)                       ``weights`` (K, M), ``means``
-                                                                            (K, M, F), ``covars``
+GaussianMixture             Σ_m c_jm N(x; μ_jm, Σ_jm), full/diag           ``weights`` (K, M), ``means``
+                            (spherical/tied with ``update="hmmlearn"``)     (K, M, F), ``covars``
 Bernoulli                   Π_f p_jf^x_f (1 - p_jf)^(1 - x_f) (binary)     ``probs`` (K, F)
 Multinomial                 n!/Π x_v! Π_v p_jv^x_v (counts, any total n)   ``probs`` (K, V)
 VonMises                    exp(κ_j cos(x - μ_j)) / (2π I_0(κ_j)) (angle)  ``mu`` (K,), ``kappa`` (K,)
@@ -55,8 +55,10 @@ params)``, ``m_step(statistics, params)``) and initialisation (``init="hmmlearn"
 ``PoissonHMMEmission`` (:mod:`.hmm_counts`) are these laws in the hmmlearn mode with hmmlearn's parameter
 names (``emissionprob``, ``lambdas``). The same holds for ``MultivariateGaussian`` (:mod:`.gaussian`: hmmlearn's
 covariance types, priors ``means_prior`` ... ``covars_weight``, letters ``"mc"`` and k-means initialisation;
-``Gaussian`` is its one-feature diagonal case) and ``GaussianHMMEmission`` (:mod:`.hmm`). The mixtures
-``GaussianMixture`` and ``GMMHMMEmission`` are not merged yet.
+``Gaussian`` is its one-feature diagonal case) and ``GaussianHMMEmission`` (:mod:`.hmm`), and for the mixture
+``GaussianMixture`` (:mod:`.gaussian`: hmmlearn's one-step update ``update="hmmlearn"`` with its priors, the
+per-state "tied" and "spherical" covariance types, letters ``"mcw"`` and initialisation as options beside the
+HSMM's per-component moments, ``update="moments"``) and ``GMMHMMEmission`` (:mod:`.hmm`).
 
 The implementation is split by kind: :mod:`._base` (protocol base, checks), :mod:`._hmm_family`
 (hmmlearn's options), :mod:`.discrete`, :mod:`.gaussian`, :mod:`.circular`, :mod:`.event` and

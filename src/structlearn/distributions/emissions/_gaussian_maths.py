@@ -1,8 +1,8 @@
 """The maths the Gaussian emission laws share: log-densities (NaN-marginalising numpy for the HSMM's
 missing entries, the Numba kernels of :mod:`structlearn.engine.kernels.gaussian` for complete rows),
-covariance checks and conversions, weighted scatter matrices and hmmlearn's initial means and
-covariances. Used by :mod:`structlearn.distributions.emissions.gaussian` and
-:mod:`structlearn.distributions.emissions.hmm`."""
+covariance checks and conversions, weighted scatter matrices, hmmlearn's initial means and covariances
+and its mixture covariance update (scatter about the E-step means, priors and their defaults). Used by
+:mod:`structlearn.distributions.emissions.gaussian` and :mod:`structlearn.distributions.emissions.hmm`."""
 import numpy as np
 from scipy import linalg
 
@@ -172,3 +172,60 @@ def _data_covariance(X, min_covar):
     F = X.shape[1]
     cv = np.cov(X.T) + min_covar * np.eye(F) if X.shape[0] > 1 else np.eye(F)
     return np.asarray(cv, dtype=np.float64).reshape(F, F)
+
+
+def _gmm_prior_defaults(covariance_type, n_mix, n_features, covars_prior, covars_weight):
+    """hmmlearn's GMMHMM defaults for ``None`` covariance priors (they make the M-step the MLE)."""
+    F, M = n_features, n_mix
+    prior, weight = {"full": (0.0, -(1.0 + F + 1.0)), "tied": (0.0, -(M + F + 1.0)),
+                     "diag": (-1.5, 0.0), "spherical": (-(M + 2.0) / 2.0, 0.0)}[covariance_type]
+    return (prior if covars_prior is None else covars_prior,
+            weight if covars_weight is None else covars_weight)
+
+
+def _mixture_scatter(X, r, means, covariance_type):
+    """Σ_t r_tkm (x_t − μ_km)(x_t − μ_km)ᵀ of complete rows X (N, F) with responsibilities r (N, K, M) in
+    the compact form of ``covariance_type`` ((K, M) spherical, (K, M, F) diag, (K, M, F, F) full, summed
+    over components (K, F, F) tied)."""
+    K, M, F = means.shape
+    ct = covariance_type
+    c_n = np.zeros({"spherical": (K, M), "diag": (K, M, F), "full": (K, M, F, F), "tied": (K, F, F)}[ct])
+    for k in range(K):
+        for m in range(M):
+            d = X - means[k, m]
+            rk = r[:, k, m]
+            if ct == "full":
+                c_n[k, m] = (d * rk[:, None]).T @ d
+            elif ct == "diag":
+                c_n[k, m] = rk @ (d * d)
+            elif ct == "spherical":
+                c_n[k, m] = rk @ (d * d).sum(axis=1)
+            else:
+                c_n[k] += (d * rk[:, None]).T @ d
+    return c_n
+
+
+def _mixture_covars(covariance_type, c_n, dm, lam, mix_sum, post_sum, cp, cw):
+    """hmmlearn's MAP mixture covariances from the scatter ``c_n`` (:func:`_mixture_scatter`), the means'
+    offsets ``dm`` (K, M, F) from their prior mean, the means' prior weight ``lam`` (K, M), the component
+    and state weights ``mix_sum`` (K, M), ``post_sum`` (K,) and the covariance prior ``cp``, ``cw``."""
+    K, M, F = dm.shape
+    if covariance_type == "full":
+        psi = np.transpose(np.broadcast_to(np.asarray(cp, dtype=np.float64), (K, M, F, F)), (0, 1, 3, 2))
+        nu = np.broadcast_to(np.asarray(cw, dtype=np.float64), (K, M))
+        num = psi + lam[:, :, None, None] * dm[..., :, None] * dm[..., None, :] + c_n
+        return num / (mix_sum + 1 + nu + F + 1)[:, :, None, None]
+    if covariance_type == "diag":
+        alpha = np.broadcast_to(np.asarray(cp, dtype=np.float64), (K, M, F))
+        beta = np.broadcast_to(np.asarray(cw, dtype=np.float64), (K, M, F))
+        num = lam[:, :, None] * dm ** 2 + 2 * beta + c_n
+        return num / (mix_sum[:, :, None] + 1 + 2 * (alpha + 1))
+    if covariance_type == "spherical":
+        alpha = np.broadcast_to(np.asarray(cp, dtype=np.float64), (K, M))
+        beta = np.broadcast_to(np.asarray(cw, dtype=np.float64), (K, M))
+        num = lam * (dm * dm).sum(axis=-1) + 2 * beta + c_n
+        return num / (F * (mix_sum + 1) + 2 * (alpha + 1))
+    psi = np.transpose(np.broadcast_to(np.asarray(cp, dtype=np.float64), (K, F, F)), (0, 2, 1))
+    nu = np.broadcast_to(np.asarray(cw, dtype=np.float64), (K,))
+    num = np.einsum("km,kmi,kmj->kij", lam, dm, dm) + psi + c_n
+    return num / (post_sum + M + nu + F + 1)[:, None, None]

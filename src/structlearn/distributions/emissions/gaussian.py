@@ -2,19 +2,22 @@
 :class:`MultivariateGaussian`, the one Gaussian law of every HMM, HSMM and HHMM (hmmlearn's covariance types,
 priors, parameter letters and initialisation as options, :class:`~._hmm_family.LawOptions`; its hmmlearn mode
 is ``GaussianHMMEmission`` of :mod:`~structlearn.distributions.emissions.hmm`), :class:`Gaussian`, its
-one-feature diagonal case with parameters of shape (K,), and :class:`GaussianMixture`."""
+one-feature diagonal case with parameters of shape (K,), and :class:`GaussianMixture`, the one mixture law
+(hmmlearn's one-step update, priors, letters, initialisation and per-state "tied" covariances as options;
+its hmmlearn mode is ``GMMHMMEmission``)."""
 import numpy as np
 from scipy import special
 from sklearn.utils import check_random_state
 
 from structlearn.distributions.emissions._base import EmissionDistribution, _as_2d, _weights_for_labels
-from structlearn.distributions.emissions._base import _check_covariance_type as _check_mixture_covariance_type
 from structlearn.distributions.emissions._gaussian_maths import (COVARIANCE_TYPES, _check_covariance_type, _check_covars,
                                                                  _clip_eig, _data_covariance, _diag_logpdf,
-                                                                 _full_logpdf, _kmeans_centers, _weighted_mean_cov,
+                                                                 _full_logpdf, _gmm_prior_defaults, _kmeans_centers,
+                                                                 _mixture_covars, _mixture_scatter, _weighted_mean_cov,
                                                                  _weighted_scatter, full_covariances,
                                                                  gaussian_log_density)
-from structlearn.distributions.emissions._hmm_family import LawOptions, _as_float_2d, _jsonable, _per_state
+from structlearn.distributions.emissions._hmm_family import (LawOptions, _as_float_2d, _check_rows, _jsonable,
+                                                             _per_state)
 
 __all__ = ["Gaussian", "MultivariateGaussian", "GaussianMixture"]
 
@@ -388,81 +391,190 @@ class Gaussian(MultivariateGaussian):
         return 2 * self.means.shape[0]
 
 
-class GaussianMixture(EmissionDistribution):
-    """Gaussian-mixture emissions b_j(x) = Σ_m c_jm N(x; μ_jm, Σ_jm) (Yu 2010 §4.2; Rabiner 1989 eq. 49).
+class GaussianMixture(LawOptions, EmissionDistribution):
+    r"""Gaussian-mixture emissions b_j(x) = Σ_m w_jm N(x; μ_jm, Σ_jm) (Yu 2010 §4.2; Rabiner 1989 eq. 49;
+    hmmlearn's ``GMMHMM``), the one mixture law of every HMM, HSMM and HHMM.
 
     Parameters
     ----------
     n_mix : int, default 2
         Components per state M.
-    covariance_type : {"diag", "full"}, default "diag"
+    covariance_type : {"diag", "full", "spherical", "tied"}, default "diag"
+        Diagonal or full Σ_jm; with ``update="hmmlearn"`` also "spherical" (Σ_jm = σ²_jm I) and "tied"
+        (the M components of a state share one full covariance, hmmlearn's meaning).
     weights : array-like, shape (K, M), optional
     means : array-like, shape (K, M, F), optional
-    covars : array-like, shape (K, M, F) ("diag") or (K, M, F, F) ("full"), optional
+    covars : array-like, optional
+        (K, M, F) diag, (K, M, F, F) full, (K, M) spherical, (K, F, F) tied.
     min_covar : float, default 1e-3
+        With ``update="moments"``, the floor of the fitted variances (covariance eigenvalues); in
+        hmmlearn's initialisation, added to the diagonal of the data covariance.
+    weights_prior : float or array (K, M), default 1.0
+        Dirichlet prior of the mixture weights (``update="hmmlearn"``).
+    means_prior, means_weight : float or array, default 0, 0
+        Normal prior of the component means (``update="hmmlearn"``).
+    covars_prior, covars_weight : float or array or None, default None, None
+        Inverse-gamma / inverse-Wishart prior (``update="hmmlearn"``); ``None`` takes hmmlearn's defaults
+        for the covariance type, which make the update the maximum-likelihood one.
+    update : {"moments", "hmmlearn"}, default "moments"
+        The M-step (below); the priors are options of ``"hmmlearn"`` only.
+    init : {"labels", "hmmlearn"}, default "labels"
+        Initialisation: around the per-state Gaussians of initially labelled rows (component means
+        drawn at half a standard deviation), or hmmlearn's (k-means states, k-means components within
+        each, data covariance plus ``min_covar``, uniform weights).
 
-    ``fit`` performs one EM step of the weighted mixture per state (Baum–Welch for mixtures,
-    Rabiner 1989 eqs. 52–54), which never decreases the weighted log-likelihood.
+    Notes
+    -----
+    ``fit`` takes one EM step of the weighted mixture per state (Baum–Welch for mixtures, Rabiner 1989
+    eqs. 52–54), from the responsibilities r_tjm = γ_tj w_jm N_jm(x_t) / b_j(x_t). ``update="moments"``
+    (the HSMM's): weights, means and two-pass covariances of each component from the responsibilities
+    (missing features of a diagonal law marginalised, variances clipped at ``min_covar``; all parameters
+    at once). ``update="hmmlearn"`` (hmmlearn 0.3's, parameter letters ``"w"``, ``"m"``, ``"c"``): MAP
+    estimates with the priors, the covariance scatter centred at the E-step means (a coordinate ascent
+    step); complete rows only. Both never decrease the weighted likelihood without priors. Outside the
+    hmmlearn mode (:class:`~structlearn.distributions.emissions.hmm.GMMHMMEmission`) missing features of a
+    diagonal law are marginalised in the log-density; full covariances need complete (or all-NaN) rows.
     """
 
     _param_names = ("weights", "means", "covars")
+    letters = "mcw"
+    param_letters = {"weights": "w", "means": "m", "covars": "c"}
+    update = "moments"
+    _missing_entries = True
 
-    def __init__(self, n_mix=2, covariance_type="diag", weights=None, means=None, covars=None,
-                 min_covar=1e-3):
-        _check_mixture_covariance_type(covariance_type)
+    def __init__(self, n_mix=2, covariance_type="diag", weights=None, means=None, covars=None, min_covar=1e-3,
+                 weights_prior=1.0, means_prior=0.0, means_weight=0.0, covars_prior=None, covars_weight=None,
+                 update="moments", init="labels"):
         if isinstance(n_mix, bool) or not isinstance(n_mix, (int, np.integer)) or n_mix < 1:
             raise ValueError(f"`n_mix` must be a positive integer; got {n_mix!r}")
-        self.n_mix = int(n_mix)
-        self.covariance_type = covariance_type
+        if update not in ("moments", "hmmlearn"):
+            raise ValueError(f"`update` must be 'moments' or 'hmmlearn'; got {update!r}")
+        self.n_mix, self.update, self.init = int(n_mix), update, init
+        allowed = COVARIANCE_TYPES if update == "hmmlearn" else ("full", "diag")
+        self.covariance_type = _check_covariance_type(
+            covariance_type, allowed, "" if update == "hmmlearn" else " with update='moments'")
         self.min_covar = float(min_covar)
+        self.weights_prior, self.means_prior, self.means_weight = weights_prior, means_prior, means_weight
+        self.covars_prior, self.covars_weight = covars_prior, covars_weight
+        if update == "moments" and (np.any(np.asarray(weights_prior) != 1.0) or np.any(np.asarray(means_weight) != 0)
+                                    or covars_prior is not None or covars_weight is not None):
+            raise ValueError("the priors of GaussianMixture are options of update='hmmlearn'")
         self._set_params(weights=weights, means=means, covars=covars)
 
     def _config(self):
-        return {"n_mix": self.n_mix, "covariance_type": self.covariance_type,
-                "min_covar": self.min_covar}
+        config = {"n_mix": self.n_mix, "covariance_type": self.covariance_type, "min_covar": self.min_covar}
+        if self.update == "hmmlearn":
+            config.update(weights_prior=_jsonable(self.weights_prior), means_prior=_jsonable(self.means_prior),
+                          means_weight=_jsonable(self.means_weight), covars_prior=_jsonable(self.covars_prior),
+                          covars_weight=_jsonable(self.covars_weight))
+        if self.update != type(self).update:
+            config["update"] = self.update
+        return self._law_config(**config)
+
+    @property
+    def n_features(self):
+        """F, or None before the means are set."""
+        return None if self.means is None else int(self.means.shape[2])
 
     def _validate(self):
         w, m, c = self.weights, self.means, self.covars
         if m.ndim != 3:
-            raise ValueError(f"`means` must have shape (K, M, F); got {m.shape}")
+            raise ValueError(f"`{self._name('means')}` must have shape (n_components, n_mix, n_features); "
+                             f"got {m.shape}")
         K, M, F = m.shape
+        if M != self.n_mix:
+            raise ValueError(f"`{self._name('means')}` has {M} mixture components but n_mix={self.n_mix}")
         if w.shape != (K, M):
-            raise ValueError(f"`weights` must have shape ({K}, {M}); got {w.shape}")
-        if np.any(w < 0) or not np.allclose(w.sum(1), 1.0, atol=1e-8):
-            raise ValueError("mixture `weights` must be non-negative with rows summing to 1")
-        want = (K, M, F) if self.covariance_type == "diag" else (K, M, F, F)
+            raise ValueError(f"`{self._name('weights')}` must have shape ({K}, {M}); got {w.shape}")
+        _check_rows(w, self._name("weights"))
+        if not np.all(np.isfinite(m)):
+            raise ValueError(f"`{self._name('means')}` must be finite")
+        ct = self.covariance_type
+        want = {"spherical": (K, M), "diag": (K, M, F), "full": (K, M, F, F), "tied": (K, F, F)}[ct]
         if c.shape != want:
-            raise ValueError(f"`covars` must have shape {want}; got {c.shape}")
-        if self.covariance_type == "diag" and np.any(c <= 0):
-            raise ValueError("diagonal `covars` must be positive")
-        self.n_mix = M
+            raise ValueError(f"`{self._name('covars')}` must have shape {want} for covariance_type={ct!r}; "
+                             f"got {c.shape}")
+        if ct == "tied":
+            _check_covars(c, "full", K, F, self._name("covars"))
+        elif ct == "full":
+            for k in range(K):
+                _check_covars(c[k], "full", M, F, self._name("covars"))
+        elif np.any(c < 0) or not np.all(np.isfinite(c)) or (self.update == "moments" and np.any(c == 0)):
+            raise ValueError(f"`{self._name('covars')}` must be finite and "
+                             f"{'non-negative' if self.update == 'hmmlearn' else 'positive'}")
 
     def check_X(self, X):
-        return _as_2d(X, n_features=None if self.means is None else self.means.shape[2])
+        if self._missing_entries:
+            return _as_2d(X, n_features=self.n_features)
+        return _as_float_2d(X, self.n_features)
+
+    def _component_covars(self, k):
+        """Covariances of the components of state k in the compact form of gaussian_log_density."""
+        if self.covariance_type == "tied":
+            return np.broadcast_to(self.covars[k], (self.n_mix,) + self.covars[k].shape), "full"
+        return self.covars[k], self.covariance_type
+
+    def _law_covars(self):
+        """All covariances as (K, M, F) variances ("diag") or (K, M, F, F) matrices ("full")."""
+        K, M, F = self.means.shape
+        if self.covariance_type == "spherical":
+            return np.repeat(self.covars[:, :, None], F, axis=2), "diag"
+        if self.covariance_type == "tied":
+            return np.broadcast_to(self.covars[:, None], (K, M, F, F)), "full"
+        return self.covars, self.covariance_type
 
     def _component_logpdf(self, X):
-        """(N, K, M) log c_jm + log N(x; μ_jm, Σ_jm)."""
+        """(N, K, M) log w_jm + log N(x; μ_jm, Σ_jm), missing features of a diagonal law marginalised."""
         K, M, F = self.means.shape
+        cov, ct = self._law_covars()
         out = np.empty((X.shape[0], K, M))
         with np.errstate(divide="ignore"):
             lw = np.log(self.weights)
         for m in range(M):
-            if self.covariance_type == "diag":
-                out[:, :, m] = _diag_logpdf(X, self.means[:, m], self.covars[:, m])
+            if ct == "diag":
+                out[:, :, m] = _diag_logpdf(X, self.means[:, m], cov[:, m])
             else:
-                out[:, :, m] = _full_logpdf(X, self.means[:, m], self.covars[:, m])
+                out[:, :, m] = _full_logpdf(X, self.means[:, m], cov[:, m])
         rows_all = np.isnan(X).all(axis=1)
         out += lw[None]
-        out[rows_all] = lw[None]  # missing row: Σ_m c_m · 1 = 1
+        out[rows_all] = lw[None]  # missing row: Σ_m w_m · 1 = 1
+        return out
+
+    def _weighted_components(self, X, k):
+        """(N, M) log w_km + log N(x; μ_km, Σ_km) of complete rows (the Numba kernels)."""
+        cov, ct = self._component_covars(k)
+        with np.errstate(divide="ignore"):
+            return gaussian_log_density(X, self.means[k], cov, ct) + np.log(self.weights[k])
+
+    def _log_density(self, X):
+        out = np.empty((X.shape[0], self.means.shape[0]))
+        for k in range(out.shape[1]):
+            with np.errstate(under="ignore"):
+                out[:, k] = special.logsumexp(self._weighted_components(X, k), axis=1)
         return out
 
     def log_density(self, X):
-        """log Σ_m c_jm N(x_t; μ_jm, Σ_jm), shape (N, K); 0 for missing rows."""
+        """log Σ_m w_jm N(x_t; μ_jm, Σ_jm), shape (N, K); 0 for missing rows."""
+        if not self._missing_entries:
+            return LawOptions.log_density(self, X)
         self._require()
         return special.logsumexp(self._component_logpdf(X), axis=2)
 
-    def fit(self, X, weights):
-        """One weighted EM step per state (states without weight keep their parameters)."""
+    def fit(self, X, weights, params=None):
+        """One weighted EM step of the mixture per state (``update``; states without weight keep their
+        parameters); ``params`` (letters, default all) with ``update="hmmlearn"`` only."""
+        if self.update == "moments":
+            if self._params(params) != self.letters:
+                raise ValueError("update='moments' updates all parameters ('mcw'); use update='hmmlearn' "
+                                 "to update some")
+            return self._moments_step(X, weights)
+        complete = ~np.isnan(X).any(axis=1)
+        Xo, w = (X, weights) if complete.all() else (X[complete], weights[complete])
+        w = np.asarray(w, dtype=np.float64)
+        return self._update(w.sum(axis=0), lambda p: self._fit(Xo, w, p), params)
+
+    def _moments_step(self, X, weights):
+        """The HSMM's step: per-component weighted moments from the responsibilities."""
         comp = self._component_logpdf(X)
         resp = np.exp(comp - special.logsumexp(comp, axis=2, keepdims=True))  # (N, K, M)
         rows_obs = ~np.isnan(X).all(axis=1)
@@ -491,44 +603,116 @@ class GaussianMixture(EmissionDistribution):
                                    self.covars[k, m])
                     self.means[k, m], self.covars[k, m] = mu, np.maximum(var, self.min_covar)
                 else:
-                    self.means[k, m], self.covars[k, m] = _weighted_mean_cov(
-                        Xo, r[:, m], self.min_covar, False)
+                    self.means[k, m], self.covars[k, m] = _weighted_mean_cov(Xo, r[:, m], self.min_covar, False)
         return self
 
-    def sample(self, states, random_state=None):
-        """Draws, shape (n, F)."""
-        rng = check_random_state(random_state)
-        s = np.asarray(states)
+    def _fit(self, X, w, params):
+        """hmmlearn's step on complete rows X (N, F) with weights w (N, K) for the letters ``params``."""
         K, M, F = self.means.shape
-        out = np.empty((s.shape[0], F))
-        for i, k in enumerate(s):
-            m = rng.choice(M, p=self.weights[k])
-            z = rng.standard_normal(F)
-            if self.covariance_type == "diag":
-                out[i] = self.means[k, m] + np.sqrt(self.covars[k, m]) * z
+        ct = self.covariance_type
+        cp, cw = _gmm_prior_defaults(ct, M, F, self.covars_prior, self.covars_weight)
+        resp = np.empty((X.shape[0], K, M))
+        for k in range(K):
+            lw = self._weighted_components(X, k)
+            if M == 1:
+                resp[:, k] = 1.0
             else:
-                out[i] = self.means[k, m] + np.linalg.cholesky(self.covars[k, m]) @ z
-        return out
+                with np.errstate(under="ignore"):
+                    resp[:, k] = np.exp(lw - special.logsumexp(lw, axis=1, keepdims=True))
+        with np.errstate(under="ignore"):
+            r = w[:, :, None] * resp  # (N, K, M)
+        mix_sum, post_sum = r.sum(axis=0), w.sum(axis=0)  # (K, M), (K,)
+        lam = np.broadcast_to(np.asarray(self.means_weight, dtype=np.float64), (K, M))
+        mu0 = np.broadcast_to(np.asarray(self.means_prior, dtype=np.float64), (K, M, F))
+        c_n = _mixture_scatter(X, r, self.means, ct) if "c" in params else None  # about the E-step means
+        if "w" in params:
+            a1 = np.broadcast_to(np.asarray(self.weights_prior, dtype=np.float64), (K, M)) - 1
+            self.weights = (mix_sum + a1) / (post_sum + a1.sum(axis=1))[:, None]
+        if "m" in params:
+            m_n = lam[:, :, None] * mu0 + np.einsum("nkm,nf->kmf", r, X)
+            m_d = mix_sum + lam
+            m_d[(self.weights == 0) & (m_n == 0).all(axis=-1)] = 1
+            self.means = m_n / m_d[:, :, None]
+        if "c" in params:
+            self.covars = _mixture_covars(ct, c_n, self.means - mu0, lam, mix_sum, post_sum, cp, cw)
 
-    def initialize(self, X, n_states, labels, random_state=None):
+    def initialize(self, X, n_states, labels=None, random_state=None, params=None):
+        """Initial parameters (``init``): around the per-state Gaussians of the hard ``labels`` (N,)
+        (-1 = unlabelled), or hmmlearn's for the letters in ``params`` (default all)."""
+        if self.init != "labels":
+            return LawOptions.initialize(self, X, n_states, labels, random_state, params)
         rng = check_random_state(random_state)
-        base = MultivariateGaussian(self.covariance_type, min_covar=self.min_covar)
+        ct = self.covariance_type
+        diag = ct in ("diag", "spherical")
+        base = MultivariateGaussian("diag" if diag else "full", min_covar=self.min_covar)
         base.initialize(X, n_states, labels, rng)
         K, M = n_states, self.n_mix
         F = X.shape[1]
         self.weights = np.full((K, M), 1.0 / M)
         self.means = np.empty((K, M, F))
-        diag = self.covariance_type == "diag"
         self.covars = np.empty((K, M, F) if diag else (K, M, F, F))
         for k in range(K):
             sd = np.sqrt(base.covars[k] if diag else np.diag(base.covars[k]))
             for m in range(M):
                 self.means[k, m] = base.means[k] + 0.5 * sd * rng.standard_normal(F)
                 self.covars[k, m] = base.covars[k]
+        if ct in ("spherical", "tied"):
+            self.covars = self.covars.mean(axis=2) if ct == "spherical" else np.array(base.covars)
         return self
 
-    def n_parameters(self):
-        """K(M - 1) weights + K·M·F means + covariance entries."""
+    def _initialize(self, X, K, random_state, params):
+        """hmmlearn's: k-means states, k-means components within each, the data covariance plus
+        ``min_covar``, uniform weights."""
+        M = self.n_mix
+        cv = _data_covariance(X, self.min_covar)
+        rng = check_random_state(random_state)
+        if "m" in params or self.means is None:
+            centers, labels = _kmeans_centers(X, K, random_state)
+            centroid = centers.mean(axis=0)
+            means = []
+            for k in range(K):
+                Xk = X[labels == k]
+                if Xk.shape[0] >= M:
+                    means.append(_kmeans_centers(Xk, M, random_state)[0])
+                else:  # too few points in the cluster: draw around the overall centroid
+                    means.append(rng.multivariate_normal(centroid, cv, size=M))
+            self.means = np.stack(means)
+        if "w" in params or self.weights is None:
+            self.weights = np.full((K, M), 1.0 / M)
+        if "c" in params or self.covars is None:
+            self.covars = {"tied": lambda: np.tile(cv, (K, 1, 1)), "full": lambda: np.tile(cv, (K, M, 1, 1)),
+                           "diag": lambda: np.tile(np.diag(cv), (K, M, 1)),
+                           "spherical": lambda: np.full((K, M), cv.mean())}[self.covariance_type]()
+        self._validate()
+
+    def sample(self, states, random_state=None):
+        """Draws, shape (n, F): a component from ``weights[state]``, then a standard normal draw."""
+        rng = check_random_state(random_state)
+        s = np.asarray(states)
         K, M, F = self.means.shape
-        cov = K * M * F if self.covariance_type == "diag" else K * M * F * (F + 1) // 2
+        cov, ct = self._law_covars()
+        out = np.empty((s.shape[0], F))
+        for i, k in enumerate(s):
+            m = rng.choice(M, p=self.weights[k])
+            z = rng.standard_normal(F)
+            if ct == "diag":
+                out[i] = self.means[k, m] + np.sqrt(cov[k, m]) * z
+            else:
+                out[i] = self.means[k, m] + np.linalg.cholesky(cov[k, m]) @ z
+        return out
+
+    def _draw_one(self, state, rng):
+        """One draw (F,) as hmmlearn: a component from ``weights[state]``, then ``rng.multivariate_normal``."""
+        m = rng.choice(self.n_mix, p=self.weights[state])
+        cov, ct = self._component_covars(state)
+        full = full_covariances(cov, ct, self.n_mix, self.means.shape[2])
+        return rng.multivariate_normal(self.means[state, m], full[m])
+
+    def n_parameters(self):
+        """K(M − 1) weights + K·M·F means + covariance entries (K·M, K·M·F, K·M·F(F+1)/2, K·F(F+1)/2).
+
+        (hmmlearn 0.3 counts M − 1 weights in total, which undercounts by (K − 1)(M − 1).)"""
+        K, M, F = self.means.shape
+        cov = {"spherical": K * M, "diag": K * M * F, "full": K * M * F * (F + 1) // 2,
+               "tied": K * F * (F + 1) // 2}[self.covariance_type]
         return K * (M - 1) + K * M * F + cov
