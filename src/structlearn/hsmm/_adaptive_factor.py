@@ -149,8 +149,8 @@ def _precision_means(emission):
         return pm, emission.means ** 2 / emission.variances
     if emission.covariance_type == "diag":
         pm = emission.means / emission.covars
-    else:
-        pm = np.stack([np.linalg.solve(c, m) for c, m in zip(emission.covars, emission.means)])
+    else:  # full (spherical and tied as full matrices: the hmmlearn mode of the law)
+        pm = np.stack([np.linalg.solve(c, m) for c, m in zip(emission.full_covars(), emission.means)])
     return pm, np.einsum("kf,kf->k", pm, emission.means)
 
 
@@ -189,7 +189,7 @@ def emission_evidence(emission, X, weights):
         b = np.einsum("nk,nf,kf->n", weights, obs.astype(np.float64), emission.lam)
         return a, b
     pm, _ = _precision_means(emission)
-    if isinstance(emission, MultivariateGaussian) and emission.covariance_type == "full":
+    if isinstance(emission, MultivariateGaussian) and emission.covariance_type != "diag":
         full = obs.all(axis=1)
         x = np.where(full[:, None], x, 0.0)
         obs = np.broadcast_to(full[:, None], X.shape)

@@ -2,12 +2,12 @@ r"""Stepwise EM's shared parts (Cappé & Moulines 2009, "On-line expectation–m
 data models", JRSS B 71(3), eq. (5); Liang & Klein 2009, "Online EM for unsupervised models", NAACL, §3):
 the step size ρ_k = (k + 2)^(-κ), the running average of expected sufficient statistics
 (:class:`OnlineStatistics`), and the emission families' weighted sufficient statistics and M-step from them
-(univariate / diagonal / full Gaussian, Poisson, categorical), used by the HMM, HSMM and HHMM families'
+(univariate / diagonal / full Gaussian, Poisson, categorical: the laws' own ``statistics`` and
+``m_step``), used by the HMM, HSMM and HHMM families'
 online and sharded EM.
 """
-import numpy as np
-
 from structlearn.distributions import emissions as _emi
+from structlearn.distributions.emissions._hmm_family import HMMFamily
 
 __all__ = ["step_size", "check_emission_supported", "has_additive_statistics", "emission_statistics",
            "emission_m_step", "OnlineStatistics"]
@@ -23,8 +23,9 @@ def step_size(k, kappa):
 
 def check_emission_supported(emission):
     """``ValueError`` unless online EM has sufficient statistics for this emission family."""
+    # the hmmlearn mode of a law (``*HMMEmission``) fits on the posteriors in the HSMM, as before
     if not isinstance(emission, (_emi.Gaussian, _emi.MultivariateGaussian, _emi.Poisson,
-                                 _emi.Categorical)):
+                                 _emi.Categorical)) or isinstance(emission, HMMFamily):
         raise ValueError(f"online EM (partial_fit) has no sufficient statistics for the emission "
                          f"family {type(emission).__name__}; supported: {_SUPPORTED} (use `fit`, or "
                          f"leave 'e' out of `params`)")
@@ -42,7 +43,7 @@ def has_additive_statistics(emission):
 
 
 def emission_statistics(emission, X, gamma):
-    """Weighted sufficient statistics of the emission family on one chunk.
+    """Weighted sufficient statistics of the emission family on one chunk: the law's own ``statistics``.
 
     Parameters
     ----------
@@ -55,10 +56,7 @@ def emission_statistics(emission, X, gamma):
     Returns
     -------
     dict of str -> ndarray of float64
-        Gaussian: ``w``, ``x``, ``xx`` (K,) (Σ γ, Σ γ x, Σ γ x² over observed rows);
-        diagonal Gaussian: ``w``, ``x``, ``xx`` (K, F) (per feature, over observed entries);
-        full Gaussian: ``w`` (K,), ``x`` (K, F), ``xx`` (K, F, F) over complete rows;
-        Poisson: ``w``, ``x`` (K, F); Categorical: ``counts`` (K, V). Time O(N·K·F) (O(N·K·F²) full).
+        The law's statistics (``post`` (K,) and its moments or counts). Time O(N·K·F) (O(N·K·F²) full).
 
     Raises
     ------
@@ -66,65 +64,15 @@ def emission_statistics(emission, X, gamma):
         For another family.
     """
     check_emission_supported(emission)
-    if isinstance(emission, _emi.Categorical):
-        x = X[:, 0]
-        obs = ~np.isnan(x)
-        V = emission.n_features
-        xi = x[obs].astype(np.int64)
-        counts = np.stack([np.bincount(xi, weights=gamma[obs, k], minlength=V)
-                           for k in range(gamma.shape[1])])
-        return {"counts": counts}
-    if isinstance(emission, _emi.MultivariateGaussian) and emission.covariance_type == "full":
-        complete = ~np.isnan(X).any(axis=1)
-        Xc, g = X[complete], gamma[complete]
-        return {"w": g.sum(axis=0), "x": g.T @ Xc, "xx": np.einsum("nk,ni,nj->kij", g, Xc, Xc)}
-    obs = ~np.isnan(X)
-    x = np.where(obs, X, 0.0)
-    den = gamma.T @ obs.astype(np.float64)  # (K, F)
-    out = {"w": den, "x": gamma.T @ x}
-    if not isinstance(emission, _emi.Poisson):
-        out["xx"] = gamma.T @ (x * x)
-    if isinstance(emission, _emi.Gaussian):
-        out = {k: v[:, 0] for k, v in out.items()}
-    return out
+    return emission.statistics(X, gamma)
 
 
 def emission_m_step(emission, stats):
-    """Set the emission parameters to the weighted MLE of the statistics (in place), as ``fit`` does:
-    variances and covariance eigenvalues clipped at ``min_covar``; a state (feature) without weight
-    keeps its parameters. ``ValueError`` for an unsupported family."""
+    """Set the emission parameters to the law's M-step of the statistics (in place), as ``fit`` does
+    (variances and covariance eigenvalues clipped at ``min_covar``); a state (feature) without weight keeps
+    its parameters. ``ValueError`` for an unsupported family."""
     check_emission_supported(emission)
-    if isinstance(emission, _emi.Categorical):
-        c = stats["counts"]
-        tot = c.sum(axis=1)
-        keep = tot > 0
-        probs = emission.probs.copy()
-        probs[keep] = c[keep] / tot[keep, None]
-        emission.probs = probs
-        return emission
-    w, sx = stats["w"], stats["x"]
-    ok = w > 0
-    safe = np.where(ok, w, 1.0)
-    if isinstance(emission, _emi.Poisson):
-        emission.lam = np.where(ok, sx / safe, emission.lam)
-        return emission
-    if isinstance(emission, _emi.MultivariateGaussian) and emission.covariance_type == "full":
-        means, covars = emission.means.copy(), emission.covars.copy()
-        for k in np.flatnonzero(ok):
-            m = sx[k] / w[k]
-            means[k] = m
-            covars[k] = _emi._clip_eig(stats["xx"][k] / w[k] - np.outer(m, m), emission.min_covar)
-        emission.means, emission.covars = means, covars
-        return emission
-    m = sx / safe
-    var = np.maximum(stats["xx"] / safe - m * m, emission.min_covar)
-    if isinstance(emission, _emi.Gaussian):
-        emission.means = np.where(ok, m, emission.means)
-        emission.variances = np.where(ok, var, emission.variances)
-    else:
-        emission.means = np.where(ok, m, emission.means)
-        emission.covars = np.where(ok, var, emission.covars)
-    return emission
+    return emission.m_step(stats)
 
 
 def _blend(old, new, rho):

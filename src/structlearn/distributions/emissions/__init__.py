@@ -11,8 +11,9 @@ Categorical                 probs[j, x] (x in 0..V-1, one column)          ``pro
 Poisson                     Π_f Poisson(x_f; λ_jf) (independent counts)    ``lam`` (K, F)
 Gaussian                    N(x; μ_j, σ²_j) (one column)                   ``means`` (K,), ``variances`` (K,)
 MultivariateGaussian        N(x; μ_j, Σ_j), ``covariance_type`` full/diag  ``means`` (K, F), ``covars``
-GaussianMixture             Σ_m c_jm N(x; μ_jm, Σ_jm)                       ``weights`` (K, M), ``means``
-                                                                            (K, M, F), ``covars``
+                            (spherical/tied in the hmmlearn mode)
+GaussianMixture             Σ_m c_jm N(x; μ_jm, Σ_jm), full/diag           ``weights`` (K, M), ``means``
+                            (spherical/tied with ``update="hmmlearn"``)     (K, M, F), ``covars``
 Bernoulli                   Π_f p_jf^x_f (1 - p_jf)^(1 - x_f) (binary)     ``probs`` (K, F)
 Multinomial                 n!/Π x_v! Π_v p_jv^x_v (counts, any total n)   ``probs`` (K, V)
 VonMises                    exp(κ_j cos(x - μ_j)) / (2π I_0(κ_j)) (angle)  ``mu`` (K,), ``kappa`` (K,)
@@ -46,9 +47,22 @@ Every ``fit`` is an exact (constrained) maximiser of the weighted log-likelihood
 stays monotone. Variances are kept >= ``min_covar`` (covariance eigenvalues clipped from below, which
 is the constrained maximiser).
 
-The implementation is split by kind: :mod:`._emission_base` (protocol base, checks),
-:mod:`.emission_discrete`, :mod:`.emission_gaussian`, :mod:`.emission_circular` and
-:mod:`.emission_multistream`; this module re-exports them and holds the name registry.
+**One law per family, hmmlearn's options on it.** ``Categorical``, ``Poisson`` and ``Multinomial`` are the
+only implementation of their law for every HMM, HSMM and HHMM: they take hmmlearn's priors
+(``emissionprob_prior``, ``lambdas_prior`` / ``lambdas_weight``), parameter letters (``fit(X, weights,
+params)``, ``m_step(statistics, params)``) and initialisation (``init="hmmlearn"``) as options
+(:class:`~._hmm_family.LawOptions`); ``CategoricalHMMEmission``, ``MultinomialHMMEmission`` and
+``PoissonHMMEmission`` (:mod:`.hmm_counts`) are these laws in the hmmlearn mode with hmmlearn's parameter
+names (``emissionprob``, ``lambdas``). The same holds for ``MultivariateGaussian`` (:mod:`.gaussian`: hmmlearn's
+covariance types, priors ``means_prior`` ... ``covars_weight``, letters ``"mc"`` and k-means initialisation;
+``Gaussian`` is its one-feature diagonal case) and ``GaussianHMMEmission`` (:mod:`.hmm`), and for the mixture
+``GaussianMixture`` (:mod:`.gaussian`: hmmlearn's one-step update ``update="hmmlearn"`` with its priors, the
+per-state "tied" and "spherical" covariance types, letters ``"mcw"`` and initialisation as options beside the
+HSMM's per-component moments, ``update="moments"``) and ``GMMHMMEmission`` (:mod:`.hmm`).
+
+The implementation is split by kind: :mod:`._base` (protocol base, checks), :mod:`._hmm_family`
+(hmmlearn's options), :mod:`.discrete`, :mod:`.gaussian`, :mod:`.circular`, :mod:`.event` and
+:mod:`.multistream`; this module re-exports them and holds the name registry.
 """
 from structlearn.distributions.emissions._base import EmissionDistribution, _as_2d, _check_covariance_type, check_observations  # noqa: F401
 from structlearn.distributions.base import make_family
@@ -56,7 +70,7 @@ from structlearn.distributions.emissions.circular import VonMises
 from structlearn.distributions.emissions.discrete import Bernoulli, Categorical, Multinomial, Poisson
 from structlearn.distributions.emissions.event import EventSequence
 from structlearn.distributions.emissions.gaussian import Gaussian, GaussianMixture, MultivariateGaussian
-from structlearn.distributions.emissions.gaussian import _clip_eig, _diag_logpdf, _full_logpdf, _weighted_mean_cov  # noqa: F401
+from structlearn.distributions.emissions._gaussian_maths import _clip_eig, _diag_logpdf, _full_logpdf, _weighted_mean_cov  # noqa: F401
 from structlearn.distributions.emissions.multistream import MultiStream
 
 __all__ = ["EmissionDistribution", "Categorical", "Poisson", "Gaussian", "MultivariateGaussian",

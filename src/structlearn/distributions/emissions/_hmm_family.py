@@ -1,12 +1,20 @@
-"""What the hmmlearn-shaped emission families share: missing rows, parameter broadcasting, the base class
-(see :mod:`structlearn.distributions.emissions.hmm`)."""
+"""hmmlearn's options of the emission laws: parameter letters, the M-step from sufficient statistics with
+priors, and the hmmlearn mode of the thin ``*HMMEmission`` names (missing rows, initialisation, ``_``
+suffixed names in messages); see :mod:`structlearn.distributions.emissions.hmm`.
+
+Two mixins: :class:`LawOptions`, shared by every law that has weighted sufficient statistics
+(``statistics(X, weights)`` and ``_m_step(stats, params)``), and :class:`HMMFamily`, added by the
+hmmlearn-shaped names (``CategoricalHMMEmission`` ...) on top of their law, which only fixes options.
+The laws themselves (log-density, sampling, statistics, M-step) live in
+:mod:`~structlearn.distributions.emissions.discrete` and :mod:`~structlearn.distributions.emissions.gaussian`."""
+import inspect
+
 import numpy as np
 from sklearn.utils import check_random_state
 
 from structlearn.utils.validation import as_real_float64
-from structlearn.distributions.emissions import EmissionDistribution
 
-__all__ = ["observed_rows", "HMMFamily"]
+__all__ = ["observed_rows", "LawOptions", "HMMFamily"]
 
 
 def _all_finite(X):
@@ -70,11 +78,26 @@ def _check_rows(p, name):
                          f"sums to {s[j]:.6g}")
 
 
-class HMMFamily(EmissionDistribution):
-    """Bookkeeping shared by the families below: ``letters``, ``suffix`` for messages, observed rows."""
+def _alias(name):
+    """A property that reads and writes the attribute ``name`` (hmmlearn's name of a law's parameter)."""
+    return property(lambda self: getattr(self, name), lambda self, v: setattr(self, name, v),
+                    doc=f"The same array as ``{name}`` (hmmlearn's name).")
+
+
+class LawOptions:
+    """hmmlearn's options shared by the emission laws with sufficient statistics.
+
+    ``letters`` are the law's parameter letters (hmmlearn's ``params`` / ``init_params``);
+    ``fit(X, weights, params)`` and ``m_step(stats, params)`` update only the parameters named by those
+    letters (default all) and a state without weight keeps its parameters. ``init`` chooses the
+    initialisation: ``"labels"`` (from initial hard labels, the HSMM's) or ``"hmmlearn"``.
+    ``suffix`` is appended to parameter names in messages (the estimators set ``"_"``).
+    """
 
     letters = ""
+    param_letters = {}
     suffix = ""
+    init = "labels"
 
     def _name(self, n):
         return f"{n}{self.suffix}"
@@ -82,33 +105,15 @@ class HMMFamily(EmissionDistribution):
     def _params(self, params):
         return self.letters if params is None else "".join(c for c in self.letters if c in params)
 
-    def sample(self, states, random_state=None):
-        """One draw per state, shape (n, F) float64 (the draws of :meth:`sample_one` in order)."""
-        rng = check_random_state(random_state)
-        rows = [np.atleast_1d(self.sample_one(int(s), rng)) for s in np.asarray(states)]
-        return np.asarray(rows, dtype=np.float64).reshape(len(rows), -1)
-
-    def log_density(self, X):
-        """log b_j(x_n), shape (N, K) float64; 0 for missing (all-NaN) rows."""
-        self._require()
-        if _all_finite(X):
-            return self._log_density(X)
-        obs = observed_rows(X)
-        out = np.zeros((X.shape[0], self.n_states))
-        out[obs] = self._log_density(X[obs])
-        return out
+    def _law_config(self, **config):
+        """``config`` plus the ``init`` option where it is not the default."""
+        return config if type(self).init == self.init else {**config, "init": self.init}
 
     def fit(self, X, weights, params=None):
-        """MAP update of the parameters named in ``params`` (letters; default all) from posterior weights
-        (N, K) (hmmlearn's M-step); missing rows carry no weight, states without weight keep theirs.
-        Families with ``statistics`` (all but the Gaussian mixture) run it as
-        ``m_step(statistics(X, weights), params)``."""
-        obs = observed_rows(X)
-        Xo, w = (X, weights) if obs.all() else (X[obs], weights[obs])
-        w = np.asarray(w, dtype=np.float64)
-        if hasattr(self, "statistics"):
-            return self.m_step(self.statistics(Xo, w), params)
-        return self._update(w.sum(axis=0), lambda p: self._fit(Xo, w, p), params)
+        """MAP update (the MLE without priors) of the parameters named in ``params`` (letters; default all)
+        from weights (N, K), e.g. the posteriors γ: ``m_step(statistics(X, weights), params)``. Missing
+        observations carry no weight; states without weight keep their parameters."""
+        return self.m_step(self.statistics(X, np.asarray(weights, dtype=np.float64)), params)
 
     def m_step(self, stats, params=None):
         """The M-step of :meth:`fit` from weighted sufficient statistics (``statistics(X, weights)``, or
@@ -130,9 +135,56 @@ class HMMFamily(EmissionDistribution):
             if old[n] is not None and old[n].shape[:1] == getattr(self, n).shape[:1]:
                 getattr(self, n)[keep] = old[n][keep]
 
+    def log_density(self, X):
+        """log b_j(x_n), shape (N, K) float64; 0 for missing (all-NaN) rows."""
+        self._require()
+        if _all_finite(X):
+            return self._log_density(X)
+        obs = observed_rows(X)
+        out = np.zeros((X.shape[0], self.n_states))
+        out[obs] = self._log_density(X[obs])
+        return out
+
     def initialize(self, X, n_states, labels=None, random_state=None, params=None):
-        """hmmlearn's initial parameters for the letters in ``params`` (default all) from the observed
-        rows of X; ``labels`` is accepted for the emission protocol and not used."""
+        """Initial parameters: from the hard ``labels`` (N,) (-1 = unlabelled) with ``init="labels"``, or
+        hmmlearn's for the letters in ``params`` (default all) from the observed rows of X."""
+        if self.init == "labels" and labels is not None:
+            return self._initialize_from_labels(X, int(n_states), np.asarray(labels), random_state)
         obs = observed_rows(X)
         self._initialize(X[obs], int(n_states), random_state, self._params(params))
         return self
+
+
+class HMMFamily(LawOptions):
+    """The hmmlearn mode of a law (mixed in before it by the ``*HMMEmission`` names): observations are
+    complete or all-NaN rows (partly missing rows raise ``ValueError``), ``fit`` drops missing rows,
+    ``initialize`` is hmmlearn's, ``sample_one`` draws one state's observation (the HMM's sampler)."""
+
+    init = "hmmlearn"
+    _missing_entries = False
+
+    def _config(self):
+        """The constructor settings of this name (the law's options it exposes)."""
+        names = inspect.signature(type(self).__init__).parameters
+        return {k: v for k, v in super()._config().items() if k in names}
+
+    def sample(self, states, random_state=None):
+        """One draw per state, shape (n, F) float64 (the draws of :meth:`sample_one` in order)."""
+        rng = check_random_state(random_state)
+        rows = [np.atleast_1d(self.sample_one(int(s), rng)) for s in np.asarray(states)]
+        return np.asarray(rows, dtype=np.float64).reshape(len(rows), -1)
+
+    def sample_one(self, state, rng):
+        """One draw of state ``state`` (F,) with the law's per-state sampler (hmmlearn's draws)."""
+        return self._draw_one(state, rng)
+
+    def fit(self, X, weights, params=None):
+        obs = observed_rows(X)
+        Xo, w = (X, weights) if obs.all() else (X[obs], weights[obs])
+        w = np.asarray(w, dtype=np.float64)
+        if hasattr(self, "statistics"):
+            return self.m_step(self.statistics(Xo, w), params)
+        return self._update(w.sum(axis=0), lambda p: self._fit(Xo, w, p), params)
+
+    fit.__doc__ = LawOptions.fit.__doc__ + """ Families without ``statistics`` (the Gaussian mixture)
+        take one EM step of the mixture (``_fit``)."""
