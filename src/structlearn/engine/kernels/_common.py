@@ -6,11 +6,12 @@ exactly in log space every entry whose shifted sum may have lost terms (:func:`l
 marginals are the same linear product with an exact log-space fallback (:func:`pair_prob`).
 """
 import math
+import types
 
 import numpy as np
 from numba import njit
 
-from structlearn.engine.semirings import MAX
+from ..semirings import MAX
 
 TINY = 1e-200  # below this a shifted linear-space sum may have lost terms: recompute in log space
 SAFE = 1e-140  # linear-space factors at least this large multiply without loss (pairwise marginals)
@@ -316,3 +317,15 @@ def draw_log(logw, u):
             if acc > target:
                 return k
     return last_ok
+
+
+def serial_twin(kernel, name, doc):
+    """A kernel that runs the code of the parallel kernel ``kernel`` (an ``njit(parallel=True)`` dispatcher)
+    without threads (its ``prange`` loops as plain loops): for one graph or sequence, where starting
+    threads costs more than it saves. The twin is a module-level dispatcher of its own ``name`` (its own
+    entry in Numba's cache), so the code is written once and cached twice."""
+    py = kernel.py_func
+    twin = types.FunctionType(py.__code__, py.__globals__, name, py.__defaults__, py.__closure__)
+    twin.__qualname__ = name
+    twin.__doc__ = doc
+    return njit(cache=True)(twin)

@@ -56,7 +56,7 @@ def load():
     """The compiled module (functions ``state_potentials`` and ``viterbi``), or None when it was not built
     or was built from other sources than the installed ones."""
     try:
-        from structlearn.engine.kernels import _tag_aot as module
+        from . import _tag_aot as module
     except Exception:  # not built; or built against a NumPy whose ABI this one lacks
         return None
     try:
@@ -94,8 +94,8 @@ def build(output_dir, output_file=None):
     import numpy as np
     from numba.pycc import CC
 
-    from structlearn.engine.kernels import chain
-    from structlearn.engine.kernels import features
+    from . import chain
+    from . import features
 
     digest = source_digest()
     used = {os.path.relpath(m.__file__, _ROOT).replace(os.sep, "/") for name, m in list(sys.modules.items())

@@ -10,8 +10,9 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from structlearn.engine.semirings import MAX
-from structlearn.engine.kernels.messages import _cavity, _factor_cavities, _next_entry, _normalise
+from ..semirings import MAX
+from ._common import serial_twin
+from .messages import _cavity, _factor_cavities, _next_entry, _normalise, next_assignment, run_outputs
 
 
 @njit(cache=True)
@@ -103,11 +104,8 @@ def beliefs(var_pot, card, fptr, fvar, fstride, tab, toff, vptr, vslot, slot_fac
     -inf when some belief is all 0; meaningless for max-product, where the caller scores the decoding).
     """
     B = var_off.shape[0] - 1
-    V, K = var_pot.shape
-    amax = 1
-    for f in range(fptr.shape[0] - 1):
-        amax = max(amax, fptr[f + 1] - fptr[f])
-    log_bv = np.full((V, K), -np.inf)
+    amax = run_outputs(fptr, 0)[0]
+    log_bv = np.full(var_pot.shape, -np.inf)
     log_bf = np.full(boff[-1], -np.inf)
     log_z = np.zeros(B)
     for b in prange(B):
@@ -116,22 +114,7 @@ def beliefs(var_pot, card, fptr, fvar, fstride, tab, toff, vptr, vslot, slot_fac
     return log_bv, log_bf, log_z
 
 
-@njit(cache=True)
-def beliefs_serial(var_pot, card, fptr, fvar, fstride, tab, toff, vptr, vslot, slot_fac, rho, var_off,
-                   fac_off, boff, msg, semiring):
-    """:func:`beliefs` without threads."""
-    B = var_off.shape[0] - 1
-    V, K = var_pot.shape
-    amax = 1
-    for f in range(fptr.shape[0] - 1):
-        amax = max(amax, fptr[f + 1] - fptr[f])
-    log_bv = np.full((V, K), -np.inf)
-    log_bf = np.full(boff[-1], -np.inf)
-    log_z = np.zeros(B)
-    for b in range(B):
-        _beliefs_graph(b, amax, var_pot, card, fptr, fvar, fstride, tab, toff, vptr, vslot, slot_fac, rho,
-                       var_off, fac_off, boff, msg, semiring, log_bv, log_bf, log_z)
-    return log_bv, log_bf, log_z
+beliefs_serial = serial_twin(beliefs, "beliefs_serial", ":func:`beliefs` without threads.")
 
 
 @njit(cache=True)
@@ -191,14 +174,7 @@ def decode(card, fptr, fvar, vptr, vslot, slot_fac, boff, var_off, log_bv, log_b
                         for j in range(a):
                             best[j] = xs[j]
                     o += 1
-                    j = a - 1
-                    while j >= 0:
-                        xs[j] += 1
-                        if xs[j] < card[fvar[p0 + j]]:
-                            break
-                        xs[j] = 0
-                        j -= 1
-                    if j < 0:
+                    if next_assignment(xs, a, p0, card, fvar):
                         break
                 for j in range(a):
                     w = fvar[p0 + j]

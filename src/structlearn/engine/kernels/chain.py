@@ -34,18 +34,18 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit, prange
 
-from structlearn.engine.semirings import LOG, MAX
-from structlearn.engine.kernels._common import LIN_MIN
-from structlearn.engine.kernels._common import argmax_sum as _argmax_sum
-from structlearn.engine.kernels._common import draw_log as _draw
-from structlearn.engine.kernels._common import exp_shifted_vec as _exp_shifted_vec
-from structlearn.engine.kernels._common import final_sum as _final
-from structlearn.engine.kernels._common import local_marginals as _local_marginals
-from structlearn.engine.kernels._common import shift_rows as _shift_rows
-from structlearn.engine.kernels._common import shifted_exp as _shifted_exp
-from structlearn.engine.kernels._common import top_k as _top_k
-from structlearn.engine.kernels.chain_scaled import linear_marginals_seq
-from structlearn.engine.kernels.chain_steps import _log_edge, _log_step, _max_step, _tr, _viterbi_pass
+from ..semirings import LOG, MAX
+from ._common import LIN_MIN
+from ._common import argmax_sum as _argmax_sum
+from ._common import draw_log as _draw
+from ._common import exp_shifted_vec as _exp_shifted_vec
+from ._common import final_sum as _final
+from ._common import local_marginals as _local_marginals
+from ._common import shift_rows as _shift_rows
+from ._common import shifted_exp as _shifted_exp
+from ._common import top_k as _top_k
+from .chain_scaled import linear_marginals_seq
+from .chain_steps import _log_edge, _log_step, _max_step, _tr, _viterbi_pass
 
 PAR_MIN_WORK = 200_000  # below this many N·K·(K + 1) operations a batch runs on the calling thread
 

@@ -34,11 +34,11 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from structlearn.engine.semirings import LOG
-from structlearn.engine.kernels._common import final_sum as _final
-from structlearn.engine.kernels._common import local_marginals as _local_marginals
-from structlearn.engine.kernels._common import shift_rows as _shift_rows
-from structlearn.engine.kernels.chain_steps import _log_edge, _log_step
+from ..semirings import LOG
+from ._common import final_sum as _final
+from ._common import local_marginals as _local_marginals
+from ._common import shift_rows as _shift_rows
+from .chain_steps import _log_edge, _log_step
 
 IN_MIN = 1e-190  # nonzero entries of a linear vector entering a product with the transitions
 TOT_MIN = 1e-100  # normaliser of a linear row (keeps its entries >= IN_MIN * TOT_MIN, normal floats)

@@ -29,16 +29,16 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit, prange
 
-from structlearn.engine.semirings import LOG
-from structlearn.engine.kernels._common import LIN_MIN
-from structlearn.engine.kernels._common import exp_shifted_vec as _exp_shifted_vec
-from structlearn.engine.kernels._common import final_sum as _final
-from structlearn.engine.kernels._common import local_marginals as _local_marginals
-from structlearn.engine.kernels._common import vmax as _vmax
-from structlearn.engine.kernels.chain import (_backward_seq, _chunking, _edge_dst, _forward_seq, _serial, _sum_chunks, _total,
-                    chain_passes, chain_viterbi, chain_work)
-from structlearn.engine.kernels.chain_scaled import linear_marginals_seq
-from structlearn.engine.kernels.chain_steps import _log_edge
+from ..semirings import LOG
+from ._common import LIN_MIN
+from ._common import exp_shifted_vec as _exp_shifted_vec
+from ._common import final_sum as _final
+from ._common import local_marginals as _local_marginals
+from ._common import vmax as _vmax
+from .chain import (_backward_seq, _chunking, _edge_dst, _forward_seq, _serial, _sum_chunks, _total, chain_passes,
+                    chain_viterbi, chain_work)
+from .chain_scaled import linear_marginals_seq
+from .chain_steps import _log_edge
 
 
 @njit(cache=True)

@@ -8,12 +8,12 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from structlearn.engine.kernels._common import exp_shift as _exp_shift
-from structlearn.engine.kernels._common import lse_step as _lse_step
-from structlearn.engine.kernels._common import pair_prob as _pair_prob
-from structlearn.engine.kernels._common import safe_scale as _safe_scale
-from structlearn.engine.kernels._common import shifted_exp as _shifted_exp
-from structlearn.engine.kernels._common import sparse_step as _sparse_step
+from ._common import exp_shift as _exp_shift
+from ._common import lse_step as _lse_step
+from ._common import pair_prob as _pair_prob
+from ._common import safe_scale as _safe_scale
+from ._common import shifted_exp as _shifted_exp
+from ._common import sparse_step as _sparse_step
 
 
 @njit(cache=True, inline="always")

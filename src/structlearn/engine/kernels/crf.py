@@ -3,8 +3,8 @@ state potentials, forward–backward and expected feature counts in one pass per
 import numpy as np
 from numba import njit, prange
 
-from structlearn.engine.kernels.chain import ChainSetup, chain_work, marginals_seq, marginals_setup
-from structlearn.engine.kernels.features import dense_weight_rows, gather_item_row, scatter_item_row, sum_feature_blocks
+from .chain import ChainSetup, chain_work, marginals_seq, marginals_setup
+from .features import dense_weight_rows, gather_item_row, scatter_item_row, sum_feature_blocks
 
 
 @njit(cache=True, parallel=True)

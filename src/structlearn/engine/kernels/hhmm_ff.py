@@ -21,8 +21,8 @@ import math
 import numpy as np
 from numba import njit
 
-from structlearn.engine.semirings import MAX
-from structlearn.engine.kernels.hhmm_jtree import _cut_qscore, _digits
+from ..semirings import MAX
+from .hhmm_jtree import _cut_qscore, _digits
 
 __all__ = ["ff_forward", "ff_smooth", "path_log_prob"]
 

@@ -26,7 +26,7 @@ import math
 import numpy as np
 from numba import njit
 
-from structlearn.engine.semirings import MAX
+from ..semirings import MAX
 
 
 @njit(cache=True)

@@ -43,7 +43,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from structlearn.engine.semirings import LOG, MAX, reduce_pair
+from ..semirings import LOG, MAX, reduce_pair
 
 _NEG = -np.inf
 

@@ -10,8 +10,8 @@ class marginals into the feature counts, so no (N, Zs) array is built (the layou
 import numpy as np
 from numba import njit, prange
 
-from structlearn.engine.kernels.features import dense_weight_rows, gather_item_row, scatter_item_row, sum_feature_blocks
-from structlearn.engine.kernels.higher_order import class_scores, edge_setup, seq_marginals
+from .features import dense_weight_rows, gather_item_row, scatter_item_row, sum_feature_blocks
+from .higher_order import class_scores, edge_setup, seq_marginals
 
 _NEG = -np.inf
 

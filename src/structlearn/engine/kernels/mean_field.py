@@ -18,7 +18,8 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from structlearn.engine.kernels.messages import _next_entry
+from ._common import serial_twin
+from .messages import _next_entry, run_outputs
 
 
 @njit(cache=True)
@@ -121,33 +122,13 @@ def mean_field(var_pot, card, fptr, fvar, fstride, tab, toff, vptr, vslot, slot_
     (B,) float64, the lower bound L(q) on log Z at the final q (-inf when q puts weight on a forbidden
     configuration). Parallel over graphs; time per sweep O(Σ_f arity(f)·|table_f|).
     """
-    B = var_off.shape[0] - 1
-    amax = 1
-    for f in range(fptr.shape[0] - 1):
-        amax = max(amax, fptr[f + 1] - fptr[f])
-    converged = np.zeros(B, dtype=np.bool_)
-    n_iter = np.zeros(B, dtype=np.int64)
-    max_res = np.zeros(B, dtype=np.float64)
-    elbo = np.zeros(B, dtype=np.float64)
-    for b in prange(B):
+    amax, converged, n_iter, max_res = run_outputs(fptr, var_off.shape[0] - 1)
+    elbo = np.zeros(var_off.shape[0] - 1, dtype=np.float64)
+    for b in prange(var_off.shape[0] - 1):
         _mf_graph(b, amax, var_pot, card, fptr, fvar, fstride, tab, toff, vptr, vslot, slot_fac, var_off, fac_off, q,
                   max_iter, tol, converged, n_iter, max_res, elbo)
     return converged, n_iter, max_res, elbo
 
 
-@njit(cache=True)
-def mean_field_serial(var_pot, card, fptr, fvar, fstride, tab, toff, vptr, vslot, slot_fac, var_off, fac_off,
-                      q, max_iter, tol):
-    """:func:`mean_field` without threads (one graph: no thread start-up cost)."""
-    B = var_off.shape[0] - 1
-    amax = 1
-    for f in range(fptr.shape[0] - 1):
-        amax = max(amax, fptr[f + 1] - fptr[f])
-    converged = np.zeros(B, dtype=np.bool_)
-    n_iter = np.zeros(B, dtype=np.int64)
-    max_res = np.zeros(B, dtype=np.float64)
-    elbo = np.zeros(B, dtype=np.float64)
-    for b in range(B):
-        _mf_graph(b, amax, var_pot, card, fptr, fvar, fstride, tab, toff, vptr, vslot, slot_fac, var_off, fac_off, q,
-                  max_iter, tol, converged, n_iter, max_res, elbo)
-    return converged, n_iter, max_res, elbo
+mean_field_serial = serial_twin(mean_field, "mean_field_serial",
+                                ":func:`mean_field` without threads (one graph: no thread start-up cost).")

@@ -45,7 +45,8 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from structlearn.engine.semirings import MAX
+from ..semirings import MAX
+from ._common import serial_twin
 
 PARALLEL = 0
 SEQUENTIAL = 1
@@ -67,6 +68,30 @@ def _next_entry(xs, idx, a, p0, fstride, card, fvar):
         xs[j] = 0
         j -= 1
     return idx, True
+
+
+@njit(cache=True, inline="always")
+def run_outputs(fptr, B):
+    """The largest factor arity (at least 1) and the per-graph outputs of an iterative run over B graphs:
+    ``converged`` (B,) bool, ``n_iter`` (B,) int64, ``max_residual`` (B,) float64 (zeros)."""
+    amax = 1
+    for f in range(fptr.shape[0] - 1):
+        amax = max(amax, fptr[f + 1] - fptr[f])
+    return amax, np.zeros(B, dtype=np.bool_), np.zeros(B, dtype=np.int64), np.zeros(B, dtype=np.float64)
+
+
+@njit(cache=True, inline="always")
+def next_assignment(xs, a, p0, card, fvar):
+    """Step a factor's assignment ``xs`` (a variables, the last changing fastest) to the next one; True
+    after the last one (``xs`` back to zeros)."""
+    j = a - 1
+    while j >= 0:
+        xs[j] += 1
+        if xs[j] < card[fvar[p0 + j]]:
+            return False
+        xs[j] = 0
+        j -= 1
+    return True
 
 
 @njit(cache=True)
@@ -240,14 +265,7 @@ def _factor_out_linear(f, target, card, fptr, fvar, etab, boff, ecav, xs, out):
                         w *= ecav[j, xs[j]]
                 out[xs[t]] += w
             o += 1
-            j = a - 1
-            while j >= 0:
-                xs[j] += 1
-                if xs[j] < card[fvar[p0 + j]]:
-                    break
-                xs[j] = 0
-                j -= 1
-            if j < 0:
+            if next_assignment(xs, a, p0, card, fvar):
                 break
     for x in range(kt):
         if out[x] <= 0.0:
@@ -371,36 +389,16 @@ def message_passing(var_pot, card, fptr, fvar, fstride, tab, toff, vptr, vslot, 
     last iteration). Parallel over graphs. Time per iteration O(Σ_f arity(f)·(|table_f| +
     Σ_{v ∈ f} deg(v)·K)), memory O(P·K).
     """
-    B = fac_off.shape[0] - 1
-    amax = 1
-    for f in range(fptr.shape[0] - 1):
-        amax = max(amax, fptr[f + 1] - fptr[f])
-    converged = np.zeros(B, dtype=np.bool_)
-    n_iter = np.zeros(B, dtype=np.int64)
-    max_res = np.zeros(B, dtype=np.float64)
-    for b in prange(B):
-        _one_graph(b, amax, var_pot, card, fptr, fvar, fstride, tab, toff, vptr, vslot, slot_fac, rho, fac_off,
-                   forder, msg, semiring, schedule, damping, max_iter, tol, etab, boff, eok, converged, n_iter,
-                   max_res)
+    amax, converged, n_iter, max_res = run_outputs(fptr, fac_off.shape[0] - 1)
+    for b in prange(fac_off.shape[0] - 1):
+        _one_graph(b, amax, var_pot, card, fptr, fvar, fstride, tab, toff, vptr, vslot, slot_fac, rho, fac_off, forder,
+                   msg, semiring, schedule, damping, max_iter, tol, etab, boff, eok, converged, n_iter, max_res)
     return converged, n_iter, max_res
 
 
-@njit(cache=True)
-def message_passing_serial(var_pot, card, fptr, fvar, fstride, tab, toff, vptr, vslot, slot_fac, rho, fac_off,
-                           forder, msg, semiring, schedule, damping, max_iter, tol, etab, boff, eok):
-    """:func:`message_passing` without threads (for one graph: no thread start-up and barrier cost)."""
-    B = fac_off.shape[0] - 1
-    amax = 1
-    for f in range(fptr.shape[0] - 1):
-        amax = max(amax, fptr[f + 1] - fptr[f])
-    converged = np.zeros(B, dtype=np.bool_)
-    n_iter = np.zeros(B, dtype=np.int64)
-    max_res = np.zeros(B, dtype=np.float64)
-    for b in range(B):
-        _one_graph(b, amax, var_pot, card, fptr, fvar, fstride, tab, toff, vptr, vslot, slot_fac, rho, fac_off,
-                   forder, msg, semiring, schedule, damping, max_iter, tol, etab, boff, eok, converged, n_iter,
-                   max_res)
-    return converged, n_iter, max_res
+message_passing_serial = serial_twin(message_passing, "message_passing_serial",
+                                     ":func:`message_passing` without threads (for one graph: no thread "
+                                     "start-up and barrier cost).")
 
 
 @njit(cache=True)

@@ -10,8 +10,8 @@ import math
 import numpy as np
 from numba import njit
 
-from structlearn.engine.kernels.chain import chain_work, marginals_seq, marginals_setup, viterbi_seq
-from structlearn.engine.kernels.features import seq_potentials
+from .chain import chain_work, marginals_seq, marginals_setup, viterbi_seq
+from .features import seq_potentials
 
 AP, PA, AROW = 0, 1, 2
 

@@ -59,9 +59,9 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from structlearn.engine.semirings import LOG, reduce_pair
-from structlearn.engine.kernels.semimarkov_scaled import stage1_lin, transition_factors
-from structlearn.engine.kernels.semimarkov_window import reduce_row, varies, window, window_scratch
+from ..semirings import LOG, reduce_pair
+from .semimarkov_scaled import stage1_lin, transition_factors
+from .semimarkov_window import reduce_row, varies, window, window_scratch
 
 NEG_INF = -np.inf
 

@@ -71,11 +71,10 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from structlearn.engine.semirings import LOG, MAX, reduce_pair
-from structlearn.engine.kernels.semimarkov_scaled import (backward_pass, duration_factors, expectation_pass, forward_pass,
-                               transition_factors)
-from structlearn.engine.kernels.semimarkov_window import (NEG_INF, normalise, reduce_row, sequence, table, varies, window,
-                                window_lse, window_scratch)
+from ..semirings import LOG, MAX, reduce_pair
+from .semimarkov_scaled import backward_pass, duration_factors, expectation_pass, forward_pass, transition_factors
+from .semimarkov_window import (NEG_INF, normalise, reduce_row, sequence, table, varies, window, window_lse,
+                                window_scratch)
 
 
 # --------------------------------------------------------------------------------------------------

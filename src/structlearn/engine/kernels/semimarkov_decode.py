@@ -8,7 +8,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from structlearn.engine.kernels.semimarkov_window import NEG_INF, mark, sequence, table, varies, window, window_scratch
+from .semimarkov_window import NEG_INF, mark, sequence, table, varies, window, window_scratch
 
 
 @njit(cache=True, parallel=True)

@@ -13,9 +13,9 @@ import math
 import numpy as np
 from numba import njit, uint64
 
-from structlearn.engine.semirings import LOG, reduce_pair
-from structlearn.engine.kernels.semimarkov_window import (FIRST, MIDDLE, NEG_INF, NO_TV, NO_TV_ON, reduce_row, table,
-                                varies, window, window_lse, window_scratch)
+from ..semirings import LOG, reduce_pair
+from .semimarkov_window import (FIRST, MIDDLE, NEG_INF, NO_TV, NO_TV_ON, reduce_row, table, varies, window, window_lse,
+                                window_scratch)
 
 # Linear-space fast path (LOG semiring, no `segment`). Inside a block of ends, the segment sum
 #   ⊕_d α̂*[s, k] + Σ_{u=s..e} unary[u, k] - Σ_{u=s..e-1} inc[u] + dur[c, d-1, k]

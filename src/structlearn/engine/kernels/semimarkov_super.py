@@ -64,10 +64,10 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from structlearn.engine.kernels import semimarkov_super_dense as _dense
-from structlearn.engine.kernels import semimarkov_super_factored as _fac
-from structlearn.engine.kernels.semimarkov_super_steps import DENSE, FACTORED
-from structlearn.engine.kernels.semimarkov_window import NEG_INF, sequence
+from . import semimarkov_super_dense as _dense
+from . import semimarkov_super_factored as _fac
+from .semimarkov_super_steps import DENSE, FACTORED
+from .semimarkov_window import NEG_INF, sequence
 
 __all__ = ["DENSE", "FACTORED", "super_forward", "super_posterior", "super_token_marginals"]
 

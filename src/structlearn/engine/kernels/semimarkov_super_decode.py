@@ -10,8 +10,8 @@ messages bounded.
 import numpy as np
 from numba import njit, prange
 
-from structlearn.engine.kernels.semimarkov_super_steps import DENSE
-from structlearn.engine.kernels.semimarkov_window import NEG_INF, mark, sequence
+from .semimarkov_super_steps import DENSE
+from .semimarkov_window import NEG_INF, mark, sequence
 
 
 @njit(cache=True, inline="always")

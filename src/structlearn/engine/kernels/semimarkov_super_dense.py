@@ -9,10 +9,10 @@ import math
 import numpy as np
 from numba import njit
 
-from structlearn.engine.kernels.semimarkov_super_steps import (CHECK, TINY, axpy, combine, factor_state, idle_scale, kahan, log_lse,
-                                     ufin)
-from structlearn.engine.kernels.semimarkov_super_steps import anchor as _anchor
-from structlearn.engine.kernels.semimarkov_window import NEG_INF
+from .semimarkov_super_steps import (TINY, axpy, combine, factor_state, idle_scale, log_lse, posterior_scale,
+                                     posteriors_from_increments, ufin)
+from .semimarkov_super_steps import anchor as _anchor
+from .semimarkov_window import NEG_INF
 
 
 @njit(cache=True)
@@ -229,12 +229,8 @@ def backward_seq(unary, end, open_end, Et, kap, D, o, T, astar, alpha, inc, zf, 
             incb = _backward_exact(bend, lFb, cb, live_d, s, T, M, D, open_end, bcur)
         for j in range(M):
             nu[j] += ufin(unary[o + s, j]) - incb
-        lam, lam_c = kahan(lam, lam_c, incb - inc[o + s])
-        lw = lam - zf
-        if not lw < 690.0:
-            ok = False
-            lw = 690.0
-        om = math.exp(lw)
+        lam, lam_c, om, fine = posterior_scale(lam, lam_c, incb - inc[o + s], zf)
+        ok = ok and fine
         for j in range(M):
             pj = 0.0
             for d in range(1, D + 1):
@@ -255,13 +251,4 @@ def backward_seq(unary, end, open_end, Et, kap, D, o, T, astar, alpha, inc, zf, 
         for k in range(K):
             bnext[0, k] = bcur[0, k]
         om_next = om
-    run = np.zeros(M)
-    for t in range(T):
-        tot = 0.0
-        for j in range(M):
-            run[j] += gd[j, t]
-            gamma[o + t, j] = min(max(run[j], 0.0), 1.0)
-            tot += run[j]
-        if not abs(tot - 1.0) <= CHECK:
-            ok = False
-    return ok
+    return posteriors_from_increments(gd, gamma, o, T, M) and ok

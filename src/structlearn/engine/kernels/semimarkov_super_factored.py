@@ -33,10 +33,10 @@ import math
 import numpy as np
 from numba import njit
 
-from structlearn.engine.kernels.semimarkov_super_steps import (CHECK, FLUSH, RESCALE, ZMIN, add_factor, axpy, combine, factor_state,
-                                     fill, idle_scale, kahan, ring_add, ring_axpy, ring_axpy2, ring_size,
-                                     scal, scale_of, slide, ufin)
-from structlearn.engine.kernels.semimarkov_window import NEG_INF
+from .semimarkov_super_steps import (FLUSH, RESCALE, ZMIN, add_factor, axpy, combine, factor_state, fill, idle_scale,
+                                     posterior_scale, posteriors_from_increments, ring_add, ring_axpy, ring_axpy2,
+                                     ring_size, scal, scale_of, slide, ufin)
+from .semimarkov_window import NEG_INF
 
 
 @njit(cache=True, inline="always")
@@ -423,12 +423,8 @@ def backward_seq(unary, start, end, open_end, At, has_a, Bf, b_vec, kap, D, o, T
         for j in range(M):
             g[j] = w[j] / Z if cmax > NEG_INF else 0.0
             nu[j] += ufin(unary[o + s, j]) - incb
-        lam, lam_c = kahan(lam, lam_c, incb - inc[o + s])
-        lw = lam - zf
-        if not lw < 690.0:
-            ok = False
-            lw = 690.0
-        om = math.exp(lw)
+        lam, lam_c, om, fine = posterior_scale(lam, lam_c, incb - inc[o + s], zf)
+        ok = ok and fine
         # the bridge values of s
         for jp in range(M):
             live = live_d[jp] > 0
@@ -548,14 +544,4 @@ def backward_seq(unary, start, end, open_end, At, has_a, Bf, b_vec, kap, D, o, T
                         v = kap * bsum[i, s + 1]
                     bend_out[o + s, k] = v * om_next
         om_next = om
-    # γ_t(j) = Σ_{u<=t} gd[j, u]; check Σ_j γ_t(j) = 1
-    run = np.zeros(M)
-    for t in range(T):
-        tot = 0.0
-        for j in range(M):
-            run[j] += gd[j, t]
-            gamma[o + t, j] = min(max(run[j], 0.0), 1.0)
-            tot += run[j]
-        if not abs(tot - 1.0) <= CHECK:
-            ok = False
-    return ok
+    return posteriors_from_increments(gd, gamma, o, T, M) and ok

@@ -5,7 +5,7 @@ import math
 import numpy as np
 from numba import njit, uint64
 
-from structlearn.engine.kernels.semimarkov_window import NEG_INF
+from .semimarkov_window import NEG_INF
 
 #: an anchor move happens when a factor would leave [exp(-RESCALE), exp(RESCALE)]
 RESCALE = 300.0
@@ -23,6 +23,23 @@ FACTORED = 1
 @njit(cache=True, inline="always")
 def ufin(x):
     return 0.0 if x == NEG_INF else x
+
+
+@njit(cache=True)
+def posteriors_from_increments(gd, gamma, o, T, M):
+    """γ_{o+t}(j) = Σ_{u<=t} gd[j, u] (clipped to [0, 1]) for t < T; returns whether Σ_j γ_t(j) = 1 within
+    :data:`CHECK` at every t (the posterior check of the super-label passes)."""
+    ok = True
+    run = np.zeros(M)
+    for t in range(T):
+        tot = 0.0
+        for j in range(M):
+            run[j] += gd[j, t]
+            gamma[o + t, j] = min(max(run[j], 0.0), 1.0)
+            tot += run[j]
+        if not abs(tot - 1.0) <= CHECK:
+            ok = False
+    return ok
 
 
 # The helpers below index with unsigned offsets: Numba wraps negative signed indices around, and that
@@ -274,3 +291,15 @@ def kahan(total, comp, x):
     y = x - comp
     t = total + y
     return t, (t - total) - y
+
+
+@njit(cache=True, inline="always")
+def posterior_scale(lam, lam_c, inc, zf):
+    """The backward passes' running log-scale: λ += inc (compensated, :func:`kahan`), and ω = exp(λ - zf)
+    capped at exp(690). Returns (λ, its compensation, ω, False when the cap was hit)."""
+    lam, lam_c = kahan(lam, lam_c, inc)
+    lw = lam - zf
+    fine = lw < 690.0
+    if not fine:
+        lw = 690.0
+    return lam, lam_c, math.exp(lw), fine

@@ -20,7 +20,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from structlearn.engine.semirings import LOG
+from ..semirings import LOG
 
 
 MIDDLE = 0

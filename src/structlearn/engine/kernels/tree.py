@@ -34,20 +34,20 @@ prefix and suffix sums of the siblings' messages instead: only additions, so -in
 import numpy as np
 from numba import njit, prange
 
-from structlearn.engine.semirings import MAX
-from structlearn.engine.kernels._common import argmax_sum as _argmax_sum
-from structlearn.engine.kernels._common import draw_log as _draw
-from structlearn.engine.kernels._common import exp_shift as _exp_shift
-from structlearn.engine.kernels._common import final_sum as _final
-from structlearn.engine.kernels._common import local_marginals as _local_marginals
-from structlearn.engine.kernels._common import lse_col as _lse_col
-from structlearn.engine.kernels._common import lse_row as _lse_row
-from structlearn.engine.kernels._common import lse_step as _lse_step
-from structlearn.engine.kernels._common import pair_prob as _pair_prob
-from structlearn.engine.kernels._common import safe_scale as _safe_scale
-from structlearn.engine.kernels._common import shift_rows as _shift_rows
-from structlearn.engine.kernels._common import shifted_exp as _shifted_exp
-from structlearn.engine.kernels._common import top_k as _top
+from ..semirings import MAX
+from ._common import argmax_sum as _argmax_sum
+from ._common import draw_log as _draw
+from ._common import exp_shift as _exp_shift
+from ._common import final_sum as _final
+from ._common import local_marginals as _local_marginals
+from ._common import lse_col as _lse_col
+from ._common import lse_row as _lse_row
+from ._common import lse_step as _lse_step
+from ._common import pair_prob as _pair_prob
+from ._common import safe_scale as _safe_scale
+from ._common import shift_rows as _shift_rows
+from ._common import shifted_exp as _shifted_exp
+from ._common import top_k as _top
 
 
 @njit(cache=True, inline="always")

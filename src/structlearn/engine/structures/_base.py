@@ -3,7 +3,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from structlearn.utils.validation import check_allowed_mask, check_lengths
+from ...utils.validation import check_allowed_mask, check_lengths, check_log_potentials
 
 #: Unary and pairwise marginals. ``unary``: (N, K) probabilities P(y_n = k). ``edge``: (N, K, K) where
 #: row n is the pairwise marginal of token/node n with its successor (chain: n+1; tree: its parent);
@@ -16,6 +16,17 @@ Marginals = namedtuple("Marginals", ["unary", "edge"])
 #: (B, k) float64 log-scores (-inf padding).
 KBest = namedtuple("KBest", ["labels", "scores"])
 
+
+
+def check_pairwise(potentials, name, N, K):
+    """Validated pairwise log-potentials ``name``: shared (K, K) or per row (N, K, K). Returns them as
+    (1, K, K) or (N, K, K) float64 and whether they were shared; ``ValueError`` naming the argument."""
+    potentials = check_log_potentials(potentials, name, ndim=(2, 3))
+    shared = potentials.ndim == 2
+    if potentials.shape[-2:] != (K, K) or not shared and potentials.shape[0] != N:
+        raise ValueError(f"`{name}` must have shape (K, K) = ({K}, {K}) or (N, K, K) = "
+                         f"({N}, {K}, {K}); got {potentials.shape}")
+    return (potentials[None] if shared else potentials), shared
 
 class StructureBase:
     """Common state of a packed ragged batch: ``lengths`` (B,), ``offsets`` (B + 1,), ``n_labels`` K."""

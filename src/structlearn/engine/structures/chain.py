@@ -2,10 +2,10 @@
 import numpy as np
 from numba import get_num_threads
 
-from structlearn.engine.kernels import chain as _k
-from structlearn.engine.semirings import LOG
-from structlearn.utils.validation import check_labels, check_log_potentials
-from structlearn.engine.structures._base import LabelingStructure, Marginals
+from ..kernels import chain as _k
+from ..semirings import LOG
+from ...utils.validation import check_labels, check_log_potentials
+from ._base import LabelingStructure, Marginals, check_pairwise
 
 
 class LinearChain(LabelingStructure):
@@ -49,18 +49,8 @@ class LinearChain(LabelingStructure):
         unary = check_log_potentials(unary, "unary", ndim=2)
         N, K = unary.shape
         self._init_batch(N, K, lengths)
-        transition = check_log_potentials(transition, "transition", ndim=(2, 3))
-        if transition.ndim == 2:
-            if transition.shape != (K, K):
-                raise ValueError(f"`transition` must have shape (K, K) = ({K}, {K}) or (N, K, K) = "
-                                 f"({N}, {K}, {K}); got {transition.shape}")
-            transition = transition[None]
-            self.stationary = True
-        elif transition.shape != (N, K, K):
-            raise ValueError(f"`transition` must have shape (K, K) = ({K}, {K}) or (N, K, K) = "
-                             f"({N}, {K}, {K}); got {transition.shape}")
-        else:
-            self.stationary = N == 0  # an empty batch has no steps: treat it as stationary
+        transition, shared = check_pairwise(transition, "transition", N, K)
+        self.stationary = shared or N == 0  # an empty batch has no steps: treat it as stationary
         self.unary = unary
         # kernels read trans[0] to prepare the stationary fast path: give an empty batch a dummy row
         self._trans = np.ascontiguousarray(transition if N else np.zeros((1, K, K)))

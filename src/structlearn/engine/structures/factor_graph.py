@@ -12,17 +12,17 @@ import warnings
 
 import numpy as np
 
-from structlearn.engine.kernels import beliefs as _b
-from structlearn.engine.kernels import mean_field as _mf
-from structlearn.engine.kernels import messages as _k
-from structlearn.engine.semirings import LOG, MAX, semiring_code
-from structlearn.utils.validation import check_lengths, check_log_potentials
-from structlearn.engine.structures import factor_graph_smf as _smf
-from structlearn.engine.structures import factor_graph_trees as _trees
-from structlearn.engine.structures._base import StructureBase
-from structlearn.engine.structures.factor_graph_exact import JunctionTree, plan_from_order, plan_junction_tree, run_junction_tree
-from structlearn.engine.structures.factor_graph_options import METHODS, PRESETS, BPOptions, GraphInference
-from structlearn.engine.structures.factor_graph_pack import _check_edges, _pack_pairwise, _pack_unary, check_edge_ends, pack_factors
+from ..kernels import beliefs as _b
+from ..kernels import mean_field as _mf
+from ..kernels import messages as _k
+from ..semirings import LOG, MAX, semiring_code
+from ...utils.validation import check_lengths, check_log_potentials
+from . import factor_graph_smf as _smf
+from . import factor_graph_trees as _trees
+from ._base import StructureBase
+from .factor_graph_exact import JunctionTree, plan_from_order, plan_junction_tree, run_junction_tree
+from .factor_graph_options import METHODS, PRESETS, BPOptions, GraphInference
+from .factor_graph_pack import _check_edges, _pack_pairwise, _pack_unary, check_edge_ends, pack_factors
 
 __all__ = ["FactorGraph", "BPOptions", "GraphInference", "JunctionTree", "PRESETS", "check_edge_ends"]
 

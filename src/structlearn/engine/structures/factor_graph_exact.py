@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from structlearn.engine.kernels.elimination import HEURISTICS, elimination_order, upward_pass
-from structlearn.engine.semirings import LOG, MAX
+from ..kernels.elimination import HEURISTICS, elimination_order, upward_pass
+from ..semirings import LOG, MAX
 
 #: Cliques with more table entries than this are built by vectorised NumPy (fast exp, SIMD adds); the
 #: others, where Python's per-call cost would dominate, in one compiled call per run of cliques.

@@ -5,8 +5,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from structlearn.engine.kernels.messages import SCHEDULES
-from structlearn.engine.structures._base import Marginals
+from ..kernels.messages import SCHEDULES
+from ._base import Marginals
 
 METHODS = ("bp", "trw", "mf", "exact")
 

@@ -5,7 +5,7 @@ Everything here runs at the boundary (constructors); the engine gets contiguous 
 """
 import numpy as np
 
-from structlearn.utils.validation import check_log_potentials
+from ...utils.validation import check_log_potentials
 
 
 def check_edge_ends(eu, ev, size, *, name="`edges`", graph=None, hint=""):

@@ -115,7 +115,7 @@ def structured_mean_field(graph, clusters, opt, init=None):
         Bad ``clusters`` (:func:`check_clusters`) or ``init``; a cluster without a feasible labeling
         given the others.
     """
-    from structlearn.engine.structures.factor_graph import FactorGraph  # the cluster graphs are factor graphs themselves
+    from .factor_graph import FactorGraph  # the cluster graphs are factor graphs themselves
 
     clusters, owner = check_clusters(graph, clusters)
     N, K, B = graph.n_rows, graph.n_labels, graph.batch_size

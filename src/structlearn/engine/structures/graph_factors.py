@@ -13,9 +13,25 @@ into it, so an evaluation of the learning objective costs the inference alone.
 """
 import numpy as np
 
-from structlearn.engine.structures.factor_graph import FactorGraph
+from .factor_graph import FactorGraph
 
 __all__ = ["FactorLayout", "check_factor_part"]
+
+
+def check_feature_rows(value, rows, width, what, rows_name, col):
+    """Per-edge or per-factor features as float64 (rows, width): ``None`` is the single constant feature
+    1 (rows, 1); an empty 1-d array stands for (0, width). ``ValueError`` naming ``what`` when the rows
+    differ from ``rows`` or a value is not finite (the width is the caller's to check)."""
+    if value is None:
+        return np.ones((rows, 1))
+    arr = np.asarray(value, dtype=np.float64)
+    if arr.ndim == 1 and rows == 0 and arr.size == 0:
+        arr = arr.reshape(0, width if width is not None else 1)
+    if arr.ndim != 2 or arr.shape[0] != rows:
+        raise ValueError(f"{what} must have shape ({rows_name}, {col}) = ({rows}, {col}); got {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{what} contain NaN or inf")
+    return arr
 
 
 def check_factor_part(factors, factor_features, n, G, where):
@@ -73,17 +89,7 @@ def check_factor_part(factors, factor_features, n, G, where):
                              f"must be distinct")
         scopes.append(s)
         arity[f] = s.size
-    if factor_features is None:
-        ff = np.ones((n_f, 1))
-    else:
-        ff = np.asarray(factor_features, dtype=np.float64)
-        if ff.ndim == 1 and n_f == 0 and ff.size == 0:
-            ff = ff.reshape(0, G if G is not None else 1)
-        if ff.ndim != 2 or ff.shape[0] != n_f:
-            raise ValueError(f"{where} factor_features must have shape (n_factors, G) = ({n_f}, G); got "
-                             f"{ff.shape}")
-        if not np.all(np.isfinite(ff)):
-            raise ValueError(f"{where} factor_features contain NaN or inf")
+    ff = check_feature_rows(factor_features, n_f, G, f"{where} factor_features", "n_factors", "G")
     if G is not None and ff.shape[1] != G:
         raise ValueError(f"{where} has {ff.shape[1]} factor features; expected G = {G} (every graph must "
                          f"have the same number of factor features; samples without factor_features have "

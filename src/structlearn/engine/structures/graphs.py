@@ -12,8 +12,8 @@ arXiv:1407.6432 (2014), Figure 4).
 """
 import numpy as np
 
-from structlearn.engine.structures.factor_graph import FactorGraph, check_edge_ends
-from structlearn.engine.structures.graph_factors import FactorLayout, check_factor_part
+from .factor_graph import FactorGraph, check_edge_ends
+from .graph_factors import FactorLayout, check_factor_part, check_feature_rows
 
 __all__ = ["GraphBatch", "check_graphs", "check_graph_labels", "grid_graph", "two_level_edges",
            "two_level_chain", "two_level_trees"]
@@ -274,17 +274,7 @@ def check_graphs(X, *, n_node_features=None, n_edge_features=None, n_factor_feat
         ed = ed.astype(np.int64)
         m = ed.shape[0]
         check_edge_ends(ed[:, 0], ed[:, 1], n, name=f"`{name}`[{i}] edges")
-        if x[2] is not None:
-            ef = np.asarray(x[2], dtype=np.float64)
-            if ef.ndim == 1 and m == 0 and ef.size == 0:
-                ef = ef.reshape(0, F if F is not None else 1)
-            if ef.ndim != 2 or ef.shape[0] != m:
-                raise ValueError(f"`{name}`[{i}] edge_features must have shape (n_edges, F) = ({m}, F); got "
-                                 f"{ef.shape}")
-            if not np.all(np.isfinite(ef)):
-                raise ValueError(f"`{name}`[{i}] edge_features contain NaN or inf")
-        else:
-            ef = np.ones((m, 1))
+        ef = check_feature_rows(x[2], m, F, f"`{name}`[{i}] edge_features", "n_edges", "F")
         if F is None:
             F = ef.shape[1]
         elif ef.shape[1] != F:

@@ -3,12 +3,12 @@ from collections import namedtuple
 
 import numpy as np
 
-from structlearn.engine.kernels import semimarkov as _k
-from structlearn.engine.kernels import semimarkov_decode as _kd
-from structlearn.engine.kernels import semimarkov_window as _kw
-from structlearn.engine.semirings import LOG, MAX
-from structlearn.utils.validation import check_log_potentials, finite_abs_max
-from structlearn.engine.structures._base import KBest, Marginals, StructureBase
+from ..kernels import semimarkov as _k
+from ..kernels import semimarkov_decode as _kd
+from ..kernels import semimarkov_window as _kw
+from ..semirings import LOG, MAX
+from ...utils.validation import check_log_potentials, finite_abs_max
+from ._base import KBest, Marginals, StructureBase
 
 #: Expected number of segments per (duration, label) in each sequence, split by the duration table
 #: that scored them. Each field is (B, D, K) float64: ``middle`` (segments touching neither end,
@@ -735,7 +735,7 @@ class SemiMarkov(StructureBase):
             raise ValueError("token labels do not determine a segmentation when "
                              "allow_same_label=True (a run may be several segments); pass a list of "
                              "(n_seg, 3) segment arrays instead")
-        from structlearn.utils.validation import check_labels
+        from ...utils.validation import check_labels
         labels = check_labels(labels, self.n_rows, self.n_labels, name="segments")
         segs = []
         for b in range(self.batch_size):

@@ -3,11 +3,11 @@ per label and a transition stage that may go through the states (the general hid
 and its special cases, Yu 2010 §2.1, §3.2, §3.3)."""
 import numpy as np
 
-from structlearn.engine.kernels import semimarkov_super as _k
-from structlearn.engine.kernels import semimarkov_super_decode as _kd
-from structlearn.utils.validation import check_allowed_mask, check_log_potentials
-from structlearn.engine.structures._base import Marginals, StructureBase
-from structlearn.engine.structures.semimarkov import BackwardMessages, ForwardMessages, SemiMarkov
+from ..kernels import semimarkov_super as _k
+from ..kernels import semimarkov_super_decode as _kd
+from ...utils.validation import check_allowed_mask, check_log_potentials
+from ._base import Marginals, StructureBase
+from .semimarkov import BackwardMessages, ForwardMessages, SemiMarkov
 
 #: Largest |log-potential| the linear-space passes exponentiate without an offset (exp(±700) is inside the
 #: float64 range): structures whose largest start, end or transition potential lies outside run every LOG

@@ -2,10 +2,10 @@
 import numpy as np
 from numba import get_num_threads
 
-from structlearn.engine.kernels import chain_sparse as _ks
-from structlearn.engine.semirings import LOG
-from structlearn.engine.structures._base import Marginals
-from structlearn.engine.structures.chain import _segmented_cumsum
+from ..kernels import chain_sparse as _ks
+from ..semirings import LOG
+from ._base import Marginals
+from .chain import _segmented_cumsum
 
 __all__ = ["SparseChain"]
 

@@ -1,10 +1,10 @@
 """Trees: one label per node of a rooted tree, over a packed ragged batch of trees."""
 import numpy as np
 
-from structlearn.engine.kernels import tree as _k
-from structlearn.engine.semirings import LOG
-from structlearn.utils.validation import check_labels, check_log_potentials
-from structlearn.engine.structures._base import LabelingStructure, Marginals
+from ..kernels import tree as _k
+from ..semirings import LOG
+from ...utils.validation import check_labels, check_log_potentials
+from ._base import LabelingStructure, Marginals, check_pairwise
 
 
 class Tree(LabelingStructure):
@@ -68,18 +68,7 @@ class Tree(LabelingStructure):
         unary = check_log_potentials(unary, "unary", ndim=2)
         N, K = unary.shape
         self._init_batch(N, K, lengths)
-        edge = check_log_potentials(edge, "edge", ndim=(2, 3))
-        if edge.ndim == 2:
-            if edge.shape != (K, K):
-                raise ValueError(f"`edge` must have shape (K, K) = ({K}, {K}) or (N, K, K) = "
-                                 f"({N}, {K}, {K}); got {edge.shape}")
-            edge = edge[None]
-            self.shared_edge = True
-        elif edge.shape != (N, K, K):
-            raise ValueError(f"`edge` must have shape (K, K) = ({K}, {K}) or (N, K, K) = "
-                             f"({N}, {K}, {K}); got {edge.shape}")
-        else:
-            self.shared_edge = False
+        edge, self.shared_edge = check_pairwise(edge, "edge", N, K)
         self.unary = unary
         self._edge = np.ascontiguousarray(edge)
         self.root_score = (np.zeros(K) if root_score is None
