@@ -12,7 +12,7 @@ from collections import namedtuple
 
 import numpy as np
 from scipy import special
-from sklearn.base import BaseEstimator
+from structlearn.learning.training import EstimatorBase
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
@@ -46,7 +46,7 @@ SegmentFiltered = namedtuple("SegmentFiltered", ["ended", "next", "log_likelihoo
 _FORMAT_VERSION = 1
 
 
-class _SuperLabelHSMM(ShardOnlineMixin, SubpathQueries, InformationCriteria, BaseEstimator):
+class _SuperLabelHSMM(ShardOnlineMixin, SubpathQueries, InformationCriteria, EstimatorBase):
     """The surface shared by the three estimators (fit / score / posteriors / decode / filter / sample /
     information criteria / model files). Subclasses define ``_general()`` (log π, log a), ``_m_step``,
     ``_init_transitions`` and ``_check_params``."""
@@ -57,19 +57,7 @@ class _SuperLabelHSMM(ShardOnlineMixin, SubpathQueries, InformationCriteria, Bas
     def __init__(self, n_states=2, max_duration=20, emission="gaussian", censoring="right", n_iter=100,
                  tol=1e-4, n_init=1, init="kmeans", params="ste", init_params="ste", random_state=None,
                  verbose=False, n_jobs=None):
-        self.n_states = n_states
-        self.max_duration = max_duration
-        self.emission = emission
-        self.censoring = censoring
-        self.n_iter = n_iter
-        self.tol = tol
-        self.n_init = n_init
-        self.init = init
-        self.params = params
-        self.init_params = init_params
-        self.random_state = random_state
-        self.verbose = verbose
-        self.n_jobs = n_jobs
+        self._store_params(locals())
 
     # -- validation ------------------------------------------------------------------------------------
     def _validate_hyper(self):
@@ -601,10 +589,7 @@ class GeneralHSMM(_SuperLabelHSMM):
     def __init__(self, n_states=2, max_duration=20, emission="gaussian", censoring="right", n_iter=100,
                  tol=1e-4, n_init=1, init="kmeans", params="ste", init_params="ste", random_state=None,
                  verbose=False, segment_emission=None, n_jobs=None):
-        super().__init__(n_states=n_states, max_duration=max_duration, emission=emission, censoring=censoring,
-                         n_iter=n_iter, tol=tol, n_init=n_init, init=init, params=params,
-                         init_params=init_params, random_state=random_state, verbose=verbose, n_jobs=n_jobs)
-        self.segment_emission = segment_emission
+        self._store_params(locals())
 
     def _validate_hyper(self):
         super()._validate_hyper()
