@@ -15,7 +15,7 @@ from structlearn.hsmm import _adaptive_factor as _af
 from structlearn.distributions import emissions as _emi
 from structlearn.utils.validation import check_lengths
 
-from structlearn.learning.em_files import families_from_header, families_to_file
+from structlearn.learning.em_files import families_from_header, families_to_file, save_doc
 from structlearn.learning.restarts import check_n_jobs
 from structlearn.learning.posterior_check import check_posteriors
 from structlearn.learning.sampling import sample_sequences
@@ -414,14 +414,9 @@ class AdaptiveFactorHSMM(EstimatorBase):
         return float(self.score_per_sequence(X, lengths).sum())
 
     # ================================================================================================
+    @save_doc
     def save(self, path):
-        """Write the fitted model to ``path`` (versioned ``.npz`` + JSON header; no pickle).
-
-        Raises
-        ------
-        ValueError
-            A custom (non-structlearn) duration or emission object.
-        """
+        """{save}"""
         from structlearn.utils.modelfile import save_model
 
         check_is_fitted(self, "hsmm_")

@@ -24,7 +24,7 @@ from structlearn.engine.structures.chain import LinearChain
 from structlearn.utils.validation import check_allowed_mask, check_lengths
 from structlearn.hsmm._criteria import InformationCriteria
 from structlearn.learning.em_files import families_from_header, families_to_file, fit_state, restore_fit_state
-from structlearn.learning.restarts import (EmptyStateWarning, check_n_jobs, fit_restarts, label_mask,
+from structlearn.learning.restarts import (EmptyStateWarning, check_em_options, fit_restarts, label_mask,
                            warn_empty_states)
 from structlearn.hsmm._online import OnlineMixin
 from structlearn.hsmm._queries import Filtered, Prediction, SegmentEnds, SegmentQueries, state_runs
@@ -160,14 +160,7 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, InformationCriteria, Es
                 raise ValueError(f"`{name}` must be an integer >= {lo}; got {v!r}")
         if not (isinstance(self.tol, (int, float, np.floating)) and self.tol >= 0):
             raise ValueError(f"`tol` must be a non-negative number; got {self.tol!r}")
-        if self.init not in ("kmeans", "quantile", "random"):
-            raise ValueError(f"`init` must be 'kmeans', 'quantile' or 'random'; got {self.init!r}")
-        for name in ("params", "init_params"):
-            v = getattr(self, name)
-            if not isinstance(v, str) or set(v) - set(_LETTERS):
-                raise ValueError(f"`{name}` must be a string of letters from {_LETTERS!r} (s start, t "
-                                 f"transitions, d durations, e emissions); got {v!r}")
-        check_n_jobs(self.n_jobs)
+        check_em_options(self, _LETTERS, "s start, t transitions, d durations, e emissions")
 
     def _emission_for_check(self):
         return getattr(self, "emission_", None) or _emi.make_emission(self.emission)

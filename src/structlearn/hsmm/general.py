@@ -28,7 +28,7 @@ from structlearn.distributions.durations.censoring import CENSORING
 from structlearn.distributions.base import check_stochastic_rows
 from structlearn.utils.validation import check_allowed_mask, check_lengths
 from structlearn.hsmm._criteria import InformationCriteria
-from structlearn.learning.restarts import check_n_jobs, fit_restarts, label_mask, warn_empty_states
+from structlearn.learning.restarts import check_em_options, fit_restarts, label_mask, warn_empty_states
 from structlearn.hsmm import _general_files as _files
 from structlearn.hsmm._queries import Prediction, SegmentEnds, SubpathQueries, cum_scale, state_runs, with_empty_prefixes
 from structlearn.learning.posterior_check import check_posteriors
@@ -70,14 +70,7 @@ class _SuperLabelHSMM(ShardOnlineMixin, SubpathQueries, InformationCriteria, Est
                              f"{type(self).__name__}; got {self.censoring!r}")
         if not (isinstance(self.tol, (int, float, np.floating)) and self.tol >= 0):
             raise ValueError(f"`tol` must be a non-negative number; got {self.tol!r}")
-        if self.init not in ("kmeans", "quantile", "random"):
-            raise ValueError(f"`init` must be 'kmeans', 'quantile' or 'random'; got {self.init!r}")
-        for name in ("params", "init_params"):
-            v = getattr(self, name)
-            if not isinstance(v, str) or set(v) - set(self._letters):
-                raise ValueError(f"`{name}` must be a string of letters from {self._letters!r} (s start, "
-                                 f"t transitions, e emissions); got {v!r}")
-        check_n_jobs(self.n_jobs)
+        check_em_options(self, self._letters, "s start, t transitions, e emissions")
 
     def _validate_data(self, X, lengths):
         emission = getattr(self, "emission_", None) or self._make_emission()

@@ -23,8 +23,8 @@ from structlearn.distributions.base import families_from_file, family_to_file
 from structlearn.hsmm._multichannel_potentials import MC_CENSORING, MultiChannelPotentials, m_step
 from structlearn.utils.validation import as_real_float64, check_lengths
 from structlearn.learning.training import training
-from structlearn.learning.em_files import fit_state, restore_fit_state
-from structlearn.learning.restarts import check_n_jobs
+from structlearn.learning.em_files import fit_state, restore_fit_state, save_doc
+from structlearn.learning.restarts import check_em_options
 from structlearn.learning.posterior_check import check_posteriors
 from structlearn.learning.sampling import sample_sequences
 from structlearn.hsmm._shard_online import ShardOnlineMixin
@@ -156,14 +156,8 @@ class MultiChannelHSMM(ShardOnlineMixin, EstimatorBase):
             v = getattr(self, name)
             if not (isinstance(v, (int, float, np.floating)) and not isinstance(v, bool) and v >= 0):
                 raise ValueError(f"`{name}` must be a non-negative number; got {v!r}")
-        if self.init not in ("kmeans", "quantile", "random"):
-            raise ValueError(f"`init` must be 'kmeans', 'quantile' or 'random'; got {self.init!r}")
-        for name in ("params", "init_params"):
-            v = getattr(self, name)
-            if not isinstance(v, str) or set(v) - set(_LETTERS):
-                raise ValueError(f"`{name}` must be a string of letters from {_LETTERS!r} (s start, c "
-                                 f"coupling weights, t coupling matrices, d durations, e emissions); got {v!r}")
-        check_n_jobs(self.n_jobs)
+        check_em_options(self, _LETTERS, "s start, c coupling weights, t coupling matrices, d durations, "
+                                         "e emissions")
 
     def _resolve_channels(self, n_features):
         """The validated list of C int64 column arrays."""
@@ -579,14 +573,9 @@ class MultiChannelHSMM(ShardOnlineMixin, EstimatorBase):
     # ================================================================================================
     # model files
     # ================================================================================================
+    @save_doc
     def save(self, path):
-        """Write the fitted model to ``path`` (versioned ``.npz`` + JSON header; no pickle).
-
-        Raises
-        ------
-        ValueError
-            A custom (non-structlearn) duration or emission object.
-        """
+        """{save}"""
         from structlearn.distributions.emissions import hmm as _hemi
         from structlearn.utils.modelfile import save_model
 

@@ -30,7 +30,8 @@ from structlearn.hsmm._criteria import InformationCriteria
 from structlearn.learning.posterior_check import check_posteriors
 from structlearn.learning.sampling import sample_sequences
 from structlearn.hsmm._shard_online import ShardOnlineMixin
-from structlearn.learning.em_files import families_from_header, families_to_file, fit_state, restore_fit_state
+from structlearn.learning.em_files import (families_from_header, families_to_file, fit_state, restore_fit_state,
+                                           save_doc)
 from structlearn.learning.restarts import (EmptyStateWarning, check_n_jobs, fit_restarts, label_mask,
                            user_stacklevel)
 
@@ -644,14 +645,9 @@ class SwitchingHSMM(ShardOnlineMixin, InformationCriteria, EstimatorBase):
     # ================================================================================================
     # model files
     # ================================================================================================
+    @save_doc
     def save(self, path):
-        """Write the fitted model to ``path`` (versioned ``.npz`` + JSON header; no pickle).
-
-        Raises
-        ------
-        ValueError
-            A custom (non-structlearn) duration or emission object.
-        """
+        """{save}"""
         from structlearn.utils.modelfile import save_model
 
         check_is_fitted(self, "startprob_")
