@@ -17,6 +17,14 @@ from tests.oracles.general_hsmm import path_score, paths
 RTOL = 1e-10
 
 
+def _small_case(cls, censoring, seed):
+    """M = 2 states, D = 3, a random model of ``cls`` and 5 observations, all from ``seed``."""
+    rng = np.random.default_rng(seed)
+    M, D = 2, 3
+    m = random_model(cls, M, D, censoring, rng)
+    return M, D, m, rng.normal(0, 2, (5, 1))
+
+
 def weighted_paths(m, X):
     pi, A = general_params(m)
     log_b = m.emission_.log_density(X)
@@ -31,10 +39,7 @@ def weighted_paths(m, X):
 
 @pytest.mark.parametrize("cls,censoring", list(cases()))
 def test_predict_next_matches_enumeration_of_prefixes(cls, censoring):
-    rng = np.random.default_rng(11)
-    M, D = 2, 3
-    m = random_model(cls, M, D, censoring, rng)
-    X = rng.normal(0, 2, (5, 1))
+    M, D, m, X = _small_case(cls, censoring, 11)
     pred = m.predict_next(X)
     pi, A = general_params(m)
     log_b = m.emission_.log_density(X)
@@ -61,10 +66,7 @@ def test_predict_next_matches_enumeration_of_prefixes(cls, censoring):
 
 @pytest.mark.parametrize("cls,censoring", list(cases()))
 def test_commencements_terminations_and_segment_queries_match_enumeration(cls, censoring):
-    rng = np.random.default_rng(12)
-    M, D = 2, 3
-    m = random_model(cls, M, D, censoring, rng)
-    X = rng.normal(0, 2, (5, 1))
+    M, D, m, X = _small_case(cls, censoring, 12)
     items, pi, A = weighted_paths(m, X)
     L = sum(w for _, w in items)
     starts = np.zeros(M)
@@ -100,10 +102,7 @@ def test_commencements_terminations_and_segment_queries_match_enumeration(cls, c
 @pytest.mark.parametrize("cls,censoring", list(cases()))
 @pytest.mark.parametrize("algorithm", ["viterbi", "map"])
 def test_constrained_decoding_matches_enumeration(cls, censoring, algorithm):
-    rng = np.random.default_rng(13)
-    M, D = 2, 3
-    m = random_model(cls, M, D, censoring, rng)
-    X = rng.normal(0, 2, (5, 1))
+    M, D, m, X = _small_case(cls, censoring, 13)
     allowed = np.ones((5, M), dtype=bool)
     allowed[2] = [False, True]
     items, _, _ = weighted_paths(m, X)
