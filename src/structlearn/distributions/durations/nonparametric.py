@@ -4,7 +4,8 @@ law (Yu 2010, "Hidden semi-Markov models", §3.1, §4.1).
 import numpy as np
 from scipy import optimize, stats
 
-from structlearn.distributions.durations._base import _NEG_INF, DurationDistribution, _check_positive_int, _normalise_log, _q_value
+from structlearn.distributions.durations._base import (_NEG_INF, DurationDistribution, _check_positive_int, _checked_log_pmf,
+                                                        _normalise_log, _q_value)
 from structlearn.distributions.base import check_stochastic_rows
 
 __all__ = ["NonParametric", "ConvexMonotone", "triangular_basis"]
@@ -52,11 +53,7 @@ class NonParametric(DurationDistribution):
         with np.errstate(divide="ignore"):
             lp = np.log(p.T)
         out = _normalise_log(lp)
-        bad = np.flatnonzero(np.all(out == _NEG_INF, axis=0))
-        if bad.size:
-            raise ValueError(f"duration distribution of state {int(bad[0])} has no mass on 1..{D}; "
-                             f"increase `max_duration`")
-        return out
+        return _checked_log_pmf(out, D, hint="; increase `max_duration`")
 
     def fit(self, counts, left_weight=None):
         """Exact weighted MLE from expected counts (D, K) and left-censored weights (K,)."""
@@ -201,11 +198,7 @@ class ConvexMonotone(DurationDistribution):
         D = _check_positive_int(max_duration, "max_duration")
         with np.errstate(divide="ignore"):
             out = _normalise_log(np.log(_pad_rows(self.pmf_rows(), D).T))
-        bad = np.flatnonzero(np.all(out == _NEG_INF, axis=0))
-        if bad.size:
-            raise ValueError(f"duration distribution of state {int(bad[0])} has no mass on 1..{D}; "
-                             f"increase `max_duration`")
-        return out
+        return _checked_log_pmf(out, D, hint="; increase `max_duration`")
 
     def fit(self, counts, left_weight=None):
         """Constrained weighted MLE from expected counts (D, K) and left-censored weights (K,)."""
