@@ -7,11 +7,10 @@ import warnings
 import numpy as np
 import pytest
 
-from structlearn import GeneralHSMM, HiddenSemiMarkovModel, ResidentialTimeHMM, VariableTransitionHMM
-from structlearn.distributions import durations as du
+from structlearn import GeneralHSMM, ResidentialTimeHMM, VariableTransitionHMM
 from structlearn.distributions import emissions as em
 from structlearn.hsmm import _general_potentials as g
-from tests.hsmm.test_general_hsmm import _dirichlet, cases, general_params, random_model
+from tests.hsmm.test_general_hsmm import _dirichlet, cases, explicit_duration_model, general_params, random_model
 from tests.oracles.general_hsmm import path_score, paths
 
 RTOL = 1e-10
@@ -131,15 +130,8 @@ def test_constrained_decoding_matches_enumeration(cls, censoring, algorithm):
 def test_expected_counts_and_prediction_equal_the_explicit_duration_model(censoring):
     rng = np.random.default_rng(5)
     M, D = 3, 4
-    ed = HiddenSemiMarkovModel(M, duration="nonparametric", max_duration=D, censoring=censoring,
-                               init_params="")
-    ed.startprob_ = _dirichlet(rng, (M,), None)
-    tm = rng.uniform(0.1, 1, (M, M))
-    np.fill_diagonal(tm, 0)
-    ed.transmat_ = tm / tm.sum(1, keepdims=True)
-    ed.duration_ = du.NonParametric(probs=_dirichlet(rng, (M, D), 1))
-    ed.emission_ = em.Categorical(probs=_dirichlet(rng, (M, 3), 1))
-    ed.max_duration_, ed.n_features_in_ = D, 1
+    ed = explicit_duration_model(rng, M, D, censoring,
+                                 lambda rng: em.Categorical(probs=_dirichlet(rng, (M, 3), 1)))
     gen = GeneralHSMM(M, max_duration=D, censoring=censoring, init_params="")
     ls, la = g.explicit_duration(ed.startprob_, ed.transmat_, ed.duration_.log_pmf(D), censoring)
     gen.startprob_, gen.transmat_ = np.exp(ls), np.exp(la)
