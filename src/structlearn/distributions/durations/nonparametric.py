@@ -11,6 +11,13 @@ from structlearn.distributions.base import check_stochastic_rows
 __all__ = ["NonParametric", "ConvexMonotone", "triangular_basis"]
 
 
+def _check_rows(a, name, layout, what):
+    """``a`` (K, D), D >= 1, with stochastic rows, else ``ValueError`` (``layout`` says what a row is)."""
+    if a.ndim != 2 or a.shape[1] < 1:
+        raise ValueError(f"`{name}` must have shape (K, D) ({layout}); got {a.shape}")
+    check_stochastic_rows(a, name, what)
+
+
 class NonParametric(DurationDistribution):
     """Categorical duration distribution on 1..D (Ferguson 1980; Yu 2010 §3.1, §4.1).
 
@@ -35,11 +42,8 @@ class NonParametric(DurationDistribution):
             self._validate()
 
     def _validate(self):
-        p = self.probs
-        if p.ndim != 2 or p.shape[1] < 1:
-            raise ValueError(f"`probs` must have shape (K, D) (one row of duration probabilities per "
-                             f"state); got {p.shape}")
-        check_stochastic_rows(p, "probs", " (duration probabilities)")
+        _check_rows(self.probs, "probs", "one row of duration probabilities per state",
+                    " (duration probabilities)")
 
     def log_pmf(self, max_duration):
         """Truncated, renormalised log p_j(d), shape (D, K), float64 (-inf for zero probability)."""
@@ -182,11 +186,8 @@ class ConvexMonotone(DurationDistribution):
         return {"max_iter": self.max_iter}
 
     def _validate(self):
-        w = self.weights
-        if w.ndim != 2 or w.shape[1] < 1:
-            raise ValueError(f"`weights` must have shape (K, D) (mixing weights of the triangular pmfs, "
-                             f"one row per state); got {w.shape}")
-        check_stochastic_rows(w, "weights", " (mixing weights)")
+        _check_rows(self.weights, "weights", "mixing weights of the triangular pmfs, one row per state",
+                    " (mixing weights)")
 
     def pmf_rows(self):
         """The pmf rows p_j(d) on 1..D', shape (K, D') (linear space)."""
