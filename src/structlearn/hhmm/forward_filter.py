@@ -62,24 +62,20 @@ class FactoredFrontier(DBNInference):
                               semiring == MAX, self.fscore, self.q_flat, self.q_off,
                               clamp and self.finish == "all", semiring)
 
+    def _log_norms(self, em):
+        return self._sweep(em)[0]
+
+    def _filter_one(self, em):
+        lc, p, _ = self._sweep(em, clamp=False)
+        return np.cumsum(lc), p
+
     def log_likelihood(self, log_b, offsets):
         """Approximate log P(X_b) per sequence (B,)."""
-        em = self._em(log_b)
-        return np.array([self._sweep(em[a:b])[0].sum() if b > a else 0.0
-                         for a, b in zip(offsets[:-1], offsets[1:])])
+        return super().log_likelihood(log_b, offsets)
 
     def filter(self, log_b, offsets):
         """(approximate config posteriors (N, S) P(s_t | o_1:t), running log P(o_1:t) (N,))."""
-        em = self._em(log_b)
-        post = np.zeros((em.shape[0], self.h.n_configs))
-        ll = np.zeros(em.shape[0])
-        for a, b in zip(offsets[:-1], offsets[1:]):
-            if b == a:
-                continue
-            lc, p, _ = self._sweep(em[a:b], clamp=False)
-            ll[a:b] = np.cumsum(lc)
-            post[a:b] = p[:, self.dbn.cfg_stack]
-        return post, ll
+        return super().filter(log_b, offsets)
 
     def smooth(self, log_b, offsets, store_f=False):
         """Factored-frontier forward–backward; see :data:`~structlearn.hhmm.jtree.Smoothed`

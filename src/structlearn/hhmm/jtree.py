@@ -376,10 +376,28 @@ class DBNInference:
         return _k.jtree_forward(self.psi_mid, last, *t.kernel_args(), t.up, t.cA, t.mapA, t.cR, t.mapB,
                                 em, self.dbn.log_prior, b_last, semiring)
 
+    def _log_norms(self, em):
+        """Per-step log normalisers (T,) of the forward pass over one sequence's ``em`` (T, nQ)."""
+        return self._forward(em, LOG)[1]
+
     def log_likelihood(self, log_b, offsets):
         em = self._em(log_b)
-        return np.array([self._forward(em[a:b], LOG)[1].sum() if b > a else 0.0
+        return np.array([self._log_norms(em[a:b]).sum() if b > a else 0.0
                          for a, b in zip(offsets[:-1], offsets[1:])])
+
+    def _filter_one(self, em):
+        """(running log P(o_1:t) (T,), stack posteriors (T, nQ)) of one non-empty sequence's ``em``."""
+        alpha, lc = self._forward(em, LOG)
+        run = np.concatenate([[0.0], np.cumsum(lc[:-1])])
+        j = alpha + em
+        m = np.max(j, axis=1, keepdims=True)
+        m = np.where(np.isfinite(m), m, 0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            s = np.log(np.exp(j - m).sum(axis=1))
+            ll = run + s + m[:, 0]
+            p = np.exp(j - (s[:, None] + m))
+        p[~np.isfinite(ll)] = 0.0
+        return ll, p
 
     def filter(self, log_b, offsets):
         """(config posteriors (N, S) P(s_t | o_1:t), running log P(o_1:t) (N,))."""
@@ -389,16 +407,7 @@ class DBNInference:
         for a, b in zip(offsets[:-1], offsets[1:]):
             if b == a:
                 continue
-            alpha, lc = self._forward(em[a:b], LOG)
-            run = np.concatenate([[0.0], np.cumsum(lc[:-1])])
-            j = alpha + em[a:b]
-            m = np.max(j, axis=1, keepdims=True)
-            m = np.where(np.isfinite(m), m, 0.0)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                s = np.log(np.exp(j - m).sum(axis=1))
-                ll[a:b] = run + s + m[:, 0]
-                p = np.exp(j - (s[:, None] + m))
-            p[~np.isfinite(ll[a:b])] = 0.0
+            ll[a:b], p = self._filter_one(em[a:b])
             post[a:b] = p[:, self.dbn.cfg_stack]
         return post, ll
 
