@@ -110,16 +110,7 @@ class FactoredFrontier(DBNInference):
         """Approximate Viterbi parse: (exact log-prob of the returned parse (B,), configuration (N,),
         cut level (N,)); see :meth:`DBNInference.decode`."""
         D = self.D
-        em = self._em(log_b)
-        N = em.shape[0]
-        cfg = np.zeros(N, dtype=np.int64)
-        cut = np.zeros(N, dtype=np.int64)
-        best = np.zeros(len(offsets) - 1)
-        final = np.full_like(self.fscore, -np.inf)
-        if self.finish == "all":
-            final[0] = self.fscore[0]
-        else:
-            final[D] = 0.0
+        em, cfg, cut, best, final = self._decode_start(log_b, offsets)
         dims = np.asarray(self.dbn.dims, dtype=np.int64)
         digits = np.stack(np.unravel_index(np.arange(self.nQ), tuple(int(n) for n in dims)))  # (D, nQ)
         for i, (a, b) in enumerate(zip(offsets[:-1], offsets[1:])):

@@ -509,21 +509,23 @@ class DBNInference:
         np.add.at(weights.T, sp[ok], sm.gamma[:, ok].T)
         return counts, weights, sm.log_z
 
+    def _decode_start(self, log_b, offsets):
+        """What decode starts from: the emissions (N, nQ), zeros for the configurations and cut levels
+        (N,) and the best log-probs (B,), and the final scores (the top level finishes under
+        ``finish="all"``, no finish is scored under ``"none"``)."""
+        em = self._em(log_b)
+        N = em.shape[0]
+        final = np.full_like(self.fscore, -np.inf)
+        if self.finish == "all":
+            final[0] = self.fscore[0]
+        else:
+            final[self.D] = 0.0
+        return em, np.zeros(N, dtype=np.int64), np.zeros(N, dtype=np.int64), np.zeros(len(offsets) - 1), final
+
     def decode(self, log_b, offsets):
         """(best log-prob (B,), configuration (N,), cut level (N,): the level d* whose sub-model moves
         after t; 0 at the last token under ``finish="all"``, -1 under ``"none"``)."""
-        D = self.D
-        em = self._em(log_b)
-        N = em.shape[0]
-        cfg = np.zeros(N, dtype=np.int64)
-        cut = np.zeros(N, dtype=np.int64)
-        best = np.zeros(len(offsets) - 1)
-        if self.finish == "all":
-            final = np.full_like(self.fscore, -np.inf)
-            final[0] = self.fscore[0]
-        else:
-            final = np.full_like(self.fscore, -np.inf)
-            final[D] = 0.0
+        em, cfg, cut, best, final = self._decode_start(log_b, offsets)
         dims = np.asarray(self.dbn.dims, dtype=np.int64)
         for i, (a, b) in enumerate(zip(offsets[:-1], offsets[1:])):
             if b == a:
