@@ -19,21 +19,13 @@ import argparse
 import os
 import pathlib
 import sys
-import time
 import warnings
 
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-
-
-def _best(fn, repeat):
-    out = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        out = min(out, time.perf_counter() - t0)
-    return out
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from _timing import best_of  # noqa: E402
 
 
 def hmm_like(est, X):
@@ -90,9 +82,10 @@ def main(argv=None):
                       ("HiddenSemiMarkovModel (K=5, D=100)",
                        HiddenSemiMarkovModel(5, max_duration=100, n_iter=2, random_state=0))):
         e, it = hmm_like(est, X)
-        rows.append((name, X.shape[0], _best(e, args.repeat), _best(it, args.repeat)))
+        rows.append((name, X.shape[0], best_of(e, args.repeat)[0], best_of(it, args.repeat)[0]))
     n, e, it = hhmm(args.T // 10)
-    rows.append(("HierarchicalHMM (depth 3, Gaussian)", n, _best(e, args.repeat), _best(it, args.repeat)))
+    rows.append(("HierarchicalHMM (depth 3, Gaussian)", n, best_of(e, args.repeat)[0],
+                 best_of(it, args.repeat)[0]))
     print(f"EM iteration against its E-step, best of {args.repeat} "
           f"(NUMBA_NUM_THREADS={os.environ.get('NUMBA_NUM_THREADS', 'default')})")
     print(f"{'model':<38} {'rows':>7} {'E-step s':>9} {'EM it s':>9} {'ratio':>6}")

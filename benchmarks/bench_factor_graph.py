@@ -19,13 +19,16 @@ pgmpy is run only when its largest table (estimated from structlearn's junction 
 ``--pgmpy-max-entries`` (default 2**16).
 """
 import argparse
-import math
+import pathlib
+import sys
 import time
 import warnings
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from _timing import best_of  # noqa: E402
 from structlearn.engine.structures import FactorGraph
 from structlearn.engine.structures.graphs import grid_graph
 
@@ -55,15 +58,6 @@ def random_triples(n, F, K, seed=0, scale=0.5):
     factors += [(v,) for v in range(n)]
     tables = [rng.normal(scale=scale, size=[K] * len(s)) for s in factors]
     return FactorGraph.from_factors([K] * n, factors, tables)
-
-
-def best_of(fn, n=3):
-    out, best = None, math.inf
-    for _ in range(n):
-        t = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t)
-    return best, out
 
 
 def pgmpy_log_z(g):

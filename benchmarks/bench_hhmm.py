@@ -26,6 +26,7 @@ slopes are in docs/hhmm.md ("Inference on the DBN").
 import argparse
 import json
 import os
+import pathlib
 import subprocess
 import sys
 import time
@@ -33,6 +34,8 @@ import time
 import numba
 import numpy as np
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from _timing import best_of  # noqa: E402
 from structlearn import HierarchicalHMM
 from structlearn.datasets.toy import hhmm_figure1
 from structlearn.distributions.emissions import Categorical
@@ -90,15 +93,6 @@ def left_to_right_model(depth, branch, n_symbols, seed=0):
     return HierarchicalHMM(h, em)
 
 
-def timed(fn, repeat=1):
-    best = np.inf
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
-
-
 def slope(Ts, times):
     Ts, times = np.asarray(Ts, float), np.asarray(times, float)
     if len(Ts) < 2:
@@ -125,8 +119,8 @@ def sparse_vs_dense(depth, branches, T, repeat=3, make=None):
             model.set_params(inference=inf)
             model.expected_counts(X[:5])  # compile / warm up
             model.decode(X[:5])
-            t_e = timed(lambda: res.setdefault(inf, model.expected_counts(X)), repeat=repeat)
-            t_v = timed(lambda: model.decode(X), repeat=repeat)
+            t_e = best_of(lambda: res.setdefault(inf, model.expected_counts(X)), repeat)[0]
+            t_v = best_of(lambda: model.decode(X), repeat)[0]
             res[inf + "_t"] = (t_e, t_v)
         S, E = h.n_configs, len(h._pair_keys)
         diff = np.max(np.abs(res["dense"][0] - res["sparse"][0]))
@@ -157,7 +151,7 @@ def time_vs_length(Ts, budget):
         X = rng.randint(6, size=(T, 1))
         out = {}
         for inf, m in models.items():
-            times[inf].append(timed(lambda: out.setdefault(inf, m.posteriors(X)), repeat=5))
+            times[inf].append(best_of(lambda: out.setdefault(inf, m.posteriors(X)), 5)[0])
         ll = out["flat"].log_likelihood[0]
         t_io, d_io = float("nan"), float("nan")
         if io_on:

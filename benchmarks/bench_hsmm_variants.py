@@ -32,23 +32,13 @@ import argparse
 import os
 import pathlib
 import sys
-import time
 import warnings
 
 import numpy as np
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-
-
-def _best(fn, repeat):
-    t = float("inf")
-    out = None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        t = min(t, time.perf_counter() - t0)
-    return t, out
+from _timing import best_of  # noqa: E402
 
 
 def _hsmm_estep(model, X):
@@ -169,11 +159,11 @@ def estep_table(T, T_adaptive, repeat):
                         (adaptive, T_adaptive)):
         name, shape, run, extra = make(t_row, rng)
         run()  # compile
-        t_model, _ = _best(run, repeat)
+        t_model, _ = best_of(run, repeat)
         if shape is None:   # the adaptive filter: against the frozen filter
             run_ref = extra
             run_ref()
-            t_ref, _ = _best(run_ref, repeat)
+            t_ref, _ = best_of(run_ref, repeat)
             rows.append((name, t_row, "-", t_model, t_ref, t_model / t_ref, "frozen factors"))
         else:
             a = np.random.default_rng(1).random(shape)
@@ -184,7 +174,7 @@ def estep_table(T, T_adaptive, repeat):
             if isinstance(extra, list) and extra:   # factored multi-channel: sweeps of messages
                 passes = float(np.mean(extra))
                 note = f"{passes:.1f} sweeps"
-            t_b, _ = _best(lambda: bound(x, a, int(t_row * passes)), repeat)
+            t_b, _ = best_of(lambda: bound(x, a, int(t_row * passes)), repeat)
             rows.append((name, t_row, shape[0] * shape[1], t_model, t_b, t_model / t_b, note))
         print(f"  measured {name}", flush=True)
     print(f"\nE-step against the arithmetic bound (best of {repeat}; "

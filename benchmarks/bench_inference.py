@@ -54,14 +54,8 @@ NEG = -1e9  # torch-struct's additive zero; -inf would give NaN gradients in its
 
 # ---------------------------------------------------------------------------------------------------
 # workloads
-@dataclass
-class ChainWork:
-    """A packed batch of HMM sequences: probabilities for hmmlearn, logs for the others."""
-    K: int
-    lengths: np.ndarray     # (B,) int64
-    log_b: np.ndarray       # (N, K) log-emission (log-likelihood of each observation per state)
-    pi: np.ndarray          # (K,) start probabilities
-    A: np.ndarray           # (K, K) transition probabilities "from, to"
+class _Packed:
+    """The offsets and token count of a packed batch's ``lengths``."""
 
     @property
     def offsets(self):
@@ -70,6 +64,16 @@ class ChainWork:
     @property
     def n_tokens(self):
         return int(self.lengths.sum())
+
+
+@dataclass
+class ChainWork(_Packed):
+    """A packed batch of HMM sequences: probabilities for hmmlearn, logs for the others."""
+    K: int
+    lengths: np.ndarray     # (B,) int64
+    log_b: np.ndarray       # (N, K) log-emission (log-likelihood of each observation per state)
+    pi: np.ndarray          # (K,) start probabilities
+    A: np.ndarray           # (K, K) transition probabilities "from, to"
 
     @property
     def log_pi(self):
@@ -81,7 +85,7 @@ class ChainWork:
 
 
 @dataclass
-class SemiWork:
+class SemiWork(_Packed):
     """A packed batch for semi-Markov inference (log-potentials)."""
     K: int
     D: int
@@ -91,14 +95,6 @@ class SemiWork:
     trans: np.ndarray       # (K, K)
     start: np.ndarray       # (K,)
     end: np.ndarray         # (K,)
-
-    @property
-    def offsets(self):
-        return np.concatenate([[0], np.cumsum(self.lengths)])
-
-    @property
-    def n_tokens(self):
-        return int(self.lengths.sum())
 
 
 def make_chain(K, lengths, rng, V=None):

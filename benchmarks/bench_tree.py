@@ -38,11 +38,16 @@ Measured (2 shared cores, 2 Numba threads, idle machine; 2026-11-30):
                     per-node logistic regression (same node attributes) all-node 0.7900, root 0.4023
 """
 import argparse
+import pathlib
+import sys
 import time
 import warnings
 
 import numba
 import numpy as np
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from _timing import best_of  # noqa: E402
 
 
 def sst(split):
@@ -86,15 +91,6 @@ def preorder(P):
     return out
 
 
-def best_of(fn, repeat):
-    best = np.inf
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
-
-
 def bench(name, train, test, iterations, repeat, use_edges, accuracy):
     from structlearn import LinearChainCRF, TreeCRF
 
@@ -116,17 +112,17 @@ def bench(name, train, test, iterations, repeat, use_edges, accuracy):
     for what, model, kw, X in (("tree CRF", tree, dict(parents=Pte, **ekw_te), Xte),
                                ("linear chain", chain, {}, Xte_c)):
         train_s = model.training_seconds_ - model.featurize_seconds_
-        t_map = best_of(lambda: model.predict(X, **kw), repeat)
-        t_marg = best_of(lambda: model.predict_marginals(X, output="array", **kw), repeat)
+        t_map = best_of(lambda: model.predict(X, **kw), repeat)[0]
+        t_marg = best_of(lambda: model.predict_marginals(X, output="array", **kw), repeat)[0]
         # engine only: items already encoded; potentials from the weights + decode / marginals
         if what == "tree CRF":
             batch = model._encode(X, kw["parents"], kw.get("edge_attributes"), False, model._vocab,
                                   model._evocab)[4]
         else:
             batch = model._vocab.encode(X)
-        t_emap = best_of(lambda: model.model_.structure(model.coef_, batch).argmax(), repeat)
+        t_emap = best_of(lambda: model.model_.structure(model.coef_, batch).argmax(), repeat)[0]
         t_emarg = best_of(lambda: model.model_.structure(model.coef_, batch).marginals(edge="none"),
-                          repeat)
+                          repeat)[0]
         rows.append((label, what, n_train, model.n_iter_, train_s / max(model.n_iter_, 1),
                      n_test / t_map, n_test / t_marg, n_test / t_emap, n_test / t_emarg))
     for r in rows:

@@ -2,7 +2,6 @@
 
 Commands run in-process through ``main([...])`` (fast); one test runs the installed console script.
 """
-import random
 import re
 import shutil
 import subprocess
@@ -18,6 +17,7 @@ from structlearn.io import read_crfsuite, write_crfsuite
 from structlearn.io.modelfile import load_model, save_model
 from structlearn.metrics import (chunk_f1, classification_report, conlleval, token_accuracy)
 from tests.cli._cli import blocks as _blocks
+from tests.cli._cli import chunk_sentences
 from tests.cli._cli import run
 from tests.conftest import require_data, skip_unless_ci
 
@@ -29,24 +29,7 @@ PREPS = [("in", "IN"), ("on", "IN")]
 
 def _sentences(n, seed):
     """Tiny chunking-like data: (word, pos, chunk) tokens, IOB2 chunk tags."""
-    rng = random.Random(seed)
-    out = []
-    for _ in range(n):
-        s = []
-
-        def np_():
-            s.append((*rng.choice(NP_WORDS), "B-NP"))
-            s.append((*rng.choice(NOUNS), "I-NP"))
-
-        np_()
-        s.append((*rng.choice(VERBS), "B-VP"))
-        np_()
-        if rng.random() < 0.5:
-            s.append((*rng.choice(PREPS), "B-PP"))
-            np_()
-        s.append((".", ".", "O"))
-        out.append(s)
-    return out
+    return chunk_sentences(n, seed, {"DT": NP_WORDS, "NN": NOUNS, "VBZ": VERBS, "IN": PREPS})
 
 
 def _attr_items(sent):

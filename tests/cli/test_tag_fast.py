@@ -2,7 +2,6 @@
 :class:`structlearn.io.chain_tagger.ChainTagger`, without scikit-learn, SciPy's heavy packages or the
 estimators, and gives the estimator's labels bit for bit (one shared function,
 :func:`structlearn.crf._decode.predict_labels`)."""
-import random
 import subprocess
 import sys
 
@@ -16,31 +15,14 @@ from structlearn.crf.linear_chain import LinearChainCRF
 from structlearn.io.chain_tagger import ChainTagger, open_chain_tagger
 from structlearn.crf._decode import CHAIN_FORMAT, CHAIN_FORMAT_VERSION
 from structlearn.utils.modelfile import load_model, save_model
-from tests.cli._cli import run
+from tests.cli._cli import chunk_sentences, run
 
 WORDS = {"DT": ["the", "a"], "NN": ["dog", "cat", "idea"], "VBZ": ["runs", "sees"], "IN": ["in", "on"]}
 
 
 def _sentences(n, seed):
     """(word, pos, chunk) sentences of NP VP NP [PP NP] . with IOB2 chunk tags."""
-    rng = random.Random(seed)
-    out = []
-    for _ in range(n):
-        s = []
-
-        def np_():
-            s.append((rng.choice(WORDS["DT"]), "DT", "B-NP"))
-            s.append((rng.choice(WORDS["NN"]), "NN", "I-NP"))
-
-        np_()
-        s.append((rng.choice(WORDS["VBZ"]), "VBZ", "B-VP"))
-        np_()
-        if rng.random() < 0.5:
-            s.append((rng.choice(WORDS["IN"]), "IN", "B-PP"))
-            np_()
-        s.append((".", ".", "O"))
-        out.append(s)
-    return out
+    return chunk_sentences(n, seed, {pos: [(w, pos) for w in words] for pos, words in WORDS.items()})
 
 
 def _write_conll(path, sents, labels=True):

@@ -6,6 +6,7 @@ import pytest
 from structlearn import LinearChainCRF
 from structlearn.crf.objectives import ChainCLL
 from tests.conftest import require_module
+from tests.crf._data import abc_sequences
 from tests.oracles import crfsuite_model as oracle
 
 ISSUE_X = [[{"a": 1.0}, {"b": 1.0}]]
@@ -13,21 +14,13 @@ ISSUE_Y = [["x", "y"]]
 
 
 def small_data(n=6, seed=0):
-    rng = np.random.default_rng(seed)
-    X, y = [], []
-    for _ in range(n):
-        T = int(rng.integers(1, 5))
-        xs, ys = [], []
-        for _ in range(T):
-            lab = "ABC"[int(rng.integers(0, 3))]
-            item = {f"w={lab}{int(rng.integers(0, 2))}": 1.0, "bias": 1.0}
-            if rng.random() < 0.5:
-                item["num"] = float(np.round(rng.normal(), 3))
-            xs.append(item)
-            ys.append(lab)
-        X.append(xs)
-        y.append(ys)
-    return X, y
+    def item(rng, lab):
+        out = {f"w={lab}{int(rng.integers(0, 2))}": 1.0, "bias": 1.0}
+        if rng.random() < 0.5:
+            out["num"] = float(np.round(rng.normal(), 3))
+        return out
+
+    return abc_sequences(n, seed, item)
 
 
 def our_weights(crf, names):

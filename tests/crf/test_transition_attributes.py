@@ -9,23 +9,14 @@ import pytest
 
 from structlearn import LinearChainCRF
 from structlearn.crf.objectives import ChainCLL
+from tests.crf._data import abc_sequences
 from tests.oracles._common import logsumexp
 
 
 def _data(n=6, seed=0):
-    rng = np.random.default_rng(seed)
-    X, y = [], []
-    for _ in range(n):
-        T = int(rng.integers(1, 5))
-        xs, ys = [], []
-        for _ in range(T):
-            lab = "ABC"[int(rng.integers(0, 3))]
-            xs.append({"w": ",." [int(rng.integers(0, 2))] if rng.random() < 0.5 else lab.lower(),
-                       "v": float(np.round(rng.normal(), 2))})
-            ys.append(lab)
-        X.append(xs)
-        y.append(ys)
-    return X, y
+    return abc_sequences(n, seed, lambda rng, lab: {
+        "w": ",." [int(rng.integers(0, 2))] if rng.random() < 0.5 else lab.lower(),
+        "v": float(np.round(rng.normal(), 2))})
 
 
 def _score(crf, xs, ys):

@@ -1,6 +1,9 @@
 """The clusters of the distributed tests, started by the tests themselves: ``client``, a
 ``distributed.LocalCluster`` of 2 worker processes (one per test module), and ``small_client``, one in this
-process (one per test)."""
+process (one per test); and ``worker_killer``, the fit callback of the tests that crash a worker."""
+import os
+import signal
+
 import pytest
 
 from tests.conftest import require_module
@@ -32,3 +35,20 @@ def small_client():
     finally:
         client.close()
         cluster.close()
+
+
+def worker_killer(client, at):
+    """A fit ``callback`` that kills (SIGKILL, a crash) the first worker of ``client`` when it is called
+    with ``at`` (an iteration or evaluation number): its shards are lost, dask recomputes them from their
+    graphs and the nanny starts a new worker. Returns ``(callback, killed)``, ``killed`` the list of the
+    addresses it killed."""
+    killed = []
+
+    def kill_one(step):
+        if step == at and not killed:
+            addr = sorted(client.scheduler_info()["workers"])[0]
+            pid = client.run(os.getpid, workers=[addr])[addr]
+            os.kill(pid, signal.SIGKILL)
+            killed.append(addr)
+
+    return kill_one, killed

@@ -3,8 +3,6 @@ distributed.LocalCluster (2 worker processes started here): equal to ``fit`` on 
 the sequential algorithm (greedy and cyclic, given and generated trees, feature-subset learners) and the
 parallel variant, with the same rounds and the same selected trees; a worker killed mid-fit leaves the
 result unchanged; bad bags are refused with clear errors."""
-import os
-import signal
 import warnings
 
 import numpy as np
@@ -13,8 +11,10 @@ from sklearn.base import clone
 
 from structlearn import AdaBoostMRF
 from structlearn.graph.adaboost_mrf import two_level_chain_trees
-from structlearn.engine.structures.graphs import grid_graph, two_level_chain
+from structlearn.engine.structures.graphs import grid_graph
 from tests.conftest import require_module
+from tests.distributed.conftest import worker_killer
+from tests.graph.test_adaboost_mrf import dcrf_edges
 
 dask_bag = require_module("dask.bag")
 distributed = require_module("distributed")
@@ -26,11 +26,7 @@ pytestmark = pytest.mark.slow  # a real cluster of 2 worker processes
 def _dcrf(n=9, T=4, K=3, seed=0):
     """Tiny 2-level DCRFs (top chain copied by the bottom chain, one-hot edge types), half the labels hidden."""
     rng = np.random.default_rng(seed)
-    E = two_level_chain(T)
-    ef = np.zeros((len(E), 3))
-    ef[:T - 1, 0] = 1
-    ef[T - 1:2 * T - 2, 1] = 1
-    ef[2 * T - 2:, 2] = 1
+    E, ef = dcrf_edges(T)
     X, Y = [], []
     for _ in range(n):
         top = np.repeat(rng.integers(K, size=2), [T // 2, T - T // 2])
@@ -107,14 +103,7 @@ def test_distributed_equals_fit_with_generated_trees(client, parallel):
 
 def test_worker_killed_mid_fit_leaves_the_result_unchanged(client):
     X, Y = _dcrf(seed=4)
-    killed = []
-
-    def kill_one(evaluation):
-        if evaluation == 4 and not killed:
-            addr = sorted(client.scheduler_info()["workers"])[0]
-            pid = client.run(os.getpid, workers=[addr])[addr]
-            os.kill(pid, signal.SIGKILL)
-            killed.append(addr)
+    kill_one, killed = worker_killer(client, 4)
 
     est = AdaBoostMRF(trees=two_level_chain_trees(), n_rounds=2, cg_iterations=2, tol=0.0)
     ref, got = _fit_both(est, X, Y, client, npartitions=4, callback=kill_one)

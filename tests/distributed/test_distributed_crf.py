@@ -1,8 +1,6 @@
 """structlearn.distributed.fit of a LinearChainCRF on a real distributed.LocalCluster (2 worker processes
 started here): the vocabulary, labels and features counted on the workers and the L-BFGS fit over the
 persisted shards equal ``fit`` on the concatenated sequences, and a worker killed mid-fit changes nothing."""
-import os
-import signal
 import warnings
 
 import numpy as np
@@ -11,6 +9,7 @@ from sklearn.base import clone
 
 from structlearn import LinearChainCRF
 from tests.conftest import require_module
+from tests.distributed.conftest import worker_killer
 
 dask_bag = require_module("dask.bag")
 sd = require_module("structlearn.distributed")
@@ -68,14 +67,7 @@ def test_crf_distributed_equals_fit(client, params):
 
 def test_crf_worker_killed_mid_fit_leaves_the_result_unchanged(client):
     X, y = _data(seed=4)
-    killed = []
-
-    def kill_one(evaluation):
-        if evaluation == 3 and not killed:
-            addr = sorted(client.scheduler_info()["workers"])[0]
-            pid = client.run(os.getpid, workers=[addr])[addr]
-            os.kill(pid, signal.SIGKILL)  # its shards are lost: dask recomputes them from their graphs
-            killed.append(addr)
+    kill_one, killed = worker_killer(client, 3)
 
     ref, got = _fit_both(LinearChainCRF(c2=1.0, max_iterations=25), X, y, client, npartitions=4,
                          callback=kill_one)

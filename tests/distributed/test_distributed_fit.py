@@ -1,8 +1,6 @@
 """structlearn.distributed.fit on a real distributed.LocalCluster (2 worker processes started here): the
 distributed fits of the HSMM and the HMM equal their single-process fits, with bags and delayed shards,
 and a worker killed in the middle of a fit leaves the result unchanged."""
-import os
-import signal
 import warnings
 
 import numpy as np
@@ -11,6 +9,7 @@ from sklearn.base import clone
 
 from structlearn import GaussianHMM, GeneralHSMM, HiddenSemiMarkovModel
 from tests.conftest import require_module
+from tests.distributed.conftest import worker_killer
 
 dask_bag = require_module("dask.bag")
 dask = require_module("dask")
@@ -78,14 +77,7 @@ def test_general_hsmm_distributed_equals_fit(client):
 def test_worker_killed_mid_fit_leaves_the_result_unchanged(client):
     seqs, X, L = _data(seed=3)
     est = HiddenSemiMarkovModel(2, duration="nonparametric", max_duration=30, n_iter=6, random_state=0)
-    killed = []
-
-    def kill_one(iteration):
-        if iteration == 2 and not killed:
-            addr = sorted(client.scheduler_info()["workers"])[0]
-            pid = client.run(os.getpid, workers=[addr])[addr]
-            os.kill(pid, signal.SIGKILL)  # a crash: its shards are lost, the nanny starts a new worker
-            killed.append(addr)
+    kill_one, killed = worker_killer(client, 2)
 
     bag = dask_bag.from_sequence(seqs, npartitions=4)
     ref, got = _fit_both(est, bag, client, X, L, callback=kill_one)

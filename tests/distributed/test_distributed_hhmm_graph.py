@@ -3,8 +3,6 @@ the factored frontier) and of the GraphCRF (L-BFGS / CG over shards of graphs) o
 distributed.LocalCluster (2 worker processes started here): equal to the single-process fits, with the
 same iterations; a worker killed in the middle of a fit leaves the result unchanged; the HHMM's E-step
 over joblib processes (``n_jobs``) equals the one-block E-step."""
-import os
-import signal
 import warnings
 
 import numpy as np
@@ -16,6 +14,7 @@ from structlearn.datasets.toy import hhmm_figure1
 from structlearn.distributions.emissions import Categorical
 from structlearn.engine.structures.graphs import grid_graph
 from tests.conftest import require_module
+from tests.distributed.conftest import worker_killer
 
 dask_bag = require_module("dask.bag")
 distributed = require_module("distributed")
@@ -98,14 +97,7 @@ def test_hhmm_alphabet_is_counted_on_the_workers(client):
 def test_hhmm_worker_killed_mid_fit_leaves_the_result_unchanged(client):
     seqs, X, L = _hhmm_data(seed=4)
     est = HierarchicalHMM(FIG1, "categorical", init_params="ste", random_state=0, n_iter=6)
-    killed = []
-
-    def kill_one(iteration):
-        if iteration == 2 and not killed:
-            addr = sorted(client.scheduler_info()["workers"])[0]
-            pid = client.run(os.getpid, workers=[addr])[addr]
-            os.kill(pid, signal.SIGKILL)  # a crash: its shards are lost, the nanny starts a new worker
-            killed.append(addr)
+    kill_one, killed = worker_killer(client, 2)
 
     bag = dask_bag.from_sequence(seqs, npartitions=4)
     ref, got = _fit_both_hhmm(est, bag, client, X, L, init=(X, L), callback=kill_one)
@@ -195,14 +187,7 @@ def test_graph_crf_label_count_is_merged_over_partitions(client):
 
 def test_graph_crf_worker_killed_mid_fit_leaves_the_result_unchanged(client):
     X, Y, _ = _graph_data(seed=5)
-    killed = []
-
-    def kill_one(evaluation):
-        if evaluation == 3 and not killed:
-            addr = sorted(client.scheduler_info()["workers"])[0]
-            pid = client.run(os.getpid, workers=[addr])[addr]
-            os.kill(pid, signal.SIGKILL)
-            killed.append(addr)
+    kill_one, killed = worker_killer(client, 3)
 
     ref, got = _fit_both_graph(GraphCRF(c2=0.1, max_iterations=30), X, Y, None, client, npartitions=4,
                                callback=kill_one)

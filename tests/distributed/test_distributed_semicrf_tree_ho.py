@@ -11,6 +11,7 @@ from sklearn.base import clone
 
 from structlearn import SemiMarkovCRF
 from tests.conftest import require_module
+from tests.distributed.test_distributed_crf import _same_fit as _same_chain_fit
 
 dask_bag = require_module("dask.bag")
 sd = require_module("structlearn.distributed")
@@ -30,13 +31,7 @@ def _fit_both(est, X, y, client, elements=None, npartitions=3):
 
 
 def _same_fit(ref, got, X, atol=1e-8):
-    assert got.classes_ == ref.classes_
-    assert got.attributes_ == ref.attributes_
-    assert got.num_features_ == ref.num_features_
-    assert got.n_iter_ == ref.n_iter_ and got.converged_ == ref.converged_   # the same iterations
-    np.testing.assert_allclose([e["loss"] for e in got.training_log_],
-                               [e["loss"] for e in ref.training_log_], rtol=1e-10)
-    np.testing.assert_allclose(got.coef_, ref.coef_, rtol=0, atol=atol)
+    _same_chain_fit(ref, got, atol)
     assert got.predict(X) == ref.predict(X)
 
 

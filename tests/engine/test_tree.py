@@ -55,6 +55,16 @@ def _close(a, b):
     np.testing.assert_allclose(a, b, rtol=RTOL, atol=1e-12)
 
 
+def _check_tree(u, e, p, rs, b, sl, log_z, mx, marg):
+    """Tree ``b`` (nodes ``sl``) of a batch against the oracle: log Z, max, unary and edge marginals."""
+    o = tree_oracle(u, e, p, rs)
+    _close(log_z[b], o["log_z"])
+    _close(mx[b], o["max"])
+    _close(marg.unary[sl], o["unary"])
+    _close(marg.edge[sl], o["edge"])
+    return o
+
+
 def _no_nan(*arrays):
     for a in arrays:
         assert not np.isnan(a).any()
@@ -72,11 +82,7 @@ def test_oracle_log_z_max_marginals_entropy(inst):
         if lengths[b] == 0:
             assert log_z[b] == 0.0 and mx[b] == 0.0 and ent[b] == 0.0
             continue
-        o = tree_oracle(u, e, p, rs)
-        _close(log_z[b], o["log_z"])
-        _close(mx[b], o["max"])
-        _close(marg.unary[sl], o["unary"])
-        _close(marg.edge[sl], o["edge"])
+        o = _check_tree(u, e, p, rs, b, sl, log_z, mx, marg)
         _close(msum.edge[b], o["edge"].sum(axis=0))
         if o["log_z"] != -math.inf:
             _close(ent[b], o["entropy"])
@@ -149,11 +155,7 @@ def test_constrained_matches_oracle(inst):
     for b, sl, u, e, p in _per_tree(masked, edge, parent, lengths):
         if lengths[b] == 0:
             continue
-        o = tree_oracle(u, e, p, rs)
-        _close(log_z[b], o["log_z"])
-        _close(mx[b], o["max"])
-        _close(marg.unary[sl], o["unary"])
-        _close(marg.edge[sl], o["edge"])
+        _check_tree(u, e, p, rs, b, sl, log_z, mx, marg)
     if np.all(log_z > -np.inf):
         kb = tr.kbest(3)
         assert np.all(allowed[np.flatnonzero(kb.labels[0] >= 0), kb.labels[0][kb.labels[0] >= 0]])

@@ -15,13 +15,30 @@ from structlearn.graph.objective import GraphCLL
 from structlearn.engine.structures.graphs import check_graph_labels, check_graphs, grid_graph, two_level_chain
 
 
-def dcrf(rng, B, T=8, K=3, noise=1.2, p_hidden=0.5):
-    """Toy 2-level DCRF: a sticky top chain, a bottom chain that copies the top label; one-hot edge types."""
+def dcrf_edges(T):
+    """The edges of a 2-level DCRF of length T (:func:`two_level_chain`) and their one-hot types: top
+    chain, bottom chain, top-bottom links."""
     E = two_level_chain(T)
     ef = np.zeros((len(E), 3))
     ef[:T - 1, 0] = 1
     ef[T - 1:2 * T - 2, 1] = 1
     ef[2 * T - 2:, 2] = 1
+    return E, ef
+
+
+def _noisy_graph(rng, y, T, K, noise, p_hidden):
+    """Node features of a 2-level DCRF labelled ``y`` (one-hot labels plus Gaussian noise, the level as
+    one-hot) and its labels with a fraction ``p_hidden`` hidden (-1)."""
+    f = np.hstack([np.eye(K)[y] + rng.normal(scale=noise, size=(2 * T, K)),
+                   np.repeat([[1.0, 0.0], [0.0, 1.0]], T, axis=0)])
+    yy = y.copy()
+    yy[rng.random(2 * T) < p_hidden] = -1
+    return f, yy
+
+
+def dcrf(rng, B, T=8, K=3, noise=1.2, p_hidden=0.5):
+    """Toy 2-level DCRF: a sticky top chain, a bottom chain that copies the top label; one-hot edge types."""
+    E, ef = dcrf_edges(T)
     X, Y = [], []
     for _ in range(B):
         top = np.zeros(T, dtype=int)
@@ -30,10 +47,7 @@ def dcrf(rng, B, T=8, K=3, noise=1.2, p_hidden=0.5):
             top[t] = top[t - 1] if rng.random() < 0.85 else rng.integers(K)
         bot = np.where(rng.random(T) < 0.8, top, rng.integers(0, K, T))
         y = np.concatenate([top, bot])
-        f = np.hstack([np.eye(K)[y] + rng.normal(scale=noise, size=(2 * T, K)),
-                       np.repeat([[1.0, 0.0], [0.0, 1.0]], T, axis=0)])
-        yy = y.copy()
-        yy[rng.random(2 * T) < p_hidden] = -1
+        f, yy = _noisy_graph(rng, y, T, K, noise, p_hidden)
         X.append((f, E, ef))
         Y.append(yy)
     return X, Y
@@ -357,11 +371,7 @@ def test_feature_subset_learners_move_only_their_features():
 def complementary_dcrf(rng, B, T=5, K=3, noise=1.2, p_hidden=0.3):
     """2-level DCRF toy whose graphs alternate: a sticky top chain over a noisy bottom one, then the
     reverse, so that the top-chain tree fits half the graphs best and the bottom-chain tree the rest."""
-    E = two_level_chain(T)
-    ef = np.zeros((len(E), 3))
-    ef[:T - 1, 0] = 1
-    ef[T - 1:2 * T - 2, 1] = 1
-    ef[2 * T - 2:, 2] = 1
+    E, ef = dcrf_edges(T)
     X, Y = [], []
     for b in range(B):
         a = np.zeros(T, dtype=int)
@@ -370,10 +380,7 @@ def complementary_dcrf(rng, B, T=5, K=3, noise=1.2, p_hidden=0.3):
             a[t] = a[t - 1] if rng.random() < 0.9 else rng.integers(K)
         other = rng.integers(0, K, T)
         y = np.concatenate([a, other] if b % 2 == 0 else [other, a])
-        f = np.hstack([np.eye(K)[y] + rng.normal(scale=noise, size=(2 * T, K)),
-                       np.repeat([[1.0, 0.0], [0.0, 1.0]], T, axis=0)])
-        yy = y.copy()
-        yy[rng.random(2 * T) < p_hidden] = -1
+        f, yy = _noisy_graph(rng, y, T, K, noise, p_hidden)
         X.append((f, E, ef))
         Y.append(yy)
     return X, Y

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from structlearn import HierarchicalHMM
 from structlearn.distributions.emissions import Categorical
 from structlearn.hhmm.jtree import DBNInference, SliceJunctionTree
-from tests.hhmm.test_hhmm import (_parse_logprob, fig1_model, observations, oracle_args,
-                                        random_model)
+from tests.hhmm.test_hhmm import (_parse_logprob, check_posteriors_match_inside_outside, em_histories, fig1_model,
+                                  observations, oracle_args, random_model)
 from tests.oracles import hhmm as oracle
 
 RTOL = 1e-10
@@ -115,27 +115,11 @@ def test_jtree_equals_flat_balanced_deep(depth, K, finish):
 def test_jtree_matches_inside_outside(seed, T):
     flat, rng = random_model(seed, 3, 3, "all")
     model = _jtree(flat)
-    model._build()
-    X = observations(model, rng, T)
-    lz, act, fin = model.inside_outside(X)[0]
-    post = model.posteriors(X)
-    if not np.isfinite(lz):
-        assert post.log_likelihood[0] == -np.inf
-        return
-    np.testing.assert_allclose(post.log_likelihood[0], lz, rtol=RTOL)
-    np.testing.assert_allclose(post.instance_active, act, rtol=RTOL, atol=1e-13)
-    np.testing.assert_allclose(post.instance_finish, fin, rtol=RTOL, atol=1e-13)
+    check_posteriors_match_inside_outside(model, rng, T, rtol=RTOL)
 
 
 def test_em_same_path_flat_and_jtree():
-    smp = fig1_model().sample(20, random_state=3)
-    fits = []
-    for inference in ("flat", "jtree"):
-        m = HierarchicalHMM(fig1_model().hierarchy, "categorical", init_params="ste", n_iter=5,
-                            random_state=0, inference=inference)
-        with pytest.warns(Warning):
-            m.fit(smp.X.astype(int), smp.lengths)
-        fits.append(m.monitor_history_)
+    fits = em_histories(("flat", "jtree"))
     np.testing.assert_allclose(fits[1], fits[0], rtol=RTOL)
     assert np.all(np.diff(fits[1]) >= -1e-9)
 

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from structlearn import HierarchicalHMM
-from tests.hhmm.test_hhmm import fig1_model, observations, random_model
+from tests.hhmm.test_hhmm import em_histories, fig1_model, observations, random_model
 
 
 def _pair(seed, depth, max_k, finish, gaussian):
@@ -74,14 +74,7 @@ def test_pattern_is_the_legal_moves_and_auto_rule():
 
 
 def test_em_same_path_dense_and_sparse():
-    smp = fig1_model().sample(20, random_state=3)
-    fits = []
-    for inference in ("dense", "sparse"):
-        m = HierarchicalHMM(fig1_model().hierarchy, "categorical", init_params="ste", n_iter=5,
-                            random_state=0, inference=inference)
-        with pytest.warns(Warning):
-            m.fit(smp.X.astype(int), smp.lengths)
-        fits.append(m.monitor_history_)
+    fits = em_histories(("dense", "sparse"))
     np.testing.assert_allclose(fits[1], fits[0], rtol=1e-10)
 
 

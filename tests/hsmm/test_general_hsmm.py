@@ -114,10 +114,9 @@ def test_filtered_and_predicted_match_brute_force_on_prefixes(cls, censoring):
         np.testing.assert_allclose(f.next[t], nxt, rtol=1e-9, atol=1e-12)
 
 
-@pytest.mark.parametrize("censoring", CENSORING)
-def test_explicit_duration_equals_hidden_semi_markov_model(censoring):
-    rng = np.random.default_rng(5)
-    M, D = 3, 4
+def explicit_duration_model(rng, M, D, censoring, emission):
+    """A HiddenSemiMarkovModel set by hand from ``rng``: random start and transition probabilities,
+    nonparametric durations, then the emission ``emission(rng)``; one feature, max_duration D."""
     ed = HiddenSemiMarkovModel(M, duration="nonparametric", max_duration=D, censoring=censoring,
                                init_params="")
     ed.startprob_ = _dirichlet(rng, (M,), None)
@@ -125,8 +124,17 @@ def test_explicit_duration_equals_hidden_semi_markov_model(censoring):
     np.fill_diagonal(tm, 0)
     ed.transmat_ = tm / tm.sum(1, keepdims=True)
     ed.duration_ = du.NonParametric(probs=_dirichlet(rng, (M, D), 1))
-    ed.emission_ = em.Gaussian(means=[0.0, 2.0, 4.0], variances=[1.0, 1.0, 1.0])
+    ed.emission_ = emission(rng)
     ed.max_duration_, ed.n_features_in_ = D, 1
+    return ed
+
+
+@pytest.mark.parametrize("censoring", CENSORING)
+def test_explicit_duration_equals_hidden_semi_markov_model(censoring):
+    rng = np.random.default_rng(5)
+    M, D = 3, 4
+    ed = explicit_duration_model(rng, M, D, censoring,
+                                 lambda rng: em.Gaussian(means=[0.0, 2.0, 4.0], variances=[1.0, 1.0, 1.0]))
     gen = GeneralHSMM(M, max_duration=D, censoring=censoring, init_params="")
     ls, la = g.explicit_duration(ed.startprob_, ed.transmat_, ed.duration_.log_pmf(D), censoring)
     gen.startprob_, gen.transmat_ = np.exp(ls), np.exp(la)

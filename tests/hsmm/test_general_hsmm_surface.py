@@ -7,14 +7,21 @@ import warnings
 import numpy as np
 import pytest
 
-from structlearn import GeneralHSMM, HiddenSemiMarkovModel, ResidentialTimeHMM, VariableTransitionHMM
-from structlearn.distributions import durations as du
+from structlearn import GeneralHSMM, ResidentialTimeHMM, VariableTransitionHMM
 from structlearn.distributions import emissions as em
 from structlearn.hsmm import _general_potentials as g
-from tests.hsmm.test_general_hsmm import _dirichlet, cases, general_params, random_model
+from tests.hsmm.test_general_hsmm import _dirichlet, cases, explicit_duration_model, general_params, random_model
 from tests.oracles.general_hsmm import path_score, paths
 
 RTOL = 1e-10
+
+
+def _small_case(cls, censoring, seed):
+    """M = 2 states, D = 3, a random model of ``cls`` and 5 observations, all from ``seed``."""
+    rng = np.random.default_rng(seed)
+    M, D = 2, 3
+    m = random_model(cls, M, D, censoring, rng)
+    return M, D, m, rng.normal(0, 2, (5, 1))
 
 
 def weighted_paths(m, X):
@@ -31,10 +38,7 @@ def weighted_paths(m, X):
 
 @pytest.mark.parametrize("cls,censoring", list(cases()))
 def test_predict_next_matches_enumeration_of_prefixes(cls, censoring):
-    rng = np.random.default_rng(11)
-    M, D = 2, 3
-    m = random_model(cls, M, D, censoring, rng)
-    X = rng.normal(0, 2, (5, 1))
+    M, D, m, X = _small_case(cls, censoring, 11)
     pred = m.predict_next(X)
     pi, A = general_params(m)
     log_b = m.emission_.log_density(X)
@@ -61,10 +65,7 @@ def test_predict_next_matches_enumeration_of_prefixes(cls, censoring):
 
 @pytest.mark.parametrize("cls,censoring", list(cases()))
 def test_commencements_terminations_and_segment_queries_match_enumeration(cls, censoring):
-    rng = np.random.default_rng(12)
-    M, D = 2, 3
-    m = random_model(cls, M, D, censoring, rng)
-    X = rng.normal(0, 2, (5, 1))
+    M, D, m, X = _small_case(cls, censoring, 12)
     items, pi, A = weighted_paths(m, X)
     L = sum(w for _, w in items)
     starts = np.zeros(M)
@@ -100,10 +101,7 @@ def test_commencements_terminations_and_segment_queries_match_enumeration(cls, c
 @pytest.mark.parametrize("cls,censoring", list(cases()))
 @pytest.mark.parametrize("algorithm", ["viterbi", "map"])
 def test_constrained_decoding_matches_enumeration(cls, censoring, algorithm):
-    rng = np.random.default_rng(13)
-    M, D = 2, 3
-    m = random_model(cls, M, D, censoring, rng)
-    X = rng.normal(0, 2, (5, 1))
+    M, D, m, X = _small_case(cls, censoring, 13)
     allowed = np.ones((5, M), dtype=bool)
     allowed[2] = [False, True]
     items, _, _ = weighted_paths(m, X)
@@ -132,15 +130,8 @@ def test_constrained_decoding_matches_enumeration(cls, censoring, algorithm):
 def test_expected_counts_and_prediction_equal_the_explicit_duration_model(censoring):
     rng = np.random.default_rng(5)
     M, D = 3, 4
-    ed = HiddenSemiMarkovModel(M, duration="nonparametric", max_duration=D, censoring=censoring,
-                               init_params="")
-    ed.startprob_ = _dirichlet(rng, (M,), None)
-    tm = rng.uniform(0.1, 1, (M, M))
-    np.fill_diagonal(tm, 0)
-    ed.transmat_ = tm / tm.sum(1, keepdims=True)
-    ed.duration_ = du.NonParametric(probs=_dirichlet(rng, (M, D), 1))
-    ed.emission_ = em.Categorical(probs=_dirichlet(rng, (M, 3), 1))
-    ed.max_duration_, ed.n_features_in_ = D, 1
+    ed = explicit_duration_model(rng, M, D, censoring,
+                                 lambda rng: em.Categorical(probs=_dirichlet(rng, (M, 3), 1)))
     gen = GeneralHSMM(M, max_duration=D, censoring=censoring, init_params="")
     ls, la = g.explicit_duration(ed.startprob_, ed.transmat_, ed.duration_.log_pmf(D), censoring)
     gen.startprob_, gen.transmat_ = np.exp(ls), np.exp(la)

@@ -63,13 +63,28 @@ def assert_same_model(g, card, factors, tables):
         np.testing.assert_allclose(np.exp(g.table(f)), t, rtol=RTOL)
 
 
+def _model_file(tmp_path_factory, seed, ext, text):
+    """A random model from ``seed`` written by ``text`` to a fresh m.<ext>: (path, card, factors, tables)."""
+    rng = np.random.default_rng(seed)
+    card, factors, tables = random_model(rng)
+    path = tmp_path_factory.mktemp(ext) / f"m.{ext}"
+    path.write_text(text(card, factors, tables))
+    return path, card, factors, tables
+
+
+def _assert_rejected(tmp_path, bad, ext, read, error):
+    """Each text of ``bad`` written to a .<ext> file makes ``read`` raise ``error`` matching its message."""
+    for i, (text, msg) in enumerate(bad.items()):
+        p = tmp_path / f"b{i}.{ext}"
+        p.write_text(text)
+        with pytest.raises(error, match=msg):
+            read(p)
+
+
 @settings(max_examples=25)
 @given(st.integers(0, 2**31 - 1))
 def test_fg_generated_file_reads_and_round_trips(tmp_path_factory, seed):
-    rng = np.random.default_rng(seed)
-    card, factors, tables = random_model(rng)
-    path = tmp_path_factory.mktemp("fg") / "m.fg"
-    path.write_text(fg_text(card, factors, tables))
+    path, card, factors, tables = _model_file(tmp_path_factory, seed, "fg", fg_text)
     g = read_fg(path)
     assert_same_model(g, card, factors, tables)
     o = factor_oracle(card, factors, [np.log(t) for t in tables])
@@ -95,20 +110,13 @@ def test_fg_errors(tmp_path):
            "2\n\n1\n0\n2\n0\n\n1\n0\n3\n0\n": "cardinality 2 and 3",
            "1\n\n1\n0\n2\n": "end of file",
            "1\n\n1\n0\n2\n0\n9\n": "trailing"}
-    for i, (text, msg) in enumerate(bad.items()):
-        p = tmp_path / f"b{i}.fg"
-        p.write_text(text)
-        with pytest.raises(FGFormatError, match=msg):
-            read_fg(p)
+    _assert_rejected(tmp_path, bad, "fg", read_fg, FGFormatError)
 
 
 @settings(max_examples=25)
 @given(st.integers(0, 2**31 - 1))
 def test_uai_generated_file_reads_and_round_trips(tmp_path_factory, seed):
-    rng = np.random.default_rng(seed)
-    card, factors, tables = random_model(rng)
-    path = tmp_path_factory.mktemp("uai") / "m.uai"
-    path.write_text(uai_text(card, factors, tables))
+    path, card, factors, tables = _model_file(tmp_path_factory, seed, "uai", uai_text)
     g, net = read_uai(path, return_network=True)
     assert net == "MARKOV"
     assert_same_model(g, card, factors, tables)
@@ -185,11 +193,7 @@ def test_uai_errors(tmp_path):
            "MARKOV\n1\n2\n1\n1 0\n\n3\n1 1 1\n": "entries",
            "MARKOV\n1\n2\n1\n1 0\n\n2\n1 -1\n": "negative",
            "MARKOV\n1\n2\n1\n1 0\n\n2\n1 1 7\n": "trailing"}
-    for i, (text, msg) in enumerate(bad.items()):
-        p = tmp_path / f"b{i}.uai"
-        p.write_text(text)
-        with pytest.raises(UAIFormatError, match=msg):
-            read_uai(p)
+    _assert_rejected(tmp_path, bad, "uai", read_uai, UAIFormatError)
     (tmp_path / "e.evid").write_text("2 0 1\n")
     with pytest.raises(UAIFormatError, match="expected"):
         read_evid(tmp_path / "e.evid")

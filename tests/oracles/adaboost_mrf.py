@@ -3,8 +3,8 @@ of a forest of tree CRFs by enumerating every labeling, and the 1-D α step by a
 Imports nothing from structlearn."""
 import numpy as np
 
-from tests.oracles._common import logsumexp
-from tests.oracles.graph_crf import graph_crf_nll
+from ._common import logsumexp
+from .graph_crf import graph_crf_nll
 
 
 def tree_log_likelihoods(samples, labels, tree_edges, W_node, W_edge):

@@ -1,6 +1,6 @@
 """Brute-force oracle for linear chains: enumerate all K**T label sequences. Imports nothing from
 structlearn."""
-from tests.oracles._common import labelings, labeling_marginals
+from ._common import labelings, labeling_marginals
 
 
 def chain_scores(unary, trans, start, end):

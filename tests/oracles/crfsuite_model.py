@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from tests.oracles._common import labelings, logsumexp
+from ._common import labelings, logsumexp
 
 
 def features(X, y, parents=None, min_freq=0.0):

@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from tests.oracles._common import best, logsumexp, posterior
+from ._common import best, logsumexp, posterior
 
 
 def graph_oracle(unary, edges, pairwise, n_labels=None):

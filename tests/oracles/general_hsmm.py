@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from tests.oracles._common import best, posterior
+from ._common import best, posterior
 
 
 def paths(T, M, D, censoring):

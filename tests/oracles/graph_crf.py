@@ -2,7 +2,7 @@
 Imports nothing from structlearn."""
 import numpy as np
 
-from tests.oracles._common import best, labelings, logsumexp
+from ._common import best, labelings, logsumexp
 
 
 def _scores(nf, edges, ef, W_node, W_edge):

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from tests.oracles._common import logsumexp as _logsumexp
+from ._common import logsumexp as _logsumexp
 
 
 def labeling_scores(sample, W_node, W_edge, W_factor):

@@ -7,7 +7,7 @@ with a root name; a child that is a key is abstract, any other name a production
 """
 import math
 
-from tests.oracles._common import logsumexp
+from ._common import logsumexp
 
 
 def _log(p):

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from tests.oracles._common import best, labelings, posterior, segmentations
+from ._common import best, labelings, posterior, segmentations
 
 
 def sequence_score(y, patterns, phi, wpat, start, end):

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from tests.oracles._common import segmentations
+from ._common import segmentations
 
 
 def _survivor(p):

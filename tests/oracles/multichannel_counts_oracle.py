@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from tests.oracles.multichannel_hsmm_oracle import _log, _segmentations
+from .multichannel_hsmm_oracle import _log, _segmentations
 
 
 def expected_counts(startprob, coupling, transmat, pmfs, log_emissions, censoring="right"):

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from tests.oracles._common import posterior, segmentations
+from ._common import posterior, segmentations
 
 
 def active_patterns(segs, patterns):

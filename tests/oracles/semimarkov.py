@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from tests.oracles._common import logsumexp, segmentations
+from ._common import logsumexp, segmentations
 
 
 def score(segs, p):

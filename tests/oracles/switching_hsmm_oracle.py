@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from tests.oracles._common import compositions
+from ._common import compositions
 
 
 def _duration(pmf, r, m, d, last, censoring):

@@ -1,6 +1,6 @@
 """Brute-force oracle for trees: enumerate all K**T labelings of one tree. Imports nothing from
 structlearn."""
-from tests.oracles._common import labelings, labeling_marginals
+from ._common import labelings, labeling_marginals
 
 
 def tree_scores(unary, edge, parent, root_score=None):

@@ -31,3 +31,13 @@ def close(a, b, rtol=RTOL, atol=ATOL):
 
 def leaves(*xs):
     return [x.detach().clone().requires_grad_() for x in xs]
+
+
+def check_marginals(c, eng, L):
+    """A structlearn.torch structure ``c`` and its engine twin ``eng`` (lengths ``L``) agree on log Z and on
+    the unary, edge and summed-edge marginals."""
+    close(c.log_partition(), eng.log_partition())
+    m, em = c.marginals(), eng.marginals()
+    close(pack(m.unary, L), em.unary)
+    close(pack(m.edge, L), em.edge)
+    close(c.marginals(edge="sum").edge, eng.marginals(edge="sum").edge)

@@ -7,7 +7,7 @@ import torch
 from structlearn.engine.structures import LinearChain as EngineChain
 from structlearn.torch import LinearChain
 
-from tests.torch._helpers import close, leaves, pack, ragged, randn
+from tests.torch._helpers import check_marginals, close, leaves, pack, ragged, randn
 
 CONFIGS = [("numba", "auto"), ("torch", "sequential"), ("torch", "parallel")]
 
@@ -35,11 +35,7 @@ def test_every_operation_equals_the_engine(backend, scan, kind):
     for seed in range(3):
         u, tr, st, en, L, eng = problem(seed, kind=kind, scale=2.0)
         c = LinearChain(u, tr, lengths=L, start=st, end=en, backend=backend, scan=scan)
-        close(c.log_partition(), eng.log_partition())
-        m, em = c.marginals(), eng.marginals()
-        close(pack(m.unary, L), em.unary)
-        close(pack(m.edge, L), em.edge)
-        close(c.marginals(edge="sum").edge, eng.marginals(edge="sum").edge)
+        check_marginals(c, eng, L)
         close(c.entropy(), eng.entropy())
         y = c.argmax()
         assert torch.equal(torch.from_numpy(pack(y, L)), torch.from_numpy(eng.argmax()))

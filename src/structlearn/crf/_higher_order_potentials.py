@@ -37,6 +37,7 @@ from structlearn.engine.kernels.higher_order_cll import pattern_cll
 from structlearn.engine.structures import LinearChain
 from structlearn.engine.structures._base import KBest, Marginals
 from structlearn.utils.validation import check_allowed_mask, check_feature_index, check_labels, finite_abs_max
+from structlearn.crf._layout import first_dim
 from structlearn.crf._potentials import _chunk_bounds
 from structlearn.crf.features import dense_feature_rows
 
@@ -414,9 +415,7 @@ class PatternChain:
                              f"{bound[b]}; expected finite): the model's weights or the attribute values "
                              f"are too large")
 
-    @property
-    def batch_size(self):
-        return self.lengths.shape[0]
+    batch_size = first_dim("lengths")
 
     def constrain(self, allowed):
         """A new chain restricted to labelings allowed by the boolean mask ``allowed`` (N, K)."""
@@ -607,9 +606,7 @@ class HigherOrderFeatureModel:
         check_feature_index(self.attr_ptr, self.feat_pat, self.patterns.n_state_patterns, ids_name="feat_pat")
         return self
 
-    @property
-    def n_state(self):
-        return self.feat_pat.shape[0]
+    n_state = first_dim("feat_pat")
 
     @property
     def n_params(self):

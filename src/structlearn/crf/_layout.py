@@ -25,6 +25,42 @@ from structlearn.utils.validation import check_feature_index, check_shapes
 __all__ = ["ChainLayout"]
 
 
+def first_dim(array, doc=None):
+    """A read-only property: the length of the instance's attribute ``array`` along its first axis.
+
+    Parameters
+    ----------
+    array : str
+        Name of the attribute (a NumPy array) whose ``shape[0]`` the property returns.
+    doc : str, optional
+        The property's docstring.
+
+    Returns
+    -------
+    property
+    """
+    return property(lambda self: getattr(self, array).shape[0], doc=doc)
+
+
+def forwarded(inner, *names):
+    """Read-only properties that return the attributes ``names`` of the instance's attribute ``inner``.
+
+    Parameters
+    ----------
+    inner : str
+        Name of the attribute (for instance a packed batch) that holds the values.
+    *names : str
+        The attributes to forward, in order.
+
+    Returns
+    -------
+    tuple of property
+        One property per name, to unpack in the class body: ``lengths, offsets = forwarded("packed",
+        "lengths", "offsets")``.
+    """
+    return tuple(property(lambda self, name=name: getattr(getattr(self, inner), name)) for name in names)
+
+
 class ChainLayout:
     """The weight layout and transition potentials of a linear-chain CRF (NumPy only).
 
@@ -86,19 +122,13 @@ class ChainLayout:
                              f"{ta.min(initial=0)} to {ta.max(initial=0)}")
         return self
 
-    @property
-    def n_state(self):
-        """Number of state features F."""
-        return self.feat_label.shape[0]
+    n_state = first_dim("feat_label", "Number of state features F.")
 
     @property
     def n_params(self):
         return self.n_state + self.n_labels ** 2 + 2 * self.n_labels + self.n_trans_attr * self.n_labels ** 2
 
-    @property
-    def n_trans_attr(self):
-        """Number of transition attributes Ta."""
-        return self.trans_attr.shape[0]
+    n_trans_attr = first_dim("trans_attr", "Number of transition attributes Ta.")
 
     def split_trans_attr(self, w):
         """View (Ta, K, K) of the transition-attribute weights in ``w``."""

@@ -14,6 +14,7 @@ from structlearn.engine.kernels.features import state_gradient_tokens, state_pot
 from structlearn.engine.structures import SemiMarkov
 from structlearn.engine.structures._base import KBest, Marginals
 from structlearn.utils.validation import check_allowed_mask, check_feature_index, check_labels
+from structlearn.crf._layout import first_dim
 
 __all__ = ["SegmentPatternModel", "SegmentPatternChain", "runs"]
 
@@ -126,9 +127,7 @@ class SegmentPatternModel:
     def n_states(self):
         return len(self.tuples)
 
-    @property
-    def n_state(self):
-        return self.feat_label.shape[0]
+    n_state = first_dim("feat_label")
 
     @property
     def n_params(self):

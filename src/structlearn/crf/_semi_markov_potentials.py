@@ -44,6 +44,7 @@ from structlearn.engine.kernels.semicrf import (segment_potentials, segment_stat
 from structlearn.engine.kernels.semimarkov_window import NO_TV, NO_TV_ON
 from structlearn.engine.structures import SemiMarkov
 from structlearn.utils.validation import check_feature_index, check_shapes
+from structlearn.crf._layout import first_dim, forwarded
 from structlearn.crf.features import next_token_values
 
 SEGMENT_FEATURES = ("first", "last", "span", "caps")
@@ -78,17 +79,7 @@ class SegmentBatch:
         self.segments = segments
         self.seg_offsets = seg_offsets
 
-    @property
-    def lengths(self):
-        return self.packed.lengths
-
-    @property
-    def offsets(self):
-        return self.packed.offsets
-
-    @property
-    def n_items(self):
-        return self.packed.n_items
+    lengths, offsets, n_items = forwarded("packed", "lengths", "offsets", "n_items")
 
     def next_values(self, attr_ids):
         """Sparse (N, Ta) values of the transition attributes at the next token
@@ -342,14 +333,8 @@ class SemiMarkovFeatureModel:
             raise ValueError(f"'trans_attr' must hold attribute ids in [0, {A}); got {ta.tolist()[:10]}")
         return self
 
-    @property
-    def n_state(self):
-        return self.feat_label.shape[0]
-
-    @property
-    def n_trans_attr(self):
-        """Number of transition attributes Ta."""
-        return self.trans_attr.shape[0]
+    n_state = first_dim("feat_label")
+    n_trans_attr = first_dim("trans_attr", "Number of transition attributes Ta.")
 
     def split_trans_attr(self, w):
         """View (Ta, K, K) of the transition-attribute weights W in ``w``."""

@@ -21,7 +21,7 @@ from structlearn.utils.interrupts import as_interrupt
 from structlearn.crf._online import (ChainCRFStreamMixin, commit_stream, new_stream_state, open_stream, roll_back,
                           stream_classes, stream_epoch)
 
-__all__ = ["TreeCRFStreamMixin", "tree_index_in"]
+__all__ = ["TreeCRFStreamMixin", "tree_edges", "tree_index_in"]
 
 
 
@@ -43,6 +43,46 @@ def _feature_positions(old_ptr, old_label, new_ptr, new_label, n_labels, relabel
 def _pair_relabel(K, K2):
     """Pair index child·K + parent of K labels -> the same pair among K2 ≥ K labels."""
     return lambda p: (p // K) * K2 + p % K
+
+
+def tree_edges(nodes, local, yy, K, all_possible, old_edges=None, K0=0):
+    """The batch's parents and edge features.
+
+    Parameters
+    ----------
+    nodes : Packed
+        The batch's nodes (``lengths``, ``offsets``).
+    local : ndarray of int64, shape (N,)
+        Parent of every node within its tree, -1 at roots.
+    yy : ndarray of int64, shape (N,)
+        Label ids of the nodes.
+    K : int
+        Number of labels.
+    all_possible : bool
+        Every (child, parent) label pair is an edge feature.
+    old_edges : ndarray of bool, shape (K0, K0), optional
+        Edge features kept from an earlier model (its labels first).
+    K0 : int, default 0
+        Labels of the earlier model.
+
+    Returns
+    -------
+    gpar : ndarray of int64, shape (N,)
+        Parent of every node in the batch, -1 at roots.
+    edge_features : ndarray of bool, shape (K, K)
+        ``[child label, parent label]``: all pairs, or those of ``old_edges`` and of the batch's edges.
+    """
+    seq = np.repeat(np.arange(len(nodes.lengths)), nodes.lengths)
+    gpar = np.where(local >= 0, local + nodes.offsets[:-1][seq], -1)
+    ch = np.flatnonzero(local >= 0)
+    if all_possible:
+        edge_features = np.ones((K, K), bool)
+    else:
+        edge_features = np.zeros((K, K), bool)
+        if old_edges is not None:
+            edge_features[:K0, :K0] = old_edges
+        edge_features[yy[ch], yy[gpar[ch]]] = True
+    return gpar, edge_features
 
 
 def tree_index_in(old, grown):
@@ -237,16 +277,8 @@ class TreeCRFStreamMixin:
             nodes, yy, A, K, self.min_freq, self.all_possible_states,
             frequency="count" if self.root_features else "value",
             features=None if old is None else (old.attr_ptr, old.feat_label), pending=node_pending)
-        seq = np.repeat(np.arange(len(nodes.lengths)), nodes.lengths)
-        gpar = np.where(local >= 0, local + nodes.offsets[:-1][seq], -1)
-        ch = np.flatnonzero(local >= 0)
-        if self.all_possible_edges:
-            edge_features = np.ones((K, K), bool)
-        else:
-            edge_features = np.zeros((K, K), bool)
-            if old is not None:
-                edge_features[:K0, :K0] = old.edge_features
-            edge_features[yy[ch], yy[gpar[ch]]] = True
+        gpar, edge_features = tree_edges(nodes, local, yy, K, self.all_possible_edges,
+                                         None if old is None else old.edge_features, K0)
         if edge_pending is not None and Kp != K:  # pair indices child·K + parent for the grown K
             edge_pending = (edge_pending[0], _pair_relabel(Kp, K)(edge_pending[1]), edge_pending[2])
         eptr = epair = None

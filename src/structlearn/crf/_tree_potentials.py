@@ -29,6 +29,7 @@ from structlearn._threading import reduction_blocks
 from structlearn.engine.kernels.features import state_gradient_tokens, state_potentials
 from structlearn.engine.structures import Tree
 from structlearn.utils.validation import check_feature_index, check_shapes
+from structlearn.crf._layout import first_dim, forwarded
 
 __all__ = ["TreeBatch", "TreeFeatureModel"]
 
@@ -61,17 +62,7 @@ class TreeBatch:
         self.roots = np.flatnonzero(self.parent < 0)
         self.root_trees = seq[self.roots]
 
-    @property
-    def lengths(self):
-        return self.nodes.lengths
-
-    @property
-    def offsets(self):
-        return self.nodes.offsets
-
-    @property
-    def n_items(self):
-        return self.nodes.n_items
+    lengths, offsets, n_items = forwarded("nodes", "lengths", "offsets", "n_items")
 
     def slice(self, b0, b1):
         """The contiguous sub-batch of trees b0..b1-1 (views where possible)."""
@@ -138,15 +129,8 @@ class TreeFeatureModel:
         return self
 
     # -- layout ------------------------------------------------------------------------------------
-    @property
-    def n_state(self):
-        """Number of state features F."""
-        return self.feat_label.shape[0]
-
-    @property
-    def n_edge_attr(self):
-        """Number of edge-attribute features Fe."""
-        return self.edge_feat_pair.shape[0]
+    n_state = first_dim("feat_label", "Number of state features F.")
+    n_edge_attr = first_dim("edge_feat_pair", "Number of edge-attribute features Fe.")
 
     @property
     def n_params(self):

@@ -179,6 +179,16 @@ class AttributeVocabulary:
         append_name = names.append
         append_val = vals.append
         append_ptr = ptr.append
+
+        def append_general(item, s, t):  # any item: the attributes of item_attributes
+            try:
+                pairs = item_attributes(item)
+            except ValueError as exc:
+                raise ValueError(f"`{name}[{s}][{t}]`: {exc}") from None
+            for a, w in pairs:
+                append_name(a)
+                append_val(w)
+
         for s, seq in enumerate(X):
             if isinstance(seq, (str, bytes, dict)) or not hasattr(seq, "__len__"):
                 raise ValueError(f"`{name}[{s}]` must be a sequence (list) of items; got "
@@ -205,21 +215,9 @@ class AttributeVocabulary:
                         raise ValueError(f"`{name}[{s}][{t}]`: {exc}") from None
                     except TypeError:  # a key that is not a str (bytes): the general path
                         del names[n0:], vals[n0:]
-                        try:
-                            pairs = item_attributes(item)
-                        except ValueError as exc:
-                            raise ValueError(f"`{name}[{s}][{t}]`: {exc}") from None
-                        for a, w in pairs:
-                            append_name(a)
-                            append_val(w)
+                        append_general(item, s, t)
                 else:
-                    try:
-                        pairs = item_attributes(item)
-                    except ValueError as exc:
-                        raise ValueError(f"`{name}[{s}][{t}]`: {exc}") from None
-                    for a, w in pairs:
-                        append_name(a)
-                        append_val(w)
+                    append_general(item, s, t)
                 append_ptr(len(names))
         item_val = np.asarray(vals, dtype=np.float64)
         item_ptr = np.asarray(ptr, np.int64)

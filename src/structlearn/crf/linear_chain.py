@@ -12,6 +12,7 @@ from structlearn.crf._decode import CHAIN_FORMAT, CHAIN_FORMAT_VERSION, chain_mo
 from structlearn.crf.features import build_state_features
 from structlearn.crf.crfsuite_model import is_crfsuite_model
 from structlearn.utils.modelfile import read_magic, write_atomically
+from structlearn.utils.validation import first_row
 from structlearn.crf import _crfsuite_compat as compat
 from structlearn.crf._base import ChainCRFBase, label_key
 from structlearn.crf._online import ChainCRFStreamMixin
@@ -263,8 +264,7 @@ class LinearChainCRF(ChainCRFStreamMixin, ChainCRFBase):
         idx = np.flatnonzero(same[:-1])
         hit = idx[forb[yy[idx], yy[idx + 1]]]
         if hit.size:
-            r = int(hit[0])
-            b = int(np.searchsorted(off, r, side="right") - 1)
+            r, b = first_row(off, hit)
             raise ValueError(f"training sequence {b} has the transition {cls[yy[r]]!r} -> "
                              f"{cls[yy[r + 1]]!r} at position {r - off[b]}, which `forbidden_transitions` "
                              f"forbids; it would have zero probability")

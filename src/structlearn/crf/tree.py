@@ -13,7 +13,7 @@ from structlearn.crf._base import CRFBase, label_key
 from structlearn.learning.posterior_check import check_posteriors
 from structlearn.learning.params import (ALGORITHM, ALL_POSSIBLE_STATES, LBFGS_PARAMS, MIN_FREQ, ONLINE_PARAMS, RANDOM_STATE,
                       N_JOBS, VERBOSE, Param)
-from structlearn.crf._tree_online import TreeCRFStreamMixin
+from structlearn.crf._tree_online import TreeCRFStreamMixin, tree_edges
 
 __all__ = ["TreeCRF", "check_parents", "parents_from_ids"]
 
@@ -460,14 +460,7 @@ class TreeCRF(TreeCRFStreamMixin, CRFBase):
         attr_ptr, feat_label = build_state_features(
             nodes, yy, len(vocab), K, self.min_freq, self.all_possible_states,
             frequency="count" if self.root_features else "value")
-        seq = np.repeat(np.arange(len(nodes.lengths)), nodes.lengths)
-        gpar = np.where(local >= 0, local + nodes.offsets[:-1][seq], -1)
-        ch = np.flatnonzero(local >= 0)
-        if self.all_possible_edges:
-            edge_features = np.ones((K, K), bool)
-        else:
-            edge_features = np.zeros((K, K), bool)
-            edge_features[yy[ch], yy[gpar[ch]]] = True
+        gpar, edge_features = tree_edges(nodes, local, yy, K, self.all_possible_edges)
         eptr = epair = None
         if edges is not None and len(evocab):
             pair = np.where(local >= 0, yy * K + yy[np.maximum(gpar, 0)], 0)

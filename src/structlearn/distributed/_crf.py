@@ -30,8 +30,8 @@ import numpy as np
 from structlearn.crf import objectives
 from structlearn.crf.objectives import ChainCLL
 from structlearn.crf.features import AttributeVocabulary
-from structlearn.distributed._crf_shared import (check_bag, check_lbfgs, identity, load, pair_counts, reduce_counts, release,
-                          state_features, train_on_shards)
+from structlearn.distributed._crf_shared import (count_partitions, identity, pair_counts, release, start_fit,
+                                                 state_features, train_on_shards)
 from structlearn.distributed._common import collect, fixed_blocks
 from structlearn.distributed._elements import allowed_mask as _mask, split_elements
 
@@ -131,18 +131,10 @@ def fit_crf(estimator, data, client, *, split_every=8, callback=None, X_dev=None
     labels, allowed) triples (partial labels); see :func:`structlearn.distributed.fit`. The held-out data
     ``X_dev``, ``y_dev`` (as ``fit``'s) stay on the client, encoded with the merged vocabulary and labels
     (``_dev_set``), and their accuracy is logged every iteration."""
-    check_bag(data, estimator, "(items, labels) pairs (or (items, labels, allowed) triples), one per "
-              "sequence,")
-    estimator._check_params()
-    check_lbfgs(estimator)
-    t0 = time.perf_counter()
-    raw, where = load(client, data)   # loaded once, kept on the workers
+    t0, raw, where = start_fit(client, data, estimator, "(items, labels) pairs (or (items, labels, allowed) "
+                               "triples), one per sequence,")
     try:
-        counts = reduce_counts(client, [client.submit(_count, estimator, r, i, pure=False)
-                                        for i, r in enumerate(raw)], split_every)
-        if counts["items"] == 0:
-            raise ValueError("the training set is empty (no items in the bag); give at least one non-empty "
-                             "sequence")
+        counts = count_partitions(client, raw, split_every, _count, estimator)
         names, classes = list(counts["names"]), list(counts["labels"])
         vocab = AttributeVocabulary(names)
         K = len(classes)

@@ -1,12 +1,14 @@
-"""What the distributed fits of the CRF estimators share (:mod:`._crf`, :mod:`._semicrf`, :mod:`._tree`):
-the bag check, loading the partitions onto the workers, the worker-side count of (attribute, label)
-frequencies, the merge of partition counts in partition order, the client-side state-feature builder and
-the L-BFGS loop over the persisted shards.
+"""What the distributed fits of the CRF estimators share (:mod:`._crf`, :mod:`._semicrf`, :mod:`._tree`,
+:mod:`._higher_order`): the opening of a fit (:func:`start_fit`: the bag check, loading the partitions onto
+the workers), the worker-side count of (attribute, label) frequencies and its merge over the partitions
+(:func:`count_partitions`, in partition order), the client-side state-feature builder and the L-BFGS loop
+over the persisted shards.
 
 Every merge keeps first-appearance orders (dicts used as ordered sets) and adds frequencies, so counts
 merged in partition order give the vocabulary, label order and feature set that ``fit`` builds from the
 concatenated data (CRFsuite's ``min_freq`` rule, :func:`structlearn.crf.features.build_state_features`).
 """
+import time
 from functools import partial
 
 import numpy as np
@@ -14,8 +16,8 @@ import numpy as np
 from structlearn.learning.shards import ShardedObjective, objective_statistics
 from structlearn.distributed._common import block_map, collect, identity, placement, shard_map, tree_reduce, wait_shards
 
-__all__ = ["check_bag", "check_lbfgs", "load", "release", "pair_counts", "merge_counts", "reduce_counts",
-           "state_features", "train_on_shards", "identity"]
+__all__ = ["check_bag", "check_lbfgs", "load", "start_fit", "count_partitions", "release", "pair_counts",
+           "merge_counts", "reduce_counts", "state_features", "train_on_shards", "identity"]
 
 
 def check_bag(data, estimator, elements):
@@ -42,6 +44,75 @@ def load(client, data):
     placement of shard i (:func:`._common.placement`))."""
     where = placement(client)
     return [client.compute(p, **where(i)) for i, p in enumerate(data.to_delayed())], where
+
+
+def start_fit(client, data, estimator, elements, drop=()):
+    """The opening of every distributed CRF fit: the bag checked (:func:`check_bag`, ``elements`` naming
+    its elements), the estimator's parameters checked (an L-BFGS trainer, :func:`check_lbfgs`), the
+    attributes ``drop`` of an earlier fit removed, then the partitions loaded onto the workers
+    (:func:`load`).
+
+    Parameters
+    ----------
+    client : distributed.Client
+    data : dask.bag.Bag
+    estimator : CRF estimator
+    elements : str
+        What the bag's elements are, for the message of a wrong ``data``.
+    drop : tuple of str, default ()
+        Attributes deleted (when present) once the checks passed.
+
+    Returns
+    -------
+    t0 : float
+        ``time.perf_counter()`` once the checks passed (the start of the featurisation time).
+    raw : list of futures
+        The partitions, each computed once and kept on its worker.
+    where : callable
+        The placement of shard i (:func:`._common.placement`).
+    """
+    check_bag(data, estimator, elements)
+    estimator._check_params()
+    check_lbfgs(estimator)
+    t0 = time.perf_counter()
+    for attr in drop:
+        if hasattr(estimator, attr):
+            delattr(estimator, attr)
+    raw, where = load(client, data)   # loaded once, kept on the workers
+    return t0, raw, where
+
+
+def count_partitions(client, raw, split_every, count, *args, empty=("items", "sequence"), **merge):
+    """The merged counts (:func:`reduce_counts`) of ``count(*args, partition, i)`` run on the worker of
+    every partition; ValueError when they hold no item.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    raw : list of futures
+        The partitions (:func:`load`).
+    split_every : int
+        Fan-in of the reduction tree.
+    count : callable
+        Module-level worker function ``count(*args, partition, i)`` -> a dict of counts with ``"items"``.
+    *args
+        Its first arguments (the estimator, ...).
+    empty : (str, str), default ("items", "sequence")
+        What an item and an element are, for the message of an empty training set.
+    **merge
+        ``summed`` / ``maxed`` of :func:`merge_counts`.
+
+    Returns
+    -------
+    dict
+        The counts of all partitions, merged in partition order.
+    """
+    counts = reduce_counts(client, [client.submit(count, *args, r, i, pure=False) for i, r in enumerate(raw)],
+                           split_every, **merge)
+    if counts["items"] == 0:
+        raise ValueError(f"the training set is empty (no {empty[0]} in the bag); give at least one non-empty "
+                         f"{empty[1]}")
+    return counts
 
 
 def release(raw):

@@ -37,8 +37,8 @@ from structlearn.crf.features import AttributeVocabulary
 from structlearn.crf._higher_order_potentials import LabelPatterns, _codes, _positions
 from structlearn.crf._segment_patterns import runs
 from structlearn.distributed._elements import allowed_mask, split_elements
-from structlearn.distributed._crf_shared import (check_bag, check_lbfgs, identity, load, reduce_counts, release, state_features,
-                          train_on_shards)
+from structlearn.distributed._crf_shared import (count_partitions, identity, release, start_fit, state_features,
+                                                 train_on_shards)
 
 __all__ = ["fit_higher_order_crf"]
 
@@ -200,18 +200,10 @@ def fit_higher_order_crf(estimator, data, client, *, split_every=8, callback=Non
     unconstrained and constrained, as ``fit(..., allowed=...)`` does. The model has no forbidden
     transitions, so a mask that leaves every token a label always leaves its sequence a labelling.
     """
-    check_bag(data, estimator, _ELEMENTS)
-    estimator._check_params()
-    check_lbfgs(estimator)
-    t0 = time.perf_counter()
-    raw, where = load(client, data)   # loaded once, kept on the workers
+    t0, raw, where = start_fit(client, data, estimator, _ELEMENTS)
     try:
-        counts = reduce_counts(client, [client.submit(_count, estimator, r, i, pure=False)
-                                        for i, r in enumerate(raw)], split_every,
-                               summed=("pairs",), maxed=("lengths",))
-        if counts["items"] == 0:
-            raise ValueError("the training set is empty (no items in the bag); give at least one non-empty "
-                             "sequence")
+        counts = count_partitions(client, raw, split_every, _count, estimator, summed=("pairs",),
+                                  maxed=("lengths",))
         names, classes = list(counts["names"]), list(counts["labels"])
         vocab = AttributeVocabulary(names)
         label_index = {lab: k for k, lab in enumerate(classes)}

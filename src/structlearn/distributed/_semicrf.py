@@ -27,8 +27,8 @@ import numpy as np
 from structlearn.crf.objectives import SemiMarkovCLL
 from structlearn.crf.features import AttributeVocabulary
 from structlearn.distributed._common import collect
-from structlearn.distributed._crf_shared import (check_bag, check_lbfgs, identity, load, merge_counts, pair_counts, reduce_counts,
-                          release, state_features, train_on_shards)
+from structlearn.distributed._crf_shared import (count_partitions, identity, merge_counts, pair_counts, release,
+                                                 start_fit, state_features, train_on_shards)
 from structlearn.distributed._elements import split_elements
 
 __all__ = ["fit_semicrf"]
@@ -174,14 +174,7 @@ def fit_semicrf(estimator, data, client, *, split_every=8, callback=None):
     L-BFGS evaluation one forward–backward per shard, O(N·(Σ_k L_k + K²)) in total, and the parameters
     (n_params float64) sent to and the gradient reduced from every worker.
     """
-    check_bag(data, estimator, _ELEMENTS)
-    estimator._check_params()
-    check_lbfgs(estimator)
-    t0 = time.perf_counter()
-    for attr in ("model_", "coef_"):
-        if hasattr(estimator, attr):
-            delattr(estimator, attr)
-    raw, where = load(client, data)   # loaded once, kept on the workers
+    t0, raw, where = start_fit(client, data, estimator, _ELEMENTS, drop=("model_", "coef_"))
     try:
         fmt = estimator.label_format
         if fmt == "auto":
@@ -189,12 +182,8 @@ def fit_semicrf(estimator, data, client, *, split_every=8, callback=None):
                                               for i, r in enumerate(raw)]), summed=())
             fmt = "segments" if f["first"] == "segments" else (
                 "runs" if f["first"] is None or f["nonbio"] else "bio")
-        counts = reduce_counts(client, [client.submit(_count, estimator, fmt, r, i, pure=False)
-                                        for i, r in enumerate(raw)], split_every,
-                               summed=("pairs",), maxed=("lengths",))
-        if counts["items"] == 0:
-            raise ValueError("the training set is empty (no items in the bag); give at least one non-empty "
-                             "sequence")
+        counts = count_partitions(client, raw, split_every, _count, estimator, fmt, summed=("pairs",),
+                                  maxed=("lengths",))
         if counts["tokens_given"] not in (0, len(raw)):
             raise ValueError("give the token strings with every sequence of the bag (triples) or with none "
                              "(pairs)")

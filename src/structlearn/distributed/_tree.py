@@ -34,8 +34,8 @@ import numpy as np
 from structlearn.crf.objectives import TreeCLL
 from structlearn.crf.features import AttributeVocabulary
 from structlearn.distributed._elements import allowed_mask, split_elements
-from structlearn.distributed._crf_shared import (check_bag, check_lbfgs, identity, load, pair_counts, reduce_counts, release,
-                          state_features, train_on_shards)
+from structlearn.distributed._crf_shared import (count_partitions, identity, pair_counts, release, start_fit,
+                                                 state_features, train_on_shards)
 
 __all__ = ["fit_tree_crf"]
 
@@ -186,18 +186,10 @@ def fit_tree_crf(estimator, data, client, *, split_every=8, callback=None, X_dev
     ``forbidden_edges``, checked in O(N·K²)) and each evaluation runs the pass twice, unconstrained and
     constrained, as ``fit(..., allowed=...)`` does.
     """
-    check_bag(data, estimator, _ELEMENTS)
-    estimator._check_params()
-    check_lbfgs(estimator)
-    t0 = time.perf_counter()
-    raw, where = load(client, data)   # loaded once, kept on the workers
+    t0, raw, where = start_fit(client, data, estimator, _ELEMENTS)
     try:
-        counts = reduce_counts(client, [client.submit(_count, estimator, r, i, pure=False)
-                                        for i, r in enumerate(raw)], split_every,
-                               summed=("pairs", "epairs"))
-        if counts["items"] == 0:
-            raise ValueError("the training set is empty (no nodes in the bag); give at least one non-empty "
-                             "tree")
+        counts = count_partitions(client, raw, split_every, _count, estimator, empty=("nodes", "tree"),
+                                  summed=("pairs", "epairs"))
         if counts["with_edges"] not in (0, len(raw)):
             raise ValueError("give edge attributes with every tree of the bag (4-tuples, or 5-tuples whose "
                              "edge_attributes is not None) or with none (triples, or None in 5-tuples)")

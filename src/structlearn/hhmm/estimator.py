@@ -12,11 +12,11 @@ from collections import namedtuple
 
 import numpy as np
 from scipy import sparse
-from sklearn.base import BaseEstimator
+from structlearn.learning.training import EstimatorBase
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
-from structlearn.learning.shards import Shard, map_shards, data_blocks
+from structlearn.learning.shards import Shard, map_shards, data_blocks, document_blocks
 from structlearn.distributions import emissions as _emi
 from structlearn.distributions.base import families_from_file, family_to_file
 from structlearn.hhmm.model import FlatHMM, Hierarchy, log_sum_exp
@@ -65,7 +65,8 @@ HHMMFiltered = namedtuple("HHMMFiltered", ["config", "state", "log_likelihood"])
 HHMMSample = namedtuple("HHMMSample", ["X", "lengths", "states", "finished"])
 
 
-class HierarchicalHMM(HHMMLearningMixin, BaseEstimator):
+@document_blocks
+class HierarchicalHMM(HHMMLearningMixin, EstimatorBase):
     r"""Hierarchical HMM with exact linear-time inference, EM and supervised estimation.
 
     Parameters
@@ -130,10 +131,7 @@ class HierarchicalHMM(HHMMLearningMixin, BaseEstimator):
         Run the E-step of ``fit`` over ``n_jobs`` blocks of whole sequences in joblib worker processes
         (-1: all cores; :func:`structlearn.learning.shards.map_shards`); default one block in this
         process.
-        The sequences are cut into blocks fixed by the data (about 16 384 rows each, at most 64,
-        :func:`structlearn.learning.shards.block_cuts`) whose statistics are added in one fixed tree:
-        the fit is bitwise the same for every ``n_jobs``, thread count and
-        :func:`structlearn.distributed.fit`.
+        {blocks}
 
     Attributes
     ----------
@@ -158,19 +156,7 @@ class HierarchicalHMM(HHMMLearningMixin, BaseEstimator):
     def __init__(self, hierarchy=None, emission="categorical", *, root=None, finish="all", n_iter=100,
                  tol=1e-6, params="ste", init_params="", random_state=None, verbose=False,
                  inference="auto", transitions="full", n_jobs=None):
-        self.hierarchy = hierarchy
-        self.emission = emission
-        self.root = root
-        self.finish = finish
-        self.n_iter = n_iter
-        self.tol = tol
-        self.params = params
-        self.init_params = init_params
-        self.random_state = random_state
-        self.verbose = verbose
-        self.inference = inference
-        self.transitions = transitions
-        self.n_jobs = n_jobs
+        self._store_params(locals())
 
     # -- construction ------------------------------------------------------------------------------
     @classmethod

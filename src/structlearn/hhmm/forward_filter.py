@@ -62,24 +62,20 @@ class FactoredFrontier(DBNInference):
                               semiring == MAX, self.fscore, self.q_flat, self.q_off,
                               clamp and self.finish == "all", semiring)
 
+    def _log_norms(self, em):
+        return self._sweep(em)[0]
+
+    def _filter_one(self, em):
+        lc, p, _ = self._sweep(em, clamp=False)
+        return np.cumsum(lc), p
+
     def log_likelihood(self, log_b, offsets):
         """Approximate log P(X_b) per sequence (B,)."""
-        em = self._em(log_b)
-        return np.array([self._sweep(em[a:b])[0].sum() if b > a else 0.0
-                         for a, b in zip(offsets[:-1], offsets[1:])])
+        return super().log_likelihood(log_b, offsets)
 
     def filter(self, log_b, offsets):
         """(approximate config posteriors (N, S) P(s_t | o_1:t), running log P(o_1:t) (N,))."""
-        em = self._em(log_b)
-        post = np.zeros((em.shape[0], self.h.n_configs))
-        ll = np.zeros(em.shape[0])
-        for a, b in zip(offsets[:-1], offsets[1:]):
-            if b == a:
-                continue
-            lc, p, _ = self._sweep(em[a:b], clamp=False)
-            ll[a:b] = np.cumsum(lc)
-            post[a:b] = p[:, self.dbn.cfg_stack]
-        return post, ll
+        return super().filter(log_b, offsets)
 
     def smooth(self, log_b, offsets, store_f=False):
         """Factored-frontier forward–backward; see :data:`~structlearn.hhmm.jtree.Smoothed`
@@ -114,16 +110,7 @@ class FactoredFrontier(DBNInference):
         """Approximate Viterbi parse: (exact log-prob of the returned parse (B,), configuration (N,),
         cut level (N,)); see :meth:`DBNInference.decode`."""
         D = self.D
-        em = self._em(log_b)
-        N = em.shape[0]
-        cfg = np.zeros(N, dtype=np.int64)
-        cut = np.zeros(N, dtype=np.int64)
-        best = np.zeros(len(offsets) - 1)
-        final = np.full_like(self.fscore, -np.inf)
-        if self.finish == "all":
-            final[0] = self.fscore[0]
-        else:
-            final[D] = 0.0
+        em, cfg, cut, best, final = self._decode_start(log_b, offsets)
         dims = np.asarray(self.dbn.dims, dtype=np.int64)
         digits = np.stack(np.unravel_index(np.arange(self.nQ), tuple(int(n) for n in dims)))  # (D, nQ)
         for i, (a, b) in enumerate(zip(offsets[:-1], offsets[1:])):

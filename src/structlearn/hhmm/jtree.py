@@ -376,10 +376,28 @@ class DBNInference:
         return _k.jtree_forward(self.psi_mid, last, *t.kernel_args(), t.up, t.cA, t.mapA, t.cR, t.mapB,
                                 em, self.dbn.log_prior, b_last, semiring)
 
+    def _log_norms(self, em):
+        """Per-step log normalisers (T,) of the forward pass over one sequence's ``em`` (T, nQ)."""
+        return self._forward(em, LOG)[1]
+
     def log_likelihood(self, log_b, offsets):
         em = self._em(log_b)
-        return np.array([self._forward(em[a:b], LOG)[1].sum() if b > a else 0.0
+        return np.array([self._log_norms(em[a:b]).sum() if b > a else 0.0
                          for a, b in zip(offsets[:-1], offsets[1:])])
+
+    def _filter_one(self, em):
+        """(running log P(o_1:t) (T,), stack posteriors (T, nQ)) of one non-empty sequence's ``em``."""
+        alpha, lc = self._forward(em, LOG)
+        run = np.concatenate([[0.0], np.cumsum(lc[:-1])])
+        j = alpha + em
+        m = np.max(j, axis=1, keepdims=True)
+        m = np.where(np.isfinite(m), m, 0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            s = np.log(np.exp(j - m).sum(axis=1))
+            ll = run + s + m[:, 0]
+            p = np.exp(j - (s[:, None] + m))
+        p[~np.isfinite(ll)] = 0.0
+        return ll, p
 
     def filter(self, log_b, offsets):
         """(config posteriors (N, S) P(s_t | o_1:t), running log P(o_1:t) (N,))."""
@@ -389,16 +407,7 @@ class DBNInference:
         for a, b in zip(offsets[:-1], offsets[1:]):
             if b == a:
                 continue
-            alpha, lc = self._forward(em[a:b], LOG)
-            run = np.concatenate([[0.0], np.cumsum(lc[:-1])])
-            j = alpha + em[a:b]
-            m = np.max(j, axis=1, keepdims=True)
-            m = np.where(np.isfinite(m), m, 0.0)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                s = np.log(np.exp(j - m).sum(axis=1))
-                ll[a:b] = run + s + m[:, 0]
-                p = np.exp(j - (s[:, None] + m))
-            p[~np.isfinite(ll[a:b])] = 0.0
+            ll[a:b], p = self._filter_one(em[a:b])
             post[a:b] = p[:, self.dbn.cfg_stack]
         return post, ll
 
@@ -500,21 +509,23 @@ class DBNInference:
         np.add.at(weights.T, sp[ok], sm.gamma[:, ok].T)
         return counts, weights, sm.log_z
 
+    def _decode_start(self, log_b, offsets):
+        """What decode starts from: the emissions (N, nQ), zeros for the configurations and cut levels
+        (N,) and the best log-probs (B,), and the final scores (the top level finishes under
+        ``finish="all"``, no finish is scored under ``"none"``)."""
+        em = self._em(log_b)
+        N = em.shape[0]
+        final = np.full_like(self.fscore, -np.inf)
+        if self.finish == "all":
+            final[0] = self.fscore[0]
+        else:
+            final[self.D] = 0.0
+        return em, np.zeros(N, dtype=np.int64), np.zeros(N, dtype=np.int64), np.zeros(len(offsets) - 1), final
+
     def decode(self, log_b, offsets):
         """(best log-prob (B,), configuration (N,), cut level (N,): the level d* whose sub-model moves
         after t; 0 at the last token under ``finish="all"``, -1 under ``"none"``)."""
-        D = self.D
-        em = self._em(log_b)
-        N = em.shape[0]
-        cfg = np.zeros(N, dtype=np.int64)
-        cut = np.zeros(N, dtype=np.int64)
-        best = np.zeros(len(offsets) - 1)
-        if self.finish == "all":
-            final = np.full_like(self.fscore, -np.inf)
-            final[0] = self.fscore[0]
-        else:
-            final = np.full_like(self.fscore, -np.inf)
-            final[D] = 0.0
+        em, cfg, cut, best, final = self._decode_start(log_b, offsets)
         dims = np.asarray(self.dbn.dims, dtype=np.int64)
         for i, (a, b) in enumerate(zip(offsets[:-1], offsets[1:])):
             if b == a:

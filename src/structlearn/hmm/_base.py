@@ -19,7 +19,7 @@ import sys
 
 import numpy as np
 from scipy import linalg, special
-from sklearn.base import BaseEstimator
+from structlearn.learning.training import EstimatorBase
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
@@ -152,7 +152,7 @@ class EmissionView:
             setattr(em, self.name, None)
 
 
-class HMMBase(HMMOnlineMixin, BaseEstimator):
+class HMMBase(HMMOnlineMixin, EstimatorBase):
     """Shared engine (see the module docstring). Not public: use the classes of :mod:`structlearn.hmm`."""
 
     _format = None  # model-file format name

@@ -23,6 +23,7 @@ ConvergenceMonitor` (converged only when the gain fell below ``tol``).
 import numpy as np
 
 from structlearn.learning import initialisation as _labels
+from structlearn.learning.shards import document_blocks
 from structlearn.distributions import emissions as _emi
 from structlearn.distributions.emissions import hmm as _hemi
 from structlearn.hmm._base import EmissionView, HMMBase, stationary_distribution
@@ -61,10 +62,7 @@ _COMMON_DOC = """
         Run the E-step (emission densities and forward–backward) over ``n_jobs`` blocks of sequences
         in parallel with joblib (-1: all cores). The default runs them in this process (the chain
         kernels are already parallel over sequences with Numba threads).
-        The sequences are cut into blocks fixed by the data (about 16 384 rows each, at most 64,
-        :func:`structlearn.learning.shards.block_cuts`) whose statistics are added in one fixed tree:
-        the fit is bitwise the same for every ``n_jobs``, thread count and
-        :func:`structlearn.distributed.fit`."""
+        {blocks}"""
 
 _ATTR_DOC = """
     startprob_ : ndarray of float64, shape (n_components,)
@@ -91,7 +89,7 @@ _NOTES_DOC = """
 def _doc(cls):
     cls.__doc__ = (cls.__doc__.replace("    {common}", _COMMON_DOC.strip("\n"))
                    .replace("    {attributes}", _ATTR_DOC.strip("\n")).replace("    {notes}", _NOTES_DOC.strip("\n")))
-    return cls
+    return document_blocks(cls)
 
 
 def _n_features_of(model):
@@ -156,26 +154,7 @@ class GaussianHMM(HMMBase):
                  transmat_prior=1.0, means_prior=0, means_weight=0, covars_prior=1e-2, covars_weight=1,
                  algorithm="viterbi", random_state=None, n_iter=10, tol=1e-2, verbose=False, params="stmc",
                  init_params="stmc", implementation="log", n_init=1, startprob="free", n_jobs=None):
-        self.n_components = n_components
-        self.covariance_type = covariance_type
-        self.min_covar = min_covar
-        self.startprob_prior = startprob_prior
-        self.transmat_prior = transmat_prior
-        self.means_prior = means_prior
-        self.means_weight = means_weight
-        self.covars_prior = covars_prior
-        self.covars_weight = covars_weight
-        self.algorithm = algorithm
-        self.random_state = random_state
-        self.n_iter = n_iter
-        self.tol = tol
-        self.verbose = verbose
-        self.params = params
-        self.init_params = init_params
-        self.implementation = implementation
-        self.n_init = n_init
-        self.startprob = startprob
-        self.n_jobs = n_jobs
+        self._store_params(locals())
 
     n_features = property(_n_features_of, doc="Number of features F (from the means).")
 
@@ -234,28 +213,7 @@ class GMMHMM(HMMBase):
                  algorithm="viterbi", covariance_type="diag", random_state=None, n_iter=10, tol=1e-2,
                  verbose=False, params="stmcw", init_params="stmcw", implementation="log", n_init=1,
                  startprob="free", n_jobs=None):
-        self.n_components = n_components
-        self.n_mix = n_mix
-        self.min_covar = min_covar
-        self.startprob_prior = startprob_prior
-        self.transmat_prior = transmat_prior
-        self.weights_prior = weights_prior
-        self.means_prior = means_prior
-        self.means_weight = means_weight
-        self.covars_prior = covars_prior
-        self.covars_weight = covars_weight
-        self.algorithm = algorithm
-        self.covariance_type = covariance_type
-        self.random_state = random_state
-        self.n_iter = n_iter
-        self.tol = tol
-        self.verbose = verbose
-        self.params = params
-        self.init_params = init_params
-        self.implementation = implementation
-        self.n_init = n_init
-        self.startprob = startprob
-        self.n_jobs = n_jobs
+        self._store_params(locals())
 
     n_features = property(_n_features_of, doc="Number of features F (from the means).")
 
@@ -310,22 +268,7 @@ class CategoricalHMM(HMMBase):
                  n_features=None, algorithm="viterbi", random_state=None, n_iter=10, tol=1e-2, verbose=False,
                  params="ste", init_params="ste", implementation="log", n_init=1, startprob="free",
                  n_jobs=None):
-        self.n_components = n_components
-        self.startprob_prior = startprob_prior
-        self.transmat_prior = transmat_prior
-        self.emissionprob_prior = emissionprob_prior
-        self.n_features = n_features
-        self.algorithm = algorithm
-        self.random_state = random_state
-        self.n_iter = n_iter
-        self.tol = tol
-        self.verbose = verbose
-        self.params = params
-        self.init_params = init_params
-        self.implementation = implementation
-        self.n_init = n_init
-        self.startprob = startprob
-        self.n_jobs = n_jobs
+        self._store_params(locals())
 
     n_features_ = property(_n_features_of, doc="Alphabet size V in use.")
 
@@ -371,21 +314,7 @@ class MultinomialHMM(HMMBase):
     def __init__(self, n_components=1, n_trials=None, startprob_prior=1.0, transmat_prior=1.0,
                  algorithm="viterbi", random_state=None, n_iter=10, tol=1e-2, verbose=False, params="ste",
                  init_params="ste", implementation="log", n_init=1, startprob="free", n_jobs=None):
-        self.n_components = n_components
-        self.n_trials = n_trials
-        self.startprob_prior = startprob_prior
-        self.transmat_prior = transmat_prior
-        self.algorithm = algorithm
-        self.random_state = random_state
-        self.n_iter = n_iter
-        self.tol = tol
-        self.verbose = verbose
-        self.params = params
-        self.init_params = init_params
-        self.implementation = implementation
-        self.n_init = n_init
-        self.startprob = startprob
-        self.n_jobs = n_jobs
+        self._store_params(locals())
 
     n_features = property(_n_features_of, doc="Number of categories F.")
 
@@ -430,22 +359,7 @@ class PoissonHMM(HMMBase):
                  lambdas_weight=0.0, algorithm="viterbi", random_state=None, n_iter=10, tol=1e-2,
                  verbose=False, params="stl", init_params="stl", implementation="log", n_init=1,
                  startprob="free", n_jobs=None):
-        self.n_components = n_components
-        self.startprob_prior = startprob_prior
-        self.transmat_prior = transmat_prior
-        self.lambdas_prior = lambdas_prior
-        self.lambdas_weight = lambdas_weight
-        self.algorithm = algorithm
-        self.random_state = random_state
-        self.n_iter = n_iter
-        self.tol = tol
-        self.verbose = verbose
-        self.params = params
-        self.init_params = init_params
-        self.implementation = implementation
-        self.n_init = n_init
-        self.startprob = startprob
-        self.n_jobs = n_jobs
+        self._store_params(locals())
 
     n_features = property(_n_features_of, doc="Number of count features F.")
 
@@ -497,22 +411,7 @@ class HiddenMarkovModel(HMMBase):
                  algorithm="viterbi", random_state=None, n_iter=100, tol=1e-4, verbose=False, params="ste",
                  init_params="ste", implementation="log", n_init=1, init="kmeans", startprob="free",
                  n_jobs=None):
-        self.n_components = n_components
-        self.emission = emission
-        self.startprob_prior = startprob_prior
-        self.transmat_prior = transmat_prior
-        self.algorithm = algorithm
-        self.random_state = random_state
-        self.n_iter = n_iter
-        self.tol = tol
-        self.verbose = verbose
-        self.params = params
-        self.init_params = init_params
-        self.implementation = implementation
-        self.n_init = n_init
-        self.init = init
-        self.startprob = startprob
-        self.n_jobs = n_jobs
+        self._store_params(locals())
 
     @property
     def n_features(self):

@@ -181,14 +181,8 @@ def switching_m_step(start, trans, regime_startprob, regime_transmat, startprob,
     return rho, B, pi, A
 
 
-class TiedDuration:
-    """A duration family of M states presented as K = R·M product states (durations tied across regimes).
-
-    ``log_pmf(D)`` (D, K) repeats the inner family's (D, M) table for every regime; ``fit(counts, left)``
-    refits the inner family from the counts summed over regimes (exact: the tied Q is the sum of the
-    regimes' Q); ``sample`` draws from the inner family's state k mod M. The inner object is refitted in
-    place.
-    """
+class _Tied:
+    """An inner family of M states presented as K = R·M product states, one copy per regime."""
 
     def __init__(self, inner, n_regimes):
         self.inner = inner
@@ -198,6 +192,16 @@ class TiedDuration:
     def n_states(self):
         m = self.inner.n_states
         return None if m is None else m * self.n_regimes
+
+
+class TiedDuration(_Tied):
+    """A duration family of M states presented as K = R·M product states (durations tied across regimes).
+
+    ``log_pmf(D)`` (D, K) repeats the inner family's (D, M) table for every regime; ``fit(counts, left)``
+    refits the inner family from the counts summed over regimes (exact: the tied Q is the sum of the
+    regimes' Q); ``sample`` draws from the inner family's state k mod M. The inner object is refitted in
+    place.
+    """
 
     def _fold(self, a, axis_len):
         return a.reshape(a.shape[:-1] + (self.n_regimes, axis_len)).sum(axis=-2)
@@ -229,22 +233,13 @@ class TiedDuration:
         return self.inner.n_parameters(max_duration)
 
 
-class TiedEmission:
+class TiedEmission(_Tied):
     """An emission family of M states presented as K = R·M product states (emissions shared by regimes).
 
     ``log_density(X)`` (N, K) repeats the inner (N, M) log-densities for every regime; ``fit(X, weights)``
     refits the inner family from the (N, K) weights summed over regimes (exact: the weighted
     log-likelihood of a tied state is the sum over regimes); ``sample`` uses state k mod M.
     """
-
-    def __init__(self, inner, n_regimes):
-        self.inner = inner
-        self.n_regimes = int(n_regimes)
-
-    @property
-    def n_states(self):
-        m = self.inner.n_states
-        return None if m is None else m * self.n_regimes
 
     def check_X(self, X):
         """``X`` validated by the inner family (2-d float64, NaN = missing)."""

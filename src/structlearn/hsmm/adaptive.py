@@ -6,16 +6,16 @@ estimated by :mod:`structlearn.hsmm._adaptive_em`; the base parameters are those
 :class:`~structlearn.hsmm.explicit_duration.HiddenSemiMarkovModel` fitted by EM.
 """
 import numpy as np
-from sklearn.base import BaseEstimator
+from structlearn.learning.training import EstimatorBase
 from sklearn.utils.validation import check_is_fitted
 
 from structlearn.hsmm import _adaptive_em as _learn
-from structlearn.learning.shards import map_shards, data_blocks
+from structlearn.learning.shards import map_shards, data_blocks, document_blocks
 from structlearn.hsmm import _adaptive_factor as _af
 from structlearn.distributions import emissions as _emi
 from structlearn.utils.validation import check_lengths
 
-from structlearn.learning.em_files import families_from_header, families_to_file
+from structlearn.learning.em_files import families_from_header, families_to_file, save_doc
 from structlearn.learning.restarts import check_n_jobs
 from structlearn.learning.posterior_check import check_posteriors
 from structlearn.learning.sampling import sample_sequences
@@ -38,7 +38,8 @@ def _check_walk_var(value, name):
         raise ValueError(f"`{name}` must be a finite number >= 0 or None (estimate it in fit); got {value!r}")
 
 
-class AdaptiveFactorHSMM(BaseEstimator):
+@document_blocks
+class AdaptiveFactorHSMM(EstimatorBase):
     r"""Explicit-duration HSMM whose duration scale and emission location drift between segments,
     tracked online (Yu 2010 §4 "adaptive factor HSMM"; model and filter:
     :mod:`structlearn.hsmm._adaptive_factor`).
@@ -78,10 +79,7 @@ class AdaptiveFactorHSMM(BaseEstimator):
     n_jobs : int, optional
         joblib processes (-1: all cores) for :meth:`fit`: the base HSMM's E-step and the walk-variance
         measurements (the Viterbi pass) run in parallel; None: in this process.
-        The sequences are cut into blocks fixed by the data (about 16 384 rows each, at most 64,
-        :func:`structlearn.learning.shards.block_cuts`) whose statistics are added in one fixed tree:
-        the fit is bitwise the same for every ``n_jobs``, thread count and
-        :func:`structlearn.distributed.fit`.
+        {blocks}
 
     Attributes
     ----------
@@ -114,22 +112,7 @@ class AdaptiveFactorHSMM(BaseEstimator):
                  censoring="right", factors="both", duration_walk_var=None, emission_walk_var=None,
                  n_iter=100, tol=1e-4, n_init=1, init="kmeans", init_params="stde", random_state=None,
                  factored=None, n_jobs=None):
-        self.n_states = n_states
-        self.duration = duration
-        self.emission = emission
-        self.max_duration = max_duration
-        self.censoring = censoring
-        self.factors = factors
-        self.duration_walk_var = duration_walk_var
-        self.emission_walk_var = emission_walk_var
-        self.n_iter = n_iter
-        self.tol = tol
-        self.n_init = n_init
-        self.init = init
-        self.init_params = init_params
-        self.random_state = random_state
-        self.factored = factored
-        self.n_jobs = n_jobs
+        self._store_params(locals())
 
     # ================================================================================================
     def _validate_hyper(self):
@@ -431,14 +414,9 @@ class AdaptiveFactorHSMM(BaseEstimator):
         return float(self.score_per_sequence(X, lengths).sum())
 
     # ================================================================================================
+    @save_doc
     def save(self, path):
-        """Write the fitted model to ``path`` (versioned ``.npz`` + JSON header; no pickle).
-
-        Raises
-        ------
-        ValueError
-            A custom (non-structlearn) duration or emission object.
-        """
+        """{save}"""
         from structlearn.utils.modelfile import save_model
 
         check_is_fitted(self, "hsmm_")

@@ -8,14 +8,14 @@ emission families are :mod:`structlearn.distributions.durations` and :mod:`struc
 import sys
 
 import numpy as np
-from sklearn.base import BaseEstimator
+from structlearn.learning.training import EstimatorBase
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from structlearn.hsmm import _em
 from structlearn.learning.stepwise import has_additive_statistics
 from structlearn.learning.em import run_em
-from structlearn.learning.shards import Shard, map_shards, data_blocks
+from structlearn.learning.shards import Shard, map_shards, data_blocks, document_blocks
 from structlearn.distributions import durations as _dur
 from structlearn.distributions import emissions as _emi
 from structlearn.hsmm import _potentials as _model
@@ -24,7 +24,7 @@ from structlearn.engine.structures.chain import LinearChain
 from structlearn.utils.validation import check_allowed_mask, check_lengths
 from structlearn.hsmm._criteria import InformationCriteria
 from structlearn.learning.em_files import families_from_header, families_to_file, fit_state, restore_fit_state
-from structlearn.learning.restarts import (EmptyStateWarning, check_n_jobs, fit_restarts, label_mask,
+from structlearn.learning.restarts import (EmptyStateWarning, check_em_options, fit_restarts, label_mask,
                            warn_empty_states)
 from structlearn.hsmm._online import OnlineMixin
 from structlearn.hsmm._queries import Filtered, Prediction, SegmentEnds, SegmentQueries, state_runs
@@ -38,7 +38,8 @@ _FORMAT_VERSION = 1
 _LETTERS = "stde"
 
 
-class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, InformationCriteria, BaseEstimator):
+@document_blocks
+class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, InformationCriteria, EstimatorBase):
     r"""Explicit-duration hidden semi-Markov model with exact inference and EM (Yu 2010, §2–§3.1).
 
     Parameters
@@ -90,10 +91,7 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, InformationCriteria, Ba
         (-1: all cores; the per-shard interface :mod:`structlearn.learning.shards`); default one
         process (whose kernels still use Numba's threads, ``NUMBA_NUM_THREADS``). Pays off for many
         long sequences: every iteration sends the parameters and the blocks' statistics between processes.
-        The sequences are cut into blocks fixed by the data (about 16 384 rows each, at most 64,
-        :func:`structlearn.learning.shards.block_cuts`) whose statistics are added in one fixed tree:
-        the fit is bitwise the same for every ``n_jobs``, thread count and
-        :func:`structlearn.distributed.fit`.
+        {blocks}
 
     Attributes
     ----------
@@ -141,20 +139,7 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, InformationCriteria, Ba
     def __init__(self, n_states=2, duration="nonparametric", emission="gaussian", max_duration=None,
                  censoring="right", n_iter=100, tol=1e-4, n_init=1, init="kmeans", params="stde",
                  init_params="stde", random_state=None, verbose=False, n_jobs=None):
-        self.n_states = n_states
-        self.duration = duration
-        self.emission = emission
-        self.max_duration = max_duration
-        self.censoring = censoring
-        self.n_iter = n_iter
-        self.tol = tol
-        self.n_init = n_init
-        self.init = init
-        self.params = params
-        self.init_params = init_params
-        self.random_state = random_state
-        self.verbose = verbose
-        self.n_jobs = n_jobs
+        self._store_params(locals())
 
     # ================================================================================================
     # validation
@@ -175,14 +160,7 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, InformationCriteria, Ba
                 raise ValueError(f"`{name}` must be an integer >= {lo}; got {v!r}")
         if not (isinstance(self.tol, (int, float, np.floating)) and self.tol >= 0):
             raise ValueError(f"`tol` must be a non-negative number; got {self.tol!r}")
-        if self.init not in ("kmeans", "quantile", "random"):
-            raise ValueError(f"`init` must be 'kmeans', 'quantile' or 'random'; got {self.init!r}")
-        for name in ("params", "init_params"):
-            v = getattr(self, name)
-            if not isinstance(v, str) or set(v) - set(_LETTERS):
-                raise ValueError(f"`{name}` must be a string of letters from {_LETTERS!r} (s start, t "
-                                 f"transitions, d durations, e emissions); got {v!r}")
-        check_n_jobs(self.n_jobs)
+        check_em_options(self, _LETTERS, "s start, t transitions, d durations, e emissions")
 
     def _emission_for_check(self):
         return getattr(self, "emission_", None) or _emi.make_emission(self.emission)

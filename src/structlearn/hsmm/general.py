@@ -12,7 +12,7 @@ from collections import namedtuple
 
 import numpy as np
 from scipy import special
-from sklearn.base import BaseEstimator
+from structlearn.learning.training import EstimatorBase
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
@@ -28,7 +28,7 @@ from structlearn.distributions.durations.censoring import CENSORING
 from structlearn.distributions.base import check_stochastic_rows
 from structlearn.utils.validation import check_allowed_mask, check_lengths
 from structlearn.hsmm._criteria import InformationCriteria
-from structlearn.learning.restarts import check_n_jobs, fit_restarts, label_mask, warn_empty_states
+from structlearn.learning.restarts import check_em_options, fit_restarts, label_mask, warn_empty_states
 from structlearn.hsmm import _general_files as _files
 from structlearn.hsmm._queries import Prediction, SegmentEnds, SubpathQueries, cum_scale, state_runs, with_empty_prefixes
 from structlearn.learning.posterior_check import check_posteriors
@@ -46,7 +46,7 @@ SegmentFiltered = namedtuple("SegmentFiltered", ["ended", "next", "log_likelihoo
 _FORMAT_VERSION = 1
 
 
-class _SuperLabelHSMM(ShardOnlineMixin, SubpathQueries, InformationCriteria, BaseEstimator):
+class _SuperLabelHSMM(ShardOnlineMixin, SubpathQueries, InformationCriteria, EstimatorBase):
     """The surface shared by the three estimators (fit / score / posteriors / decode / filter / sample /
     information criteria / model files). Subclasses define ``_general()`` (log π, log a), ``_m_step``,
     ``_init_transitions`` and ``_check_params``."""
@@ -57,19 +57,7 @@ class _SuperLabelHSMM(ShardOnlineMixin, SubpathQueries, InformationCriteria, Bas
     def __init__(self, n_states=2, max_duration=20, emission="gaussian", censoring="right", n_iter=100,
                  tol=1e-4, n_init=1, init="kmeans", params="ste", init_params="ste", random_state=None,
                  verbose=False, n_jobs=None):
-        self.n_states = n_states
-        self.max_duration = max_duration
-        self.emission = emission
-        self.censoring = censoring
-        self.n_iter = n_iter
-        self.tol = tol
-        self.n_init = n_init
-        self.init = init
-        self.params = params
-        self.init_params = init_params
-        self.random_state = random_state
-        self.verbose = verbose
-        self.n_jobs = n_jobs
+        self._store_params(locals())
 
     # -- validation ------------------------------------------------------------------------------------
     def _validate_hyper(self):
@@ -82,14 +70,7 @@ class _SuperLabelHSMM(ShardOnlineMixin, SubpathQueries, InformationCriteria, Bas
                              f"{type(self).__name__}; got {self.censoring!r}")
         if not (isinstance(self.tol, (int, float, np.floating)) and self.tol >= 0):
             raise ValueError(f"`tol` must be a non-negative number; got {self.tol!r}")
-        if self.init not in ("kmeans", "quantile", "random"):
-            raise ValueError(f"`init` must be 'kmeans', 'quantile' or 'random'; got {self.init!r}")
-        for name in ("params", "init_params"):
-            v = getattr(self, name)
-            if not isinstance(v, str) or set(v) - set(self._letters):
-                raise ValueError(f"`{name}` must be a string of letters from {self._letters!r} (s start, "
-                                 f"t transitions, e emissions); got {v!r}")
-        check_n_jobs(self.n_jobs)
+        check_em_options(self, self._letters, "s start, t transitions, e emissions")
 
     def _validate_data(self, X, lengths):
         emission = getattr(self, "emission_", None) or self._make_emission()
@@ -601,10 +582,7 @@ class GeneralHSMM(_SuperLabelHSMM):
     def __init__(self, n_states=2, max_duration=20, emission="gaussian", censoring="right", n_iter=100,
                  tol=1e-4, n_init=1, init="kmeans", params="ste", init_params="ste", random_state=None,
                  verbose=False, segment_emission=None, n_jobs=None):
-        super().__init__(n_states=n_states, max_duration=max_duration, emission=emission, censoring=censoring,
-                         n_iter=n_iter, tol=tol, n_init=n_init, init=init, params=params,
-                         init_params=init_params, random_state=random_state, verbose=verbose, n_jobs=n_jobs)
-        self.segment_emission = segment_emission
+        self._store_params(locals())
 
     def _validate_hyper(self):
         super()._validate_hyper()

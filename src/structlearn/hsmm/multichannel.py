@@ -8,7 +8,7 @@ chains, and the factored approximation over the channels' semi-Markov structures
 import warnings
 
 import numpy as np
-from sklearn.base import BaseEstimator
+from structlearn.learning.training import EstimatorBase
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
@@ -16,15 +16,15 @@ from sklearn.utils.validation import check_is_fitted
 from structlearn.hsmm import _multichannel_em as _mce
 from structlearn.learning.em import ConvergenceMonitor, run_em
 from structlearn.hsmm._em import initial_labels, initial_mean_durations
-from structlearn.learning.shards import Shard, map_shards, data_blocks
+from structlearn.learning.shards import Shard, map_shards, data_blocks, document_blocks
 from structlearn.distributions import durations as _dur
 from structlearn.distributions import emissions as _emi
 from structlearn.distributions.base import families_from_file, family_to_file
 from structlearn.hsmm._multichannel_potentials import MC_CENSORING, MultiChannelPotentials, m_step
 from structlearn.utils.validation import as_real_float64, check_lengths
 from structlearn.learning.training import training
-from structlearn.learning.em_files import fit_state, restore_fit_state
-from structlearn.learning.restarts import check_n_jobs
+from structlearn.learning.em_files import fit_state, restore_fit_state, save_doc
+from structlearn.learning.restarts import check_em_options
 from structlearn.learning.posterior_check import check_posteriors
 from structlearn.learning.sampling import sample_sequences
 from structlearn.hsmm._shard_online import ShardOnlineMixin
@@ -41,7 +41,8 @@ def _is_int(v, lo):
     return not isinstance(v, bool) and isinstance(v, (int, np.integer)) and v >= lo
 
 
-class MultiChannelHSMM(ShardOnlineMixin, BaseEstimator):
+@document_blocks
+class MultiChannelHSMM(ShardOnlineMixin, EstimatorBase):
     r"""Coupled multi-channel explicit-duration HSMM with exact or factored inference and EM
     (Natarajan & Nevatia 2007; Yu 2010 §4; the coupling is Saul & Jordan's mixed memory).
 
@@ -95,10 +96,7 @@ class MultiChannelHSMM(ShardOnlineMixin, BaseEstimator):
         (:func:`structlearn.hsmm._multichannel_em.statistics`) of the data's blocks are computed in
         parallel. The same per-shard function runs on dask workers in
         :func:`structlearn.distributed.fit`.
-        The sequences are cut into blocks fixed by the data (about 16 384 rows each, at most 64,
-        :func:`structlearn.learning.shards.block_cuts`) whose statistics are added in one fixed tree:
-        the fit is bitwise the same for every ``n_jobs``, thread count and
-        :func:`structlearn.distributed.fit`.
+        {blocks}
 
     Attributes
     ----------
@@ -141,23 +139,7 @@ class MultiChannelHSMM(ShardOnlineMixin, BaseEstimator):
                  max_duration=None, censoring="right", inference="exact", max_exact_states=20000,
                  max_sweeps=100, sweep_tol=1e-8, n_iter=100, tol=1e-4, init="kmeans", params="sctde",
                  init_params="sctde", random_state=None, n_jobs=None):
-        self.n_states = n_states
-        self.channels = channels
-        self.duration = duration
-        self.emission = emission
-        self.max_duration = max_duration
-        self.censoring = censoring
-        self.inference = inference
-        self.max_exact_states = max_exact_states
-        self.max_sweeps = max_sweeps
-        self.sweep_tol = sweep_tol
-        self.n_iter = n_iter
-        self.tol = tol
-        self.init = init
-        self.params = params
-        self.init_params = init_params
-        self.random_state = random_state
-        self.n_jobs = n_jobs
+        self._store_params(locals())
 
     # ================================================================================================
     # validation
@@ -174,14 +156,8 @@ class MultiChannelHSMM(ShardOnlineMixin, BaseEstimator):
             v = getattr(self, name)
             if not (isinstance(v, (int, float, np.floating)) and not isinstance(v, bool) and v >= 0):
                 raise ValueError(f"`{name}` must be a non-negative number; got {v!r}")
-        if self.init not in ("kmeans", "quantile", "random"):
-            raise ValueError(f"`init` must be 'kmeans', 'quantile' or 'random'; got {self.init!r}")
-        for name in ("params", "init_params"):
-            v = getattr(self, name)
-            if not isinstance(v, str) or set(v) - set(_LETTERS):
-                raise ValueError(f"`{name}` must be a string of letters from {_LETTERS!r} (s start, c "
-                                 f"coupling weights, t coupling matrices, d durations, e emissions); got {v!r}")
-        check_n_jobs(self.n_jobs)
+        check_em_options(self, _LETTERS, "s start, c coupling weights, t coupling matrices, d durations, "
+                                         "e emissions")
 
     def _resolve_channels(self, n_features):
         """The validated list of C int64 column arrays."""
@@ -597,14 +573,9 @@ class MultiChannelHSMM(ShardOnlineMixin, BaseEstimator):
     # ================================================================================================
     # model files
     # ================================================================================================
+    @save_doc
     def save(self, path):
-        """Write the fitted model to ``path`` (versioned ``.npz`` + JSON header; no pickle).
-
-        Raises
-        ------
-        ValueError
-            A custom (non-structlearn) duration or emission object.
-        """
+        """{save}"""
         from structlearn.distributions.emissions import hmm as _hemi
         from structlearn.utils.modelfile import save_model
 

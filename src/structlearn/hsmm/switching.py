@@ -12,7 +12,7 @@ import sys
 import warnings
 
 import numpy as np
-from sklearn.base import BaseEstimator
+from structlearn.learning.training import EstimatorBase
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
@@ -20,7 +20,7 @@ from structlearn.hsmm import _em
 from structlearn.hsmm import _switching_em as _sem
 from structlearn.learning.em import run_em
 from structlearn.learning.stepwise import has_additive_statistics
-from structlearn.learning.shards import Shard, map_shards, data_blocks
+from structlearn.learning.shards import Shard, map_shards, data_blocks, document_blocks
 from structlearn.distributions import durations as _dur
 from structlearn.distributions import emissions as _emi
 from structlearn.hsmm import _switching_potentials as _model
@@ -30,7 +30,8 @@ from structlearn.hsmm._criteria import InformationCriteria
 from structlearn.learning.posterior_check import check_posteriors
 from structlearn.learning.sampling import sample_sequences
 from structlearn.hsmm._shard_online import ShardOnlineMixin
-from structlearn.learning.em_files import families_from_header, families_to_file, fit_state, restore_fit_state
+from structlearn.learning.em_files import (families_from_header, families_to_file, fit_state, restore_fit_state,
+                                           save_doc)
 from structlearn.learning.restarts import (EmptyStateWarning, check_n_jobs, fit_restarts, label_mask,
                            user_stacklevel)
 
@@ -46,7 +47,8 @@ def _positive_int(v, name):
         raise ValueError(f"`{name}` must be a positive integer; got {v!r}")
 
 
-class SwitchingHSMM(ShardOnlineMixin, InformationCriteria, BaseEstimator):
+@document_blocks
+class SwitchingHSMM(ShardOnlineMixin, InformationCriteria, EstimatorBase):
     r"""Switching hidden semi-Markov model: regimes × states, exact inference and EM (Duong et al. 2005).
 
     R regimes (routines) × M states (activities). Within a regime the states follow an explicit-duration
@@ -96,10 +98,7 @@ class SwitchingHSMM(ShardOnlineMixin, InformationCriteria, BaseEstimator):
         Progress bar (tqdm, stderr) with the log-likelihood per iteration.
     n_jobs : int, optional
         E-step in joblib processes (-1: all cores).
-        The sequences are cut into blocks fixed by the data (about 16 384 rows each, at most 64,
-        :func:`structlearn.learning.shards.block_cuts`) whose statistics are added in one fixed tree:
-        the fit is bitwise the same for every ``n_jobs``, thread count and
-        :func:`structlearn.distributed.fit`.
+        {blocks}
 
     Attributes
     ----------
@@ -150,23 +149,7 @@ class SwitchingHSMM(ShardOnlineMixin, InformationCriteria, BaseEstimator):
                  max_duration=None, censoring="right", tie_durations=False, tie_emissions=True, n_iter=100,
                  tol=1e-4, n_init=1, init="kmeans", params="stde", init_params="stde", random_state=None,
                  verbose=False, n_jobs=None):
-        self.n_regimes = n_regimes
-        self.n_states = n_states
-        self.duration = duration
-        self.emission = emission
-        self.max_duration = max_duration
-        self.censoring = censoring
-        self.tie_durations = tie_durations
-        self.tie_emissions = tie_emissions
-        self.n_iter = n_iter
-        self.tol = tol
-        self.n_init = n_init
-        self.init = init
-        self.params = params
-        self.init_params = init_params
-        self.random_state = random_state
-        self.verbose = verbose
-        self.n_jobs = n_jobs
+        self._store_params(locals())
 
     # ================================================================================================
     # validation
@@ -662,14 +645,9 @@ class SwitchingHSMM(ShardOnlineMixin, InformationCriteria, BaseEstimator):
     # ================================================================================================
     # model files
     # ================================================================================================
+    @save_doc
     def save(self, path):
-        """Write the fitted model to ``path`` (versioned ``.npz`` + JSON header; no pickle).
-
-        Raises
-        ------
-        ValueError
-            A custom (non-structlearn) duration or emission object.
-        """
+        """{save}"""
         from structlearn.utils.modelfile import save_model
 
         check_is_fitted(self, "startprob_")

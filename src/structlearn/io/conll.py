@@ -19,6 +19,15 @@ __all__ = ["read_conll", "apply_template", "featurize", "compile_template", "Com
            "ConllFormatError"]
 
 
+def _pair(value, where, expected, second=lambda v: v):
+    """``value`` as two items (the second through ``second``), or ``ValueError`` naming ``where``."""
+    try:
+        a, b = value
+        return a, second(b)
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}: expected {expected}; got {value!r}") from None
+
+
 class ConllFormatError(ValueError):
     """A CoNLL file that cannot be read (the message names the file and, where it can, the line): rows of
     different widths, a column asked for that a row lacks, text that is not in the file's encoding, or a
@@ -124,12 +133,7 @@ class CompiledTemplate:
                 raise ValueError(f"template feature {k} is empty; expected a tuple of (column, offset) pairs")
             pairs = []
             for pair in feat:
-                try:
-                    col, off = pair
-                    off = int(off)
-                except (TypeError, ValueError):
-                    raise ValueError(f"template feature {k}: expected (column, offset) pairs; got "
-                                     f"{pair!r}") from None
+                col, off = _pair(pair, f"template feature {k}", "(column, offset) pairs", int)
                 if col not in known:
                     raise ValueError(f"template feature {k} uses column {col!r}, which is neither a field "
                                      f"{list(self.fields)} nor a derived column {sorted(self.derived)}")
@@ -137,11 +141,7 @@ class CompiledTemplate:
             prefix = "|".join(f"{c}[{o}]" for c, o in pairs) + "="
             self.features.append((prefix, tuple(pairs)))
         for name, spec in self.derived.items():
-            try:
-                fn, src = spec
-            except (TypeError, ValueError):
-                raise ValueError(f"derived column {name!r}: expected (function name, source column); "
-                                 f"got {spec!r}") from None
+            fn, src = _pair(spec, f"derived column {name!r}", "(function name, source column)")
             if fn not in DERIVED_FUNCTIONS:
                 raise ValueError(f"derived column {name!r}: unknown function {fn!r}; known: "
                                  f"{sorted(DERIVED_FUNCTIONS)}")

@@ -14,9 +14,34 @@ from structlearn.distributions import durations as _dur
 from structlearn.distributions import emissions as _emi
 from structlearn.distributions.emissions import hmm as _hemi
 from structlearn.distributions.base import families_from_file, family_to_file
+from structlearn.utils.docstrings import fill_docstring
 from structlearn.utils.modelfile import ModelFileError
 
-__all__ = ["fit_state", "restore_fit_state", "families_to_file", "families_from_header"]
+__all__ = ["fit_state", "restore_fit_state", "families_to_file", "families_from_header", "save_doc"]
+
+SAVE_DOC = """Write the fitted model to ``path`` (versioned ``.npz`` + JSON header; no pickle).
+
+Raises
+------
+ValueError
+    A custom (non-structlearn) duration or emission object."""
+
+
+def save_doc(save):
+    """Give an estimator's ``save`` (whose docstring is the line ``{save}``) the docstring of the
+    estimators whose duration and emission families go to the file by :func:`families_to_file`.
+
+    Parameters
+    ----------
+    save : function
+        The ``save(self, path)`` method.
+
+    Returns
+    -------
+    function
+        ``save`` itself, its docstring written.
+    """
+    return fill_docstring(save, save=SAVE_DOC)
 
 #: where the emission families of the HSMM family are looked up (both modules' classes)
 EMISSION_MODULES = (_emi, _hemi)

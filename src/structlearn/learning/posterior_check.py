@@ -7,6 +7,8 @@ zeros or garbage.
 """
 import numpy as np
 
+from structlearn.utils.validation import first_row
+
 __all__ = ["SUM_TOLERANCE", "check_posteriors"]
 
 #: Largest |row sum - 1| a returned posterior may have.
@@ -53,8 +55,7 @@ def check_posteriors(posteriors, offsets, log_z=None, what="the posteriors", nou
     sums = post.reshape(post.shape[0], -1).sum(axis=1)
     bad = np.flatnonzero(~(np.abs(sums - 1.0) <= SUM_TOLERANCE))
     if bad.size:
-        n = int(bad[0])
-        b = int(np.searchsorted(offsets, n, side="right") - 1)
+        n, b = first_row(offsets, bad)
         raise ValueError(f"cannot compute {what}: {_which(noun, offsets, b, first)} lost its numerical precision: "
                          f"row {n} sums to {float(sums[n])!r} (expected 1 within {SUM_TOLERANCE:g}; {bad.size} "
                          f"such row(s)); its inputs are too extreme for float64")

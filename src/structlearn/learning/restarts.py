@@ -14,7 +14,8 @@ from sklearn.utils import check_random_state
 from structlearn.learning.em import ConvergenceMonitor
 from structlearn.learning.training import training
 
-__all__ = ["fit_restarts", "warn_empty_states", "EmptyStateWarning", "label_mask", "check_n_jobs", "n_blocks"]
+__all__ = ["fit_restarts", "warn_empty_states", "EmptyStateWarning", "label_mask", "check_n_jobs", "check_em_options",
+           "n_blocks"]
 
 
 class EmptyStateWarning(RuntimeWarning):
@@ -51,6 +52,28 @@ def check_n_jobs(n_jobs):
     j = n_jobs
     if j is not None and (isinstance(j, bool) or not isinstance(j, (int, np.integer)) or j == 0):
         raise ValueError(f"`n_jobs` must be None or a non-zero integer (-1: all cores); got {j!r}")
+
+
+def check_em_options(est, letters, meaning):
+    """``ValueError`` unless ``est.init`` is 'kmeans', 'quantile' or 'random', ``est.params`` and
+    ``est.init_params`` are strings of ``letters`` and ``est.n_jobs`` passes :func:`check_n_jobs`.
+
+    Parameters
+    ----------
+    est : estimator
+        Has the attributes ``init``, ``params``, ``init_params`` and ``n_jobs``.
+    letters : str
+        The letters ``params`` and ``init_params`` may use.
+    meaning : str
+        What each letter stands for, as the error message says it (``"s start, t transitions"``).
+    """
+    if est.init not in ("kmeans", "quantile", "random"):
+        raise ValueError(f"`init` must be 'kmeans', 'quantile' or 'random'; got {est.init!r}")
+    for name in ("params", "init_params"):
+        v = getattr(est, name)
+        if not isinstance(v, str) or set(v) - set(letters):
+            raise ValueError(f"`{name}` must be a string of letters from {letters!r} ({meaning}); got {v!r}")
+    check_n_jobs(est.n_jobs)
 
 
 def n_blocks(n_jobs):

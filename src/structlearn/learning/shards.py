@@ -41,9 +41,10 @@ from typing import NamedTuple
 import numpy as np
 
 from structlearn.learning.optimizers import penalise
+from structlearn.utils.docstrings import fill_docstring
 
 __all__ = ["Shard", "ShardStatistics", "make_shard", "split_shards", "block_cuts", "data_blocks", "slice_shard",
-           "concat_shards", "add_statistics",
+           "concat_shards", "add_statistics", "BLOCKS_DOC", "document_blocks",
            "reduce_statistics", "tree_statistics", "tree_partials", "combine_partials", "contiguous_ranges",
            "map_shards", "statistics_nbytes", "objective_statistics", "ShardedObjective", "ProcessShards"]
 
@@ -123,6 +124,28 @@ def split_shards(shard, n_shards):
 
 #: rows of a block of training data (about) and the most blocks: :func:`block_cuts`
 BLOCK_ROWS, MAX_BLOCKS = 16384, 64
+
+#: What the docstring of every estimator with ``n_jobs`` says of its blocks (:func:`document_blocks`).
+BLOCKS_DOC = """The sequences are cut into blocks fixed by the data (about 16 384 rows each, at most 64,
+:func:`structlearn.learning.shards.block_cuts`) whose statistics are added in one fixed tree:
+the fit is bitwise the same for every ``n_jobs``, thread count and
+:func:`structlearn.distributed.fit`."""
+
+
+def document_blocks(cls):
+    """Class decorator: write :data:`BLOCKS_DOC` in place of the line ``{blocks}`` of the docstring.
+
+    Parameters
+    ----------
+    cls : type
+        A class whose docstring has a line holding only ``{blocks}`` (indented as the text it stands for).
+
+    Returns
+    -------
+    type
+        ``cls``, its ``__doc__`` completed.
+    """
+    return fill_docstring(cls, blocks=BLOCKS_DOC)
 
 
 def block_cuts(offsets, rows=None, max_blocks=None):

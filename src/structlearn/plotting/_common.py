@@ -2,7 +2,10 @@
 checks and runs of equal labels. Nothing here imports matplotlib at module level."""
 import numpy as np
 
-__all__ = ["pyplot", "new_axes", "state_colors", "as_lengths", "runs", "check_axes_count", "save_figure"]
+from structlearn.utils.docstrings import fill_docstring
+
+__all__ = ["pyplot", "new_axes", "state_colors", "as_lengths", "runs", "check_axes_count", "save_figure", "RETURNS_AX",
+           "returns_ax"]
 
 
 def pyplot():
@@ -123,3 +126,25 @@ def save_figure(axes, directory, name, dpi=100):
     fig.savefig(path, dpi=dpi)
     pyplot().close(fig)
     return path
+
+
+#: The ``Returns`` section of a plotting function that draws on one Axes (:func:`returns_ax`).
+RETURNS_AX = """Returns
+-------
+ax : Axes"""
+
+
+def returns_ax(func):
+    """Decorator: write :data:`RETURNS_AX` in place of the line ``{returns_ax}`` of ``func``'s docstring.
+
+    Parameters
+    ----------
+    func : function
+        A plotting function that returns the one Axes it drew on.
+
+    Returns
+    -------
+    function
+        ``func``, its ``__doc__`` completed.
+    """
+    return fill_docstring(func, returns_ax=RETURNS_AX)

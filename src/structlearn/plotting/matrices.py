@@ -2,7 +2,7 @@
 an image grid (:func:`plot_marginals_grid`)."""
 import numpy as np
 
-from structlearn.plotting._common import names_for, new_axes, state_colors
+from structlearn.plotting._common import names_for, new_axes, state_colors, returns_ax
 
 __all__ = ["plot_transitions", "plot_marginals_grid"]
 
@@ -32,6 +32,7 @@ def _transition_matrix(transmat):
     return tm, None, bool(tm.size and tm.min() < 0)
 
 
+@returns_ax
 def plot_transitions(transmat, *, state_names=None, annotate=None, fmt=".2f", cmap=None, ax=None,
                      figsize=None, title=None, colorbar=True):
     """Heatmap of a transition matrix (rows: from, columns: to) with labelled axes and cell values.
@@ -56,9 +57,7 @@ def plot_transitions(transmat, *, state_names=None, annotate=None, fmt=".2f", cm
     title : str, optional
     colorbar : bool, default True
 
-    Returns
-    -------
-    ax : Axes
+    {returns_ax}
 
     Raises
     ------
@@ -126,6 +125,7 @@ def _node_marginals(marginals, X, graph, method):
     return np.asarray(marginals, dtype=np.float64), None
 
 
+@returns_ax
 def plot_marginals_grid(marginals, shape, *, X=None, graph=0, label=None, class_names=None,
                         method=None, cmap="viridis", aspect="equal", ax=None, figsize=None, title=None):
     """Node marginals of a grid-shaped graph CRF / factor graph as an H × W image.
@@ -160,9 +160,7 @@ def plot_marginals_grid(marginals, shape, *, X=None, graph=0, label=None, class_
         Default: a new figure of ``figsize`` (about 5 inches wide).
     title : str, optional
 
-    Returns
-    -------
-    ax : Axes
+    {returns_ax}
 
     Raises
     ------

@@ -2,7 +2,8 @@
 the nested segments of a hierarchical HMM parse (:func:`plot_hierarchy`)."""
 import numpy as np
 
-from structlearn.plotting._common import as_lengths, check_axes_count, int_labels, names_for, new_axes, runs, state_colors
+from structlearn.plotting._common import (as_lengths, check_axes_count, int_labels, names_for, new_axes, returns_ax,
+                                         runs, state_colors)
 
 __all__ = ["plot_segmentation", "plot_hierarchy"]
 
@@ -204,6 +205,7 @@ def _merge_repeats(segs):
     return out
 
 
+@returns_ax
 def plot_hierarchy(decoded, X=None, *, lengths=None, sequence=0, level_names=None, symbols=None,
                    name_format=None, merge_repeats=False, fontsize=7, ax=None, figsize=None, title=None):
     """The nested segments of a hierarchical HMM parse, one row of coloured boxes per level.
@@ -235,9 +237,7 @@ def plot_hierarchy(decoded, X=None, *, lengths=None, sequence=0, level_names=Non
         Default: a new figure of ``figsize`` (default (10, 0.6 + 0.7 · levels) inches).
     title : str, optional
 
-    Returns
-    -------
-    ax : Axes
+    {returns_ax}
 
     Raises
     ------

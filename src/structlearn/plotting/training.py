@@ -2,7 +2,7 @@
 weights of a linear-chain CRF per label (:func:`plot_crf_weights`)."""
 import numpy as np
 
-from structlearn.plotting._common import new_axes, pyplot
+from structlearn.plotting._common import new_axes, pyplot, returns_ax
 
 __all__ = ["plot_training", "plot_crf_weights"]
 
@@ -43,6 +43,7 @@ def _curve(obj, key, name="estimator"):
                      + (" with an empty log" if log is not None else ""))
 
 
+@returns_ax
 def plot_training(estimator, *, key=None, logy=None, ax=None, figsize=None, title=None, show_dev=True):
     """Objective or log-likelihood per iteration of one or several fitted estimators.
 
@@ -67,9 +68,7 @@ def plot_training(estimator, *, key=None, logy=None, ax=None, figsize=None, titl
     show_dev : bool, default True
         When the log holds ``dev_accuracy`` (``fit(..., X_dev, y_dev)``), draw it on a second y axis.
 
-    Returns
-    -------
-    ax : Axes
+    {returns_ax}
 
     Raises
     ------
@@ -114,6 +113,7 @@ def _short(s, n):
     return s if len(s) <= n else s[:n - 1] + "…"
 
 
+@returns_ax
 def plot_crf_weights(crf, *, top=10, negative=0, labels=None, width=24, ax=None, figsize=None,
                      title=None, cmap="RdYlGn"):
     """The largest state-feature weights of every label of a linear-chain CRF, as a table figure.
@@ -140,9 +140,7 @@ def plot_crf_weights(crf, *, top=10, negative=0, labels=None, width=24, ax=None,
     cmap : str, default "RdYlGn"
         Diverging colour map, centred at 0.
 
-    Returns
-    -------
-    ax : Axes
+    {returns_ax}
 
     Raises
     ------

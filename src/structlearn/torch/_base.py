@@ -5,7 +5,7 @@ from collections import namedtuple
 import numpy as np
 import torch
 
-from structlearn.torch._batch import (Packing, check_float_tensor, check_positive_int, clamp_nonpositive, engine_threads,
+from structlearn.torch._batch import (Packing, as_index, check_float_tensor, check_positive_int, clamp_nonpositive, engine_threads,
                      length_mask, numpy_seed)
 
 #: Posterior marginals of a torch structure, linear space. ``unary``: (B, T, K) P(y_t = k) (0 at
@@ -33,6 +33,16 @@ class StructureMixin:
     @staticmethod
     def _np(x):
         return np.ascontiguousarray(x.detach().to(device="cpu", dtype=torch.float64).numpy())
+
+    def _unary_score(self, y):
+        """Labelings ``y`` (B, T) checked as int64 labels (padding 0), the mask (B, T) and the unary part
+        of their log-scores, shape (B,) (zeros when T = 0)."""
+        B, T, K = self.unary.shape
+        on = self.mask
+        y = as_index(y, "y", (B, T), K, on)
+        if T == 0:
+            return y, on, self.unary.new_zeros(B)
+        return y, on, (self.unary.gather(2, y[:, :, None])[:, :, 0] * on.to(self.unary.dtype)).sum(1)
 
     @property
     def batch_size(self):

@@ -248,3 +248,20 @@ def numpy_seed(generator):
         return int(generator)
     raise ValueError(f"`generator` must be None, an int seed or a torch.Generator; got "
                      f"{type(generator).__name__}")
+
+
+#: The ``reduction`` arguments of the CRF layers' log-likelihoods.
+REDUCTIONS = ("none", "sum", "mean", "token_mean")
+
+
+def reduce_log_likelihood(llh, lengths, reduction):
+    """Per-sequence log-likelihoods ``llh`` (B,) reduced as one of :data:`REDUCTIONS` says: ``"none"``
+    as they are, ``"sum"`` / ``"mean"`` over sequences, ``"token_mean"`` the sum over the number of
+    tokens ``lengths.sum()``."""
+    if reduction == "none":
+        return llh
+    if reduction == "sum":
+        return llh.sum()
+    if reduction == "mean":
+        return llh.mean()
+    return llh.sum() / lengths.sum().to(llh.dtype)

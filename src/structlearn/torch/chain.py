@@ -6,7 +6,7 @@ import torch
 from structlearn.engine.structures import LinearChain as _EngineChain
 from structlearn.torch import _scan
 from structlearn.torch._base import Marginals, StructureMixin
-from structlearn.torch._batch import as_index, check_backend, check_float_tensor, resolve_lengths, safe_dot, to_like
+from structlearn.torch._batch import check_backend, check_float_tensor, resolve_lengths, safe_dot, to_like
 
 
 class _EngineLogZ(torch.autograd.Function):
@@ -262,12 +262,9 @@ class LinearChain(StructureMixin):
     def score(self, y):
         """Log-score s(y) of labelings ``y`` (B, T) (int, padding ignored), shape (B,); differentiable."""
         B, T, K = self.unary.shape
-        on = self.mask
-        y = as_index(y, "y", (B, T), K, on)
+        y, on, s = self._unary_score(y)
         if T == 0:
-            return self.unary.new_zeros(B)
-        onf = on.to(self.unary.dtype)
-        s = (self.unary.gather(2, y[:, :, None])[:, :, 0] * onf).sum(1)
+            return s
         if T > 1:
             step = on[:, 1:]
             tr = self.transition

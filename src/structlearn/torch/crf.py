@@ -5,7 +5,7 @@ from typing import List, Optional
 import torch
 from torch import nn
 
-from structlearn.torch._batch import check_positive_int
+from structlearn.torch._batch import REDUCTIONS, check_positive_int, reduce_log_likelihood
 from structlearn.torch.chain import LinearChain
 from structlearn.torch.constraints import apply_constraints, check_constraints
 
@@ -121,21 +121,14 @@ class CRF(nn.Module):
         Tensor
             Log-likelihood (≤ 0), shape (batch,) for ``"none"``, () otherwise; differentiable.
         """
-        if reduction not in ("none", "sum", "mean", "token_mean"):
+        if reduction not in REDUCTIONS:
             raise ValueError(f"invalid reduction: {reduction}")
         self._check_emissions(emissions)
         if tuple(tags.shape) != tuple(emissions.shape[:2]):
             raise ValueError("the first two dimensions of emissions and tags must match, got "
                              f"{tuple(emissions.shape[:2])} and {tuple(tags.shape)}")
         chain = self.structure(emissions, mask)
-        llh = chain.log_prob(self._bf(tags))
-        if reduction == "none":
-            return llh
-        if reduction == "sum":
-            return llh.sum()
-        if reduction == "mean":
-            return llh.mean()
-        return llh.sum() / chain.lengths.sum().to(llh.dtype)
+        return reduce_log_likelihood(chain.log_prob(self._bf(tags)), chain.lengths, reduction)
 
     def decode(self, emissions: torch.Tensor, mask: Optional[torch.Tensor] = None) -> List[List[int]]:
         """Best tag sequence of every sequence (Viterbi), as a list of ``batch`` lists of ints."""

@@ -4,20 +4,9 @@ from typing import List, Optional
 import torch
 from torch import nn
 
+from structlearn.torch._batch import REDUCTIONS, reduce_log_likelihood
 from structlearn.torch.semimarkov import SemiMarkov
 from structlearn.torch.tree import Tree
-
-_REDUCTIONS = ("none", "sum", "mean", "token_mean")
-
-
-def _reduce(llh, lengths, reduction):
-    if reduction == "none":
-        return llh
-    if reduction == "sum":
-        return llh.sum()
-    if reduction == "mean":
-        return llh.mean()
-    return llh.sum() / lengths.sum().to(llh.dtype)
 
 
 def _check_emissions(emissions, K):
@@ -100,10 +89,10 @@ class SemiMarkovCRF(nn.Module):
         mask : Tensor of bool (batch, seq), optional
         reduction : {"none", "sum", "mean", "token_mean"}
         """
-        if reduction not in _REDUCTIONS:
+        if reduction not in REDUCTIONS:
             raise ValueError(f"invalid reduction: {reduction}")
         sm = self.structure(emissions, mask)
-        return _reduce(sm.log_prob(segments), sm.lengths, reduction)
+        return reduce_log_likelihood(sm.log_prob(segments), sm.lengths, reduction)
 
     def decode(self, emissions: torch.Tensor, mask: Optional[torch.Tensor] = None) -> List[List[tuple]]:
         """Best segmentation of every sequence: lists of (start, end, label) tuples (end inclusive)."""
@@ -164,10 +153,10 @@ class TreeCRF(nn.Module):
     def forward(self, emissions: torch.Tensor, tags: torch.Tensor, parents: torch.Tensor,
                 mask: Optional[torch.Tensor] = None, reduction: str = "sum") -> torch.Tensor:
         """Log-likelihood log p(tags | emissions, tree), reduced as :meth:`CRF.forward`."""
-        if reduction not in _REDUCTIONS:
+        if reduction not in REDUCTIONS:
             raise ValueError(f"invalid reduction: {reduction}")
         tree = self.structure(emissions, parents, mask)
-        return _reduce(tree.log_prob(tags), tree.lengths, reduction)
+        return reduce_log_likelihood(tree.log_prob(tags), tree.lengths, reduction)
 
     def decode(self, emissions: torch.Tensor, parents: torch.Tensor,
                mask: Optional[torch.Tensor] = None) -> List[List[int]]:

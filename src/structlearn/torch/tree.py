@@ -5,7 +5,7 @@ import torch
 
 from structlearn.engine.structures import Tree as _EngineTree
 from structlearn.torch._base import Marginals, StructureMixin
-from structlearn.torch._batch import as_index, check_backend, check_float_tensor, logsumexp, resolve_lengths, safe_dot, to_like
+from structlearn.torch._batch import check_backend, check_float_tensor, logsumexp, resolve_lengths, safe_dot, to_like
 
 
 class _EngineLogZ(torch.autograd.Function):
@@ -243,11 +243,9 @@ class Tree(StructureMixin):
     def score(self, y):
         """Log-score s(y) of labelings ``y`` (B, T), shape (B,); differentiable."""
         B, T, K = self.unary.shape
-        on = self.mask
-        y = as_index(y, "y", (B, T), K, on)
+        y, on, s = self._unary_score(y)
         if T == 0:
-            return self.unary.new_zeros(B)
-        s = (self.unary.gather(2, y[:, :, None])[:, :, 0] * on.to(self.unary.dtype)).sum(1)
+            return s
         child = on & (self.parent >= 0)
         yp = y.gather(1, torch.where(child, self.parent, torch.zeros_like(self.parent)).clamp(max=T - 1))
         if self.edge.dim() == 2:

@@ -200,3 +200,24 @@ def finite_abs_max(x, axis=None):
     (a bound that is not finite means the scores can overflow float64)."""
     a = np.abs(np.asarray(x, dtype=np.float64))
     return np.where(np.isfinite(a), a, 0.0).max(axis=axis, initial=0.0)
+
+
+def first_row(offsets, rows):
+    """The first of some rows of a packed batch and the sequence that owns it.
+
+    Parameters
+    ----------
+    offsets : array-like of int, shape (B + 1,)
+        Sequence b owns rows ``offsets[b]:offsets[b + 1]`` (non-decreasing, ``offsets[0] = 0``).
+    rows : array-like of int, shape (n,), n >= 1
+        Rows in ``0..offsets[-1] - 1``, in increasing order.
+
+    Returns
+    -------
+    row : int
+        ``rows[0]``.
+    b : int
+        The b with ``offsets[b] <= row < offsets[b + 1]`` (empty sequences own no row).
+    """
+    row = int(rows[0])
+    return row, int(np.searchsorted(offsets, row, side="right") - 1)

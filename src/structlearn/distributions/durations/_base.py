@@ -50,6 +50,15 @@ def _check_positive_int(value, name, minimum=1):
 # ------------------------------------------------------------------------------------------------------
 # protocol base
 # ------------------------------------------------------------------------------------------------------
+def _checked_log_pmf(out, D, ends=None, hint=""):
+    """``out`` (D, K) once every state (of the mask ``ends``, default all) has mass on 1..D."""
+    dead = np.all(out == _NEG_INF, axis=0)
+    bad = np.flatnonzero(dead if ends is None else dead & ends)
+    if bad.size:
+        raise ValueError(f"duration distribution of state {int(bad[0])} has no mass on 1..{D}{hint}")
+    return out
+
+
 class DurationDistribution(Distribution):
     """Base class of the duration families (see the module docstring for the protocol).
 
@@ -267,6 +276,18 @@ class ShiftMixin:
         out = np.full(D, _NEG_INF)
         out[s:] = log_p_base
         return out
+
+    def _shifted_log_pmf(self, max_duration, base):
+        """Truncated, renormalised and shifted log p_j(d), shape (D, K), float64: ``base(k, n)`` is
+        state k's renormalised log-pmf on 1..n."""
+        self._require()
+        D = _check_positive_int(max_duration, "max_duration")
+        sh = self._shift_array()
+        out = np.empty((D, self.n_states))
+        for k in range(self.n_states):
+            s = int(min(sh[k], D - 1))
+            out[:, k] = self._place(base(k, D - s), s, D)
+        return _checked_log_pmf(out, D)
 
     def _n_shift_parameters(self):
         return self.n_states if self.estimate_shift else 0

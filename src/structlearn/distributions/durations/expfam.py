@@ -15,7 +15,7 @@ built-in names can be written to a model file (loading never executes code).
 import numpy as np
 from scipy import optimize, special, stats
 
-from structlearn.distributions.durations._base import (_NEG_INF, DurationDistribution, ShiftMixin, _check_positive_int, _normalise_log,
+from structlearn.distributions.durations._base import (DurationDistribution, ShiftMixin, _check_positive_int, _normalise_log,
                              _q_value)
 
 __all__ = ["ExponentialFamily", "STATISTICS", "BASE_MEASURES"]
@@ -123,18 +123,11 @@ class ExponentialFamily(ShiftMixin, DurationDistribution):
 
     def log_pmf(self, max_duration):
         """Truncated, renormalised (and shifted) log p_j(d), shape (D, K), float64."""
-        self._require()
-        D = _check_positive_int(max_duration, "max_duration")
-        sh = self._shift_array()
-        out = np.empty((D, self.n_states))
-        for k in range(self.n_states):
-            s = int(min(sh[k], D - 1))
-            T, lh = self._tables(D - s)
-            out[:, k] = self._place(_normalise_log((lh + T @ self.eta[k])[:, None])[:, 0], s, D)
-        bad = np.flatnonzero(np.all(out == _NEG_INF, axis=0))
-        if bad.size:
-            raise ValueError(f"duration distribution of state {int(bad[0])} has no mass on 1..{D}")
-        return out
+        def base(k, n):
+            T, lh = self._tables(n)
+            return _normalise_log((lh + T @ self.eta[k])[:, None])[:, 0]
+
+        return self._shifted_log_pmf(max_duration, base)
 
     def fit(self, counts, left_weight=None):
         """Weighted MLE from expected counts (D, K) and left-censored weights (K,) (class Notes)."""

@@ -4,10 +4,18 @@ law (Yu 2010, "Hidden semi-Markov models", §3.1, §4.1).
 import numpy as np
 from scipy import optimize, stats
 
-from structlearn.distributions.durations._base import _NEG_INF, DurationDistribution, _check_positive_int, _normalise_log, _q_value
+from structlearn.distributions.durations._base import (_NEG_INF, DurationDistribution, _check_positive_int, _checked_log_pmf,
+                                                        _normalise_log, _q_value)
 from structlearn.distributions.base import check_stochastic_rows
 
 __all__ = ["NonParametric", "ConvexMonotone", "triangular_basis"]
+
+
+def _check_rows(a, name, layout, what):
+    """``a`` (K, D), D >= 1, with stochastic rows, else ``ValueError`` (``layout`` says what a row is)."""
+    if a.ndim != 2 or a.shape[1] < 1:
+        raise ValueError(f"`{name}` must have shape (K, D) ({layout}); got {a.shape}")
+    check_stochastic_rows(a, name, what)
 
 
 class NonParametric(DurationDistribution):
@@ -34,11 +42,8 @@ class NonParametric(DurationDistribution):
             self._validate()
 
     def _validate(self):
-        p = self.probs
-        if p.ndim != 2 or p.shape[1] < 1:
-            raise ValueError(f"`probs` must have shape (K, D) (one row of duration probabilities per "
-                             f"state); got {p.shape}")
-        check_stochastic_rows(p, "probs", " (duration probabilities)")
+        _check_rows(self.probs, "probs", "one row of duration probabilities per state",
+                    " (duration probabilities)")
 
     def log_pmf(self, max_duration):
         """Truncated, renormalised log p_j(d), shape (D, K), float64 (-inf for zero probability)."""
@@ -52,11 +57,7 @@ class NonParametric(DurationDistribution):
         with np.errstate(divide="ignore"):
             lp = np.log(p.T)
         out = _normalise_log(lp)
-        bad = np.flatnonzero(np.all(out == _NEG_INF, axis=0))
-        if bad.size:
-            raise ValueError(f"duration distribution of state {int(bad[0])} has no mass on 1..{D}; "
-                             f"increase `max_duration`")
-        return out
+        return _checked_log_pmf(out, D, hint="; increase `max_duration`")
 
     def fit(self, counts, left_weight=None):
         """Exact weighted MLE from expected counts (D, K) and left-censored weights (K,)."""
@@ -185,11 +186,8 @@ class ConvexMonotone(DurationDistribution):
         return {"max_iter": self.max_iter}
 
     def _validate(self):
-        w = self.weights
-        if w.ndim != 2 or w.shape[1] < 1:
-            raise ValueError(f"`weights` must have shape (K, D) (mixing weights of the triangular pmfs, "
-                             f"one row per state); got {w.shape}")
-        check_stochastic_rows(w, "weights", " (mixing weights)")
+        _check_rows(self.weights, "weights", "mixing weights of the triangular pmfs, one row per state",
+                    " (mixing weights)")
 
     def pmf_rows(self):
         """The pmf rows p_j(d) on 1..D', shape (K, D') (linear space)."""
@@ -201,11 +199,7 @@ class ConvexMonotone(DurationDistribution):
         D = _check_positive_int(max_duration, "max_duration")
         with np.errstate(divide="ignore"):
             out = _normalise_log(np.log(_pad_rows(self.pmf_rows(), D).T))
-        bad = np.flatnonzero(np.all(out == _NEG_INF, axis=0))
-        if bad.size:
-            raise ValueError(f"duration distribution of state {int(bad[0])} has no mass on 1..{D}; "
-                             f"increase `max_duration`")
-        return out
+        return _checked_log_pmf(out, D, hint="; increase `max_duration`")
 
     def fit(self, counts, left_weight=None):
         """Constrained weighted MLE from expected counts (D, K) and left-censored weights (K,)."""

@@ -14,7 +14,7 @@ import numpy as np
 from scipy import special
 
 from structlearn.distributions.durations._base import (_NEG_INF, _TAIL_EPS, DurationDistribution, ShiftMixin, _check_positive_int,
-                             _newton_maximize, _normalise_log, _q_value, _weighted_moments)
+                             _checked_log_pmf, _newton_maximize, _normalise_log, _q_value, _weighted_moments)
 
 __all__ = ["Poisson", "Geometric", "NegativeBinomial", "Gamma", "LogNormal", "DiscreteGaussian"]
 
@@ -77,11 +77,7 @@ class _Parametric(ShiftMixin, DurationDistribution):
             ok = dd >= 1
             with np.errstate(divide="ignore", invalid="ignore"):
                 lf = np.where(ok, self._log_f(self._values(), np.where(ok, dd, 1.0)), _NEG_INF)
-        out = _normalise_log(lf)
-        bad = np.flatnonzero(np.all(out == _NEG_INF, axis=0) & ~self._absorbing())
-        if bad.size:
-            raise ValueError(f"duration distribution of state {int(bad[0])} has no mass on 1..{D}")
-        return out
+        return _checked_log_pmf(_normalise_log(lf), D, ~self._absorbing())
 
     def _absorbing(self):
         """(K,) bool: the states whose law never ends (no mass on any finite d; ``log_pmf`` all -inf)."""

@@ -12,7 +12,7 @@ binomial with integer size and sum of geometrics is a member, and mixtures of su
 import numpy as np
 from scipy import linalg, special
 
-from structlearn.distributions.durations._base import (_NEG_INF, DurationDistribution, ShiftMixin, _check_positive_int, _newton_maximize,
+from structlearn.distributions.durations._base import (DurationDistribution, ShiftMixin, _check_positive_int, _newton_maximize,
                              _normalise_log, _q_value)
 
 __all__ = ["Coxian"]
@@ -156,17 +156,8 @@ class Coxian(ShiftMixin, DurationDistribution):
 
     def log_pmf(self, max_duration):
         """Truncated, renormalised (and shifted) log p_j(d), shape (D, K), float64."""
-        self._require()
-        D = _check_positive_int(max_duration, "max_duration")
-        sh = self._shift_array()
-        out = np.empty((D, self.n_states))
-        for k in range(self.n_states):
-            s = int(min(sh[k], D - 1))
-            out[:, k] = self._place(_log_pmf_base(self.stay[k], self.proceed[k], D - s), s, D)
-        bad = np.flatnonzero(np.all(out == _NEG_INF, axis=0))
-        if bad.size:
-            raise ValueError(f"duration distribution of state {int(bad[0])} has no mass on 1..{D}")
-        return out
+        return self._shifted_log_pmf(max_duration,
+                                     lambda k, n: _log_pmf_base(self.stay[k], self.proceed[k], n))
 
     def untruncated_mean(self):
         """Mean α (I - T)^{-1} 1 of each state's law before truncation (+ shift), shape (K,)."""
