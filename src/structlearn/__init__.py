@@ -1,13 +1,13 @@
 """structlearn: structured probabilistic models for sequences, segments, trees, hierarchies and graphs."""
 __version__ = "0.1.0"
 
-from structlearn import _threading
+from . import _threading
 
 # Numba's fork- and thread-safe layer (TBB), chosen before any kernel runs: now if Numba is loaded, else when
 # it is imported (so that the import of structlearn itself does not load Numba)
 _threading.install()
 
-from structlearn.utils.lazy import lazy_exports  # noqa: E402
+from .utils.lazy import lazy_exports  # noqa: E402
 
 _LAZY = {
     "LinearChainCRF": "structlearn.crf.linear_chain",

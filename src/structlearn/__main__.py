@@ -1,6 +1,6 @@
 """``python -m structlearn``: the ``structlearn`` command (:mod:`structlearn.cli.main`)."""
 import sys
 
-from structlearn.cli.main import main
+from .cli.main import main
 
 sys.exit(main())

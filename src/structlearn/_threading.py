@@ -82,7 +82,7 @@ def _after_numba_import():
     locator of the engine's kernels (:mod:`structlearn._kernel_cache`) and the compile notice's listener
     (:mod:`structlearn._compile_notice`), the two structlearn modules this imports."""
     configure()
-    from structlearn import _compile_notice, _kernel_cache
+    from . import _compile_notice, _kernel_cache
 
     _kernel_cache.install()
     _compile_notice.install()

@@ -6,9 +6,9 @@ Coxian (phase-type), convex-monotone and generic exponential-family durations, e
 minimum duration (``shift=``, ``estimate_shift=True``) except the geometric. Pass one to
 ``HiddenSemiMarkovModel(duration=...)`` (an object, or its name in ``DURATION_FAMILIES``).
 """
-from structlearn.distributions.durations import (BASE_MEASURES, DURATION_FAMILIES, STATISTICS, ConvexMonotone, Coxian,
-                               DiscreteGaussian, DurationDistribution, ExponentialFamily, Gamma, Geometric,
-                               LogNormal, NegativeBinomial, NonParametric, Poisson, make_duration)
+from .distributions.durations import (BASE_MEASURES, DURATION_FAMILIES, STATISTICS, ConvexMonotone, Coxian,
+                                      DiscreteGaussian, DurationDistribution, ExponentialFamily, Gamma, Geometric,
+                                      LogNormal, NegativeBinomial, NonParametric, Poisson, make_duration)
 
 __all__ = ["DurationDistribution", "NonParametric", "Poisson", "NegativeBinomial", "Geometric", "Gamma",
            "LogNormal", "DiscreteGaussian", "Coxian", "ConvexMonotone", "ExponentialFamily", "STATISTICS",

@@ -8,11 +8,11 @@ times on a tick grid (:class:`EventSequence`, :func:`events_to_grid`; Yu 2010 §
 The segmental model :class:`PolynomialSegments` (a polynomial trajectory in time-in-segment per state,
 :mod:`structlearn.distributions.emissions.segment_regression`) is a segment emission: ``GeneralHSMM(segment_emission=...)``.
 """
-from structlearn.distributions.emissions import (EMISSION_FAMILIES, Bernoulli, Categorical, EmissionDistribution, Gaussian,
-                               GaussianMixture, Multinomial, MultiStream, MultivariateGaussian, Poisson,
-                               VonMises, make_emission)
-from structlearn.distributions.emissions.event import EventSequence, events_to_grid
-from structlearn.distributions.emissions.segment_regression import PolynomialSegments
+from .distributions.emissions import (EMISSION_FAMILIES, Bernoulli, Categorical, EmissionDistribution, Gaussian,
+                                      GaussianMixture, Multinomial, MultiStream, MultivariateGaussian, Poisson,
+                                      VonMises, make_emission)
+from .distributions.emissions.event import EventSequence, events_to_grid
+from .distributions.emissions.segment_regression import PolynomialSegments
 
 __all__ = ["EmissionDistribution", "Categorical", "Poisson", "Gaussian", "MultivariateGaussian",
            "GaussianMixture", "Bernoulli", "Multinomial", "VonMises", "MultiStream", "EMISSION_FAMILIES",

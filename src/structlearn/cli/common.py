@@ -80,8 +80,8 @@ def human_size(n):
 
 def open_model(path):
     """(estimator, header) of the model file ``path`` (-m of tag, the MODEL of dump and info)."""
-    from structlearn.io.modelfile import MODEL_FORMATS, load_estimator, read_header
-    from structlearn.cli.learn import STRUCTURES
+    from ..io.modelfile import MODEL_FORMATS, load_estimator, read_header
+    from .learn import STRUCTURES
 
     if path == "-" and not os.path.exists(path):
         raise CLIError("-m -: a model is read from a file, not from standard input")
@@ -94,7 +94,7 @@ def open_model(path):
     with open(path, "rb") as fh:
         magic = fh.read(4)
     if magic == b"lCRF":  # a CRFsuite model file (crfsuite learn, python-crfsuite, sklearn-crfsuite)
-        from structlearn.crf.linear_chain import LinearChainCRF
+        from ..crf.linear_chain import LinearChainCRF
 
         try:
             est = LinearChainCRF.load(path)

@@ -39,7 +39,7 @@ MANIFEST = "structlearn-compile.json"
 
 
 def _families(spec):
-    from structlearn.cli.workloads import WORKLOADS
+    from .workloads import WORKLOADS
 
     if not spec:
         return list(WORKLOADS)
@@ -54,7 +54,7 @@ def partition(names, jobs):
     """``names`` in at most ``jobs`` groups, one per process: each cluster of families that share kernels
     (:data:`~structlearn.cli.workloads.CLUSTERS`) stays in one group, and the clusters go, largest compile
     cost first, to the group with the least so far (a fixed partition: the same for the same arguments)."""
-    from structlearn.cli.workloads import CLUSTERS
+    from .workloads import CLUSTERS
 
     wanted = set(names)
     clusters = [([n for n in fams if n in wanted], cost) for fams, cost in CLUSTERS]
@@ -77,8 +77,8 @@ def run_workloads(names, *, log=None):
     installed (``torch-CRF`` without torch) is left out."""
     import importlib.util
 
-    from structlearn import _compile_notice
-    from structlearn.cli.workloads import OPTIONAL, WORKLOADS, digest
+    from .. import _compile_notice
+    from .workloads import OPTIONAL, WORKLOADS, digest
 
     _compile_notice.install()
     out = {}
@@ -104,7 +104,7 @@ def manifest_path():
     else the ``__pycache__`` folder of :mod:`structlearn.engine.kernels` (inside the installed package)."""
     from numba.core import config
 
-    from structlearn.engine import kernels
+    from ..engine import kernels
 
     folder = config.CACHE_DIR or os.path.join(os.path.dirname(os.path.abspath(kernels.__file__)), "__pycache__")
     return os.path.join(folder, MANIFEST)
@@ -124,7 +124,7 @@ def read_manifest():
 def _write_manifest(results):
     import numba
 
-    from structlearn import _kernel_cache
+    from .. import _kernel_cache
 
     data = {"engine": _kernel_cache.engine_digest().hex(), "numba": numba.__version__,
             "threads": numba.config.NUMBA_NUM_THREADS, "families": {}}

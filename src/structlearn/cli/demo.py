@@ -1,19 +1,19 @@
 """``structlearn demo``: the main job, a chunker trained and evaluated on CoNLL-2000 with wall times."""
 import time
 
-from structlearn.cli.common import CLIError, say
-from structlearn.cli.learn import fit
-from structlearn.cli.params import param_help, parse_params
+from .common import CLIError, say
+from .learn import fit
+from .params import param_help, parse_params
 
 __all__ = ["cmd_demo"]
 
 
 def cmd_demo(args):
-    from structlearn.datasets import load_conll2000
-    from structlearn.io.conll import featurize
-    from structlearn.metrics import conlleval
+    from ..datasets import load_conll2000
+    from ..io.conll import featurize
+    from ..metrics import conlleval
 
-    from structlearn.crf.linear_chain import LinearChainCRF
+    from ..crf.linear_chain import LinearChainCRF
 
     defaults = LinearChainCRF().get_params()
     if param_help(args.param, LinearChainCRF, defaults):

@@ -4,7 +4,7 @@ import json
 import os
 from typing import NamedTuple
 
-from structlearn.cli.common import CLIError, source
+from .common import CLIError, source
 
 __all__ = ["Data", "Featurizer", "TreeReader", "read_many", "check_attribute_file"]
 
@@ -20,7 +20,7 @@ class Data(NamedTuple):
 
 def load_template(spec):
     """A template name or a JSON file -> (name, template dict)."""
-    from structlearn.io.templates import TEMPLATES
+    from ..io.templates import TEMPLATES
 
     if spec in TEMPLATES:
         return spec, TEMPLATES[spec]
@@ -68,7 +68,7 @@ class Featurizer:
         self.columns = columns
         self._compiled = None
         if fmt == "conll":
-            from structlearn.io.conll import compile_template
+            from ..io.conll import compile_template
 
             try:
                 self._compiled = compile_template(spec, columns)
@@ -117,18 +117,18 @@ class Featurizer:
         name = "<stdin>" if path == "-" else path
         try:
             if self.format == "crfsuite":
-                from structlearn.io.crfsuite import read_crfsuite
+                from ..io.crfsuite import read_crfsuite
 
                 X, y = read_crfsuite(source(path))
                 check_attribute_file(X, y, name)
                 return Data(X, y, name, {})
-            from structlearn.io.conll import featurize, read_conll
+            from ..io.conll import featurize, read_conll
 
             sents = read_conll(source(path))
             tpl = self._compiled
             if sents and tpl.label_index is not None and len(sents[0][0]) == len(tpl.fields) - 1 \
                     and not need_labels:
-                from structlearn.io.conll import compile_template
+                from ..io.conll import compile_template
 
                 # tagging input without the label column: drop the label field
                 tpl = compile_template(tpl, [f for f in tpl.fields if f != tpl.label])
@@ -156,8 +156,8 @@ class TreeReader:
         return "CRFsuite tree files"
 
     def read(self, path, need_labels=True):
-        from structlearn.crf.tree import parents_from_ids
-        from structlearn.io.crfsuite import read_crfsuite_tree
+        from ..crf.tree import parents_from_ids
+        from ..io.crfsuite import read_crfsuite_tree
 
         name = "<stdin>" if path == "-" else path
         try:

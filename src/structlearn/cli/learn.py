@@ -11,9 +11,9 @@ import time
 import warnings
 from typing import Callable, NamedTuple
 
-from structlearn.cli.common import CLIError, human_size, redirect_say, say, warn
-from structlearn.cli.featurize import Featurizer, TreeReader, read_many
-from structlearn.cli.params import param_help, parse_forbid, parse_params
+from .common import CLIError, human_size, redirect_say, say, warn
+from .featurize import Featurizer, TreeReader, read_many
+from .params import param_help, parse_forbid, parse_params
 
 __all__ = ["cmd_learn", "STRUCTURES", "Structure", "fit", "format_entry", "estimator_class", "crfsuite_log_entry",
            "crfsuite_log_name", "TYPE_ALIASES"]
@@ -72,7 +72,7 @@ SPECIFIC_OPTIONS = {"max_segment_length": ("--max-segment-length", "semi-markov"
 
 def estimator_class(structure):
     """The estimator class that writes ``structure.format`` model files."""
-    from structlearn.io.modelfile import MODEL_FORMATS
+    from ..io.modelfile import MODEL_FORMATS
 
     module, _, name = MODEL_FORMATS[structure.format].partition(":")
     return getattr(importlib.import_module(module), name)
@@ -105,8 +105,8 @@ COMPILE_NOTICE = ("first run in this environment: Numba compiles the training ke
 def _first_compilation():
     """Whether the CRF objective kernel has never been compiled into Numba's cache here (the notice of the
     first ``learn`` / ``demo`` run, whose first iteration otherwise looks like a hang)."""
-    from structlearn.engine.kernels.cache import is_cached
-    from structlearn.engine.kernels.crf import chain_cll
+    from ..engine.kernels.cache import is_cached
+    from ..engine.kernels.crf import chain_cll
 
     return is_cached(chain_cll) is False
 
@@ -235,7 +235,7 @@ def _check_model_path(path):
 
 
 def _subset(data, idx, name):
-    from structlearn.cli.featurize import Data
+    from .featurize import Data
 
     return Data([data.X[i] for i in idx], [data.y[i] for i in idx], name,
                 {k: [v[i] for i in idx] for k, v in data.extra.items()})
@@ -248,7 +248,7 @@ def _groups(args, reader):
     for d in datas:
         if d.y is None:
             raise CLIError(f"{d.name}: the input has no label column; training needs labels")
-    from structlearn.cli.featurize import Data
+    from .featurize import Data
 
     X, y, extra, group = [], [], {}, []
     for g, d in enumerate(datas, 1):
@@ -284,7 +284,7 @@ def crfsuite_log_entry(entry, labels=None):
     if "seconds" in entry:
         lines.append(f"Seconds required for this iteration: {entry['seconds']:.3f}")
     if table:
-        from structlearn.cli.report import crfsuite_evaluation
+        from .report import crfsuite_evaluation
 
         lines.extend(crfsuite_evaluation(list(labels), entry["dev_counts"]))
     return "\n".join(lines) + "\n"
@@ -416,7 +416,7 @@ def _train_and_save(args, structure, cls, params, data, dev, reader):
 
 def _evaluation(est, test):
     """crfsuite's evaluation table of ``est`` on ``test`` (and conlleval's chunk F1 for chunk tags)."""
-    from structlearn.cli.report import crfsuite_evaluation, evaluation_report, label_counts
+    from .report import crfsuite_evaluation, evaluation_report, label_counts
 
     pred = est.predict(test.X, **test.extra)
     labels = list(est.classes_)

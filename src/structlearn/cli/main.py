@@ -46,9 +46,9 @@ import sys
 
 import importlib
 
-from structlearn.utils.interrupts import as_interrupt
-from structlearn.cli.common import PROG, CLIError
-from structlearn.cli.parser import build_parser
+from ..utils.interrupts import as_interrupt
+from .common import PROG, CLIError
+from .parser import build_parser
 
 __all__ = ["main", "build_parser", "CLIError"]
 

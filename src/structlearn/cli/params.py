@@ -1,5 +1,5 @@
 """``-p NAME=VALUE``: estimator parameters from the command line, and the list that ``-p help`` prints."""
-from structlearn.cli.common import CLIError, say
+from .common import CLIError, say
 
 __all__ = ["parse_params", "parse_forbid", "param_help", "NOT_BY_P"]
 
@@ -19,7 +19,7 @@ _NONE_TYPES = {"max_iterations": int, "random_state": int, "forbidden_transition
 
 
 def _estimator_params():
-    from structlearn.crf.linear_chain import LinearChainCRF
+    from ..crf.linear_chain import LinearChainCRF
 
     return LinearChainCRF().get_params()
 

@@ -1,7 +1,7 @@
 """The argparse parser of the ``structlearn`` command: one sub-parser per subcommand."""
 import argparse
 
-from structlearn.cli.common import PROG, STRUCTURE_NAMES, CLIError
+from .common import PROG, STRUCTURE_NAMES, CLIError
 
 __all__ = ["build_parser", "FORMATS", "ALGORITHMS"]
 
@@ -39,7 +39,7 @@ class _ArgumentParser(argparse.ArgumentParser):
 
 def build_parser():
     """The argparse parser of the ``structlearn`` command."""
-    from structlearn import __version__
+    from .. import __version__
 
     p = _ArgumentParser(prog=PROG, description="Linear-chain CRFs that train and tag like CRFsuite.",
                         epilog=f"Run '{PROG} COMMAND --help' for the options of a command.")
@@ -197,7 +197,7 @@ def build_parser():
     g.add_argument("-v", "--verbose", action="store_true", help="also print the per-type conlleval report")
 
     # compile
-    from structlearn.cli.compile import build_parser as _compile_parser
+    from .compile import build_parser as _compile_parser
 
     q = sub.add_parser("compile", help="compile every estimator's Numba kernels into the package's cache "
                                        "(done by pip install; rerun on another CPU or Numba version)",

@@ -3,7 +3,7 @@
 import os
 import warnings
 
-from structlearn.cli.common import PROG, CLIError, Out, human_size, open_model, source
+from .common import PROG, CLIError, Out, human_size, open_model, source
 
 __all__ = ["evaluation_report", "crfsuite_evaluation", "label_counts", "cmd_eval", "cmd_dump", "cmd_info"]
 
@@ -23,7 +23,7 @@ def _looks_chunked(labels):
 
 def evaluation_report(y_true, y_pred):
     """Text of the evaluation printed by ``tag -t`` and ``eval`` (list of lines)."""
-    from structlearn.metrics import classification_report, conlleval
+    from ..metrics import classification_report, conlleval
 
     lines = ["Performance by label (token level):", classification_report(y_true, y_pred, digits=4), ""]
     n_tok = sum(len(s) for s in y_true)
@@ -106,13 +106,13 @@ def _labels_of(path, fmt, column):
     name = "<stdin>" if path == "-" else path
     try:
         if fmt == "crfsuite":
-            from structlearn.io.crfsuite import read_crfsuite
+            from ..io.crfsuite import read_crfsuite
 
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # '@probability' lines of 'tag -p' output
                 _, y = read_crfsuite(source(path))
             return y
-        from structlearn.io.conll import read_conll
+        from ..io.conll import read_conll
 
         try:
             return [[tok[0] for tok in s] for s in read_conll(source(path), columns=[column])]
@@ -126,7 +126,7 @@ def cmd_eval(args):
     if args.conll is not None:
         if args.files:
             raise CLIError("give either GOLD PRED or --conll FILE, not both")
-        from structlearn.io.conll import read_conll
+        from ..io.conll import read_conll
 
         try:
             sents = read_conll(source(args.conll), columns=[args.gold_column, args.pred_column])
@@ -186,8 +186,8 @@ def _dump_transitions(trans, cls, out):
 def cmd_dump(args):
     est, header = open_model(args.model)
     if getattr(args, "crfsuite", False):
-        from structlearn.crf._crfsuite_compat import crfsuite_dump_text
-        from structlearn.crf.linear_chain import LinearChainCRF
+        from ..crf._crfsuite_compat import crfsuite_dump_text
+        from ..crf.linear_chain import LinearChainCRF
 
         if not isinstance(est, LinearChainCRF):
             raise CLIError(f"{args.model}: --crfsuite dumps linear-chain models only; got "

@@ -1,8 +1,8 @@
 """``structlearn tag``: label the sequences (or trees) of a file with a trained model, as ``crfsuite tag``."""
 import warnings
 
-from structlearn.cli.common import CLIError, Out, open_model, warn
-from structlearn.cli.featurize import Featurizer, TreeReader
+from .common import CLIError, Out, open_model, warn
+from .featurize import Featurizer, TreeReader
 
 __all__ = ["cmd_tag"]
 
@@ -81,7 +81,7 @@ def _open(args):
     (the same labels: one shared function, :func:`structlearn.crf._decode.predict_labels`); ``-k``,
     ``-i``, ``-p`` and the other formats load the estimator."""
     if args.kbest is None and not args.marginal and not args.probability:
-        from structlearn.io.chain_tagger import open_chain_tagger
+        from ..io.chain_tagger import open_chain_tagger
 
         tagger = open_chain_tagger(args.model)
         if tagger is not None:
@@ -125,7 +125,7 @@ def _kbest_k(k, X, classes):
 
 
 def cmd_tag(args):
-    from structlearn.cli.report import evaluation_report
+    from .report import evaluation_report
 
     if args.kbest is not None and args.kbest < 1:
         raise CLIError(f"-k expects a positive number of labelings; got {args.kbest}")

@@ -32,7 +32,7 @@ def _quiet(workload):
     """``workload`` with its own warnings silenced, but a compile notice passed on to the caller's filters."""
     @functools.wraps(workload)
     def run():
-        from structlearn._compile_notice import CompilationWarning
+        from .._compile_notice import CompilationWarning
 
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -97,7 +97,7 @@ def _segments_1d(n_segments=16, levels=(0.0, 3.0)):
 
 def _graphs(n_graphs=6, side=4):
     """GraphCRF samples: noisy ``side x side`` images of a diagonal boundary between labels 0 and 1."""
-    from structlearn.engine.structures.graphs import grid_graph
+    from ..engine.structures.graphs import grid_graph
 
     rng = np.random.default_rng(0)
     edges = grid_graph(side, side)
@@ -121,7 +121,7 @@ def _structure_queries(structure, extra=()):
 
 
 def _linear_chain():
-    from structlearn.engine.structures import LinearChain
+    from ..engine.structures import LinearChain
 
     rng = np.random.default_rng(0)
     unary, lengths = rng.normal(size=(12, 3)), [5, 4, 3]
@@ -134,7 +134,7 @@ def _linear_chain():
 def _chain_marginals_modes():
     """The chain kernel's marginals in every edge mode, serial and on 2 threads (a batch big enough for its
     parallel path): the training and inference paths of the chain CRFs and HMMs."""
-    from structlearn.engine.kernels.chain import chain_marginals
+    from ..engine.kernels.chain import chain_marginals
 
     rng = np.random.default_rng(0)
     K = 7
@@ -147,7 +147,7 @@ def _chain_marginals_modes():
 
 
 def _semi_markov():
-    from structlearn.engine.structures import SemiMarkov
+    from ..engine.structures import SemiMarkov
 
     rng = np.random.default_rng(0)
     structure = SemiMarkov(rng.normal(size=(12, 3)), rng.normal(size=(4, 3)), rng.normal(size=(3, 3)),
@@ -156,7 +156,7 @@ def _semi_markov():
 
 
 def _tree():
-    from structlearn.engine.structures import Tree
+    from ..engine.structures import Tree
 
     rng = np.random.default_rng(0)
     parent = np.array([-1, 0, 0, 1, 1, -1, 0, 1, 1])
@@ -167,7 +167,7 @@ def _tree():
 
 
 def _linear_chain_crf():
-    from structlearn import LinearChainCRF
+    from .. import LinearChainCRF
 
     X, y, _ = _tagging_data()
     crf = LinearChainCRF(algorithm="lbfgs", c1=0.0, c2=0.1, max_iterations=10,
@@ -177,7 +177,7 @@ def _linear_chain_crf():
 
 
 def _semi_markov_crf():
-    from structlearn import SemiMarkovCRF
+    from .. import SemiMarkovCRF
 
     X, y, _ = _tagging_data()
     crf = SemiMarkovCRF(c2=0.1, max_iterations=10).fit(X, y)
@@ -185,7 +185,7 @@ def _semi_markov_crf():
 
 
 def _higher_order_crf():
-    from structlearn import HigherOrderCRF
+    from .. import HigherOrderCRF
 
     X, y, _ = _tagging_data()
     crf = HigherOrderCRF(order=2, c2=0.1, max_iterations=10).fit(X, y)
@@ -193,7 +193,7 @@ def _higher_order_crf():
 
 
 def _higher_order_crf_segments():
-    from structlearn import HigherOrderCRF
+    from .. import HigherOrderCRF
 
     X, _, types = _tagging_data()  # segments are the runs of equal labels: chunk types, not BIO
     crf = HigherOrderCRF(order=2, segments=True, c2=0.1, max_iterations=10).fit(X, types)
@@ -201,7 +201,7 @@ def _higher_order_crf_segments():
 
 
 def _tree_crf():
-    from structlearn import TreeCRF
+    from .. import TreeCRF
 
     rng = np.random.default_rng(0)
     labels = ("A", "B", "C")
@@ -235,21 +235,21 @@ def _gaussian_2d():
 
 
 def _gaussian_hmm():
-    from structlearn.hmm import GaussianHMM
+    from ..hmm import GaussianHMM
 
     X, lengths = _gaussian_2d()
     return _hmm_first_calls(GaussianHMM(n_components=2, n_iter=5, random_state=0), X, lengths)
 
 
 def _gmm_hmm():
-    from structlearn.hmm import GMMHMM
+    from ..hmm import GMMHMM
 
     X, lengths = _gaussian_2d()
     return _hmm_first_calls(GMMHMM(n_components=2, n_mix=2, n_iter=5, random_state=0), X, lengths)
 
 
 def _categorical_hmm():
-    from structlearn.hmm import CategoricalHMM
+    from ..hmm import CategoricalHMM
 
     rng = np.random.default_rng(0)
     states = np.repeat(np.arange(20) % 2, 10)
@@ -259,7 +259,7 @@ def _categorical_hmm():
 
 
 def _multinomial_hmm():
-    from structlearn.hmm import MultinomialHMM
+    from ..hmm import MultinomialHMM
 
     rng = np.random.default_rng(0)
     probs = np.array([[0.6, 0.3, 0.1], [0.1, 0.3, 0.6]])
@@ -269,7 +269,7 @@ def _multinomial_hmm():
 
 
 def _poisson_hmm():
-    from structlearn.hmm import PoissonHMM
+    from ..hmm import PoissonHMM
 
     rng = np.random.default_rng(0)
     states = np.repeat(np.arange(20) % 2, 10)
@@ -286,7 +286,7 @@ def _hsmm_first_calls(model, X, lengths):
 
 
 def _hidden_semi_markov_model():
-    from structlearn import HiddenSemiMarkovModel
+    from .. import HiddenSemiMarkovModel
 
     X, lengths = _segments_1d()
     model = HiddenSemiMarkovModel(n_states=2, max_duration=20, n_iter=5, random_state=0)
@@ -315,7 +315,7 @@ def _variable_transition_hmm():
 
 
 def _switching_hsmm():
-    from structlearn import SwitchingHSMM
+    from .. import SwitchingHSMM
 
     X, lengths = _segments_1d(levels=(0.0, 1.5, 0.0, 3.0, 2.0))
     model = SwitchingHSMM(n_regimes=2, n_states=2, max_duration=20, n_iter=5, random_state=0)
@@ -323,7 +323,7 @@ def _switching_hsmm():
 
 
 def _multi_channel_hsmm():
-    from structlearn import MultiChannelHSMM
+    from .. import MultiChannelHSMM
 
     rng = np.random.default_rng(0)
     X1, lengths = _segments_1d()
@@ -334,7 +334,7 @@ def _multi_channel_hsmm():
 
 
 def _adaptive_factor_hsmm():
-    from structlearn import AdaptiveFactorHSMM
+    from .. import AdaptiveFactorHSMM
 
     X, lengths = _segments_1d()
     model = AdaptiveFactorHSMM(n_states=2, max_duration=20, n_iter=5, random_state=0)
@@ -347,9 +347,9 @@ def _adaptive_factor_hsmm():
 
 
 def _hierarchical_hmm(inference):
-    from structlearn import HierarchicalHMM
-    from structlearn.datasets.toy import hhmm_figure1
-    from structlearn.distributions.emissions import Categorical
+    from .. import HierarchicalHMM
+    from ..datasets.toy import hhmm_figure1
+    from ..distributions.emissions import Categorical
 
     emit = 0.9 * np.eye(6)[[0, 4, 5, 1, 2, 3]] + 0.1 / 6
     spec = hhmm_figure1()  # Murphy & Paskin (2001), Figure 1
@@ -373,7 +373,7 @@ def _hierarchical_hmm_jtree():
 
 
 def _graph_crf():
-    from structlearn import GraphCRF
+    from .. import GraphCRF
 
     X, y = _graphs(n_graphs=4, side=3)  # exact inference: a junction tree per graph and iteration
     y[0][:4] = -1  # partly unlabelled, as in the getting-started page
@@ -382,7 +382,7 @@ def _graph_crf():
 
 
 def _adaboost_mrf():
-    from structlearn import AdaBoostMRF
+    from .. import AdaBoostMRF
 
     X, y = _graphs()
     ada = AdaBoostMRF(n_trees=2, n_rounds=2, cg_iterations=2, random_state=0).fit(X, y)
@@ -390,8 +390,8 @@ def _adaboost_mrf():
 
 
 def _factor_graph(method):
-    from structlearn.engine.structures import FactorGraph
-    from structlearn.engine.structures.graphs import grid_graph
+    from ..engine.structures import FactorGraph
+    from ..engine.structures.graphs import grid_graph
 
     rng = np.random.default_rng(0)
     graph = FactorGraph(rng.normal(size=(16, 3)), grid_graph(4, 4), 0.5 * np.eye(3))
@@ -425,7 +425,7 @@ def _torch_crf():
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     # torch itself is reached only through structlearn.torch (the one package allowed to import it,
     # .importlinter): tensors are made from NumPy arrays with ``Tensor.new_tensor``
-    from structlearn.torch import CRF
+    from ..torch import CRF
 
     rng = np.random.default_rng(0)
     B, T, K = 3, 6, 4

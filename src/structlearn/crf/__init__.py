@@ -4,7 +4,7 @@ model files: ``from structlearn.crf import LinearChainCRF``.
 
 The estimators load on first use (``structlearn tag`` imports this package's feature model without them).
 """
-from structlearn.utils.lazy import lazy_exports
+from ..utils.lazy import lazy_exports
 
 _LAZY = {
     "LinearChainCRF": "structlearn.crf.linear_chain",

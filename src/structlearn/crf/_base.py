@@ -19,15 +19,15 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from structlearn.learning.optimizers import lbfgs
-from structlearn.learning.shards import ProcessShards, ShardedObjective
-from structlearn.crf._decode import chain_structure, predict_labels
-from structlearn.crf.features import AttributeVocabulary
-from structlearn.learning.training import EstimatorBase, training
-from structlearn.learning.restarts import check_n_jobs, n_blocks
-from structlearn.learning.weight_files import ModelFileMixin
-from structlearn.learning.params import accepts, check_param
-from structlearn.learning.posterior_check import check_posteriors
+from ..learning.optimizers import lbfgs
+from ..learning.shards import ProcessShards, ShardedObjective
+from ._decode import chain_structure, predict_labels
+from .features import AttributeVocabulary
+from ..learning.training import EstimatorBase, training
+from ..learning.restarts import check_n_jobs, n_blocks
+from ..learning.weight_files import ModelFileMixin
+from ..learning.params import accepts, check_param
+from ..learning.posterior_check import check_posteriors
 
 __all__ = ["CRFBase", "ChainCRFBase", "label_key"]
 

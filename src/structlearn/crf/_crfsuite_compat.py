@@ -11,10 +11,9 @@ import types
 
 import numpy as np
 
-from structlearn.crf._potentials import ChainFeatureModel
-from structlearn.crf.features import AttributeVocabulary
-from structlearn.crf.crfsuite_model import (CRFsuiteModel, read_crfsuite_model_bytes,
-                                    write_crfsuite_model_bytes)
+from ._potentials import ChainFeatureModel
+from .features import AttributeVocabulary
+from .crfsuite_model import CRFsuiteModel, read_crfsuite_model_bytes, write_crfsuite_model_bytes
 
 __all__ = ["to_crfsuite_model", "from_crfsuite_model", "CRFsuiteTagger", "crfsuite_bytes"]
 
@@ -105,7 +104,7 @@ class CRFsuiteTagger:
 
     def open(self, path):
         """Load the model file ``path`` (CRFsuite's binary format or structlearn's)."""
-        from structlearn.crf.linear_chain import LinearChainCRF
+        from .linear_chain import LinearChainCRF
 
         self._est = LinearChainCRF.load(path)
         self._x = None

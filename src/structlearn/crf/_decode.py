@@ -17,7 +17,7 @@ scikit-learn, no estimator), so the command line can tag without importing the e
 """
 import numpy as np
 
-from structlearn.utils.validation import check_shapes
+from ..utils.validation import check_shapes
 
 __all__ = ["CHAIN_FORMAT", "CHAIN_FORMAT_VERSION", "chain_model_from_arrays", "chain_structure",
            "viterbi_labels", "predict_labels", "predict_labels_compiled", "check_state_scores"]
@@ -58,7 +58,7 @@ def chain_model_from_arrays(arrays, n_labels, model_class=None):
         write outside their arrays. The message names the array.
     """
     if model_class is None:
-        from structlearn.crf._potentials import ChainFeatureModel as model_class  # imports the kernels (Numba)
+        from ._potentials import ChainFeatureModel as model_class
     K = int(n_labels)
     # the masks' shapes before the constructor combines them (a NumPy broadcast error would not name them)
     check_shapes(arrays, {"trans_features": (K, K), "forbidden": (K, K), "forbidden_start": (K,),

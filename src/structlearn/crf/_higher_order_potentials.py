@@ -30,16 +30,16 @@ algorithms, chosen by ``mode``:
 import numpy as np
 import scipy.sparse as sp
 
-from structlearn._threading import reduction_blocks
-from structlearn.engine.kernels import higher_order as _k
-from structlearn.engine.kernels.features import state_gradient_tokens, state_potentials
-from structlearn.engine.kernels.higher_order_cll import pattern_cll
-from structlearn.engine.structures import LinearChain
-from structlearn.engine.structures._base import KBest, Marginals
-from structlearn.utils.validation import check_allowed_mask, check_feature_index, check_labels, finite_abs_max
-from structlearn.crf._layout import first_dim
-from structlearn.crf._potentials import _chunk_bounds
-from structlearn.crf.features import dense_feature_rows
+from .._threading import reduction_blocks
+from ..engine.kernels import higher_order as _k
+from ..engine.kernels.features import state_gradient_tokens, state_potentials
+from ..engine.kernels.higher_order_cll import pattern_cll
+from ..engine.structures import LinearChain
+from ..engine.structures._base import KBest, Marginals
+from ..utils.validation import check_allowed_mask, check_feature_index, check_labels, finite_abs_max
+from ._layout import first_dim
+from ._potentials import _chunk_bounds
+from .features import dense_feature_rows
 
 __all__ = ["LabelPatterns", "PatternChain", "HigherOrderFeatureModel", "build_pattern_state_features",
            "ngram_ids"]

@@ -20,7 +20,7 @@ constraints such as BIO ``O -> I-X``) are -inf potentials in training and decodi
 """
 import numpy as np
 
-from structlearn.utils.validation import check_feature_index, check_shapes
+from ..utils.validation import check_feature_index, check_shapes
 
 __all__ = ["ChainLayout"]
 

@@ -11,11 +11,11 @@ import time
 import numpy as np
 from sklearn.utils import check_random_state
 
-from structlearn.crf import online_trainers as online
-from structlearn.crf._potentials import ChainFeatureModel
-from structlearn.crf.features import AttributeVocabulary, grow_state_features
-from structlearn.utils.interrupts import as_interrupt
-from structlearn.crf._base import label_key
+from . import online_trainers as online
+from ._potentials import ChainFeatureModel
+from .features import AttributeVocabulary, grow_state_features
+from ..utils.interrupts import as_interrupt
+from ._base import label_key
 
 __all__ = ["ChainCRFStreamMixin", "STREAMING_ALGORITHMS"]
 

@@ -5,12 +5,12 @@ forbidden ones: :mod:`structlearn.crf._layout`.
 """
 import numpy as np
 
-from structlearn._threading import reduction_blocks
-from structlearn.engine.kernels.crf import chain_cll
-from structlearn.engine.kernels.features import state_gradient_tokens, state_potentials
-from structlearn.engine.structures import LinearChain
-from structlearn.crf._layout import ChainLayout
-from structlearn.crf.features import dense_feature_rows, next_token_values
+from .._threading import reduction_blocks
+from ..engine.kernels.crf import chain_cll
+from ..engine.kernels.features import state_gradient_tokens, state_potentials
+from ..engine.structures import LinearChain
+from ._layout import ChainLayout
+from .features import dense_feature_rows, next_token_values
 
 
 class ChainFeatureModel(ChainLayout):

@@ -9,12 +9,12 @@ import itertools
 import numpy as np
 import scipy.sparse as sp
 
-from structlearn._threading import reduction_blocks
-from structlearn.engine.kernels.features import state_gradient_tokens, state_potentials
-from structlearn.engine.structures import SemiMarkov
-from structlearn.engine.structures._base import KBest, Marginals
-from structlearn.utils.validation import check_allowed_mask, check_feature_index, check_labels
-from structlearn.crf._layout import first_dim
+from .._threading import reduction_blocks
+from ..engine.kernels.features import state_gradient_tokens, state_potentials
+from ..engine.structures import SemiMarkov
+from ..engine.structures._base import KBest, Marginals
+from ..utils.validation import check_allowed_mask, check_feature_index, check_labels
+from ._layout import first_dim
 
 __all__ = ["SegmentPatternModel", "SegmentPatternChain", "runs"]
 

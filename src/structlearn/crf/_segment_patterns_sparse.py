@@ -24,8 +24,8 @@ tuples: the same model, the same numbers, K·(K-1)**(d-1) states instead of |P|)
 import numpy as np
 import scipy.sparse as sp
 
-from structlearn.crf._higher_order_potentials import state_feature_layout
-from structlearn.crf._segment_patterns import SegmentPatternModel, runs
+from ._higher_order_potentials import state_feature_layout
+from ._segment_patterns import SegmentPatternModel, runs
 
 __all__ = ["SparseSegmentPatternModel", "segment_prefix_automaton", "build_segment_state_features"]
 

@@ -37,15 +37,15 @@ intermediates stay bounded (``CHUNK_ENTRIES``).
 """
 import numpy as np
 
-from structlearn._threading import reduction_blocks
-from structlearn.engine.kernels.features import state_gradient_tokens, state_potentials
-from structlearn.engine.kernels.semicrf import (segment_potentials, segment_statistics, semicrf_expectations,
-                              state_gradient3, state_potentials3)
-from structlearn.engine.kernels.semimarkov_window import NO_TV, NO_TV_ON
-from structlearn.engine.structures import SemiMarkov
-from structlearn.utils.validation import check_feature_index, check_shapes
-from structlearn.crf._layout import first_dim, forwarded
-from structlearn.crf.features import next_token_values
+from .._threading import reduction_blocks
+from ..engine.kernels.features import state_gradient_tokens, state_potentials
+from ..engine.kernels.semicrf import (segment_potentials, segment_statistics, semicrf_expectations, state_gradient3,
+                                      state_potentials3)
+from ..engine.kernels.semimarkov_window import NO_TV, NO_TV_ON
+from ..engine.structures import SemiMarkov
+from ..utils.validation import check_feature_index, check_shapes
+from ._layout import first_dim, forwarded
+from .features import next_token_values
 
 SEGMENT_FEATURES = ("first", "last", "span", "caps")
 

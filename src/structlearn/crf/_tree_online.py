@@ -13,13 +13,13 @@ import time
 
 import numpy as np
 
-from structlearn.crf import online_trainers as online
-from structlearn.crf import _tree_online_trainers as tree_online
-from structlearn.crf.features import AttributeVocabulary, grow_state_features
-from structlearn.crf._tree_potentials import TreeFeatureModel
-from structlearn.utils.interrupts import as_interrupt
-from structlearn.crf._online import (ChainCRFStreamMixin, commit_stream, new_stream_state, open_stream, roll_back,
-                          stream_classes, stream_epoch)
+from . import online_trainers as online
+from . import _tree_online_trainers as tree_online
+from .features import AttributeVocabulary, grow_state_features
+from ._tree_potentials import TreeFeatureModel
+from ..utils.interrupts import as_interrupt
+from ._online import (ChainCRFStreamMixin, commit_stream, new_stream_state, open_stream, roll_back, stream_classes,
+                      stream_epoch)
 
 __all__ = ["TreeCRFStreamMixin", "tree_edges", "tree_index_in"]
 

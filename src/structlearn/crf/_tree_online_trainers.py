@@ -17,9 +17,9 @@ import math
 import numpy as np
 from sklearn.utils import check_random_state
 
-from structlearn.engine.kernels.online import AP, PA, pa_step
-from structlearn.crf.objectives import TreeCLL
-from structlearn.crf.online_trainers import KINDS, calibrate_eta, l2sgd_loop, large_margin_loop
+from ..engine.kernels.online import AP, PA, pa_step
+from .objectives import TreeCLL
+from .online_trainers import KINDS, calibrate_eta, l2sgd_loop, large_margin_loop
 
 __all__ = ["large_margin", "l2sgd", 
            "large_margin_stream_epoch", "l2sgd_stream_epoch", "n_trees"]

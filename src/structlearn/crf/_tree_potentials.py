@@ -25,11 +25,11 @@ Forbidden (child, parent) pairs and forbidden root labels are -inf potentials in
 """
 import numpy as np
 
-from structlearn._threading import reduction_blocks
-from structlearn.engine.kernels.features import state_gradient_tokens, state_potentials
-from structlearn.engine.structures import Tree
-from structlearn.utils.validation import check_feature_index, check_shapes
-from structlearn.crf._layout import first_dim, forwarded
+from .._threading import reduction_blocks
+from ..engine.kernels.features import state_gradient_tokens, state_potentials
+from ..engine.structures import Tree
+from ..utils.validation import check_feature_index, check_shapes
+from ._layout import first_dim, forwarded
 
 __all__ = ["TreeBatch", "TreeFeatureModel"]
 

@@ -27,7 +27,7 @@ import struct
 
 import numpy as np
 
-from structlearn.utils.modelfile import ModelFileError
+from ..utils.modelfile import ModelFileError
 
 __all__ = ["CRFsuiteModel", "CRFsuiteModelError", "read_crfsuite_model_bytes", "write_crfsuite_model_bytes",
            "hashlittle", "is_crfsuite_model"]

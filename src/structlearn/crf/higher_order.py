@@ -3,14 +3,15 @@ import time
 
 import numpy as np
 
-from structlearn.crf.objectives import HigherOrderCLL, SegmentCLL
-from structlearn.crf._decode import check_state_scores, viterbi_labels
-from structlearn.crf.features import build_state_features
-from structlearn.crf._higher_order_potentials import HigherOrderFeatureModel, LabelPatterns, build_pattern_state_features
-from structlearn.crf._segment_patterns import SegmentPatternModel, runs
-from structlearn.crf._segment_patterns_sparse import SparseSegmentPatternModel, build_segment_state_features
-from structlearn.crf._base import ChainCRFBase
-from structlearn.learning.params import ALL_POSSIBLE_STATES, ALL_POSSIBLE_TRANSITIONS, LBFGS_PARAMS, MIN_FREQ, N_JOBS, VERBOSE, Param
+from .objectives import HigherOrderCLL, SegmentCLL
+from ._decode import check_state_scores, viterbi_labels
+from .features import build_state_features
+from ._higher_order_potentials import HigherOrderFeatureModel, LabelPatterns, build_pattern_state_features
+from ._segment_patterns import SegmentPatternModel, runs
+from ._segment_patterns_sparse import SparseSegmentPatternModel, build_segment_state_features
+from ._base import ChainCRFBase
+from ..learning.params import (ALL_POSSIBLE_STATES, ALL_POSSIBLE_TRANSITIONS, LBFGS_PARAMS, MIN_FREQ, N_JOBS, VERBOSE,
+                               Param)
 
 _FORMAT = "higher-order-crf"
 _VERSION = 1

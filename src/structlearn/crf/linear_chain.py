@@ -5,19 +5,19 @@ import time
 import numpy as np
 from sklearn.exceptions import NotFittedError
 
-from structlearn.crf import online_trainers as online
-from structlearn.crf.objectives import ChainCLL
-from structlearn.crf._potentials import ChainFeatureModel
-from structlearn.crf._decode import CHAIN_FORMAT, CHAIN_FORMAT_VERSION, chain_model_from_arrays
-from structlearn.crf.features import build_state_features
-from structlearn.crf.crfsuite_model import is_crfsuite_model
-from structlearn.utils.modelfile import read_magic, write_atomically
-from structlearn.utils.validation import first_row
-from structlearn.crf import _crfsuite_compat as compat
-from structlearn.crf._base import ChainCRFBase, label_key
-from structlearn.crf._online import ChainCRFStreamMixin
-from structlearn.learning.params import (ALGORITHM, ALL_POSSIBLE_STATES, ALL_POSSIBLE_TRANSITIONS, LBFGS_PARAMS, MIN_FREQ,
-                      N_JOBS, ONLINE_PARAMS, RANDOM_STATE, VERBOSE, Param)
+from . import online_trainers as online
+from .objectives import ChainCLL
+from ._potentials import ChainFeatureModel
+from ._decode import CHAIN_FORMAT, CHAIN_FORMAT_VERSION, chain_model_from_arrays
+from .features import build_state_features
+from .crfsuite_model import is_crfsuite_model
+from ..utils.modelfile import read_magic, write_atomically
+from ..utils.validation import first_row
+from . import _crfsuite_compat as compat
+from ._base import ChainCRFBase, label_key
+from ._online import ChainCRFStreamMixin
+from ..learning.params import (ALGORITHM, ALL_POSSIBLE_STATES, ALL_POSSIBLE_TRANSITIONS, LBFGS_PARAMS, MIN_FREQ, N_JOBS,
+                               ONLINE_PARAMS, RANDOM_STATE, VERBOSE, Param)
 
 _FORMAT = CHAIN_FORMAT
 _VERSION = CHAIN_FORMAT_VERSION

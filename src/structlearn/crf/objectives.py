@@ -18,7 +18,7 @@ hooks), or in a fused kernel that returns log Z and the expectations in one pass
 """
 import numpy as np
 
-from structlearn.learning.optimizers import penalise
+from ..learning.optimizers import penalise
 
 __all__ = ["ChainCLL", "TreeCLL", "HigherOrderCLL", "SemiMarkovCLL", "SegmentCLL", "penalise"]
 
@@ -104,7 +104,7 @@ class _CLL:
         (about ``CRF_BLOCK_ROWS`` tokens each, at most ``CRF_MAX_BLOCKS``): fixed by the sequence lengths,
         so that the fit is bitwise the same for every ``n_jobs`` and thread count (their values and
         gradients are added in the fixed tree of :func:`~structlearn.learning.shards.tree_statistics`)."""
-        from structlearn.learning.shards import block_cuts
+        from ..learning.shards import block_cuts
         cuts = block_cuts(self.packed.offsets, CRF_BLOCK_ROWS, CRF_MAX_BLOCKS)
         return [self.block(a, b) for a, b in zip(cuts[:-1], cuts[1:])]
 

@@ -17,7 +17,7 @@ import time
 import numpy as np
 from sklearn.utils import check_random_state
 
-from structlearn.engine.kernels.online import AP, AROW, PA, large_margin_epoch, sgd_epoch
+from ..engine.kernels.online import AP, AROW, PA, large_margin_epoch, sgd_epoch
 
 KINDS = {"ap": AP, "pa": PA, "arow": AROW}
 

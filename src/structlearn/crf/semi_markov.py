@@ -4,15 +4,16 @@ import time
 
 import numpy as np
 
-from structlearn.engine.kernels.semicrf import span_all_caps, span_hashes
-from structlearn.crf.objectives import SemiMarkovCLL
-from structlearn.metrics.sequence import labels_from_segments, segments_from_labels
-from structlearn.crf.features import AttributeVocabulary, build_state_features
-from structlearn.utils.validation import check_shapes
-from structlearn.crf._semi_markov_potentials import SEGMENT_FEATURES, SegmentBatch, SemiMarkovFeatureModel
-from structlearn.crf._base import CRFBase
-from structlearn.learning.posterior_check import check_posteriors
-from structlearn.learning.params import ALL_POSSIBLE_STATES, ALL_POSSIBLE_TRANSITIONS, LBFGS_PARAMS, MIN_FREQ, N_JOBS, VERBOSE, Param
+from ..engine.kernels.semicrf import span_all_caps, span_hashes
+from .objectives import SemiMarkovCLL
+from ..metrics.sequence import labels_from_segments, segments_from_labels
+from .features import AttributeVocabulary, build_state_features
+from ..utils.validation import check_shapes
+from ._semi_markov_potentials import SEGMENT_FEATURES, SegmentBatch, SemiMarkovFeatureModel
+from ._base import CRFBase
+from ..learning.posterior_check import check_posteriors
+from ..learning.params import (ALL_POSSIBLE_STATES, ALL_POSSIBLE_TRANSITIONS, LBFGS_PARAMS, MIN_FREQ, N_JOBS, VERBOSE,
+                               Param)
 
 _FORMAT = "semi-markov-crf"
 _VERSION = 1

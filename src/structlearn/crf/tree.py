@@ -3,17 +3,17 @@ import time
 
 import numpy as np
 
-from structlearn.crf import _tree_online_trainers as tree_online
-from structlearn.crf.objectives import TreeCLL
-from structlearn.crf.features import AttributeVocabulary, Packed, build_state_features
-from structlearn.utils.validation import check_shapes
-from structlearn.crf._tree_potentials import TreeBatch, TreeFeatureModel
-from structlearn.engine.structures.tree import validate_parents
-from structlearn.crf._base import CRFBase, label_key
-from structlearn.learning.posterior_check import check_posteriors
-from structlearn.learning.params import (ALGORITHM, ALL_POSSIBLE_STATES, LBFGS_PARAMS, MIN_FREQ, ONLINE_PARAMS, RANDOM_STATE,
-                      N_JOBS, VERBOSE, Param)
-from structlearn.crf._tree_online import TreeCRFStreamMixin, tree_edges
+from . import _tree_online_trainers as tree_online
+from .objectives import TreeCLL
+from .features import AttributeVocabulary, Packed, build_state_features
+from ..utils.validation import check_shapes
+from ._tree_potentials import TreeBatch, TreeFeatureModel
+from ..engine.structures.tree import validate_parents
+from ._base import CRFBase, label_key
+from ..learning.posterior_check import check_posteriors
+from ..learning.params import (ALGORITHM, ALL_POSSIBLE_STATES, LBFGS_PARAMS, MIN_FREQ, ONLINE_PARAMS, RANDOM_STATE,
+                               N_JOBS, VERBOSE, Param)
+from ._tree_online import TreeCRFStreamMixin, tree_edges
 
 __all__ = ["TreeCRF", "check_parents", "parents_from_ids"]
 

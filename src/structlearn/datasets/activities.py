@@ -27,7 +27,7 @@ last ``D_bottom``), edges ordered top chain, bottom chain, parent–child
 import numpy as np
 from sklearn.utils import Bunch, check_random_state
 
-from structlearn.engine.structures.graphs import two_level_edges
+from ..engine.structures.graphs import two_level_edges
 
 __all__ = ["simulate_indoor_tracks", "placelab_two_level", "to_graphs", "hide_labels", "HOUSE_ROOMS",
            "PRIMITIVES", "COMPLEX_ACTIVITIES"]

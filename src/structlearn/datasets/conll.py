@@ -16,8 +16,8 @@ import os
 import shutil
 from pathlib import Path
 
-from structlearn.io.conll import read_conll
-from structlearn.datasets._base import get_data_path
+from ..io.conll import read_conll
+from ._base import get_data_path
 
 __all__ = ["load_conll2000", "load_conll2002", "get_cache_dir", "CONLL2000_URL"]
 

@@ -19,7 +19,7 @@ import gzip
 import numpy as np
 from sklearn.utils import Bunch
 
-from structlearn.datasets._base import get_data_path
+from ._base import get_data_path
 
 __all__ = ["load_reprocows", "load_ordonez", "ORDONEZ_ACTIVITIES"]
 

@@ -16,6 +16,6 @@ tests) with the same iterations.
 
 Import cost: importing this package imports dask only when :func:`fit` is called.
 """
-from structlearn.distributed._fit import fit, shard_bytes
+from ._fit import fit, shard_bytes
 
 __all__ = ["fit", "shard_bytes"]

@@ -18,10 +18,10 @@ statistics (:func:`~._common.shard_map`).
 """
 import numpy as np
 
-from structlearn.graph.adaboost_mrf import AdaBoostMRF
-from structlearn.engine.structures.graphs import check_graph_labels, check_graphs
-from structlearn.distributed._common import collect, placement, shard_map
-from structlearn.distributed._graph import _count, _split, label_count
+from ..graph.adaboost_mrf import AdaBoostMRF
+from ..engine.structures.graphs import check_graph_labels, check_graphs
+from ._common import collect, placement, shard_map
+from ._graph import _count, _split, label_count
 
 __all__ = ["fit_adaboost_mrf"]
 

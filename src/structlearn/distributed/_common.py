@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 
-from structlearn.learning.shards import block_cuts, combine_partials, contiguous_ranges, reduce_statistics, tree_partials
+from ..learning.shards import block_cuts, combine_partials, contiguous_ranges, reduce_statistics, tree_partials
 
 __all__ = ["identity", "placement", "tree_reduce", "shard_map", "sum_shards", "keep_heap", "check_timeout",
            "waiting_at_most", "wait_shards", "collect", "fixed_blocks", "block_map"]

@@ -27,13 +27,12 @@ import time
 
 import numpy as np
 
-from structlearn.crf import objectives
-from structlearn.crf.objectives import ChainCLL
-from structlearn.crf.features import AttributeVocabulary
-from structlearn.distributed._crf_shared import (count_partitions, identity, pair_counts, release, start_fit,
-                                                 state_features, train_on_shards)
-from structlearn.distributed._common import collect, fixed_blocks
-from structlearn.distributed._elements import allowed_mask as _mask, split_elements
+from ..crf import objectives
+from ..crf.objectives import ChainCLL
+from ..crf.features import AttributeVocabulary
+from ._crf_shared import count_partitions, identity, pair_counts, release, start_fit, state_features, train_on_shards
+from ._common import collect, fixed_blocks
+from ._elements import allowed_mask as _mask, split_elements
 
 __all__ = ["fit_crf"]
 

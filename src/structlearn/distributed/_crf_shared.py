@@ -13,8 +13,8 @@ from functools import partial
 
 import numpy as np
 
-from structlearn.learning.shards import ShardedObjective, objective_statistics
-from structlearn.distributed._common import block_map, collect, identity, placement, shard_map, tree_reduce, wait_shards
+from ..learning.shards import ShardedObjective, objective_statistics
+from ._common import block_map, collect, identity, placement, shard_map, tree_reduce, wait_shards
 
 __all__ = ["check_bag", "check_lbfgs", "load", "start_fit", "count_partitions", "release", "pair_counts",
            "merge_counts", "reduce_counts", "state_features", "train_on_shards", "identity"]

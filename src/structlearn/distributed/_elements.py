@@ -4,7 +4,7 @@ label names per token or node), checked there and turned into the (n_items, K) m
 once the label order is merged (LinearChainCRF, HigherOrderCRF, TreeCRF)."""
 import numpy as np
 
-from structlearn.crf._base import label_key
+from ..crf._base import label_key
 
 __all__ = ["split_elements", "check_allowed", "allowed_mask"]
 

@@ -4,15 +4,15 @@ import pickle
 
 import numpy as np
 
-from structlearn.learning.shards import Shard, concat_shards, slice_shard
-from structlearn.utils.validation import as_real_float64
-from structlearn.distributed._common import block_map, check_timeout, collect, fixed_blocks, placement, shard_map, waiting_at_most
-from structlearn.distributed._adaboost import fit_adaboost_mrf
-from structlearn.distributed._crf import fit_crf
-from structlearn.distributed._graph import fit_graph_crf
-from structlearn.distributed._higher_order import fit_higher_order_crf
-from structlearn.distributed._semicrf import fit_semicrf
-from structlearn.distributed._tree import fit_tree_crf
+from ..learning.shards import Shard, concat_shards, slice_shard
+from ..utils.validation import as_real_float64
+from ._common import block_map, check_timeout, collect, fixed_blocks, placement, shard_map, waiting_at_most
+from ._adaboost import fit_adaboost_mrf
+from ._crf import fit_crf
+from ._graph import fit_graph_crf
+from ._higher_order import fit_higher_order_crf
+from ._semicrf import fit_semicrf
+from ._tree import fit_tree_crf
 
 __all__ = ["fit", "shard_bytes"]
 
@@ -289,12 +289,12 @@ def fit(estimator, data, client=None, *, init="first", split_every=8, callback=N
 
 def _fit(estimator, data, client, init, split_every, callback, given):
     """:func:`fit` after the checks of its own arguments (``given``: the held-out keyword arguments)."""
-    from structlearn.graph.adaboost_mrf import AdaBoostMRF
-    from structlearn.crf.linear_chain import LinearChainCRF
-    from structlearn.graph.graph_crf import GraphCRF
-    from structlearn.crf.higher_order import HigherOrderCRF
-    from structlearn.crf.semi_markov import SemiMarkovCRF
-    from structlearn.crf.tree import TreeCRF
+    from ..graph.adaboost_mrf import AdaBoostMRF
+    from ..crf.linear_chain import LinearChainCRF
+    from ..graph.graph_crf import GraphCRF
+    from ..crf.higher_order import HigherOrderCRF
+    from ..crf.semi_markov import SemiMarkovCRF
+    from ..crf.tree import TreeCRF
 
     crf = {LinearChainCRF: (fit_crf, _CHAIN_DEV), GraphCRF: (fit_graph_crf, ()),
            AdaBoostMRF: (fit_adaboost_mrf, ()), SemiMarkovCRF: (fit_semicrf, ()),

@@ -19,10 +19,10 @@ import time
 
 import numpy as np
 
-from structlearn.graph.objective import GraphCLL, graph_objective_statistics
-from structlearn.graph.graph_crf import GraphCRF
-from structlearn.engine.structures.graphs import check_graph_labels, check_graphs
-from structlearn.distributed._common import collect, placement, shard_map
+from ..graph.objective import GraphCLL, graph_objective_statistics
+from ..graph.graph_crf import GraphCRF
+from ..engine.structures.graphs import check_graph_labels, check_graphs
+from ._common import collect, placement, shard_map
 
 __all__ = ["fit_graph_crf"]
 

@@ -32,13 +32,12 @@ import time
 
 import numpy as np
 
-from structlearn.crf.objectives import HigherOrderCLL, SegmentCLL
-from structlearn.crf.features import AttributeVocabulary
-from structlearn.crf._higher_order_potentials import LabelPatterns, _codes, _positions
-from structlearn.crf._segment_patterns import runs
-from structlearn.distributed._elements import allowed_mask, split_elements
-from structlearn.distributed._crf_shared import (count_partitions, identity, release, start_fit, state_features,
-                                                 train_on_shards)
+from ..crf.objectives import HigherOrderCLL, SegmentCLL
+from ..crf.features import AttributeVocabulary
+from ..crf._higher_order_potentials import LabelPatterns, _codes, _positions
+from ..crf._segment_patterns import runs
+from ._elements import allowed_mask, split_elements
+from ._crf_shared import count_partitions, identity, release, start_fit, state_features, train_on_shards
 
 __all__ = ["fit_higher_order_crf"]
 

@@ -24,12 +24,12 @@ import time
 
 import numpy as np
 
-from structlearn.crf.objectives import SemiMarkovCLL
-from structlearn.crf.features import AttributeVocabulary
-from structlearn.distributed._common import collect
-from structlearn.distributed._crf_shared import (count_partitions, identity, merge_counts, pair_counts, release,
-                                                 start_fit, state_features, train_on_shards)
-from structlearn.distributed._elements import split_elements
+from ..crf.objectives import SemiMarkovCLL
+from ..crf.features import AttributeVocabulary
+from ._common import collect
+from ._crf_shared import (count_partitions, identity, merge_counts, pair_counts, release, start_fit, state_features,
+                          train_on_shards)
+from ._elements import split_elements
 
 __all__ = ["fit_semicrf"]
 

@@ -31,11 +31,10 @@ import time
 
 import numpy as np
 
-from structlearn.crf.objectives import TreeCLL
-from structlearn.crf.features import AttributeVocabulary
-from structlearn.distributed._elements import allowed_mask, split_elements
-from structlearn.distributed._crf_shared import (count_partitions, identity, pair_counts, release, start_fit,
-                                                 state_features, train_on_shards)
+from ..crf.objectives import TreeCLL
+from ..crf.features import AttributeVocabulary
+from ._elements import allowed_mask, split_elements
+from ._crf_shared import count_partitions, identity, pair_counts, release, start_fit, state_features, train_on_shards
 
 __all__ = ["fit_tree_crf"]
 

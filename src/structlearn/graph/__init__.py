@@ -3,7 +3,7 @@ loopy BP, TRW, exact) and ``AdaBoostMRF``: ``from structlearn.graph import Graph
 
 The estimators load on first use.
 """
-from structlearn.utils.lazy import lazy_exports
+from ..utils.lazy import lazy_exports
 
 _LAZY = {
     "GraphCRF": "structlearn.graph.graph_crf",

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 import numpy as np
 from scipy.special import logsumexp
 
-from structlearn.learning.shards import ProcessShards, ShardStatistics, map_shards
+from ..learning.shards import ProcessShards, ShardStatistics, map_shards
 
 __all__ = ["BoostShard", "apply_statistics", "boost_summary_statistics", "learner_statistics",
            "per_graph_statistics", "holder_statistics", "holder_parts", "holder_value", "combine_holder_slots",

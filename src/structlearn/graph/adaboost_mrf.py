@@ -13,16 +13,16 @@ from scipy.special import logsumexp
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
-from structlearn.graph.objective import GraphCLL, graph_potentials
-from structlearn.learning.optimizers import minimize_cg
-from structlearn.engine.structures.factor_graph import BPOptions
-from structlearn.engine.structures.graphs import check_graph_labels, check_graphs, two_level_trees
-from structlearn.graph._adaboost_shards import (BoostShard, Restricted, ShardedHolderBound, ShardedLearner, boost_summary_statistics,
+from .objective import GraphCLL, graph_potentials
+from ..learning.optimizers import minimize_cg
+from ..engine.structures.factor_graph import BPOptions
+from ..engine.structures.graphs import check_graph_labels, check_graphs, two_level_trees
+from ._adaboost_shards import (BoostShard, Restricted, ShardedHolderBound, ShardedLearner, boost_summary_statistics,
                                free_parameters, holder_parts, holder_value, per_graph_statistics, shard_runner,
                                tree_batch)
-from structlearn.learning.training import training
-from structlearn.learning.restarts import check_n_jobs, n_blocks
-from structlearn.graph.graph_crf import GraphCRF, GraphEstimatorMixin, check_choice, check_int, check_number
+from ..learning.training import training
+from ..learning.restarts import check_n_jobs, n_blocks
+from .graph_crf import GraphCRF, GraphEstimatorMixin, check_choice, check_int, check_number
 
 __all__ = ["AdaBoostMRF", "ParallelHolderBound", "holder_alpha_step", "two_level_chain_trees", "top_chain_tree",
            "bottom_chain_tree"]

@@ -11,17 +11,17 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from structlearn.utils.modelfile import ModelFileError
-from structlearn.graph.objective import (GraphCLL, factor_potentials, factor_weight_slices,
-                                        graph_objective_statistics, graph_potentials, n_graph_params)
-from structlearn.learning.optimizers import lbfgs_restarts, minimize_cg
-from structlearn.learning.shards import ProcessShards, ShardedObjective
-from structlearn.engine.structures.factor_graph import BPOptions
-from structlearn.engine.structures.graphs import check_graph_labels, check_graphs
-from structlearn.learning.training import EstimatorBase, training
-from structlearn.learning.restarts import check_n_jobs, n_blocks
-from structlearn.learning.weight_files import ModelFileMixin
-from structlearn.learning.params import Param, check_param
+from ..utils.modelfile import ModelFileError
+from .objective import (GraphCLL, factor_potentials, factor_weight_slices, graph_objective_statistics, graph_potentials,
+                        n_graph_params)
+from ..learning.optimizers import lbfgs_restarts, minimize_cg
+from ..learning.shards import ProcessShards, ShardedObjective
+from ..engine.structures.factor_graph import BPOptions
+from ..engine.structures.graphs import check_graph_labels, check_graphs
+from ..learning.training import EstimatorBase, training
+from ..learning.restarts import check_n_jobs, n_blocks
+from ..learning.weight_files import ModelFileMixin
+from ..learning.params import Param, check_param
 
 __all__ = ["GraphCRF", "GraphEstimatorMixin"]
 

@@ -33,9 +33,9 @@ import warnings
 
 import numpy as np
 
-from structlearn.engine.structures.factor_graph import BPOptions, FactorGraph
-from structlearn.engine.structures.graphs import GraphBatch, check_graph_labels, check_graphs
-from structlearn.learning.shards import ShardStatistics
+from ..engine.structures.factor_graph import BPOptions, FactorGraph
+from ..engine.structures.graphs import GraphBatch, check_graph_labels, check_graphs
+from ..learning.shards import ShardStatistics
 
 __all__ = ["GraphCLL", "graph_potentials", "factor_potentials", "factor_weight_slices",
            "graph_objective_statistics"]

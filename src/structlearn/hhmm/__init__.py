@@ -4,7 +4,7 @@ estimator, its DBN, exact (junction tree) and factored-frontier inference and EM
 
 The estimators load on first use.
 """
-from structlearn.utils.lazy import lazy_exports
+from ..utils.lazy import lazy_exports
 
 _LAZY = {
     "HierarchicalHMM": "structlearn.hhmm.estimator",

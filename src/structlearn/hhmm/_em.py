@@ -11,13 +11,13 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
-from structlearn.learning import stepwise as _online
-from structlearn.learning.em import ConvergenceMonitor, run_em
-from structlearn.learning.shards import Shard, ShardStatistics
-from structlearn.distributions import emissions as _emi
-from structlearn.hhmm.parsimonious import MixedMemoryTransitions
-from structlearn.learning.training import rolls_back, training
-from structlearn.learning.restarts import check_n_jobs, warn_empty_states
+from ..learning import stepwise as _online
+from ..learning.em import ConvergenceMonitor, run_em
+from ..learning.shards import Shard, ShardStatistics
+from ..distributions import emissions as _emi
+from .parsimonious import MixedMemoryTransitions
+from ..learning.training import rolls_back, training
+from ..learning.restarts import check_n_jobs, warn_empty_states
 
 __all__ = ["HHMMLearningMixin"]
 

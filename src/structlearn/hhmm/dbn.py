@@ -4,7 +4,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from structlearn.hhmm.model import log_sum_exp
+from .model import log_sum_exp
 
 __all__ = ["HHMMDBN", "DenseDBN", "dense_dbn"]
 

@@ -12,24 +12,24 @@ from collections import namedtuple
 
 import numpy as np
 from scipy import sparse
-from structlearn.learning.training import EstimatorBase
+from ..learning.training import EstimatorBase
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
-from structlearn.learning.shards import Shard, map_shards, data_blocks, document_blocks
-from structlearn.distributions import emissions as _emi
-from structlearn.distributions.base import families_from_file, family_to_file
-from structlearn.hhmm.model import FlatHMM, Hierarchy, log_sum_exp
-from structlearn.hhmm.dbn import HHMMDBN
-from structlearn.hhmm.forward_filter import FactoredFrontier
-from structlearn.hhmm.jtree import DBNInference
-from structlearn.engine.structures._base import Marginals
-from structlearn.engine.structures.chain import LinearChain
-from structlearn.engine.structures.sparse_chain import SparseChain
-from structlearn.utils.validation import check_lengths
-from structlearn.learning.restarts import check_n_jobs
-from structlearn.hhmm._em import HHMMLearningMixin
-from structlearn.learning.posterior_check import check_posteriors
+from ..learning.shards import Shard, map_shards, data_blocks, document_blocks
+from ..distributions import emissions as _emi
+from ..distributions.base import families_from_file, family_to_file
+from .model import FlatHMM, Hierarchy, log_sum_exp
+from .dbn import HHMMDBN
+from .forward_filter import FactoredFrontier
+from .jtree import DBNInference
+from ..engine.structures._base import Marginals
+from ..engine.structures.chain import LinearChain
+from ..engine.structures.sparse_chain import SparseChain
+from ..utils.validation import check_lengths
+from ..learning.restarts import check_n_jobs
+from ._em import HHMMLearningMixin
+from ..learning.posterior_check import check_posteriors
 
 __all__ = ["HierarchicalHMM", "HHMMPosteriors", "HHMMDecoded", "HHMMFiltered", "HHMMSample"]
 
@@ -612,7 +612,7 @@ class HierarchicalHMM(HHMMLearningMixin, EstimatorBase):
         Returns a list over sequences of (log_likelihood, instance_active (T, U), instance_finish
         (T, U)) in ``hierarchy_.instance_paths`` order.
         """
-        from structlearn.engine.kernels._reference_hhmm import hhmm_inside_outside
+        from ..engine.kernels._reference_hhmm import hhmm_inside_outside
 
         if self.finish != "all":
             raise ValueError("inside_outside supports finish='all' only (complete strings)")
@@ -641,7 +641,7 @@ class HierarchicalHMM(HHMMLearningMixin, EstimatorBase):
     # -- persistence -------------------------------------------------------------------------------
     def save(self, path):
         """Write the model to ``path`` (versioned ``.npz`` + JSON header; no pickle)."""
-        from structlearn.utils.modelfile import save_model
+        from ..utils.modelfile import save_model
 
         self._build()
         self._require_emission()
@@ -662,7 +662,7 @@ class HierarchicalHMM(HHMMLearningMixin, EstimatorBase):
     @classmethod
     def load(cls, path):
         """Read a model written by :meth:`save`; runs no code from the file."""
-        from structlearn.utils.modelfile import ModelFileError, load_model
+        from ..utils.modelfile import ModelFileError, load_model
 
         header, arrays = load_model(path, expected_format=_FORMAT, supported_version=_FORMAT_VERSION)
         meta = header["metadata"]

@@ -24,10 +24,10 @@ import warnings
 
 import numpy as np
 
-from structlearn.engine.kernels import hhmm_ff as _kf
-from structlearn.engine.kernels import hhmm_jtree as _kj
-from structlearn.engine.semirings import LOG, MAX
-from structlearn.hhmm.jtree import DBNInference, Smoothed
+from ..engine.kernels import hhmm_ff as _kf
+from ..engine.kernels import hhmm_jtree as _kj
+from ..engine.semirings import LOG, MAX
+from .jtree import DBNInference, Smoothed
 
 __all__ = ["FactoredFrontier"]
 

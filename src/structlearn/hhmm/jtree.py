@@ -27,9 +27,9 @@ from collections import namedtuple
 
 import numpy as np
 
-from structlearn.engine.kernels import hhmm_jtree as _k
-from structlearn.engine.semirings import LOG, MAX
-from structlearn.hhmm.dbn import dense_dbn
+from ..engine.kernels import hhmm_jtree as _k
+from ..engine.semirings import LOG, MAX
+from .dbn import dense_dbn
 
 __all__ = ["SliceJunctionTree", "DBNInference", "slice_tree"]
 

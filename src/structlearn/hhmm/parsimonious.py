@@ -18,7 +18,7 @@ responsibility-weighted counts), started from the current parameters, each raisi
 """
 import numpy as np
 
-from structlearn.hhmm.dbn import dense_dbn
+from .dbn import dense_dbn
 
 __all__ = ["MixedMemoryTransitions"]
 

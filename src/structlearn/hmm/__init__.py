@@ -6,6 +6,6 @@ constructor arguments, attributes and methods — and the generic ``HiddenMarkov
 over any emission family of :mod:`structlearn.distributions.emissions`. All run on the exact chain engine
 (:class:`structlearn.engine.structures.LinearChain`).
 """
-from structlearn.hmm.estimators import CategoricalHMM, GaussianHMM, GMMHMM, HiddenMarkovModel, MultinomialHMM, PoissonHMM
+from .estimators import CategoricalHMM, GaussianHMM, GMMHMM, HiddenMarkovModel, MultinomialHMM, PoissonHMM
 
 __all__ = ["GaussianHMM", "GMMHMM", "CategoricalHMM", "MultinomialHMM", "PoissonHMM", "HiddenMarkovModel"]

@@ -19,24 +19,24 @@ import sys
 
 import numpy as np
 from scipy import linalg, special
-from structlearn.learning.training import EstimatorBase
+from ..learning.training import EstimatorBase
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from structlearn.hmm import _online_statistics as _online
-from structlearn.learning.em import run_em
-from structlearn.learning.shards import Shard, ShardStatistics, map_shards, data_blocks
-from structlearn.distributions import emissions as _emi
-from structlearn.distributions.emissions import hmm as _hemi
-from structlearn.distributions.emissions._hmm_family import HMMFamily
-from structlearn.distributions.base import families_from_file, family_to_file
-from structlearn.engine.structures.chain import LinearChain
-from structlearn.utils.validation import check_lengths
-from structlearn.learning.restarts import check_n_jobs, fit_restarts, warn_empty_states
-from structlearn.learning.em_files import fit_state, restore_fit_state
-from structlearn.hmm._online import HMMOnlineMixin
-from structlearn.learning.posterior_check import check_posteriors
-from structlearn.learning.sampling import sample_sequences
+from . import _online_statistics as _online
+from ..learning.em import run_em
+from ..learning.shards import Shard, ShardStatistics, map_shards, data_blocks
+from ..distributions import emissions as _emi
+from ..distributions.emissions import hmm as _hemi
+from ..distributions.emissions._hmm_family import HMMFamily
+from ..distributions.base import families_from_file, family_to_file
+from ..engine.structures.chain import LinearChain
+from ..utils.validation import check_lengths
+from ..learning.restarts import check_n_jobs, fit_restarts, warn_empty_states
+from ..learning.em_files import fit_state, restore_fit_state
+from ._online import HMMOnlineMixin
+from ..learning.posterior_check import check_posteriors
+from ..learning.sampling import sample_sequences
 
 __all__ = ["HMMBase", "EmissionView", "stationary_distribution"]
 
@@ -648,7 +648,7 @@ class HMMBase(HMMOnlineMixin, EstimatorBase):
         ValueError
             An emission object that is not one of structlearn's families.
         """
-        from structlearn.utils.modelfile import save_model
+        from ..utils.modelfile import save_model
 
         check_is_fitted(self, "startprob_")
         em = self.emission_
@@ -666,7 +666,7 @@ class HMMBase(HMMOnlineMixin, EstimatorBase):
     @classmethod
     def load(cls, path):
         """Read a model written by :meth:`save` (of this class)."""
-        from structlearn.utils.modelfile import ModelFileError, load_model
+        from ..utils.modelfile import ModelFileError, load_model
 
         header, arrays = load_model(path, expected_format=cls._format, supported_version=_FORMAT_VERSION)
         meta = header["metadata"]

@@ -8,8 +8,8 @@ M-step of batch EM on the averages.
 import numpy as np
 from sklearn.utils import check_random_state
 
-from structlearn.hmm import _online_statistics as _online
-from structlearn.learning.training import rolls_back
+from . import _online_statistics as _online
+from ..learning.training import rolls_back
 
 __all__ = ["HMMOnlineMixin"]
 

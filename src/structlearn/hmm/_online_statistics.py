@@ -27,9 +27,9 @@ The statistics of one chunk (float64):
 """
 import numpy as np
 
-from structlearn.distributions.emissions._hmm_family import HMMFamily, observed_rows
-from structlearn.learning import stepwise as _stepwise
-from structlearn.learning.stepwise import OnlineStatistics, step_size
+from ..distributions.emissions._hmm_family import HMMFamily, observed_rows
+from ..learning import stepwise as _stepwise
+from ..learning.stepwise import OnlineStatistics, step_size
 
 __all__ = ["OnlineStatistics", "step_size", "check_emission_supported", "emission_statistics",
            "emission_m_step", "chain_statistics"]

@@ -22,11 +22,11 @@ ConvergenceMonitor` (converged only when the gain fell below ``tol``).
 """
 import numpy as np
 
-from structlearn.learning import initialisation as _labels
-from structlearn.learning.shards import document_blocks
-from structlearn.distributions import emissions as _emi
-from structlearn.distributions.emissions import hmm as _hemi
-from structlearn.hmm._base import EmissionView, HMMBase, stationary_distribution
+from ..learning import initialisation as _labels
+from ..learning.shards import document_blocks
+from ..distributions import emissions as _emi
+from ..distributions.emissions import hmm as _hemi
+from ._base import EmissionView, HMMBase, stationary_distribution
 
 __all__ = ["GaussianHMM", "GMMHMM", "CategoricalHMM", "MultinomialHMM", "PoissonHMM", "HiddenMarkovModel"]
 

@@ -4,7 +4,7 @@ and order selection: ``from structlearn.hsmm import HiddenSemiMarkovModel``.
 
 The estimators load on first use.
 """
-from structlearn.utils.lazy import lazy_exports
+from ..utils.lazy import lazy_exports
 
 _LAZY = {
     "HiddenSemiMarkovModel": "structlearn.hsmm.explicit_duration",

@@ -29,8 +29,8 @@ import math
 import numpy as np
 from scipy import optimize
 
-from structlearn.hsmm._adaptive_factor import emission_evidence, log_duration_moments, log_factor_measurement
-from structlearn.learning.shards import ShardStatistics
+from ._adaptive_factor import emission_evidence, log_duration_moments, log_factor_measurement
+from ..learning.shards import ShardStatistics
 
 __all__ = ["segment_measurements", "walk_log_likelihood", "estimate_walk_variance", "shard_measurements",
            "gather_measurements"]

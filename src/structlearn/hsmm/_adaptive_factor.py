@@ -62,9 +62,9 @@ from collections import namedtuple
 
 import numpy as np
 
-from structlearn.distributions.emissions.event import EventSequence
-from structlearn.distributions.emissions import Gaussian, MultivariateGaussian, Poisson, check_observations
-from structlearn.hsmm.expanded_hmm import StreamingFilter, flat_pattern, hub_pattern
+from ..distributions.emissions.event import EventSequence
+from ..distributions.emissions import Gaussian, MultivariateGaussian, Poisson, check_observations
+from .expanded_hmm import StreamingFilter, flat_pattern, hub_pattern
 
 __all__ = ["AdaptiveFactorFilter", "AdaptiveFiltered", "FactorWalk", "stretched_log_pmf", "scaled_emission",
            "check_scalable_emission", "emission_evidence", "log_factor_measurement", "log_duration_moments",

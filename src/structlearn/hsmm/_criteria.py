@@ -1,7 +1,7 @@
 """Information criteria of the fitted HSMM-family estimators (one definition for all of them)."""
 import math
 
-from structlearn.distributions import emissions as _emi
+from ..distributions import emissions as _emi
 
 __all__ = ["InformationCriteria"]
 

@@ -7,10 +7,10 @@ exact or improving for the duration and emission families, so the likelihood nev
 """
 import numpy as np
 
-from structlearn.distributions.durations.censoring import complete_counts
-from structlearn.engine.structures.chain import LinearChain
-from structlearn.learning.initialisation import initial_labels
-from structlearn.learning.shards import ShardStatistics
+from ..distributions.durations.censoring import complete_counts
+from ..engine.structures.chain import LinearChain
+from ..learning.initialisation import initial_labels
+from ..learning.shards import ShardStatistics
 
 __all__ = ["initial_labels", "mean_run_lengths", "initial_mean_durations", "e_step", "m_step",
            "expected_statistics", "m_step_from_statistics", "check_possible", "shard_statistics",
@@ -212,7 +212,7 @@ def shard_statistics(params, shard):
     if gamma is not None:
         stats["occupancy"] = gamma.sum(axis=0)
     if "e" in letters and not posteriors:
-        from structlearn.hsmm._online_statistics import emission_statistics  # imports this module
+        from ._online_statistics import emission_statistics  # imports this module
         stats["emission"] = emission_statistics(potentials.emission, X, gamma)
     return ShardStatistics(stats, ll, int(lengths.shape[0]), gamma if posteriors else None)
 
@@ -233,6 +233,6 @@ def apply_statistics(potentials, total, params, X=None, on_empty=None):
         if total.posteriors is not None:
             potentials.emission.fit(X, total.posteriors)
         else:
-            from structlearn.learning.stepwise import emission_m_step
+            from ..learning.stepwise import emission_m_step
             emission_m_step(potentials.emission, stats["emission"])
     return startprob, transmat

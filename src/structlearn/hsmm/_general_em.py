@@ -8,9 +8,9 @@ decreases. The loop is :func:`structlearn.learning.em.run_em`.
 """
 import numpy as np
 
-from structlearn.hsmm._general_potentials import normalise_rows, segment_counts
-from structlearn.hsmm._em import check_possible
-from structlearn.learning.shards import ShardStatistics
+from ._general_potentials import normalise_rows, segment_counts
+from ._em import check_possible
+from ..learning.shards import ShardStatistics
 
 __all__ = ["e_step", "m_step_general", "m_step_residential", "m_step_variable", "initial_pmf",
            "shard_statistics"]
@@ -144,6 +144,6 @@ def shard_statistics(params, shard):
     if posteriors:
         post = {"gamma": gamma} if eta is None else {"gamma": gamma, "eta": eta}
     elif emission:
-        from structlearn.learning.stepwise import emission_statistics
+        from ..learning.stepwise import emission_statistics
         stats["emission"] = emission_statistics(potentials.emission, X, gamma)
     return ShardStatistics(stats, ll, int(lengths.shape[0]), post)

@@ -9,10 +9,10 @@ import copy
 
 import numpy as np
 
-from structlearn.distributions import emissions as _emi
-from structlearn.hsmm import segment_emissions as _seg
-from structlearn.distributions.base import families_from_file, family_to_file
-from structlearn.distributions.emissions.segment_regression import PolynomialSegments
+from ..distributions import emissions as _emi
+from . import segment_emissions as _seg
+from ..distributions.base import families_from_file, family_to_file
+from ..distributions.emissions.segment_regression import PolynomialSegments
 
 __all__ = ["save", "load"]
 
@@ -31,7 +31,7 @@ def _segment_entry(emission):
 
 
 def _segment_from_file(path, seg, meta, arrays):
-    from structlearn.utils.modelfile import ModelFileError
+    from ..utils.modelfile import ModelFileError
     family = seg.get("family")
     if family == "categorical_segments":
         D = int(meta["max_duration_"])
@@ -45,8 +45,8 @@ def _segment_from_file(path, seg, meta, arrays):
 
 def save(est, path, version):
     """Write the fitted estimator ``est`` to ``path`` (format ``est._file_format``, ``version``)."""
-    from structlearn.distributions.emissions import hmm as _hemi
-    from structlearn.utils.modelfile import save_model
+    from ..distributions.emissions import hmm as _hemi
+    from ..utils.modelfile import save_model
     seg_meta = None
     if est._is_segmental():
         ename, ecfg = None, None
@@ -67,8 +67,8 @@ def save(est, path, version):
 
 def load(cls, path, version):
     """The estimator of class ``cls`` read from ``path`` (runs no code from the file)."""
-    from structlearn.distributions.emissions import hmm as _hemi
-    from structlearn.utils.modelfile import ModelFileError, load_model
+    from ..distributions.emissions import hmm as _hemi
+    from ..utils.modelfile import ModelFileError, load_model
     header, arrays = load_model(path, expected_format=cls._file_format, supported_version=version)
     meta = header["metadata"]
     seg = meta.get("segment_emission")

@@ -33,9 +33,9 @@ law of p_j, :mod:`structlearn.distributions.durations.censoring`).
 """
 import numpy as np
 
-from structlearn.engine.structures.semimarkov import SemiMarkov
-from structlearn.engine.structures.semimarkov_super import SuperLabelSemiMarkov, super_label_tables
-from structlearn.distributions.durations.censoring import duration_tables
+from ..engine.structures.semimarkov import SemiMarkov
+from ..engine.structures.semimarkov_super import SuperLabelSemiMarkov, super_label_tables
+from ..distributions.durations.censoring import duration_tables
 
 __all__ = ["GeneralHSMMPotentials", "super_duration_tables", "factor_transitions", "explicit_duration",
            "variable_transition", "residential_time", "vt_durations", "segment_counts", "ExpectedCounts",

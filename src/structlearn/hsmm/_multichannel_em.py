@@ -23,7 +23,7 @@ the sweep tolerance, not to rounding (the exact inference agrees to rounding).
 """
 import numpy as np
 
-from structlearn.learning.shards import ShardStatistics
+from ..learning.shards import ShardStatistics
 
 __all__ = ["infer", "statistics", "channel_statistics", "check_possible", "channel_masks", "label_masks"]
 
@@ -159,7 +159,7 @@ def statistics(params, shard):
         d = {"start": st["start"], "counts": st["counts"], "left": st["left"],
              "coupling": {str(k): n for k, n in enumerate(st["coupling"])}}
         if emission and not posteriors and pot.emissions[c] is not None:
-            from structlearn.learning.stepwise import emission_statistics
+            from ..learning.stepwise import emission_statistics
             d["emission"] = emission_statistics(pot.emissions[c], X[:, pot.channels[c]], gammas[c])
         out[str(c)] = d
     post = {str(c): g for c, g in enumerate(gammas)} if posteriors else None

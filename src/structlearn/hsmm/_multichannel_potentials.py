@@ -36,9 +36,9 @@ from collections import namedtuple
 
 import numpy as np
 
-from structlearn.engine.structures.semimarkov import SemiMarkov
-from structlearn.engine.structures.sparse_chain import SparseChain
-from structlearn.distributions.durations.censoring import complete_counts, duration_tables
+from ..engine.structures.semimarkov import SemiMarkov
+from ..engine.structures.sparse_chain import SparseChain
+from ..distributions.durations.censoring import complete_counts, duration_tables
 
 __all__ = ["MultiChannelPotentials", "Factored", "ProductLayout", "MC_CENSORING", "m_step"]
 

@@ -10,11 +10,11 @@ import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from structlearn.hsmm import _online_statistics as _online
-from structlearn.distributions import durations as _dur
-from structlearn.distributions import emissions as _emi
-from structlearn.hsmm import expanded_hmm as _xh
-from structlearn.learning.training import rolls_back
+from . import _online_statistics as _online
+from ..distributions import durations as _dur
+from ..distributions import emissions as _emi
+from . import expanded_hmm as _xh
+from ..learning.training import rolls_back
 
 __all__ = ["OnlineMixin"]
 

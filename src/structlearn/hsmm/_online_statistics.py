@@ -37,8 +37,8 @@ durations ≤ 2.9 %, transitions ≤ 0.028 (Poisson and nonparametric durations)
 """
 import numpy as np
 
-from structlearn.hsmm._em import e_step, expected_statistics
-from structlearn.hsmm._em import m_step_from_statistics as _batch_m_step
+from ._em import e_step, expected_statistics
+from ._em import m_step_from_statistics as _batch_m_step
 from structlearn.learning.stepwise import (OnlineStatistics, check_emission_supported, emission_m_step,  # noqa: F401
                                            emission_statistics, has_additive_statistics, step_size)
 

@@ -24,11 +24,12 @@ path (eq. (11)). Filtering and prediction (§2.2.2) use the structure's normalis
 """
 import numpy as np
 
-from structlearn.engine.structures.chain import LinearChain
-from structlearn.engine.structures.semimarkov import SemiMarkov
-from structlearn.distributions.durations.censoring import absorbing_states, duration_tables, log_mean, log_survivor, log_tail_sum, refuse_absorbing
-from structlearn.distributions.durations import Geometric
-from structlearn.distributions.emissions import Categorical
+from ..engine.structures.chain import LinearChain
+from ..engine.structures.semimarkov import SemiMarkov
+from ..distributions.durations.censoring import (absorbing_states, duration_tables, log_mean, log_survivor,
+                                                 log_tail_sum, refuse_absorbing)
+from ..distributions.durations import Geometric
+from ..distributions.emissions import Categorical
 
 __all__ = ["HSMMPotentials", "check_probabilities", "expected_counts", "state_expectations",
            "transition_marginals"]

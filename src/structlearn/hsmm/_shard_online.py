@@ -17,9 +17,9 @@ import copy
 import numpy as np
 from sklearn.utils import check_random_state
 
-from structlearn.hsmm import _online_statistics as _online
-from structlearn.learning.shards import ShardStatistics
-from structlearn.utils.interrupts import as_interrupt
+from . import _online_statistics as _online
+from ..learning.shards import ShardStatistics
+from ..utils.interrupts import as_interrupt
 
 __all__ = ["ShardOnlineMixin"]
 

@@ -17,9 +17,9 @@ The estimator is :class:`structlearn.hsmm.switching.SwitchingHSMM`.
 """
 import numpy as np
 
-from structlearn.hsmm._switching_potentials import TiedEmission
-from structlearn.hsmm import _em
-from structlearn.learning.shards import Shard, ShardStatistics
+from ._switching_potentials import TiedEmission
+from . import _em
+from ..learning.shards import Shard, ShardStatistics
 
 __all__ = ["shard_statistics", "product_mask"]
 
@@ -72,7 +72,7 @@ def shard_statistics(params, shard):
                                Shard(X, lengths, offsets, product_mask(allowed, n_regimes)))
     if not want_emission:
         return out
-    from structlearn.learning.stepwise import emission_statistics
+    from ..learning.stepwise import emission_statistics
 
     gamma = out.posteriors
     emission = potentials.emission

@@ -29,7 +29,7 @@ sum of the regimes' Q). The estimator is :class:`structlearn.hsmm.switching.Swit
 """
 import numpy as np
 
-from structlearn.hsmm._potentials import HSMMPotentials
+from ._potentials import HSMMPotentials
 
 __all__ = ["product_parameters", "split_states", "check_switching_probabilities", "switching_m_step",
            "TiedDuration", "TiedEmission", "product_potentials"]
@@ -243,7 +243,7 @@ class TiedEmission(_Tied):
 
     def check_X(self, X):
         """``X`` validated by the inner family (2-d float64, NaN = missing)."""
-        from structlearn.distributions.emissions import check_observations
+        from ..distributions.emissions import check_observations
         return check_observations(self.inner, X)
 
     def log_density(self, X):

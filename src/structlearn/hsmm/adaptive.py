@@ -6,20 +6,20 @@ estimated by :mod:`structlearn.hsmm._adaptive_em`; the base parameters are those
 :class:`~structlearn.hsmm.explicit_duration.HiddenSemiMarkovModel` fitted by EM.
 """
 import numpy as np
-from structlearn.learning.training import EstimatorBase
+from ..learning.training import EstimatorBase
 from sklearn.utils.validation import check_is_fitted
 
-from structlearn.hsmm import _adaptive_em as _learn
-from structlearn.learning.shards import map_shards, data_blocks, document_blocks
-from structlearn.hsmm import _adaptive_factor as _af
-from structlearn.distributions import emissions as _emi
-from structlearn.utils.validation import check_lengths
+from . import _adaptive_em as _learn
+from ..learning.shards import map_shards, data_blocks, document_blocks
+from . import _adaptive_factor as _af
+from ..distributions import emissions as _emi
+from ..utils.validation import check_lengths
 
-from structlearn.learning.em_files import families_from_header, families_to_file, save_doc
-from structlearn.learning.restarts import check_n_jobs
-from structlearn.learning.posterior_check import check_posteriors
-from structlearn.learning.sampling import sample_sequences
-from structlearn.hsmm.explicit_duration import HiddenSemiMarkovModel
+from ..learning.em_files import families_from_header, families_to_file, save_doc
+from ..learning.restarts import check_n_jobs
+from ..learning.posterior_check import check_posteriors
+from ..learning.sampling import sample_sequences
+from .explicit_duration import HiddenSemiMarkovModel
 
 __all__ = ["AdaptiveFactorHSMM", "AdaptiveFiltered"]
 
@@ -199,7 +199,7 @@ class AdaptiveFactorHSMM(EstimatorBase):
         """
         import copy
 
-        from structlearn.learning.stepwise import step_size
+        from ..learning.stepwise import step_size
         self._validate_hyper()
         base = copy.deepcopy(self.hsmm_) if hasattr(self, "hsmm_") else self._base()
         base.partial_fit(X, lengths, kappa=kappa)
@@ -417,7 +417,7 @@ class AdaptiveFactorHSMM(EstimatorBase):
     @save_doc
     def save(self, path):
         """{save}"""
-        from structlearn.utils.modelfile import save_model
+        from ..utils.modelfile import save_model
 
         check_is_fitted(self, "hsmm_")
         base = self.hsmm_
@@ -437,7 +437,7 @@ class AdaptiveFactorHSMM(EstimatorBase):
         ModelFileError
             Not a file of this format, or a header naming no structlearn family.
         """
-        from structlearn.utils.modelfile import load_model
+        from ..utils.modelfile import load_model
 
         header, arrays = load_model(path, expected_format=_FORMAT, supported_version=_FORMAT_VERSION)
         meta = header["metadata"]

@@ -40,11 +40,11 @@ from collections import namedtuple
 
 import numpy as np
 
-from structlearn.engine.structures.chain import LinearChain
-from structlearn.engine.structures.sparse_chain import SparseChain
-from structlearn.utils.validation import check_lengths
-from structlearn.distributions.durations.censoring import CENSORING, log_mean, log_survivor
-from structlearn.distributions.emissions import check_observations
+from ..engine.structures.chain import LinearChain
+from ..engine.structures.sparse_chain import SparseChain
+from ..utils.validation import check_lengths
+from ..distributions.durations.censoring import CENSORING, log_mean, log_survivor
+from ..distributions.emissions import check_observations
 
 __all__ = ["ExpandedHMM", "expand", "collapse", "initial_log_table", "flat_pattern", "hub_pattern",
            "StreamingFilter", "FilterStep"]

@@ -8,28 +8,27 @@ emission families are :mod:`structlearn.distributions.durations` and :mod:`struc
 import sys
 
 import numpy as np
-from structlearn.learning.training import EstimatorBase
+from ..learning.training import EstimatorBase
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from structlearn.hsmm import _em
-from structlearn.learning.stepwise import has_additive_statistics
-from structlearn.learning.em import run_em
-from structlearn.learning.shards import Shard, map_shards, data_blocks, document_blocks
-from structlearn.distributions import durations as _dur
-from structlearn.distributions import emissions as _emi
-from structlearn.hsmm import _potentials as _model
-from structlearn.distributions.durations.censoring import CENSORING
-from structlearn.engine.structures.chain import LinearChain
-from structlearn.utils.validation import check_allowed_mask, check_lengths
-from structlearn.hsmm._criteria import InformationCriteria
-from structlearn.learning.em_files import families_from_header, families_to_file, fit_state, restore_fit_state
-from structlearn.learning.restarts import (EmptyStateWarning, check_em_options, fit_restarts, label_mask,
-                           warn_empty_states)
-from structlearn.hsmm._online import OnlineMixin
-from structlearn.hsmm._queries import Filtered, Prediction, SegmentEnds, SegmentQueries, state_runs
-from structlearn.learning.posterior_check import check_posteriors
-from structlearn.learning.sampling import sample_sequences
+from . import _em
+from ..learning.stepwise import has_additive_statistics
+from ..learning.em import run_em
+from ..learning.shards import Shard, map_shards, data_blocks, document_blocks
+from ..distributions import durations as _dur
+from ..distributions import emissions as _emi
+from . import _potentials as _model
+from ..distributions.durations.censoring import CENSORING
+from ..engine.structures.chain import LinearChain
+from ..utils.validation import check_allowed_mask, check_lengths
+from ._criteria import InformationCriteria
+from ..learning.em_files import families_from_header, families_to_file, fit_state, restore_fit_state
+from ..learning.restarts import EmptyStateWarning, check_em_options, fit_restarts, label_mask, warn_empty_states
+from ._online import OnlineMixin
+from ._queries import Filtered, Prediction, SegmentEnds, SegmentQueries, state_runs
+from ..learning.posterior_check import check_posteriors
+from ..learning.sampling import sample_sequences
 
 __all__ = ["HiddenSemiMarkovModel", "Filtered", "Prediction", "SegmentEnds", "EmptyStateWarning"]
 
@@ -680,7 +679,7 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, InformationCriteria, Es
         ValueError
             A custom (non-structlearn) duration or emission object.
         """
-        from structlearn.utils.modelfile import save_model
+        from ..utils.modelfile import save_model
 
         check_is_fitted(self, "startprob_")
         params, meta, family_arrays = families_to_file(self, self.duration_, self.emission_)
@@ -699,7 +698,7 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, InformationCriteria, Es
         name in :mod:`structlearn.distributions.durations`, :mod:`~structlearn.distributions.emissions` and
         :mod:`~structlearn.distributions.emissions.hmm`). An ``emission`` argument that was an object comes
         back as a fresh object of its family and configuration."""
-        from structlearn.utils.modelfile import load_model
+        from ..utils.modelfile import load_model
 
         header, arrays = load_model(path, expected_format=_FORMAT, supported_version=_FORMAT_VERSION)
         meta = header["metadata"]

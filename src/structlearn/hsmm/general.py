@@ -12,28 +12,28 @@ from collections import namedtuple
 
 import numpy as np
 from scipy import special
-from structlearn.learning.training import EstimatorBase
+from ..learning.training import EstimatorBase
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from structlearn.hsmm import _general_em as _gem
-from structlearn.hsmm import _em
-from structlearn.learning.em import run_em
-from structlearn.learning.shards import Shard, map_shards, data_blocks
-from structlearn.distributions import emissions as _emi
-from structlearn.hsmm import _general_potentials as _g
-from structlearn.hsmm import _potentials as _hsmm_model
-from structlearn.hsmm import segment_emissions as _seg
-from structlearn.distributions.durations.censoring import CENSORING
-from structlearn.distributions.base import check_stochastic_rows
-from structlearn.utils.validation import check_allowed_mask, check_lengths
-from structlearn.hsmm._criteria import InformationCriteria
-from structlearn.learning.restarts import check_em_options, fit_restarts, label_mask, warn_empty_states
-from structlearn.hsmm import _general_files as _files
-from structlearn.hsmm._queries import Prediction, SegmentEnds, SubpathQueries, cum_scale, state_runs, with_empty_prefixes
-from structlearn.learning.posterior_check import check_posteriors
-from structlearn.learning.sampling import sample_sequences
-from structlearn.hsmm._shard_online import ShardOnlineMixin
+from . import _general_em as _gem
+from . import _em
+from ..learning.em import run_em
+from ..learning.shards import Shard, map_shards, data_blocks
+from ..distributions import emissions as _emi
+from . import _general_potentials as _g
+from . import _potentials as _hsmm_model
+from . import segment_emissions as _seg
+from ..distributions.durations.censoring import CENSORING
+from ..distributions.base import check_stochastic_rows
+from ..utils.validation import check_allowed_mask, check_lengths
+from ._criteria import InformationCriteria
+from ..learning.restarts import check_em_options, fit_restarts, label_mask, warn_empty_states
+from . import _general_files as _files
+from ._queries import Prediction, SegmentEnds, SubpathQueries, cum_scale, state_runs, with_empty_prefixes
+from ..learning.posterior_check import check_posteriors
+from ..learning.sampling import sample_sequences
+from ._shard_online import ShardOnlineMixin
 
 __all__ = ["GeneralHSMM", "VariableTransitionHMM", "ResidentialTimeHMM", "SegmentFiltered"]
 
@@ -197,7 +197,7 @@ class _SuperLabelHSMM(ShardOnlineMixin, SubpathQueries, InformationCriteria, Est
             if total.posteriors is not None:
                 self.emission_.fit(X, counts["gamma"])
             else:
-                from structlearn.learning.stepwise import emission_m_step
+                from ..learning.stepwise import emission_m_step
                 emission_m_step(self.emission_, counts["emission"])
         warn_empty_states(counts["occupancy"][None, :])
 

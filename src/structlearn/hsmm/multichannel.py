@@ -8,26 +8,26 @@ chains, and the factored approximation over the channels' semi-Markov structures
 import warnings
 
 import numpy as np
-from structlearn.learning.training import EstimatorBase
+from ..learning.training import EstimatorBase
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from structlearn.hsmm import _multichannel_em as _mce
-from structlearn.learning.em import ConvergenceMonitor, run_em
-from structlearn.hsmm._em import initial_labels, initial_mean_durations
-from structlearn.learning.shards import Shard, map_shards, data_blocks, document_blocks
-from structlearn.distributions import durations as _dur
-from structlearn.distributions import emissions as _emi
-from structlearn.distributions.base import families_from_file, family_to_file
-from structlearn.hsmm._multichannel_potentials import MC_CENSORING, MultiChannelPotentials, m_step
-from structlearn.utils.validation import as_real_float64, check_lengths
-from structlearn.learning.training import training
-from structlearn.learning.em_files import fit_state, restore_fit_state, save_doc
-from structlearn.learning.restarts import check_em_options
-from structlearn.learning.posterior_check import check_posteriors
-from structlearn.learning.sampling import sample_sequences
-from structlearn.hsmm._shard_online import ShardOnlineMixin
+from . import _multichannel_em as _mce
+from ..learning.em import ConvergenceMonitor, run_em
+from ._em import initial_labels, initial_mean_durations
+from ..learning.shards import Shard, map_shards, data_blocks, document_blocks
+from ..distributions import durations as _dur
+from ..distributions import emissions as _emi
+from ..distributions.base import families_from_file, family_to_file
+from ._multichannel_potentials import MC_CENSORING, MultiChannelPotentials, m_step
+from ..utils.validation import as_real_float64, check_lengths
+from ..learning.training import training
+from ..learning.em_files import fit_state, restore_fit_state, save_doc
+from ..learning.restarts import check_em_options
+from ..learning.posterior_check import check_posteriors
+from ..learning.sampling import sample_sequences
+from ._shard_online import ShardOnlineMixin
 
 __all__ = ["MultiChannelHSMM"]
 
@@ -371,7 +371,7 @@ class MultiChannelHSMM(ShardOnlineMixin, EstimatorBase):
         if self.inference == "exact":
             self._check_exact(self._potentials())
         if X is None and "e" in self.params:
-            from structlearn.learning.stepwise import check_emission_supported
+            from ..learning.stepwise import check_emission_supported
             for em in self.emission_:
                 if em is not None:
                     check_emission_supported(em)
@@ -426,7 +426,7 @@ class MultiChannelHSMM(ShardOnlineMixin, EstimatorBase):
         if self.inference == "exact":
             self._check_exact(self._potentials())
         if "e" in self.params:
-            from structlearn.learning.stepwise import check_emission_supported
+            from ..learning.stepwise import check_emission_supported
             for em in self.emission_:
                 if em is not None:
                     check_emission_supported(em)
@@ -469,7 +469,7 @@ class MultiChannelHSMM(ShardOnlineMixin, EstimatorBase):
                 if post is not None:
                     em.fit(X[:, cols], post[str(c)])
                 else:
-                    from structlearn.learning.stepwise import emission_m_step
+                    from ..learning.stepwise import emission_m_step
                     emission_m_step(em, stats[str(c)]["emission"])
 
     # ================================================================================================
@@ -576,8 +576,8 @@ class MultiChannelHSMM(ShardOnlineMixin, EstimatorBase):
     @save_doc
     def save(self, path):
         """{save}"""
-        from structlearn.distributions.emissions import hmm as _hemi
-        from structlearn.utils.modelfile import save_model
+        from ..distributions.emissions import hmm as _hemi
+        from ..utils.modelfile import save_model
 
         check_is_fitted(self, "startprob_")
         C = len(self.startprob_)
@@ -618,8 +618,8 @@ class MultiChannelHSMM(ShardOnlineMixin, EstimatorBase):
     def load(cls, path):
         """Read a model written by :meth:`save`; runs no code from the file (families are looked up by
         name in structlearn's duration and emission modules)."""
-        from structlearn.distributions.emissions import hmm as _hemi
-        from structlearn.utils.modelfile import ModelFileError, load_model
+        from ..distributions.emissions import hmm as _hemi
+        from ..utils.modelfile import ModelFileError, load_model
 
         header, arrays = load_model(path, expected_format=_FORMAT, supported_version=_FORMAT_VERSION)
         meta = header["metadata"]

@@ -23,7 +23,7 @@ from sklearn.base import clone
 from sklearn.model_selection import check_cv
 from sklearn.utils.parallel import Parallel, delayed
 
-from structlearn.utils.validation import check_lengths
+from ..utils.validation import check_lengths
 
 __all__ = ["select_order", "OrderSelection", "CRITERIA"]
 

@@ -18,7 +18,7 @@ float64, ``[e, d-1, j]`` = log b_(j,d)(o_{e-d+1:e}) (entries with d > e + 1 unus
 """
 import numpy as np
 
-from structlearn.utils.validation import as_real_float64
+from ..utils.validation import as_real_float64
 
 __all__ = ["CategoricalSegments", "SegmentLogLikelihood", "check_symbols"]
 

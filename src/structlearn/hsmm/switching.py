@@ -12,28 +12,26 @@ import sys
 import warnings
 
 import numpy as np
-from structlearn.learning.training import EstimatorBase
+from ..learning.training import EstimatorBase
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from structlearn.hsmm import _em
-from structlearn.hsmm import _switching_em as _sem
-from structlearn.learning.em import run_em
-from structlearn.learning.stepwise import has_additive_statistics
-from structlearn.learning.shards import Shard, map_shards, data_blocks, document_blocks
-from structlearn.distributions import durations as _dur
-from structlearn.distributions import emissions as _emi
-from structlearn.hsmm import _switching_potentials as _model
-from structlearn.distributions.durations.censoring import CENSORING
-from structlearn.utils.validation import check_lengths
-from structlearn.hsmm._criteria import InformationCriteria
-from structlearn.learning.posterior_check import check_posteriors
-from structlearn.learning.sampling import sample_sequences
-from structlearn.hsmm._shard_online import ShardOnlineMixin
-from structlearn.learning.em_files import (families_from_header, families_to_file, fit_state, restore_fit_state,
-                                           save_doc)
-from structlearn.learning.restarts import (EmptyStateWarning, check_n_jobs, fit_restarts, label_mask,
-                           user_stacklevel)
+from . import _em
+from . import _switching_em as _sem
+from ..learning.em import run_em
+from ..learning.stepwise import has_additive_statistics
+from ..learning.shards import Shard, map_shards, data_blocks, document_blocks
+from ..distributions import durations as _dur
+from ..distributions import emissions as _emi
+from . import _switching_potentials as _model
+from ..distributions.durations.censoring import CENSORING
+from ..utils.validation import check_lengths
+from ._criteria import InformationCriteria
+from ..learning.posterior_check import check_posteriors
+from ..learning.sampling import sample_sequences
+from ._shard_online import ShardOnlineMixin
+from ..learning.em_files import families_from_header, families_to_file, fit_state, restore_fit_state, save_doc
+from ..learning.restarts import EmptyStateWarning, check_n_jobs, fit_restarts, label_mask, user_stacklevel
 
 __all__ = ["SwitchingHSMM"]
 
@@ -473,7 +471,7 @@ class SwitchingHSMM(ShardOnlineMixin, InformationCriteria, EstimatorBase):
             if total.posteriors is not None:
                 potentials.emission.fit(X, total.posteriors)
             else:  # the inner family of tied emissions: the statistics were summed over regimes
-                from structlearn.learning.stepwise import emission_m_step
+                from ..learning.stepwise import emission_m_step
                 emission_m_step(self.emission_, stats["emission"])
 
     def _warn_empty(self, occupancy):
@@ -648,7 +646,7 @@ class SwitchingHSMM(ShardOnlineMixin, InformationCriteria, EstimatorBase):
     @save_doc
     def save(self, path):
         """{save}"""
-        from structlearn.utils.modelfile import save_model
+        from ..utils.modelfile import save_model
 
         check_is_fitted(self, "startprob_")
         params, meta, family_arrays = families_to_file(self, self.duration_, self.emission_)
@@ -673,7 +671,7 @@ class SwitchingHSMM(ShardOnlineMixin, InformationCriteria, EstimatorBase):
         ValueError
             Parameters in the file that fail validation.
         """
-        from structlearn.utils.modelfile import load_model
+        from ..utils.modelfile import load_model
 
         header, arrays = load_model(path, expected_format=_FORMAT, supported_version=_FORMAT_VERSION)
         meta = header["metadata"]

@@ -17,12 +17,12 @@ import os
 
 import numpy as np
 
-from structlearn.engine.kernels import aot
-from structlearn.crf._decode import (CHAIN_FORMAT, CHAIN_FORMAT_VERSION, chain_model_from_arrays, predict_labels,
-                                 predict_labels_compiled)
-from structlearn.crf._layout import ChainLayout
-from structlearn.crf.features import AttributeVocabulary
-from structlearn.utils.modelfile import load_model
+from ..engine.kernels import aot
+from ..crf._decode import (CHAIN_FORMAT, CHAIN_FORMAT_VERSION, chain_model_from_arrays, predict_labels,
+                           predict_labels_compiled)
+from ..crf._layout import ChainLayout
+from ..crf.features import AttributeVocabulary
+from ..utils.modelfile import load_model
 
 __all__ = ["ChainTagger", "open_chain_tagger"]
 

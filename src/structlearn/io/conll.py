@@ -12,8 +12,8 @@ See :mod:`structlearn.io.templates` for the template layout and the shipped temp
 """
 import gc
 
-from structlearn.io._files import describe, open_text, strip_bom
-from structlearn.io.templates import DERIVED_FUNCTIONS, get_template
+from ._files import describe, open_text, strip_bom
+from .templates import DERIVED_FUNCTIONS, get_template
 
 __all__ = ["read_conll", "apply_template", "featurize", "compile_template", "CompiledTemplate",
            "ConllFormatError"]

@@ -9,7 +9,7 @@ is the parent *index* that :class:`~structlearn.TreeCRF` takes as ``parents``.
 """
 import gc
 
-from structlearn.io._files import describe, open_text
+from ._files import describe, open_text
 
 __all__ = ["read_conllu", "ConlluSentence", "ConlluFormatError", "UPOS_TEMPLATE", "conllu_columns"]
 

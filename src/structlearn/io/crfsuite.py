@@ -33,7 +33,7 @@ import gc
 import math
 import warnings
 
-from structlearn.io._files import describe, open_text, strip_bom
+from ._files import describe, open_text, strip_bom
 
 __all__ = ["read_crfsuite", "write_crfsuite", "read_crfsuite_tree", "CRFsuiteFormatError"]
 
@@ -286,7 +286,7 @@ def read_crfsuite_tree(path_or_file):
 def _item_fields(item, where):
     """Item (dict, list of str, list of (name, value)) -> list of escaped 'name[:value]' fields."""
     if isinstance(item, dict):  # python-crfsuite's flattening (nested dicts, lists, bytes, NumPy scalars)
-        from structlearn.crf.features import item_attributes
+        from ..crf.features import item_attributes
 
         if any(not isinstance(v, (int, float, str)) for v in item.values()):
             pairs = item_attributes(item)

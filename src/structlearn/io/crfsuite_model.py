@@ -9,8 +9,8 @@ The byte layout is :mod:`structlearn.crf.crfsuite_model` (an independent impleme
 
 Reading and writing again reproduces a python-crfsuite file byte for byte.
 """
-from structlearn.crf.crfsuite_model import CRFsuiteModelError, is_crfsuite_model
-from structlearn.utils.modelfile import read_magic
+from ..crf.crfsuite_model import CRFsuiteModelError, is_crfsuite_model
+from ..utils.modelfile import read_magic
 
 __all__ = ["read_crfsuite_model", "write_crfsuite_model", "is_crfsuite_model_file", "CRFsuiteModelError"]
 
@@ -34,7 +34,7 @@ def read_crfsuite_model(path):
         A folder, not a CRFsuite linear-chain model, or a truncated / corrupt one (the message names the
         file); no other error for a damaged file.
     """
-    from structlearn.crf.linear_chain import LinearChainCRF  # here: importing structlearn.io must not import sklearn
+    from ..crf.linear_chain import LinearChainCRF  # here: importing structlearn.io must not import sklearn
 
     if not is_crfsuite_model_file(path):
         raise CRFsuiteModelError(f"{path}: not a CRFsuite model file (no 'lCRF' magic)")
@@ -44,7 +44,7 @@ def read_crfsuite_model(path):
 def write_crfsuite_model(estimator, path):
     """Write a fitted :class:`~structlearn.LinearChainCRF` as a CRFsuite model file (see
     ``LinearChainCRF.save(path, format="crfsuite")`` for which models qualify); returns ``path``."""
-    from structlearn.crf.linear_chain import LinearChainCRF
+    from ..crf.linear_chain import LinearChainCRF
 
     if not isinstance(estimator, LinearChainCRF):
         raise ValueError(f"only LinearChainCRF models have a CRFsuite model file; got "

@@ -28,8 +28,8 @@ import math
 
 import numpy as np
 
-from structlearn.engine.structures.factor_graph import FactorGraph
-from structlearn.io._files import describe, open_text
+from ..engine.structures.factor_graph import FactorGraph
+from ._files import describe, open_text
 
 __all__ = ["read_fg", "write_fg", "FGFormatError", "graph_factors", "MAX_FACTOR_ENTRIES"]
 

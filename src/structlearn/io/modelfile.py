@@ -6,7 +6,7 @@ The file container itself (``.npz`` arrays + JSON header, never pickle) is :mod:
 import importlib
 import os
 
-from structlearn.utils.modelfile import HEADER_KEY, MAGIC, ModelFileError, load_model, read_header, save_model
+from ..utils.modelfile import HEADER_KEY, MAGIC, ModelFileError, load_model, read_header, save_model
 
 __all__ = ["load_estimator", "MODEL_FORMATS", "read_header", "load_model", "save_model", "ModelFileError",
            "HEADER_KEY", "MAGIC"]

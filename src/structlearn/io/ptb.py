@@ -11,7 +11,7 @@ SPACE (U+00A0, e.g. ``8\\xa01\\/2``) that ``str.split()`` would break apart. PTB
 """
 from collections import namedtuple
 
-from structlearn.io._files import describe, open_text
+from ._files import describe, open_text
 
 __all__ = ["read_ptb", "parse_ptb", "PTBTree", "PTBFormatError", "span_items", "child_positions",
            "edge_items"]

@@ -31,9 +31,9 @@ import math
 
 import numpy as np
 
-from structlearn.engine.structures.factor_graph import FactorGraph
-from structlearn.io._files import describe, open_text
-from structlearn.io.libdai import graph_factors
+from ..engine.structures.factor_graph import FactorGraph
+from ._files import describe, open_text
+from .libdai import graph_factors
 
 __all__ = ["read_uai", "write_uai", "read_evid", "write_evid", "evidence_mask", "read_uai_result",
            "write_uai_result", "UAIFormatError"]

@@ -9,13 +9,13 @@
 """
 import numpy as np
 
-from structlearn.learning.em import ConvergenceMonitor
-from structlearn.distributions import durations as _dur
-from structlearn.distributions import emissions as _emi
-from structlearn.distributions.emissions import hmm as _hemi
-from structlearn.distributions.base import families_from_file, family_to_file
-from structlearn.utils.docstrings import fill_docstring
-from structlearn.utils.modelfile import ModelFileError
+from .em import ConvergenceMonitor
+from ..distributions import durations as _dur
+from ..distributions import emissions as _emi
+from ..distributions.emissions import hmm as _hemi
+from ..distributions.base import families_from_file, family_to_file
+from ..utils.docstrings import fill_docstring
+from ..utils.modelfile import ModelFileError
 
 __all__ = ["fit_state", "restore_fit_state", "families_to_file", "families_from_header", "save_doc"]
 

@@ -16,7 +16,7 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 
-from structlearn.utils.interrupts import as_interrupt
+from ..utils.interrupts import as_interrupt
 
 
 def lbfgs(objective, x0, *, c1=0.0, m=6, epsilon=1e-5, period=10, delta=1e-5, max_iterations=None,

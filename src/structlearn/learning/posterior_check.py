@@ -7,7 +7,7 @@ zeros or garbage.
 """
 import numpy as np
 
-from structlearn.utils.validation import first_row
+from ..utils.validation import first_row
 
 __all__ = ["SUM_TOLERANCE", "check_posteriors"]
 

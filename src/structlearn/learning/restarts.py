@@ -11,8 +11,8 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
-from structlearn.learning.em import ConvergenceMonitor
-from structlearn.learning.training import training
+from .em import ConvergenceMonitor
+from .training import training
 
 __all__ = ["fit_restarts", "warn_empty_states", "EmptyStateWarning", "label_mask", "check_n_jobs", "check_em_options",
            "n_blocks"]

@@ -40,8 +40,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from structlearn.learning.optimizers import penalise
-from structlearn.utils.docstrings import fill_docstring
+from .optimizers import penalise
+from ..utils.docstrings import fill_docstring
 
 __all__ = ["Shard", "ShardStatistics", "make_shard", "split_shards", "block_cuts", "data_blocks", "slice_shard",
            "concat_shards", "add_statistics", "BLOCKS_DOC", "document_blocks",

@@ -6,8 +6,8 @@ the step size ρ_k = (k + 2)^(-κ), the running average of expected sufficient s
 ``m_step``), used by the HMM, HSMM and HHMM families'
 online and sharded EM.
 """
-from structlearn.distributions import emissions as _emi
-from structlearn.distributions.emissions._hmm_family import HMMFamily
+from ..distributions import emissions as _emi
+from ..distributions.emissions._hmm_family import HMMFamily
 
 __all__ = ["step_size", "check_emission_supported", "has_additive_statistics", "emission_statistics",
            "emission_m_step", "OnlineStatistics"]

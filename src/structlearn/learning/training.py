@@ -6,7 +6,7 @@ import functools
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
-from structlearn.utils.interrupts import as_interrupt
+from ..utils.interrupts import as_interrupt
 
 __all__ = ["EstimatorBase", "training", "rolls_back"]
 

@@ -13,7 +13,7 @@ estimator)`` and says what is specific to it:
 """
 import numpy as np
 
-from structlearn.utils.modelfile import ModelFileError, load_model, save_model
+from ..utils.modelfile import ModelFileError, load_model, save_model
 
 __all__ = ["ModelFileMixin"]
 

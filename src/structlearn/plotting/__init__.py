@@ -21,11 +21,11 @@ Helpers: :func:`duration_pmf` (per-state duration law of any HMM / HSMM family m
 :func:`segment_lengths` (run lengths per state of a segmentation) and :func:`save_figure` (PNG of a
 returned Axes into a folder, as the examples' ``--figures DIR`` do).
 """
-from structlearn.plotting._common import save_figure
-from structlearn.plotting.durations import duration_pmf, plot_durations, segment_lengths
-from structlearn.plotting.matrices import plot_marginals_grid, plot_transitions
-from structlearn.plotting.sequences import plot_hierarchy, plot_segmentation
-from structlearn.plotting.training import plot_crf_weights, plot_training
+from ._common import save_figure
+from .durations import duration_pmf, plot_durations, segment_lengths
+from .matrices import plot_marginals_grid, plot_transitions
+from .sequences import plot_hierarchy, plot_segmentation
+from .training import plot_crf_weights, plot_training
 
 __all__ = ["plot_segmentation", "plot_durations", "plot_transitions", "plot_training",
            "plot_marginals_grid", "plot_hierarchy", "plot_crf_weights", "duration_pmf",

@@ -2,7 +2,7 @@
 checks and runs of equal labels. Nothing here imports matplotlib at module level."""
 import numpy as np
 
-from structlearn.utils.docstrings import fill_docstring
+from ..utils.docstrings import fill_docstring
 
 __all__ = ["pyplot", "new_axes", "state_colors", "as_lengths", "runs", "check_axes_count", "save_figure", "RETURNS_AX",
            "returns_ax"]

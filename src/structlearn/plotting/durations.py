@@ -3,7 +3,7 @@
 families."""
 import numpy as np
 
-from structlearn.plotting._common import as_lengths, check_axes_count, int_labels, names_for, new_axes, runs, state_colors
+from ._common import as_lengths, check_axes_count, int_labels, names_for, new_axes, runs, state_colors
 
 __all__ = ["plot_durations", "duration_pmf", "segment_lengths"]
 

@@ -2,7 +2,7 @@
 an image grid (:func:`plot_marginals_grid`)."""
 import numpy as np
 
-from structlearn.plotting._common import names_for, new_axes, state_colors, returns_ax
+from ._common import names_for, new_axes, state_colors, returns_ax
 
 __all__ = ["plot_transitions", "plot_marginals_grid"]
 

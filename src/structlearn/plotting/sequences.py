@@ -2,8 +2,7 @@
 the nested segments of a hierarchical HMM parse (:func:`plot_hierarchy`)."""
 import numpy as np
 
-from structlearn.plotting._common import (as_lengths, check_axes_count, int_labels, names_for, new_axes, returns_ax,
-                                         runs, state_colors)
+from ._common import as_lengths, check_axes_count, int_labels, names_for, new_axes, returns_ax, runs, state_colors
 
 __all__ = ["plot_segmentation", "plot_hierarchy"]
 

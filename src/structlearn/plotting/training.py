@@ -2,7 +2,7 @@
 weights of a linear-chain CRF per label (:func:`plot_crf_weights`)."""
 import numpy as np
 
-from structlearn.plotting._common import new_axes, pyplot, returns_ax
+from ._common import new_axes, pyplot, returns_ax
 
 __all__ = ["plot_training", "plot_crf_weights"]
 

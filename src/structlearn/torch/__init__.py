@@ -14,16 +14,16 @@ measured on 2 cores, a BiLSTM's backward pass went from 50 ms to 2 s once Numba'
 Set ``OMP_WAIT_POLICY=PASSIVE`` before torch is imported, or ``NUMBA_THREADING_LAYER=workqueue``
 (not for multi-threaded callers), or ``NUMBA_NUM_THREADS=1``; any of the three removes the stall.
 """
-from structlearn.torch._base import KBest, Marginals
-from structlearn.torch._batch import set_num_threads
-from structlearn.torch.chain import LinearChain
-from structlearn.torch.constraints import Constraints, bio_constraints
-from structlearn.torch.crf import CRF
-from structlearn.torch.export import ViterbiDecoder
-from structlearn.torch.higher_order import HigherOrderChain
-from structlearn.torch.layers import SemiMarkovCRF, TreeCRF
-from structlearn.torch.semimarkov import SemiMarkov
-from structlearn.torch.tree import Tree
+from ._base import KBest, Marginals
+from ._batch import set_num_threads
+from .chain import LinearChain
+from .constraints import Constraints, bio_constraints
+from .crf import CRF
+from .export import ViterbiDecoder
+from .higher_order import HigherOrderChain
+from .layers import SemiMarkovCRF, TreeCRF
+from .semimarkov import SemiMarkov
+from .tree import Tree
 
 __all__ = ["LinearChain", "SemiMarkov", "Tree", "HigherOrderChain", "CRF", "SemiMarkovCRF", "TreeCRF",
            "ViterbiDecoder", "KBest", "Marginals", "Constraints", "bio_constraints", "set_num_threads"]

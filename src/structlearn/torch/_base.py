@@ -5,7 +5,7 @@ from collections import namedtuple
 import numpy as np
 import torch
 
-from structlearn.torch._batch import (Packing, as_index, check_float_tensor, check_positive_int, clamp_nonpositive, engine_threads,
+from ._batch import (Packing, as_index, check_float_tensor, check_positive_int, clamp_nonpositive, engine_threads,
                      length_mask, numpy_seed)
 
 #: Posterior marginals of a torch structure, linear space. ``unary``: (B, T, K) P(y_t = k) (0 at

@@ -20,7 +20,7 @@ from typing import Tuple
 
 import torch
 
-from structlearn.torch._batch import logsumexp
+from ._batch import logsumexp
 
 #: Elements of one (n, K, K, K) block of a log-semiring matrix product (bounds its memory).
 _CHUNK_ELEMS = 1 << 24

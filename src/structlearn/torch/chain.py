@@ -3,10 +3,10 @@
 import numpy as np
 import torch
 
-from structlearn.engine.structures import LinearChain as _EngineChain
-from structlearn.torch import _scan
-from structlearn.torch._base import Marginals, StructureMixin
-from structlearn.torch._batch import check_backend, check_float_tensor, resolve_lengths, safe_dot, to_like
+from ..engine.structures import LinearChain as _EngineChain
+from . import _scan
+from ._base import Marginals, StructureMixin
+from ._batch import check_backend, check_float_tensor, resolve_lengths, safe_dot, to_like
 
 
 class _EngineLogZ(torch.autograd.Function):

@@ -4,7 +4,7 @@ from collections import namedtuple
 import numpy as np
 import torch
 
-from structlearn.crf.linear_chain import bio_forbidden
+from ..crf.linear_chain import bio_forbidden
 
 #: Allowed-label masks of a chain (True = allowed): ``transitions`` (K, K) "from, to", ``start`` (K,)
 #: (first label), ``end`` (K,) (last label). Forbidden entries become -inf potentials.

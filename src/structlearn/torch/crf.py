@@ -5,9 +5,9 @@ from typing import List, Optional
 import torch
 from torch import nn
 
-from structlearn.torch._batch import REDUCTIONS, check_positive_int, reduce_log_likelihood
-from structlearn.torch.chain import LinearChain
-from structlearn.torch.constraints import apply_constraints, check_constraints
+from ._batch import REDUCTIONS, check_positive_int, reduce_log_likelihood
+from .chain import LinearChain
+from .constraints import apply_constraints, check_constraints
 
 
 class CRF(nn.Module):
@@ -74,7 +74,7 @@ class CRF(nn.Module):
         """The :data:`~structlearn.torch.Constraints` in force, or None."""
         if self.allowed_transitions is None:
             return None
-        from structlearn.torch.constraints import Constraints
+        from .constraints import Constraints
         return Constraints(self.allowed_transitions, self.allowed_start, self.allowed_end)
 
     def _bf(self, x):

@@ -4,8 +4,8 @@ from typing import Tuple
 import torch
 from torch import nn
 
-from structlearn.torch import _scan
-from structlearn.torch.constraints import apply_constraints
+from . import _scan
+from .constraints import apply_constraints
 
 
 class ViterbiDecoder(nn.Module):

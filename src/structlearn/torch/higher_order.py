@@ -2,9 +2,9 @@
 no recursion of its own)."""
 import torch
 
-from structlearn.torch._base import KBest, Marginals
-from structlearn.torch._batch import as_index, check_float_tensor, resolve_lengths
-from structlearn.torch.chain import LinearChain
+from ._base import KBest, Marginals
+from ._batch import as_index, check_float_tensor, resolve_lengths
+from .chain import LinearChain
 
 
 class HigherOrderChain:

@@ -4,9 +4,9 @@ from typing import List, Optional
 import torch
 from torch import nn
 
-from structlearn.torch._batch import REDUCTIONS, reduce_log_likelihood
-from structlearn.torch.semimarkov import SemiMarkov
-from structlearn.torch.tree import Tree
+from ._batch import REDUCTIONS, reduce_log_likelihood
+from .semimarkov import SemiMarkov
+from .tree import Tree
 
 
 def _check_emissions(emissions, K):

@@ -3,9 +3,9 @@
 import numpy as np
 import torch
 
-from structlearn.engine.structures import SemiMarkov as _EngineSemiMarkov
-from structlearn.torch._base import Marginals, StructureMixin
-from structlearn.torch._batch import (check_backend, check_float_tensor, check_positive_int, logsumexp, numpy_seed, resolve_lengths,
+from ..engine.structures import SemiMarkov as _EngineSemiMarkov
+from ._base import Marginals, StructureMixin
+from ._batch import (check_backend, check_float_tensor, check_positive_int, logsumexp, numpy_seed, resolve_lengths,
                      safe_dot, to_like)
 
 

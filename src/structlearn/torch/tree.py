@@ -3,9 +3,9 @@
 import numpy as np
 import torch
 
-from structlearn.engine.structures import Tree as _EngineTree
-from structlearn.torch._base import Marginals, StructureMixin
-from structlearn.torch._batch import check_backend, check_float_tensor, logsumexp, resolve_lengths, safe_dot, to_like
+from ..engine.structures import Tree as _EngineTree
+from ._base import Marginals, StructureMixin
+from ._batch import check_backend, check_float_tensor, logsumexp, resolve_lengths, safe_dot, to_like
 
 
 class _EngineLogZ(torch.autograd.Function):

@@ -39,7 +39,7 @@ class ModelFileError(ValueError):
 
 def _package_version():
     try:
-        from structlearn import __version__
+        from .. import __version__
         return __version__
     except ImportError:  # pragma: no cover
         return "unknown"

@@ -63,15 +63,15 @@ The implementation is split by kind: :mod:`._duration_base` (protocol, Q, shift)
 :mod:`.duration_nonparametric`, :mod:`.duration_parametric`, :mod:`.duration_phase` (Coxian) and
 :mod:`.duration_expfam`; this module re-exports them and holds the name registry.
 """
-from structlearn.distributions.durations._base import SHIFT_TOL, DurationDistribution, ShiftMixin
-from structlearn.distributions.durations._base import _newton_maximize, _normalise_log, _q_value, _weighted_moments  # noqa: F401
-from structlearn.distributions.durations.censoring import CENSORING, complete_counts, duration_tables, log_mean, log_survivor
-from structlearn.distributions.base import make_family
-from structlearn.distributions.durations.expfam import BASE_MEASURES, STATISTICS, ExponentialFamily
-from structlearn.distributions.durations.nonparametric import ConvexMonotone, NonParametric, triangular_basis
-from structlearn.distributions.durations.parametric import DiscreteGaussian, Gamma, Geometric, LogNormal, NegativeBinomial, Poisson
-from structlearn.distributions.durations.parametric import _Parametric  # noqa: F401
-from structlearn.distributions.durations.phase import Coxian
+from ._base import SHIFT_TOL, DurationDistribution, ShiftMixin
+from ._base import _newton_maximize, _normalise_log, _q_value, _weighted_moments  # noqa: F401
+from .censoring import CENSORING, complete_counts, duration_tables, log_mean, log_survivor
+from ..base import make_family
+from .expfam import BASE_MEASURES, STATISTICS, ExponentialFamily
+from .nonparametric import ConvexMonotone, NonParametric, triangular_basis
+from .parametric import DiscreteGaussian, Gamma, Geometric, LogNormal, NegativeBinomial, Poisson
+from .parametric import _Parametric  # noqa: F401
+from .phase import Coxian
 
 __all__ = [
     "CENSORING", "DurationDistribution", "NonParametric", "Poisson", "NegativeBinomial", "Geometric",

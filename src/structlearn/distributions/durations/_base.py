@@ -9,7 +9,7 @@ import numpy as np
 from scipy import special
 from sklearn.utils import check_random_state
 
-from structlearn.distributions.base import Distribution
+from ..base import Distribution
 
 __all__ = ["DurationDistribution", "ShiftMixin"]
 

@@ -15,8 +15,7 @@ built-in names can be written to a model file (loading never executes code).
 import numpy as np
 from scipy import optimize, special, stats
 
-from structlearn.distributions.durations._base import (DurationDistribution, ShiftMixin, _check_positive_int, _normalise_log,
-                             _q_value)
+from ._base import DurationDistribution, ShiftMixin, _check_positive_int, _normalise_log, _q_value
 
 __all__ = ["ExponentialFamily", "STATISTICS", "BASE_MEASURES"]
 

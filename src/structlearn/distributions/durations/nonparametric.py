@@ -4,9 +4,8 @@ law (Yu 2010, "Hidden semi-Markov models", §3.1, §4.1).
 import numpy as np
 from scipy import optimize, stats
 
-from structlearn.distributions.durations._base import (_NEG_INF, DurationDistribution, _check_positive_int, _checked_log_pmf,
-                                                        _normalise_log, _q_value)
-from structlearn.distributions.base import check_stochastic_rows
+from ._base import _NEG_INF, DurationDistribution, _check_positive_int, _checked_log_pmf, _normalise_log, _q_value
+from ..base import check_stochastic_rows
 
 __all__ = ["NonParametric", "ConvexMonotone", "triangular_basis"]
 

@@ -13,8 +13,8 @@ import math
 import numpy as np
 from scipy import special
 
-from structlearn.distributions.durations._base import (_NEG_INF, _TAIL_EPS, DurationDistribution, ShiftMixin, _check_positive_int,
-                             _checked_log_pmf, _newton_maximize, _normalise_log, _q_value, _weighted_moments)
+from ._base import (_NEG_INF, _TAIL_EPS, DurationDistribution, ShiftMixin, _check_positive_int, _checked_log_pmf,
+                    _newton_maximize, _normalise_log, _q_value, _weighted_moments)
 
 __all__ = ["Poisson", "Geometric", "NegativeBinomial", "Gamma", "LogNormal", "DiscreteGaussian"]
 

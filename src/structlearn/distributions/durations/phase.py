@@ -12,8 +12,7 @@ binomial with integer size and sum of geometrics is a member, and mixtures of su
 import numpy as np
 from scipy import linalg, special
 
-from structlearn.distributions.durations._base import (DurationDistribution, ShiftMixin, _check_positive_int, _newton_maximize,
-                             _normalise_log, _q_value)
+from ._base import DurationDistribution, ShiftMixin, _check_positive_int, _newton_maximize, _normalise_log, _q_value
 
 __all__ = ["Coxian"]
 

@@ -64,14 +64,14 @@ The implementation is split by kind: :mod:`._base` (protocol base, checks), :mod
 (hmmlearn's options), :mod:`.discrete`, :mod:`.gaussian`, :mod:`.circular`, :mod:`.event` and
 :mod:`.multistream`; this module re-exports them and holds the name registry.
 """
-from structlearn.distributions.emissions._base import EmissionDistribution, _as_2d, _check_covariance_type, check_observations  # noqa: F401
-from structlearn.distributions.base import make_family
-from structlearn.distributions.emissions.circular import VonMises
-from structlearn.distributions.emissions.discrete import Bernoulli, Categorical, Multinomial, Poisson
-from structlearn.distributions.emissions.event import EventSequence
-from structlearn.distributions.emissions.gaussian import Gaussian, GaussianMixture, MultivariateGaussian
-from structlearn.distributions.emissions._gaussian_maths import _clip_eig, _diag_logpdf, _full_logpdf, _weighted_mean_cov  # noqa: F401
-from structlearn.distributions.emissions.multistream import MultiStream
+from ._base import EmissionDistribution, _as_2d, _check_covariance_type, check_observations  # noqa: F401
+from ..base import make_family
+from .circular import VonMises
+from .discrete import Bernoulli, Categorical, Multinomial, Poisson
+from .event import EventSequence
+from .gaussian import Gaussian, GaussianMixture, MultivariateGaussian
+from ._gaussian_maths import _clip_eig, _diag_logpdf, _full_logpdf, _weighted_mean_cov  # noqa: F401
+from .multistream import MultiStream
 
 __all__ = ["EmissionDistribution", "Categorical", "Poisson", "Gaussian", "MultivariateGaussian",
            "GaussianMixture", "Bernoulli", "Multinomial", "VonMises", "MultiStream",

@@ -2,8 +2,8 @@
 :mod:`structlearn.distributions.emissions` for the protocol)."""
 import numpy as np
 
-from structlearn.utils.validation import as_real_float64, check_real
-from structlearn.distributions.base import Distribution
+from ...utils.validation import as_real_float64, check_real
+from ..base import Distribution
 
 __all__ = ["EmissionDistribution", "check_observations"]
 

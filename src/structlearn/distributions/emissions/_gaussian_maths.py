@@ -6,8 +6,8 @@ and its mixture covariance update (scatter about the E-step means, priors and th
 import numpy as np
 from scipy import linalg
 
-from structlearn.engine.kernels import gaussian as _kg
-from structlearn.distributions.emissions._base import _LOG_2PI
+from ...engine.kernels import gaussian as _kg
+from ._base import _LOG_2PI
 
 __all__ = ["COVARIANCE_TYPES", "full_covariances", "gaussian_log_density"]
 

@@ -12,7 +12,7 @@ import inspect
 import numpy as np
 from sklearn.utils import check_random_state
 
-from structlearn.utils.validation import as_real_float64
+from ...utils.validation import as_real_float64
 
 __all__ = ["observed_rows", "LawOptions", "HMMFamily"]
 

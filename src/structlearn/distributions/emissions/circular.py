@@ -4,7 +4,7 @@ import numpy as np
 from scipy import optimize, special
 from sklearn.utils import check_random_state
 
-from structlearn.distributions.emissions._base import EmissionDistribution, _as_2d, _weights_for_labels
+from ._base import EmissionDistribution, _as_2d, _weights_for_labels
 
 __all__ = ["VonMises", "mean_resultant_inverse"]
 

@@ -16,9 +16,9 @@ from scipy import special
 from scipy.stats import multinomial
 from sklearn.utils import check_random_state
 
-from structlearn.distributions.emissions._base import EmissionDistribution, _as_2d, _weights_for_labels
-from structlearn.distributions.emissions._hmm_family import (LawOptions, _alias, _all_finite, _as_float_2d,
-                                                              _check_rows, _jsonable, _per_state, observed_rows)
+from ._base import EmissionDistribution, _as_2d, _weights_for_labels
+from ._hmm_family import (LawOptions, _alias, _all_finite, _as_float_2d, _check_rows, _jsonable, _per_state,
+                          observed_rows)
 
 __all__ = ["Categorical", "Poisson", "Bernoulli", "Multinomial"]
 

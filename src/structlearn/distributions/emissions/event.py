@@ -29,8 +29,8 @@ empty tick log 1 = 0 (the likelihood of the marks given the event times, whateve
 import numpy as np
 from sklearn.utils import check_random_state
 
-from structlearn.distributions.emissions._base import EmissionDistribution, _as_2d, _weights_for_labels
-from structlearn.distributions.base import check_stochastic_rows
+from ._base import EmissionDistribution, _as_2d, _weights_for_labels
+from ..base import check_stochastic_rows
 
 __all__ = ["EventSequence", "events_to_grid", "NO_EVENT"]
 

@@ -9,15 +9,12 @@ import numpy as np
 from scipy import special
 from sklearn.utils import check_random_state
 
-from structlearn.distributions.emissions._base import EmissionDistribution, _as_2d, _weights_for_labels
-from structlearn.distributions.emissions._gaussian_maths import (COVARIANCE_TYPES, _check_covariance_type, _check_covars,
-                                                                 _clip_eig, _data_covariance, _diag_logpdf,
-                                                                 _full_logpdf, _gmm_prior_defaults, _kmeans_centers,
-                                                                 _mixture_covars, _mixture_scatter, _weighted_mean_cov,
-                                                                 _weighted_scatter, full_covariances,
-                                                                 gaussian_log_density)
-from structlearn.distributions.emissions._hmm_family import (LawOptions, _as_float_2d, _check_rows, _jsonable,
-                                                             _per_state)
+from ._base import EmissionDistribution, _as_2d, _weights_for_labels
+from ._gaussian_maths import (COVARIANCE_TYPES, _check_covariance_type, _check_covars, _clip_eig, _data_covariance,
+                              _diag_logpdf, _full_logpdf, _gmm_prior_defaults, _kmeans_centers, _mixture_covars,
+                              _mixture_scatter, _weighted_mean_cov, _weighted_scatter, full_covariances,
+                              gaussian_log_density)
+from ._hmm_family import LawOptions, _as_float_2d, _check_rows, _jsonable, _per_state
 
 __all__ = ["Gaussian", "MultivariateGaussian", "GaussianMixture"]
 

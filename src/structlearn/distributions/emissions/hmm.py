@@ -35,10 +35,10 @@ density 0 in every state, no weight in ``fit``); partly missing rows raise ``Val
 
 Error messages name parameters with ``suffix`` appended (the estimators pass ``"_"``: ``covars_``).
 """
-from structlearn.distributions.emissions._gaussian_maths import COVARIANCE_TYPES, full_covariances, gaussian_log_density
-from structlearn.distributions.emissions.gaussian import GaussianMixture, MultivariateGaussian
-from structlearn.distributions.emissions._hmm_family import HMMFamily, observed_rows
-from structlearn.distributions.emissions.hmm_counts import CategoricalHMMEmission, MultinomialHMMEmission, PoissonHMMEmission
+from ._gaussian_maths import COVARIANCE_TYPES, full_covariances, gaussian_log_density
+from .gaussian import GaussianMixture, MultivariateGaussian
+from ._hmm_family import HMMFamily, observed_rows
+from .hmm_counts import CategoricalHMMEmission, MultinomialHMMEmission, PoissonHMMEmission
 
 __all__ = ["GaussianHMMEmission", "GMMHMMEmission", "CategoricalHMMEmission", "MultinomialHMMEmission",
            "PoissonHMMEmission", "COVARIANCE_TYPES", "gaussian_log_density", "full_covariances",

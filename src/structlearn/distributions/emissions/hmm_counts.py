@@ -7,8 +7,8 @@ statistics and M-step) in the hmmlearn mode of :class:`~._hmm_family.HMMFamily`,
 and parameter names of hmmlearn (``emissionprob``, ``lambdas``) that the HMM estimators and model files
 use. They only fix options; nothing of the maths is written here.
 """
-from structlearn.distributions.emissions._hmm_family import HMMFamily
-from structlearn.distributions.emissions.discrete import Categorical, Multinomial, Poisson
+from ._hmm_family import HMMFamily
+from .discrete import Categorical, Multinomial, Poisson
 
 __all__ = ["CategoricalHMMEmission", "MultinomialHMMEmission", "PoissonHMMEmission"]
 

@@ -9,7 +9,7 @@ sensors that drop out, or observations recorded at different rates, share one mo
 import numpy as np
 from sklearn.utils import check_random_state
 
-from structlearn.distributions.emissions._base import EmissionDistribution, _as_2d
+from ._base import EmissionDistribution, _as_2d
 
 __all__ = ["MultiStream"]
 
@@ -17,7 +17,7 @@ __all__ = ["MultiStream"]
 def _resolve(spec):
     """An emission object from an object, a family name, or a ``{"family", "config"}`` dict (model files:
     the class is looked up by name among :mod:`structlearn.distributions.emissions`' families only)."""
-    from structlearn.distributions import emissions as _emi  # the facade (imports this module): resolved at call time
+    from .. import emissions as _emi
 
     if isinstance(spec, dict):
         name = str(spec.get("family"))

@@ -15,7 +15,7 @@ no weight in ``fit``).
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from structlearn.utils.validation import as_real_float64
+from ...utils.validation import as_real_float64
 
 __all__ = ["PolynomialSegments"]
 
