@@ -7,8 +7,6 @@ from . import _threading
 # it is imported (so that the import of structlearn itself does not load Numba)
 _threading.install()
 
-from .utils.lazy import lazy_exports  # noqa: E402
-
 _LAZY = {
     "LinearChainCRF": "structlearn.crf.linear_chain",
     "SemiMarkovCRF": "structlearn.crf.semi_markov",
@@ -36,4 +34,18 @@ _LAZY = {
 }
 
 
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
+
+# (utils.lazy is imported on first use: the build of the tag kernels imports structlearn and checks that it
+# loads no module beyond the kernels' sources)
+def __getattr__(name):
+    if name not in _LAZY:  # (``from . import _kernel_cache`` asks first)
+        raise AttributeError(f"module 'structlearn' has no attribute {name!r}")
+    from .utils.lazy import lazy_exports
+
+    return lazy_exports(__name__, _LAZY)[0](name)
+
+
+def __dir__():
+    from .utils.lazy import lazy_exports
+
+    return lazy_exports(__name__, _LAZY)[1]()
