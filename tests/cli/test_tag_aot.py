@@ -38,7 +38,7 @@ def test_a_stale_module_is_refused(kernels, monkeypatch):
 
 def test_build_refuses_sources_it_does_not_list(monkeypatch, tmp_path):
     pytest.importorskip("numba.pycc")  # numba is a dependency; pycc is part of it
-    monkeypatch.setattr(aot, "SOURCES", tuple(s for s in aot.SOURCES if s != "kernels/chain_steps.py"))
+    monkeypatch.setattr(aot, "SOURCES", tuple(s for s in aot.SOURCES if s != "engine/kernels/chain_steps.py"))
     with pytest.raises(RuntimeError, match="chain_steps.py"):
         aot.build(str(tmp_path))
     assert not list(tmp_path.iterdir())
