@@ -86,7 +86,7 @@ def _listener():
 
 def test_the_notice_is_issued_once_per_process_for_structlearn_kernels_only():
     notice, listener = _listener()
-    with pytest.warns(notice.CompilationWarning, match="first: kernels.chain.a") as record:
+    with pytest.warns(notice.CompilationWarning, match="first: engine.kernels.chain.a") as record:
         listener.on_start(_Event("numpy.fake"))             # not ours: ignored
         listener.on_start(_Event("structlearn.engine.kernels.chain", "a"))
         listener.on_start(_Event("structlearn.engine.kernels.tree", "b"))

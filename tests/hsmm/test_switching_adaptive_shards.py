@@ -122,7 +122,7 @@ def test_switching_shard_statistics_are_additive(tie):
             assert a.posteriors.shape == (X.shape[0], 6)
         else:
             assert a.posteriors is None
-            w = a.stats["emission"]["w"]
+            w = a.stats["emission"]["post"]  # Σ_t γ_t(k): the law's statistics (one Gaussian law)
             assert w.shape == ((2,) if tie else (6,))   # tied: the inner family's M = 2 states
             np.testing.assert_allclose(w.sum(), X.shape[0], rtol=RTOL)
 
