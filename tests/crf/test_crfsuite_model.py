@@ -80,8 +80,9 @@ def test_issue_example_value():
     loss = crf.training_log_[-1]["loss"]
     assert loss == pytest.approx(oracle.objective(names, w_star, ISSUE_X, ISSUE_Y, ["x", "y"], 1.0)[0],
                                  rel=1e-6)
-    # with start/end weights (the default) the model is a different one
-    assert LinearChainCRF(c2=1.0).fit(ISSUE_X, ISSUE_Y).num_features_ == 7
+    # with start/end weights (opt-in) the model is a different one; the default is CRFsuite's
+    assert LinearChainCRF(c2=1.0, start_end_features=True).fit(ISSUE_X, ISSUE_Y).num_features_ == 7
+    assert LinearChainCRF(c2=1.0).fit(ISSUE_X, ISSUE_Y).num_features_ == 3
 
 
 def test_start_end_off_round_trips(tmp_path):

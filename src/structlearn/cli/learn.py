@@ -344,9 +344,6 @@ def _learn(args, name, structure, cls, defaults):
         params.update(structure.option_params(args, params))
     if args.forbid:
         params["forbidden_transitions"] = parse_forbid(args.forbid)
-    if "start_end_features" in defaults and "start_end_features" not in params and \
-            args.format in (None, "crfsuite"):
-        params["start_end_features"] = False  # CRFsuite's input, CRFsuite's model (no start/end weights)
     if "root_features" in defaults and "root_features" not in params:
         params["root_features"] = False  # CRFSuite 0.13's tree model (no root-label weights)
     params["verbose"] = bool(args.verbose)
