@@ -349,6 +349,7 @@ def _learn(args, name, structure, cls, defaults):
     params["verbose"] = bool(args.verbose)
     reader = TreeReader() if structure.trees else Featurizer.from_args(args.format, args.template,
                                                                         args.columns)
+    reader.layout_hints = True   # a tree file without --type tree, or a sequence file with it: say so
     t0 = time.perf_counter()
     holdout = None
     if args.dev is not None and not os.path.exists(args.dev) and args.dev.lstrip("-").isdigit():
