@@ -5,7 +5,11 @@ features, weights (every digit CRFsuite prints), predictions, weighted F1, ``num
 ``size_``.
 
 To keep the run short: the first 300 sentences of ``esp.train``, the first 300 of ``esp.testb``, 50 L-BFGS
-iterations in place of the tutorial's 100 (both trainers stop there).
+iterations in place of the tutorial's 100 (both trainers stop there). There the weights differ by at most
+1.1e-10. On the whole tutorial (8 323 sentences, 100 iterations, the 1 517 of ``esp.testb``) measured on
+2026-12-07: the same predictions, weighted F1 0.7964686316443964 both, ``num_attributes_`` 16 413 both
+(76 684 attributes seen), ``size_`` 1 591 944 both, the same 27 288 non-zero features; their weights, after
+100 OWL-QN iterations short of convergence, differ by up to 5.3e-3 (the loss by 2e-6 of 7166.546).
 """
 import warnings
 
