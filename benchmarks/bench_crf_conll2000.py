@@ -17,6 +17,9 @@ Measured 2026-12-03 on an idle machine (load average ~1): structlearn 161 iterat
 35.5 s, chunk F1 0.9361; python-crfsuite 166 iterations, 0.725 s/it, total 122.6 s, F1 0.9361; end-to-end
 ratio 0.290 (training 0.275, tagging 0.952). At load 4.4 the same script gave 0.564: our two Numba threads
 lose more to other jobs than CRFsuite's one.
+
+Both measured when ``LinearChainCRF`` had start/end weights by default (its model has been CRFsuite's,
+``start_end_features=False``, since); not measured again since.
 """
 import argparse
 import os

@@ -76,3 +76,47 @@ def test_learn_and_tag_of_a_file_with_a_byte_order_mark(files, tmp_path, capsys)
     assert rc == 0, err
     rc, out, err = run(capsys, "info", tmp_path / "bom.model")
     assert "labels: 3 (B-NP, B-VP, O)" in out, out
+
+
+TREE = "SRC\t0\t1\tw=ich\nSNT\t1\t_\tw=mag\nO\t2\t1\tw=.\n\nSNT\t0\t_\tw=gut\nO\t1\t0\tw=.\n\n"
+
+
+@pytest.mark.parametrize("structure", [[], ["--type", "1d"], ["--type", "semim"]])
+def test_learn_of_a_tree_file_without_type_tree(tmp_path, capsys, structure):
+    # read as a sequence file, the node and parent columns would be attributes "0", "1", "_"
+    (tmp_path / "trees.txt").write_text(TREE, encoding="utf-8")
+    rc, out, err = run(capsys, "learn", "-q", *structure, "-m", tmp_path / "x.model", tmp_path / "trees.txt")
+    _one_line_error(rc, out, err, "trees.txt", "tree file", "--type tree")
+    assert not (tmp_path / "x.model").exists()
+
+
+def test_learn_of_crfsuite013_tree_example_without_type_tree(tmp_path, capsys):
+    from tests.conftest import require_data
+
+    path = require_data("crfsuite013_format") / "test_tree_2.input"
+    rc, out, err = run(capsys, "learn", "-q", "-m", tmp_path / "x.model", path)
+    _one_line_error(rc, out, err, "test_tree_2.input", "--type tree")
+    rc, out, err = run(capsys, "learn", "-q", "--type", "tree", "-p", "max_iterations=2", "-m",
+                       tmp_path / "x.model", path)
+    assert rc == 0, err
+
+
+THREE_FIELDS = TRAIN.replace("\tw=He\n", "\tw=He\tp=PRP\n").replace("\tw=.\n", "\tw=.\tp=.\n")
+
+
+@pytest.mark.parametrize("text", [TRAIN, THREE_FIELDS])
+def test_learn_of_a_sequence_file_with_type_tree(tmp_path, capsys, text):
+    # a line of two fields (too short for a tree line), or every line of three (read as node and parent ids
+    # that name no node): the reader's error, and no item has the root's parent '_'
+    assert all(len(line.split("\t")) == 3 for line in THREE_FIELDS.splitlines() if line)
+    (tmp_path / "seq.txt").write_text(text, encoding="utf-8")
+    rc, out, err = run(capsys, "learn", "-q", "--type", "tree", "-m", tmp_path / "x.model", tmp_path / "seq.txt")
+    _one_line_error(rc, out, err, "seq.txt", "not a CRFSuite 0.13 tree file", "leave out --type tree")
+
+
+def test_a_sequence_file_with_number_attributes_still_trains(tmp_path, capsys):
+    # digit attributes alone do not make a tree: the second sequence has no root '_'
+    (tmp_path / "digits.txt").write_text("A\t0\t1\nB\t1\t_\n\nA\t0\t1\nB\t1\t2\n\n", encoding="utf-8")
+    rc, out, err = run(capsys, "learn", "-q", "-p", "max_iterations=2", "-m", tmp_path / "x.model",
+                       tmp_path / "digits.txt")
+    assert rc == 0, err

@@ -120,7 +120,9 @@ def test_fit_predict_and_outputs():
     assert crf.n_iter_ >= 1 and isinstance(crf.converged_, bool) and crf.training_log_
     assert {"loss", "gradient_norm", "active_features", "seconds"} <= set(crf.training_log_[0])
     assert all(isinstance(k, tuple) for k in crf.state_features_)
-    assert ("<start>", "A") in crf.boundary_features_ and ("A", "<end>") in crf.boundary_features_
+    assert crf.boundary_features_ == {}   # CRFsuite's model by default: no start/end weights
+    bounded = LinearChainCRF(c2=0.1, max_iterations=100, start_end_features=True).fit(X, y)
+    assert ("<start>", "A") in bounded.boundary_features_ and ("A", "<end>") in bounded.boundary_features_
     assert all(a in crf.classes_ and b in crf.classes_ for a, b in crf.transition_features_)
     assert all(w != 0 for w in {**crf.state_features_, **crf.transition_features_}.values())
 

@@ -80,8 +80,9 @@ def test_issue_example_value():
     loss = crf.training_log_[-1]["loss"]
     assert loss == pytest.approx(oracle.objective(names, w_star, ISSUE_X, ISSUE_Y, ["x", "y"], 1.0)[0],
                                  rel=1e-6)
-    # with start/end weights (the default) the model is a different one
-    assert LinearChainCRF(c2=1.0).fit(ISSUE_X, ISSUE_Y).num_features_ == 7
+    # with start/end weights (opt-in) the model is a different one; the default is CRFsuite's
+    assert LinearChainCRF(c2=1.0, start_end_features=True).fit(ISSUE_X, ISSUE_Y).num_features_ == 7
+    assert LinearChainCRF(c2=1.0).fit(ISSUE_X, ISSUE_Y).num_features_ == 3
 
 
 def test_start_end_off_round_trips(tmp_path):
@@ -91,6 +92,30 @@ def test_start_end_off_round_trips(tmp_path):
     back = LinearChainCRF.load(tmp_path / "m.npz")
     assert not back.model_.start_end
     assert back.predict(X) == crf.predict(X)
+
+
+@pytest.mark.parametrize("recorded", [True, None])
+def test_files_from_before_the_default_changed_keep_start_end(tmp_path, recorded):
+    """A file saved with the old default (True recorded) or before the parameter existed (not recorded)
+    loads with the start/end weights it was trained with, not today's default."""
+    import json
+
+    from structlearn.utils.modelfile import HEADER_KEY, load_model
+
+    X, y = small_data()
+    crf = LinearChainCRF(start_end_features=True).fit(X, y)
+    crf.save(tmp_path / "m.npz")
+    header, arrays = load_model(tmp_path / "m.npz")
+    assert header["params"]["start_end_features"] is True
+    if recorded is None:
+        del header["params"]["start_end_features"]
+    with open(tmp_path / "old.npz", "wb") as fh:
+        np.savez_compressed(fh, **arrays, **{HEADER_KEY: np.frombuffer(json.dumps(header).encode(), np.uint8)})
+    back = LinearChainCRF.load(tmp_path / "old.npz")
+    assert back.start_end_features is True and back.model_.start_end
+    assert back.predict(X) == crf.predict(X)
+    np.testing.assert_array_equal(back.coef_, crf.coef_)
+    assert LinearChainCRF.load(tmp_path / "m.npz").get_params() == crf.get_params()
 
 
 @pytest.mark.parametrize("algorithm", ["ap", "l2sgd"])

@@ -91,9 +91,10 @@ def test_written_model_opens_in_python_crfsuite(tmp_path, algorithm):
 def test_models_crfsuite_cannot_hold_are_refused(tmp_path):
     X, y = _data()
     with pytest.raises(ValueError, match="start/end weights"):
-        LinearChainCRF(max_iterations=5).fit(X, y).save(tmp_path / "a", format="crfsuite")
+        LinearChainCRF(max_iterations=5, start_end_features=True).fit(X, y).save(tmp_path / "a", format="crfsuite")
+    LinearChainCRF(max_iterations=5).fit(X, y).save(tmp_path / "a", format="crfsuite")   # the default can
     with pytest.raises(ValueError, match="forbidden"):
-        LinearChainCRF(start_end_features=False, forbidden_transitions="BIO",
+        LinearChainCRF(forbidden_transitions="BIO",
                        max_iterations=5).fit(X, y).save(tmp_path / "a", format="crfsuite")
     with pytest.raises(ValueError, match="format"):
         LinearChainCRF(max_iterations=5).fit(X, y).save(tmp_path / "a", format="crf")

@@ -58,6 +58,52 @@ def check_attribute_file(X, y, name):
                        f"needs --format conll")
 
 
+def _looks_like_tree_file(X, n_sequences=3):
+    """Whether sequences read as CRFsuite attributes are CRFSuite 0.13 tree lines
+    (``label<TAB>node<TAB>parent|_<TAB>attrs``): in each of the first ``n_sequences`` every item's first two
+    attributes are an integer node id and an integer parent id or ``_``, with one ``_`` (the root) per
+    sequence. Time O(items of those sequences)."""
+    seqs = [xs for xs in X[:n_sequences] if xs]
+    if not seqs:
+        return False
+    for xs in seqs:
+        roots = 0
+        for item in xs:
+            names = list(item)[:2] if isinstance(item, dict) else []
+            if len(names) < 2 or not names[0].isdigit() or not (names[1].isdigit() or names[1] == "_"):
+                return False
+            roots += names[1] == "_"
+        if roots != 1:
+            return False
+    return True
+
+
+def refuse_tree_file(X, name):
+    """One clear error for a CRFSuite 0.13 tree file read as a sequence file (its node and parent columns
+    would silently become attributes)."""
+    if _looks_like_tree_file(X):
+        raise CLIError(f"{name} looks like a CRFSuite 0.13 tree file (label, node id, parent id or '_', then "
+                       f"attributes), whose node and parent columns would be read as attributes; use "
+                       f"--type tree")
+
+
+def _first_block(path, max_lines=1000):
+    """The TAB fields of the lines of the first sequence (block) of the file ``path`` (not stdin)."""
+    rows = []
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            for _, line in zip(range(max_lines), fh):
+                line = line.rstrip("\r\n")
+                if not line.strip():
+                    if rows:
+                        break
+                    continue
+                rows.append(line.split("\t"))
+    except OSError:
+        return []
+    return rows
+
+
 class Featurizer:
     """How input files become (X, y): the CRFsuite reader, or the CoNLL reader + a template."""
 
@@ -66,6 +112,7 @@ class Featurizer:
         self.template_name = template_name
         self.spec = spec
         self.columns = columns
+        self.layout_hints = False   # learn: a tree file read as sequences is an error (refuse_tree_file)
         self._compiled = None
         if fmt == "conll":
             from ..io.conll import compile_template
@@ -121,6 +168,8 @@ class Featurizer:
 
                 X, y = read_crfsuite(source(path))
                 check_attribute_file(X, y, name)
+                if self.layout_hints:
+                    refuse_tree_file(X, name)
                 return Data(X, y, name, {})
             from ..io.conll import featurize, read_conll
 
@@ -148,6 +197,7 @@ class TreeReader:
     """CRFSuite-0.13 tree files (``label<TAB>node<TAB>parent|_<TAB>attr[:value]...``); no template."""
 
     format = "crfsuite-tree"
+    layout_hints = False   # learn --type tree: a read error of a sequence file says so (not for tag)
 
     def record(self):
         return None   # nothing to record: tag reads tree files as they are
@@ -167,7 +217,13 @@ class TreeReader:
             raise CLIError(f"{name}: no such file") from None
         except ValueError as exc:
             msg = str(exc)  # the reader's format errors name the file and line already
-            raise CLIError(msg if msg.startswith(f"{name}, line ") else f"{name}: {msg}") from None
+            msg = msg if msg.startswith(f"{name}, line ") else f"{name}: {msg}"
+            rows = [] if path == "-" or not self.layout_hints else _first_block(path)
+            if rows and not any(len(r) > 2 and r[2] == "_" for r in rows):
+                msg += ("; not a CRFSuite 0.13 tree file (no item of its first sequence has the root's parent "
+                        "'_'), it looks like a CRFsuite sequence file (label, then attributes): leave out "
+                        "--type tree")
+            raise CLIError(msg) from None
         return Data(X, y, name, {"parents": parents})
 
 

@@ -344,14 +344,12 @@ def _learn(args, name, structure, cls, defaults):
         params.update(structure.option_params(args, params))
     if args.forbid:
         params["forbidden_transitions"] = parse_forbid(args.forbid)
-    if "start_end_features" in defaults and "start_end_features" not in params and \
-            args.format in (None, "crfsuite"):
-        params["start_end_features"] = False  # CRFsuite's input, CRFsuite's model (no start/end weights)
     if "root_features" in defaults and "root_features" not in params:
         params["root_features"] = False  # CRFSuite 0.13's tree model (no root-label weights)
     params["verbose"] = bool(args.verbose)
     reader = TreeReader() if structure.trees else Featurizer.from_args(args.format, args.template,
                                                                         args.columns)
+    reader.layout_hints = True   # a tree file without --type tree, or a sequence file with it: say so
     t0 = time.perf_counter()
     holdout = None
     if args.dev is not None and not os.path.exists(args.dev) and args.dev.lstrip("-").isdigit():

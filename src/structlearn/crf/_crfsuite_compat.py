@@ -160,12 +160,13 @@ class CRFsuiteTagger:
         est = self._estimator()
         st = {(a, str(c)): w for (a, c), w in est.state_features_.items()}
         tr = {(str(a), str(b)): w for (a, b), w in est.transition_features_.items()}
+        names = _file_attributes(est)
         header = {"magic": "lCRF", "type": "FOMC", "version": "100", "num_features": "0",
-                  "num_labels": str(len(est.classes_)), "num_attrs": str(len(est.attributes_)),
+                  "num_labels": str(len(est.classes_)), "num_attrs": str(len(names)),
                   "size": str(est.size_)}
         return types.SimpleNamespace(
             header=header, labels={str(c): k for k, c in enumerate(est.classes_)},
-            attributes={a: i for i, a in enumerate(est.attributes_)}, transitions=tr, state_features=st)
+            attributes={a: i for i, a in enumerate(names)}, transitions=tr, state_features=st)
 
     def dump(self, filename=None):
         """Write the model in CRFsuite's ``crfsuite dump`` text layout to ``filename`` (or return it)."""
@@ -177,15 +178,21 @@ class CRFsuiteTagger:
         return None
 
 
+def _file_attributes(est):
+    """The attribute names a CRFsuite model file of ``est`` holds, by id: those with a non-zero state
+    weight (CRFsuite leaves the others out)."""
+    return [est.attributes_[a] for a in est._weighted_attribute_ids()]
+
+
 def crfsuite_dump_text(est):
     """``crfsuite dump``'s text layout of a fitted chain (CRFsuite's ``crf1dm_dump``): FILEHEADER,
     LABELS, ATTRIBUTES, TRANSITIONS, STATE_FEATURES; features of weight 0 left out."""
     lines = ["FILEHEADER = {", "  magic: lCRF", f"  size: {est.size_}", "  type: FOMC", "  version: 100",
              "  num_features: 0", f"  num_labels: {len(est.classes_)}",
-             f"  num_attrs: {len(est.attributes_)}", "}", "", "LABELS = {"]
+             f"  num_attrs: {est.num_attributes_}", "}", "", "LABELS = {"]
     lines += [f"  {k:5d}: {c}" for k, c in enumerate(est.classes_)]
     lines += ["}", "", "ATTRIBUTES = {"]
-    lines += [f"  {i:5d}: {a}" for i, a in enumerate(est.attributes_)]
+    lines += [f"  {i:5d}: {a}" for i, a in enumerate(_file_attributes(est))]
     lines += ["}", "", "TRANSITIONS = {"]
     lines += [f"  (1) {a} --> {b}: {w:f}" for (a, b), w in est.transition_features_.items()]
     lines += ["}", "", "STATE_FEATURES = {"]

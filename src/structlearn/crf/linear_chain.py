@@ -81,18 +81,20 @@ class LinearChainCRF(ChainCRFStreamMixin, ChainCRFBase):
     variance, gamma : float
         AROW settings.
     min_freq : float, default 0
-        Keep state features seen at least this many times (with ``start_end_features=False``: whose
-        attribute values sum to at least this, as CRFsuite counts).
+        Keep state features whose attribute values sum to at least this, as CRFsuite counts (with
+        ``start_end_features=True``: seen at least this many times).
     all_possible_states, all_possible_transitions : bool, default False
         Generate every (attribute, label) / (label, label) feature, not only those in the data.
-    start_end_features : bool, default True
-        Learn a weight for the label of the first and of the last token (``w_start``, ``w_end``).
-        ``False`` is CRFsuite's model (crf1d has no boundary features): the score is state plus
-        transition weights only, and state features are kept by CRFsuite's frequency rule (the sum of
-        the attribute's values ≥ ``min_freq``, see :func:`~structlearn.crf.features.build_state_features`),
-        so objective, weights and predictions are CRFsuite's; model files in
-        CRFsuite's binary format (:meth:`save` with ``format="crfsuite"``) need it. ``structlearn learn``
-        on CRFsuite-format input uses ``False`` unless ``-p start_end_features=1`` is given.
+    start_end_features : bool, default False
+        Opt-in: learn a weight for the label of the first and of the last token (``w_start``, ``w_end``).
+        ``False`` (the default) is CRFsuite's model, as python-crfsuite and sklearn-crfsuite train it
+        (crf1d has no boundary features): the score is state plus transition weights only, and state
+        features are kept by CRFsuite's frequency rule (the sum of the attribute's values ≥ ``min_freq``,
+        see :func:`~structlearn.crf.features.build_state_features`), so objective, weights and predictions
+        are CRFsuite's, and the model can be saved in CRFsuite's binary format (:meth:`save` with
+        ``format="crfsuite"``). ``True`` adds the start/end weights (and counts ``min_freq`` in
+        occurrences); such a model has no CRFsuite file. Model files saved before the default changed
+        (or before this parameter existed) load with the value they were trained with (``True``).
     transition_attributes : None or list of str
         Attribute × label-pair transition features (the seed's observation-conditioned transition
         scores t(y', y, x, i−1, i)): for every listed attribute a (names as in ``attributes_``, e.g.
@@ -133,7 +135,9 @@ class LinearChainCRF(ChainCRFStreamMixin, ChainCRFBase):
     attributes_ : list of str
         Attribute names seen in training (python-crfsuite's spelling: ``{"w": "the"}`` is ``"w:the"``).
     num_attributes_ : int
-        ``len(attributes_)``.
+        Attributes with a non-zero state weight, as CRFsuite and sklearn-crfsuite count them (``num_attrs``
+        of the CRFsuite model file); with L1 (``c1 > 0``) fewer than ``len(attributes_)``, the number
+        seen in training.
     state_features_ : dict (attribute, label) -> weight
         Non-zero state weights (CRFsuite leaves zero weights out of its model).
     transition_features_ : dict (label_from, label_to) -> weight
@@ -165,7 +169,7 @@ class LinearChainCRF(ChainCRFStreamMixin, ChainCRFBase):
 
     >>> X = [[{"w": "the"}, {"w": "dog"}], [{"w": "a"}, {"w": "cat"}]]
     >>> y = [["DT", "NN"], ["DT", "NN"]]
-    >>> crf = LinearChainCRF(c2=0.1, start_end_features=False).fit(X, y)
+    >>> crf = LinearChainCRF(c2=0.1).fit(X, y)
     >>> crf.predict([[{"w": "the"}, {"w": "cat"}]])
     [['DT', 'NN']]
     >>> crf.save("model.crfsuite", format="crfsuite")          # doctest: +SKIP
@@ -183,8 +187,8 @@ class LinearChainCRF(ChainCRFStreamMixin, ChainCRFBase):
 
     _parameters = (
         ALGORITHM, *(_EPSILON if p.name == "epsilon" else p for p in LBFGS_PARAMS), *ONLINE_PARAMS, MIN_FREQ, ALL_POSSIBLE_STATES, ALL_POSSIBLE_TRANSITIONS,
-        Param("start_end_features", True, "bool",
-              "weights for the first and last label (False: CRFsuite's model, which has none)"),
+        Param("start_end_features", False, "bool",
+              "weights for the first and last label (opt-in; False: CRFsuite's model, which has none)"),
         Param("transition_attributes", None, "any",
               "attribute names whose value at token t+1 scales a (label_t, label_t+1) weight (lbfgs)"),
         Param("forbidden_transitions", None, "str|pairs|None",
@@ -203,7 +207,7 @@ class LinearChainCRF(ChainCRFStreamMixin, ChainCRFBase):
                  calibration_eta=0.1, calibration_rate=2.0, calibration_samples=1000,
                  calibration_candidates=10, calibration_max_trials=20, pa_type=1, c=1.0,
                  error_sensitive=True, averaging=True, variance=1.0, gamma=1.0, min_freq=0.0,
-                 all_possible_states=False, all_possible_transitions=False, start_end_features=True,
+                 all_possible_states=False, all_possible_transitions=False, start_end_features=False,
                  transition_attributes=None, forbidden_transitions=None, random_state=None, verbose=False, model_filename=None,
                  keep_tempfiles=False, n_jobs=None):
         self._store_params(locals())
@@ -425,10 +429,23 @@ class LinearChainCRF(ChainCRFStreamMixin, ChainCRFBase):
             out = {k: v for k, v in out.items() if v == -np.inf}
         return out
 
+    def _weighted_attribute_ids(self):
+        """Indices into ``attributes_`` of the attributes with at least one non-zero state weight, in
+        order: the attributes a CRFsuite model file of this model holds (ids 0, 1, ... in this order)."""
+        m = self.model_
+        ws = m.split(self.coef_)[0]
+        attrs = np.repeat(np.arange(len(m.attr_ptr) - 1), np.diff(m.attr_ptr))
+        return np.unique(attrs[ws != 0])
+
     @property
     def num_attributes_(self):
-        """Number of attributes (None before fitting)."""
-        return len(self.attributes_) if self._fitted_or_none() else None
+        """Number of attributes with a non-zero state weight (None before fitting).
+
+        CRFsuite's count, as sklearn-crfsuite reports it (``num_attrs`` of the model file, which leaves
+        out features of weight 0 and attributes left without a feature): with ``c1 > 0`` fewer than the
+        attributes seen in training, which number ``len(attributes_)``.
+        """
+        return int(self._weighted_attribute_ids().size) if self._fitted_or_none() else None
 
     @property
     def size_(self):
@@ -493,6 +510,13 @@ class LinearChainCRF(ChainCRFStreamMixin, ChainCRFBase):
         if is_crfsuite_model(read_magic(path)):  # read_magic: ModelFileError for a folder
             return compat.read_crfsuite_file(cls, path)
         return super().load(path)
+
+    @classmethod
+    def _params_from_file(cls, params):
+        """A file that does not record ``start_end_features`` was written before it existed, when every
+        model had start/end weights: it loads with ``True`` (not today's default)."""
+        params.setdefault("start_end_features", True)
+        return super()._params_from_file(params)
 
     def _file_arrays(self):
         m = self.model_
