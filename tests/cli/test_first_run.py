@@ -70,3 +70,13 @@ def test_python_dash_m_structlearn(tmp_path):
     out = subprocess.run([sys.executable, "-m", "structlearn", "info", str(tmp_path / "missing.model")],
                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert out.returncode == 2 and out.stderr.startswith("structlearn: error: ")
+
+
+def test_importing_dunder_main_runs_nothing(capsys):
+    # mkdocstrings / griffe import every module of the package: the import must neither parse argv nor exit
+    import importlib
+
+    module = importlib.import_module("structlearn.__main__")
+    assert callable(module.main)
+    cap = capsys.readouterr()
+    assert cap.out == "" and cap.err == ""

@@ -208,3 +208,26 @@ def test_home_search_and_gallery(server, browser):
     assert page.locator("img[src$='architecture.svg']").evaluate("img => img.naturalWidth") > 0
     page.close()
     assert not errors, "\n".join(errors)
+
+
+def test_guide_columns_and_api_pages(server, browser):
+    """At 1280 px the guides' side-by-side code columns hide no code (long lines wrap: a column's code is no
+    wider than the column), and the API reference shows the factor-graph files and the Notes of a cost."""
+    page, errors = _page(browser)
+    for guide in ("sklearn-crfsuite", "pgmpy", "hmmlearn"):
+        page.goto(server + f"/guides/{guide}/", wait_until="networkidle")
+        widths = page.evaluate("Array.from(document.querySelectorAll('.md-typeset .grid pre > code'))"
+                               ".map(c => [c.scrollWidth, c.clientWidth])")
+        assert widths and all(scroll <= client for scroll, client in widths), (guide, widths)
+    page.locator(".grid").first.screenshot(path=str(OUT / "guide-columns.png"))
+
+    page.goto(server + "/api/io/", wait_until="networkidle")
+    for name in ("libdai.read_fg", "libdai.write_fg", "uai.read_uai", "uai.write_uai", "uai.read_evid",
+                 "uai.evidence_mask"):
+        assert page.locator(f"[id='structlearn.io.{name}']").count() == 1, name
+    page.goto(server + "/api/metrics/", wait_until="networkidle")
+    doc = page.locator("div.doc-object:has(> [id='structlearn.metrics.segments_from_labels']) > .doc-contents")
+    doc = doc.inner_text()
+    assert "Notes" in doc and "Cost: time O(T)." in doc, doc
+    page.close()
+    assert not errors, "\n".join(errors)

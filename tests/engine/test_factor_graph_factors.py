@@ -309,3 +309,18 @@ def test_large_cliques_numpy_path_equals_compiled_path(monkeypatch):
     np.testing.assert_array_equal(a[1].labels, b[1].labels)
     np.testing.assert_allclose(a[2], b[2], rtol=RTOL)
     np.testing.assert_allclose(g.score(a[1].labels), a[1].log_z, rtol=RTOL)
+
+
+def test_repr_is_one_line_of_counts_whatever_the_size():
+    g = FactorGraph(np.zeros((3, 2)), [[0, 1], [1, 2], [0, 2]], np.zeros((2, 2)))
+    assert repr(g) == ("FactorGraph(batch_size=1, n_variables=3, n_factors=3, cardinalities=2, "
+                       "max_factor_arity=2, pairwise=True)")
+    g = FactorGraph.from_factors([2, 3, 2], [(0, 1, 2), (1,)], [np.zeros((2, 3, 2)), np.zeros(3)])
+    assert repr(g) == ("FactorGraph(batch_size=1, n_variables=3, n_factors=2, cardinalities={2: 2, 3: 1}, "
+                       "max_factor_arity=3, pairwise=False)")
+    n = 5000  # a big chain of variables with 1..9 labels: the repr stays a short summary
+    card = np.arange(n) % 9 + 1
+    g = FactorGraph.from_factors(card, [(i, i + 1) for i in range(n - 1)],
+                                 [np.zeros((card[i], card[i + 1])) for i in range(n - 1)])
+    assert repr(g) == ("FactorGraph(batch_size=1, n_variables=5000, n_factors=4999, cardinalities=1..9, "
+                       "max_factor_arity=2, pairwise=False)")

@@ -91,14 +91,16 @@ def check_parents(parents, lengths, *, allow_forest=False, name="parents"):
     top : ndarray of int64, shape (N,)
         Packed row of the root of every node's tree (its component within a forest).
 
-    Cost: O(N log depth) vectorised (pointer jumping).
-
     Raises
     ------
     ValueError
         Missing ``parents``, wrong number of trees or nodes, non-integer or missing (None) entries,
         an index out of range, a node that is its own parent, no root, several roots (unless
         ``allow_forest``), or a cycle. The message names the tree and the node.
+
+    Notes
+    -----
+    Cost: O(N log depth) vectorised (pointer jumping).
     """
     if parents is None:
         raise ValueError(f"`{name}` is required: one sequence of parent indices per tree (-1 for the "

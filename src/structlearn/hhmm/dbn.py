@@ -141,6 +141,8 @@ def dense_dbn(h):
         sub-model called in every level-d context (-1: padded or impossible); ``inst_grid`` (U,) the flat
         index of every instance's position prefix in its level's grid.
 
+    Notes
+    -----
     Cost: time and memory O(Σ_d n_1·…·n_d·n_d).
     """
     D = h.depth

@@ -56,8 +56,6 @@ def read_conll(path, columns=None, sep=None, *, docstart="-DOCSTART-", encoding=
     sentences : list of list of tuple of str
         ``sentences[s][t]`` is the tuple of columns of token t of sentence s. Empty sentences never occur.
 
-    Cost: one pass; time and memory O(file size).
-
     Raises
     ------
     FileNotFoundError
@@ -67,6 +65,10 @@ def read_conll(path, columns=None, sep=None, *, docstart="-DOCSTART-", encoding=
         asked for by ``columns`` (file name and line number in the message); text not in ``encoding``
         (file, line and byte); a truncated or corrupt gzip file (file). No other error for a damaged
         file.
+
+    Notes
+    -----
+    Cost: one pass; time and memory O(file size).
     """
     name = describe(path)
     sentences = []
@@ -278,12 +280,14 @@ def apply_template(sentence_columns, template, fields=None):
         and ``"__EOS__"`` on the last item (when the template's ``bos_eos`` is true). The label column is
         only used when a feature names it explicitly.
 
-    Cost: time O(T · number of features).
-
     Raises
     ------
     ValueError
         The tokens have a different number of columns than the template's fields.
+
+    Notes
+    -----
+    Cost: time O(T · number of features).
     """
     return compile_template(template, fields)(sentence_columns)
 
@@ -305,6 +309,8 @@ def featurize(sentences, template, fields=None):
     y : list of list of str or None
         The label column per sentence, or ``None`` when the template names no label column.
 
+    Notes
+    -----
     Cost: CoNLL-2000 train (211,727 tokens) with the chunking template takes about a second.
     """
     tpl = compile_template(template, fields)

@@ -214,8 +214,6 @@ def read_crfsuite(path_or_file, *, return_weights=False):
     weights : list of float
         Only when ``return_weights`` is true.
 
-    Cost: one pass over the file; time and memory O(number of attribute occurrences).
-
     Raises
     ------
     FileNotFoundError
@@ -224,6 +222,10 @@ def read_crfsuite(path_or_file, *, return_weights=False):
         On a malformed line: a value that is not a finite number, an empty attribute name, a bad
         ``@weight``; text that is not UTF-8; a truncated or corrupt gzip file. The message names the file
         and the line number. No other error for a damaged file.
+
+    Notes
+    -----
+    Cost: one pass over the file; time and memory O(number of attribute occurrences).
     """
     gc_was_enabled = gc.isenabled()
     gc.disable()  # millions of small dicts: the cyclic collector would rescan them again and again

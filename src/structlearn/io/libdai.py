@@ -61,6 +61,55 @@ def graph_factors(graph, b=0):
     return card, scopes, tables
 
 
+def linear_entries(log_table):
+    """Decimal strings of ``exp(log_table)`` (flattened in the table's order) that read back into the same
+    log-potentials bit for bit: ``np.log(float(s))`` equals the entry of ``log_table``.
+
+    Each is the shortest such decimal (fewest significant digits, ``format(x, ".pg")`` for p ≤ 17): ``3``
+    for a table read from ``3`` although exp(log 3) is 3.0000000000000004, ``0.1``, ``1e-300``. A file
+    whose values are in that shortest form is therefore written back byte for byte after it is read. An
+    entry that no decimal reads back into exactly (a log-potential between the logs of two neighbouring
+    floats) is the shortest repr of the float nearest to it within 3 ulps whose log is that entry, else of
+    ``exp`` of it. Zeros (log -inf) are ``0``.
+
+    Cost: time O(size of the table): a formatting, a parse and a log per entry and digit count tried (15,
+    16 and 17 for most values, 15 then 1, 2, … for values given with few digits), memory O(size).
+    """
+    tb = np.asarray(log_table, dtype=np.float64).ravel()
+    with np.errstate(under="ignore"):
+        lin = np.exp(tb)
+    out = [repr(x) for x in lin.tolist()]
+
+    def settle(idx, digits):            # write the entries idx that read back with `digits`; return the others
+        cand = [f"{x:.{digits}g}" for x in lin[idx].tolist()]
+        with np.errstate(divide="ignore"):
+            ok = np.log(np.array([float(c) for c in cand], dtype=np.float64)) == tb[idx]
+        for k in np.flatnonzero(ok).tolist():
+            out[idx[k]] = cand[k]
+        return idx[~ok]
+
+    everything = np.arange(tb.size)
+    long = settle(everything, 15)       # a value given with at most 15 digits reads back with 15 of them
+    short = np.setdiff1d(everything, long, assume_unique=True)
+    for digits in range(1, 15):         # ... and with fewer: the shortest, found from 1 digit up
+        if short.size == 0:
+            break
+        short = settle(short, digits)
+    long = settle(settle(long, 16), 17)
+    for step in (1, -1, 2, -2, 3, -3):  # no decimal of exp(tb) reads back: a neighbouring float might
+        if long.size == 0:
+            break
+        z = lin[long]
+        for _ in range(abs(step)):
+            z = np.nextafter(z, np.inf if step > 0 else -np.inf)
+        with np.errstate(divide="ignore"):
+            ok = np.log(z) == tb[long]
+        for k in np.flatnonzero(ok).tolist():
+            out[long[k]] = repr(float(z[k]))
+        long = long[~ok]
+    return out
+
+
 def _tokens(text):
     out = []
     for line in text.splitlines():
@@ -160,7 +209,8 @@ def write_fg(target, graph, *, graph_index=0):
     """Write graph ``graph_index`` of a :class:`FactorGraph` as a libDAI ``.fg`` file.
 
     Variable potentials that are not all 0 become factors of arity 1 (before the others); values are
-    ``exp`` of the log-tables written with 17 significant digits; zero entries are left out. A variable
+    ``exp`` of the log-tables in the shortest form that reads back into the same log-tables
+    (:func:`linear_entries`: ``3`` stays ``3``); zero entries are left out. A variable
     in no factor gets a factor of arity 1 of ones (a ``.fg`` file declares variables only through
     factors). Variables are labelled 0..N-1.
     """
@@ -173,8 +223,8 @@ def write_fg(target, graph, *, graph_index=0):
     with open_text(target, "w") as fh:
         fh.write(f"{len(scopes)}\n")
         for s, t in zip(scopes, tables):
+            flat = np.asarray(t, dtype=np.float64).ravel(order="F")
             with np.errstate(under="ignore"):
-                lin = np.exp(np.asarray(t)).ravel(order="F")
-            nz = np.flatnonzero(lin > 0)
+                nz = np.flatnonzero(np.exp(flat) > 0)
             fh.write(f"\n{len(s)}\n{' '.join(map(str, s))}\n{' '.join(str(int(card[v])) for v in s)}\n{nz.size}\n")
-            fh.writelines(f"{i} {lin[i]:.17g}\n" for i in nz)
+            fh.writelines(f"{i} {x}\n" for i, x in zip(nz.tolist(), linear_entries(flat[nz])))

@@ -33,7 +33,7 @@ import numpy as np
 
 from ..engine.structures.factor_graph import FactorGraph
 from ._files import describe, open_text
-from .libdai import graph_factors
+from .libdai import graph_factors, linear_entries
 
 __all__ = ["read_uai", "write_uai", "read_evid", "write_evid", "evidence_mask", "read_uai_result",
            "write_uai_result", "UAIFormatError"]
@@ -125,7 +125,9 @@ def write_uai(target, graph, *, network="MARKOV", graph_index=0):
     """Write graph ``graph_index`` of a :class:`FactorGraph` as a UAI model file.
 
     Variable potentials that are not all 0 become factors of arity 1 (``MARKOV`` only). Values are
-    ``exp`` of the log-tables with 17 significant digits.
+    ``exp`` of the log-tables in the shortest form that reads back into the same log-tables bit for bit
+    (:func:`structlearn.io.libdai.linear_entries`): a file whose values are in shortest form (``3``, ``0.1``,
+    ``1e-300``), read by :func:`read_uai`, is written back byte for byte.
 
     Raises
     ------
@@ -151,9 +153,7 @@ def write_uai(target, graph, *, network="MARKOV", graph_index=0):
         for s in scopes:
             fh.write(f"{len(s)} {' '.join(map(str, s))}\n")
         for tb in tables:
-            with np.errstate(under="ignore"):
-                lin = np.exp(np.asarray(tb)).ravel()
-            fh.write(f"\n{lin.size}\n {' '.join(f'{x:.17g}' for x in lin)}\n")
+            fh.write(f"\n{np.size(tb)}\n {' '.join(linear_entries(tb))}\n")
 
 
 def read_evid(source):

@@ -60,6 +60,8 @@ def segments_from_labels(labels):
     segments : list of (int, int, str)
         ``(start, end, type)`` with ``end`` exclusive (``labels[start:end]`` is the chunk), in order.
 
+    Notes
+    -----
     Cost: time O(T).
     """
     segments = []
@@ -230,12 +232,14 @@ def conlleval(y_true, y_pred):
         conlleval's text. Scores are fractions (conlleval prints percentages); a score whose denominator is
         zero is 0.
 
-    Cost: time O(N) for N tokens.
-
     Raises
     ------
     ValueError
         Different numbers of sequences, or a sequence whose gold and predicted lengths differ.
+
+    Notes
+    -----
+    Cost: time O(N) for N tokens.
     """
     y_true, y_pred = _pairs(y_true, y_pred)
     per_type = {}

@@ -101,6 +101,8 @@ def duration_tables(log_pmf, censoring):
     ValueError
         An absorbing state under ``censoring="both"`` (:func:`refuse_absorbing`).
 
+    Notes
+    -----
     Cost: time and memory O(D·K).
     """
     lp = np.asarray(log_pmf, dtype=np.float64)

@@ -40,6 +40,8 @@ class VonMises(EmissionDistribution):
     max_kappa : float, default 1e6
         Upper bound of the fitted concentrations (a state whose angles coincide).
 
+    Notes
+    -----
     X is (N, 1) angles in radians (NaN = missing). ``fit`` is the exact weighted MLE: μ = atan2(S, C),
     κ = A^{-1}(R̄) with C = Σ_t w_t cos x_t, S = Σ_t w_t sin x_t, R̄ = √(C² + S²) / Σ_t w_t
     (Mardia & Jupp 2000 §5.3.1; :func:`mean_resultant_inverse`). Cost O(N·K).

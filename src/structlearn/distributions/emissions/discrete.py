@@ -120,6 +120,8 @@ class Categorical(_ProbabilityRows):
     init : {"labels", "hmmlearn"}, default "labels"
         Initialisation: Dirichlet rows around the symbol frequencies, or hmmlearn's random rows.
 
+    Notes
+    -----
     X is one column of symbols 0..V−1 (whole numbers; NaN rows missing), or one-hot rows, hmmlearn's
     ``MultinomialHMM(n_trials=1)`` encoding: X of shape (n_samples, V) with V >= 2, every observed row
     0 but for a single 1 (the symbol of row t is the column of its 1). The rule is the number of
@@ -258,6 +260,8 @@ class Multinomial(_ProbabilityRows):
         Initialisation: Dirichlet rows around the category frequencies refined on the labels, or
         hmmlearn's random rows.
 
+    Notes
+    -----
     X is (N, V) of non-negative whole numbers; an all-NaN row is missing (log density 0); a partly
     missing row raises ``ValueError`` (a multinomial does not factorise over its categories).
     ``fit``: p_jv = Σ_t w_tj x_tv / Σ_t w_tj n_t (exact MLE; no prior, as hmmlearn). Parameter letter
@@ -363,6 +367,8 @@ class Poisson(LawOptions, EmissionDistribution):
     init : {"labels", "hmmlearn"}, default "labels"
         Initialisation: the rates of the labelled rows, or hmmlearn's gamma-distributed rates.
 
+    Notes
+    -----
     NaN entries are marginalised (skipped); in the hmmlearn mode (``PoissonHMMEmission``) only whole
     rows may be missing. Parameter letter ``"l"``.
     """
@@ -496,6 +502,8 @@ class Bernoulli(EmissionDistribution):
         ``fit`` keeps p in [min_prob, 1 - min_prob] (the constrained maximiser: the objective is concave
         in each p_jf), so a value unseen in a state keeps a small probability.
 
+    Notes
+    -----
     X is (N, F) of 0 / 1 (NaN = missing, marginalised per entry). ``fit``: p_jf = Σ_t w_tj x_tf /
     Σ_t w_tj over observed entries (clipped). Cost O(N·K·F).
     """

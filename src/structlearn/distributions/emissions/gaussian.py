@@ -297,6 +297,8 @@ class Gaussian(MultivariateGaussian):
     min_covar : float, default 1e-3
         Lower bound on fitted variances.
 
+    Notes
+    -----
     ``fit``: weighted mean and variance (variance clipped at ``min_covar``).
     """
 

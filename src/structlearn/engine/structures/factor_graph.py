@@ -196,6 +196,23 @@ class FactorGraph(StructureBase):
         self._cache = {}
 
     # -- structure ----------------------------------------------------------------------------------
+    def __repr__(self):
+        """One line whatever the size of the batch: counts, cardinalities (``{cardinality: number of
+        variables}`` for up to four distinct values, else their range) and the largest factor arity.
+
+        Cost: time O(N log N + F) (np.unique over the N cardinalities)."""
+        card = np.asarray(self.n_states, dtype=np.int64)
+        values, counts = np.unique(card, return_counts=True)
+        if values.size == 1:
+            cards = str(int(values[0]))
+        elif values.size <= 4:
+            cards = "{" + ", ".join(f"{int(v)}: {int(c)}" for v, c in zip(values, counts)) + "}"
+        else:
+            cards = f"{int(values[0])}..{int(values[-1])}"
+        arity = int(np.diff(self._fptr).max()) if self.n_factors else 0
+        return (f"FactorGraph(batch_size={self.batch_size}, n_variables={self.n_rows}, n_factors={self.n_factors}, "
+                f"cardinalities={cards}, max_factor_arity={arity}, pairwise={self.is_pairwise})")
+
     @property
     def is_pairwise(self):
         """Whether the graph was built from ``edges`` (results carry ``edge`` marginals)."""
