@@ -24,7 +24,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from . import _online_statistics as _online
-from ..learning.em import run_em
+from ..learning.em import ConvergenceMonitor, run_em
 from ..learning.shards import Shard, ShardStatistics, map_shards, data_blocks
 from ..distributions import emissions as _emi
 from ..distributions.emissions import hmm as _hemi
@@ -157,6 +157,22 @@ class HMMBase(HMMOnlineMixin, EstimatorBase):
 
     _format = None  # model-file format name
     _default_n_iter = 10
+
+    @property
+    def monitor_(self):
+        """The :class:`~structlearn.learning.em.ConvergenceMonitor` of the last ``fit``; before it, a fresh
+        one with ``tol``, ``n_iter`` and ``verbose`` (hmmlearn creates it at construction, so that a custom
+        monitor can be built from it and set in its place)."""
+        m = self.__dict__.get("monitor_")
+        return ConvergenceMonitor(self.tol, self.n_iter, self.verbose) if m is None else m
+
+    @monitor_.setter
+    def monitor_(self, value):
+        self.__dict__["monitor_"] = value
+
+    @monitor_.deleter
+    def monitor_(self):
+        self.__dict__.pop("monitor_", None)
 
     # -- hooks ----------------------------------------------------------------------------------------
     def _new_emission(self):
@@ -416,9 +432,15 @@ class HMMBase(HMMOnlineMixin, EstimatorBase):
         Notes
         -----
         Per iteration: time O(N·K²) for the chain plus the emission densities and M-step, memory O(N·K).
-        ``monitor_.history`` holds the log-likelihood of every E-step: after ``n_iter`` M-steps it also
-        holds the final parameters' (hmmlearn stops one entry earlier); when the gain falls below
-        ``tol`` the parameters are those of the last E-step (hmmlearn applies one more M-step).
+        The loop is hmmlearn's (:func:`structlearn.learning.em.run_em`): E-step, M-step, report, test.
+        The M-step of the iteration on which the gain falls below ``tol`` (or of the ``n_iter``-th) is
+        applied, so the fitted parameters are those after the last M-step, ``monitor_.iter`` is the
+        number of M-steps and ``monitor_.history`` the log-likelihood before each of them — all as
+        hmmlearn. ``log_likelihood_`` is that of the fitted parameters (one more E-step, not in the
+        history); ``converged_`` is True only when the gain fell below ``tol`` (``monitor_.converged``,
+        hmmlearn's, also holds when ``n_iter`` ran out). A monitor put in ``monitor_`` before ``fit``
+        whose class is not structlearn's (e.g. a subclass of hmmlearn's with its own ``converged``) runs
+        the loop instead of the default one.
         """
         self._validate_hyper()
         K = self.n_components
