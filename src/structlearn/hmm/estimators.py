@@ -275,6 +275,16 @@ class CategoricalHMM(HMMBase):
 
     n_features_ = property(_n_features_of, doc="Alphabet size V in use.")
 
+    def _check_and_set_n_features(self, X):
+        """Check that ``X`` holds symbols (non-negative integers) and return the alphabet size they need
+        (hmmlearn's check; ``n_features`` itself is never changed). ``ValueError`` otherwise."""
+        X = np.asarray(X)
+        if not np.issubdtype(X.dtype, np.integer):
+            raise ValueError(f"symbols must be integers; got dtype {X.dtype}")
+        if X.size and X.min() < 0:
+            raise ValueError(f"symbols must be non-negative; got {int(X.min())}")
+        return max(int(X.max()) + 1 if X.size else 0, self.n_features or 0)
+
     def _new_emission(self):
         V = self.n_features
         if V is not None and (isinstance(V, bool) or not isinstance(V, (int, np.integer)) or V < 1):
