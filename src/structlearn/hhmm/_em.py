@@ -12,7 +12,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
 from ..learning import stepwise as _online
-from ..learning.em import ConvergenceMonitor, run_em
+from ..learning.em import ConvergenceMonitor, converged_by_tol, run_em
 from ..learning.shards import Shard, ShardStatistics
 from ..distributions import emissions as _emi
 from .parsimonious import MixedMemoryTransitions
@@ -150,16 +150,16 @@ class HHMMLearningMixin:
                 print(f"EM iteration {it}: log-likelihood {ll:.6f}")
 
         with training(self):  # interrupted (or failed): converged_ False, the exception raised again
-            run_em(e_step, m_step, monitor, report)
+            ll = run_em(e_step, m_step, monitor, report)
         history = monitor.history
-        self.converged_ = bool(monitor.converged)
-        if not self.converged_:
+        self.converged_ = converged_by_tol(monitor)
+        if not self.converged_ and self.n_iter > 0:
             gain = history[-1] - history[-2] if len(history) > 1 else float("nan")
             warnings.warn(f"EM did not converge in {self.n_iter} iterations (last gain "
                           f"{gain:.3g} >= tol {self.tol})", ConvergenceWarning)
         self.monitor_history_ = history
-        self.log_likelihood_ = history[-1]
-        self.n_iter_ = len(history) - 1
+        self.log_likelihood_ = ll
+        self.n_iter_ = monitor.iter
         return self
 
     @rolls_back

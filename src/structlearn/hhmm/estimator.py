@@ -517,6 +517,10 @@ class HierarchicalHMM(HHMMLearningMixin, EstimatorBase):
         ``inference="factored-frontier"`` the E-step's counts and the monitored log-likelihood are the
         factored frontier's approximations, so this guarantee does not hold.
         ``ConvergenceWarning`` and ``converged_ = False`` when ``n_iter`` is reached first.
+        The loop is hmmlearn's (:func:`structlearn.learning.em.run_em`): the M-step of the iteration
+        on which the gain falls below ``tol`` is applied too, so the parameters are those after the last
+        M-step; ``monitor_history_`` holds the log-likelihood before each M-step, ``n_iter_`` their
+        number and ``log_likelihood_`` that of the returned parameters (one more E-step).
         """
         check_n_jobs(self.n_jobs)
         X, lengths, offsets = self._data(X, lengths, refit=True)

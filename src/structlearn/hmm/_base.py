@@ -15,6 +15,7 @@ Subclasses (``estimators/hmm.py``) give the constructor, the emission family (``
 letters in ``params`` / ``init_params`` and the hmmlearn-named views of its parameters
 (:class:`EmissionView`).
 """
+import logging
 import sys
 
 import numpy as np
@@ -24,7 +25,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from . import _online_statistics as _online
-from ..learning.em import run_em
+from ..learning.em import ConvergenceMonitor, run_em
 from ..learning.shards import Shard, ShardStatistics, map_shards, data_blocks
 from ..distributions import emissions as _emi
 from ..distributions.emissions import hmm as _hemi
@@ -43,6 +44,9 @@ __all__ = ["HMMBase", "EmissionView", "stationary_distribution"]
 _FORMAT_VERSION = 1
 _NOT_A_LETTER = "\x00"  # fit_restarts letter of emission_: never in init_params (restored, then initialised)
 _TEMPLATE = "{iter:>10d} {log_prob:>16.8f} {delta:>+16.8f}"
+#: hmmlearn reports a parameter that initialisation overwrites and a fit with fewer data points than free
+#: parameters through its logger (not warnings); these notices go the same way, on this logger.
+_LOG = logging.getLogger("structlearn.hmm")
 
 
 def stationary_distribution(transmat):
@@ -158,6 +162,22 @@ class HMMBase(HMMOnlineMixin, EstimatorBase):
     _format = None  # model-file format name
     _default_n_iter = 10
 
+    @property
+    def monitor_(self):
+        """The :class:`~structlearn.learning.em.ConvergenceMonitor` of the last ``fit``; before it, a fresh
+        one with ``tol``, ``n_iter`` and ``verbose`` (hmmlearn creates it at construction, so that a custom
+        monitor can be built from it and set in its place)."""
+        m = self.__dict__.get("monitor_")
+        return ConvergenceMonitor(self.tol, self.n_iter, self.verbose) if m is None else m
+
+    @monitor_.setter
+    def monitor_(self, value):
+        self.__dict__["monitor_"] = value
+
+    @monitor_.deleter
+    def monitor_(self):
+        self.__dict__.pop("monitor_", None)
+
     # -- hooks ----------------------------------------------------------------------------------------
     def _new_emission(self):
         """A fresh emission object without parameters, configured from the hyper-parameters."""
@@ -214,7 +234,9 @@ class HMMBase(HMMOnlineMixin, EstimatorBase):
         return out
 
     def _check(self):
-        """Validate ``startprob_``, ``transmat_`` and the emission parameters (hmmlearn's ``_check``)."""
+        """Validate the hyper-parameters (a bad ``covariance_type``, …), ``startprob_``, ``transmat_`` and the
+        emission parameters (hmmlearn's ``_check``); ``ValueError`` naming the first that is wrong."""
+        self._validate_hyper()
         K = self.n_components
         if self.startprob == "stationary" and hasattr(self, "transmat_"):
             self.startprob_ = stationary_distribution(np.asarray(self.transmat_, dtype=np.float64))
@@ -386,6 +408,60 @@ class HMMBase(HMMOnlineMixin, EstimatorBase):
         if self.startprob == "stationary":
             self.startprob_ = stationary_distribution(self.transmat_)
         self._check()
+        if restart == 0:
+            self._log_too_little_data(X)
+
+    def _log_set_parameters_overwritten(self):
+        """Log (hmmlearn's notice) every parameter set by hand whose letter is in ``init_params``."""
+        em = self.__dict__.get("emission_")
+        named = [("startprob_", "s", self.__dict__.get("startprob_")),
+                 ("transmat_", "t", self.__dict__.get("transmat_"))]
+        named += [(f"{name}_", letter, None if em is None else getattr(em, name, None))
+                  for name, letter in getattr(self._new_emission(), "param_letters", {}).items()]
+        for name, letter, value in named:
+            if value is not None and letter in self.init_params:
+                _LOG.warning("%s.%s is set, but %r is in init_params=%r: it will be overwritten by the "
+                             "initialisation (leave %r out of init_params to start from the value set)",
+                             type(self).__name__, name, letter, self.init_params, letter)
+
+    def _log_too_little_data(self, X):
+        """Log (hmmlearn's notice) when the parameters of ``params`` outnumber the data points of ``X``."""
+        K = self.n_components
+        n = (K - 1) * ("s" in self.params and self.startprob != "stationary") + K * (K - 1) * ("t" in self.params)
+        if self._updates_emission():
+            n += int(self.emission_.n_parameters())
+        if X.size < n:
+            _LOG.warning("%s: %d free scalar parameters (params=%r) fitted on %d data points: expect a "
+                         "degenerate solution", type(self).__name__, n, self.params, X.size)
+
+    def _init(self, X, lengths=None):
+        """Initialise the parameters as ``fit`` does, without running EM (hmmlearn's ``_init``).
+
+        Those whose letters are in ``init_params`` (and those not set) are initialised from ``X`` with
+        ``random_state``; the others keep their values.
+
+        Parameters
+        ----------
+        X : array-like, shape (n_samples, n_features)
+        lengths : int or array-like of int, optional
+            As in ``fit`` (an int is one sequence of that length, as hmmlearn accepts).
+
+        Raises
+        ------
+        ValueError
+            Bad hyper-parameters, X or lengths.
+        """
+        self._validate_hyper()
+        X = self._check_X(X, self._fresh_emission())
+        if lengths is not None and np.ndim(lengths) == 0:
+            lengths = [lengths]
+        lengths, _ = self._lengths(lengths, X)
+        self._log_set_parameters_overwritten()
+        for name, letter in (("startprob_", "s"), ("transmat_", "t")):
+            if letter in self.init_params:
+                self.__dict__.pop(name, None)
+        self.n_features_in_ = int(X.shape[1])
+        self._initialize(X, lengths, check_random_state(self.random_state), 0)
 
     def fit(self, X, lengths=None):
         """Estimate the parameters by EM (Baum–Welch; MAP with the priors), after initialising those in
@@ -416,9 +492,15 @@ class HMMBase(HMMOnlineMixin, EstimatorBase):
         Notes
         -----
         Per iteration: time O(N·K²) for the chain plus the emission densities and M-step, memory O(N·K).
-        ``monitor_.history`` holds the log-likelihood of every E-step: after ``n_iter`` M-steps it also
-        holds the final parameters' (hmmlearn stops one entry earlier); when the gain falls below
-        ``tol`` the parameters are those of the last E-step (hmmlearn applies one more M-step).
+        The loop is hmmlearn's (:func:`structlearn.learning.em.run_em`): E-step, M-step, report, test.
+        The M-step of the iteration on which the gain falls below ``tol`` (or of the ``n_iter``-th) is
+        applied, so the fitted parameters are those after the last M-step, ``monitor_.iter`` is the
+        number of M-steps and ``monitor_.history`` the log-likelihood before each of them — all as
+        hmmlearn. ``log_likelihood_`` is that of the fitted parameters (one more E-step, not in the
+        history); ``converged_`` is True only when the gain fell below ``tol`` (``monitor_.converged``,
+        hmmlearn's, also holds when ``n_iter`` ran out). A monitor put in ``monitor_`` before ``fit``
+        whose class is not structlearn's (e.g. a subclass of hmmlearn's with its own ``converged``) runs
+        the loop instead of the default one.
         """
         self._validate_hyper()
         K = self.n_components
@@ -431,6 +513,7 @@ class HMMBase(HMMOnlineMixin, EstimatorBase):
             raise ValueError(f"fewer observed rows ({n_obs}) than components (n_components={K}): the "
                              f"emission parameters cannot be initialised from the data; set them and leave "
                              f"their letters out of `init_params`, or use fewer components")
+        self._log_set_parameters_overwritten()
         shards = data_blocks(Shard(X, lengths, offsets))
         return self._fit_sharded(lambda f, p: map_shards(f, p, shards, self.n_jobs), (X, lengths, None),
                                  int(lengths.max()), X.shape[1], X)

@@ -17,8 +17,9 @@ rows are missing observations, ``n_jobs`` runs the E-step over blocks of sequenc
 (fixed topologies, e.g. left-right), ``n_init`` restarts, and ``save``/``load`` in the versioned
 model-file format. Deliberate differences from hmmlearn: ``fit`` never changes constructor arguments
 (the fitted alphabet of ``CategoricalHMM`` is ``n_features_``), ``implementation`` is accepted but every
-computation runs on the same exact engine, and ``monitor_`` is :class:`structlearn.learning.em.
-ConvergenceMonitor` (converged only when the gain fell below ``tol``).
+computation runs on the same exact engine. EM runs hmmlearn's loop (the parameters after the last M-step;
+``monitor_`` with hmmlearn's ``iter``, ``history`` and ``converged``); ``converged_`` says whether the gain
+fell below ``tol`` (False, with a ``ConvergenceWarning``, when ``n_iter`` ran out first).
 """
 import numpy as np
 
@@ -71,10 +72,12 @@ _ATTR_DOC = """
     emission_ : emission object
         The emission family holding the parameters below.
     monitor_ : ConvergenceMonitor
-        ``history`` (log-likelihood of every E-step), ``iter``, ``converged``.
+        hmmlearn's: ``history`` (the log-likelihood before each M-step), ``iter`` (the number of
+        M-steps), ``converged`` (``n_iter`` ran out or the last gain is below ``tol``).
     converged_ : bool
+        Whether the last gain fell below ``tol``.
     log_likelihood_ : float
-        Log-likelihood of the training data at the fitted parameters.
+        Log-likelihood of the training data at the fitted parameters (after the last M-step).
     n_features_in_ : int"""
 
 _NOTES_DOC = """
@@ -271,6 +274,16 @@ class CategoricalHMM(HMMBase):
         self._store_params(locals())
 
     n_features_ = property(_n_features_of, doc="Alphabet size V in use.")
+
+    def _check_and_set_n_features(self, X):
+        """Check that ``X`` holds symbols (non-negative integers) and return the alphabet size they need
+        (hmmlearn's check; ``n_features`` itself is never changed). ``ValueError`` otherwise."""
+        X = np.asarray(X)
+        if not np.issubdtype(X.dtype, np.integer):
+            raise ValueError(f"symbols must be integers; got dtype {X.dtype}")
+        if X.size and X.min() < 0:
+            raise ValueError(f"symbols must be non-negative; got {int(X.min())}")
+        return max(int(X.max()) + 1 if X.size else 0, self.n_features or 0)
 
     def _new_emission(self):
         V = self.n_features

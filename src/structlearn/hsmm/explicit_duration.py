@@ -310,6 +310,15 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, InformationCriteria, Es
         -----
         ConvergenceWarning
             When the kept restart did not converge within ``n_iter`` iterations.
+
+        Notes
+        -----
+        EM runs hmmlearn's loop (:func:`structlearn.learning.em.run_em`): per iteration E-step, M-step,
+        report to ``monitor_``, convergence test. The M-step of the iteration on which the gain falls below
+        ``tol`` (or of the ``n_iter``-th) is applied too: the parameters are those after the last M-step,
+        ``monitor_.iter`` counts the M-steps and ``monitor_.history`` holds the log-likelihood before each
+        of them. ``log_likelihood_`` is that of the fitted parameters (one more E-step, not in the
+        history); ``converged_`` is True only when the gain fell below ``tol``.
         """
         self._validate_hyper()
         K = self.n_states

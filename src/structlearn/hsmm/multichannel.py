@@ -14,7 +14,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from . import _multichannel_em as _mce
-from ..learning.em import ConvergenceMonitor, run_em
+from ..learning.em import ConvergenceMonitor, converged_by_tol, run_em
 from ._em import initial_labels, initial_mean_durations
 from ..learning.shards import Shard, map_shards, data_blocks, document_blocks
 from ..distributions import durations as _dur
@@ -343,7 +343,11 @@ class MultiChannelHSMM(ShardOnlineMixin, EstimatorBase):
         -----
         The E-step is :func:`structlearn.hsmm._multichannel_em.statistics` mapped over ``n_jobs``
         blocks of sequences (:func:`~structlearn.learning.shards.map_shards`); the M-step runs once on
-        the summed counts, the emissions' on the rows and the concatenated posteriors.
+        the summed counts, the emissions' on the rows and the concatenated posteriors. The loop is
+        hmmlearn's (:func:`structlearn.learning.em.run_em`): the parameters are those after the last
+        M-step (also on the iteration that meets ``tol``), ``monitor_.history`` the log-likelihood before
+        each M-step, ``log_likelihood_`` that of the fitted parameters and ``converged_`` True only when
+        the gain fell below ``tol``.
         """
         self._validate_hyper()
         shard = self._shard_from_data(X, lengths, labels)
@@ -384,11 +388,12 @@ class MultiChannelHSMM(ShardOnlineMixin, EstimatorBase):
         with training(self):  # interrupted (or failed): converged_ False, the exception raised again
             self.log_likelihood_ = float(run_em(e_step, lambda total: self._apply_statistics(total, X),
                                                 self.monitor_))
-        self.converged_ = bool(self.monitor_.converged)
+        self.converged_ = converged_by_tol(self.monitor_)
         if not self.converged_ and self.n_iter > 0:
+            h = self.monitor_.history
+            gain = h[-1] - h[-2] if len(h) > 1 else float("nan")
             warnings.warn(f"MultiChannelHSMM: EM did not converge in {self.n_iter} iterations (last gain "
-                          f"{self.monitor_.history[-1] - self.monitor_.history[-2]:.3g}, tol {self.tol})",
-                          ConvergenceWarning, stacklevel=3)
+                          f"{gain:.3g}, tol {self.tol})", ConvergenceWarning, stacklevel=3)
         return self
 
     def _set_dimensions(self, n_features, max_length):

@@ -319,7 +319,7 @@ def _run_full(template, params, X, lengths, errors):
     monitor = getattr(est, "monitor_", None)
     out.update(max_duration_=getattr(est, "max_duration_", None),
                converged=(bool(est.converged_) if hasattr(est, "converged_") else None),
-               n_iter=(max(len(monitor.history) - 1, 0) if monitor is not None else None), warnings=caught,
+               n_iter=(int(monitor.iter) if monitor is not None else None), warnings=caught,
                fit_time=time.perf_counter() - t0, error=None)
     return est, out
 

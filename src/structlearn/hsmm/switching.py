@@ -356,6 +356,11 @@ class SwitchingHSMM(ShardOnlineMixin, InformationCriteria, EstimatorBase):
         Notes
         -----
         Time O(n_init · n_iter · N·(K² + D·K)), K = R·M; memory O(N·K) (the (N, K) label mask included).
+        EM runs hmmlearn's loop (:func:`structlearn.learning.em.run_em`), as
+        :meth:`HiddenSemiMarkovModel.fit <structlearn.hsmm.explicit_duration.HiddenSemiMarkovModel.fit>`:
+        the parameters are those after the last M-step (also on the iteration that meets ``tol``),
+        ``monitor_.history`` the log-likelihood before each M-step, ``log_likelihood_`` that of the fitted
+        parameters and ``converged_`` True only when the gain fell below ``tol``.
         """
         self._validate_hyper()
         emission = _emi.make_emission(self.emission)

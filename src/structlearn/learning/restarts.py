@@ -11,7 +11,7 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
-from .em import ConvergenceMonitor
+from .em import ConvergenceMonitor, converged_by_tol
 from .training import training
 
 __all__ = ["fit_restarts", "warn_empty_states", "EmptyStateWarning", "label_mask", "check_n_jobs", "check_em_options",
@@ -140,7 +140,8 @@ def fit_restarts(estimator, attributes, initialize, run):
     initialize : callable (rng, restart) -> None
         Sets the initial parameters of a restart.
     run : callable (monitor, restart) -> float
-        Runs EM from them and returns the final log-likelihood.
+        Runs EM from them (:func:`~structlearn.learning.em.run_em`) and returns the log-likelihood of
+        the parameters it ends with (those after its last M-step).
 
     Returns
     -------
@@ -156,8 +157,19 @@ def fit_restarts(estimator, attributes, initialize, run):
     ------
     BaseException
         What a restart raised (a ``KeyboardInterrupt`` included), after setting ``converged_ = False``.
+
+    Notes
+    -----
+    Every restart gets a fresh :class:`~structlearn.learning.em.ConvergenceMonitor` (``tol``, ``n_iter``,
+    ``verbose``), or a copy of a monitor of another class the user put in ``monitor_`` before the call
+    (hmmlearn's way of changing the stopping rule). ``converged_`` is
+    :func:`~structlearn.learning.em.converged_by_tol` of the kept restart's monitor (``monitor_``, whose
+    ``converged`` is hmmlearn's and also holds when ``n_iter`` ran out).
     """
     est = estimator
+    custom = est.__dict__.get("monitor_")
+    if type(custom) is ConvergenceMonitor:
+        custom = None
     rng = check_random_state(est.random_state)
     fixed = {a: copy.deepcopy(getattr(est, a)) for a, c in attributes.items()
              if c not in est.init_params and hasattr(est, a)}
@@ -171,7 +183,8 @@ def fit_restarts(estimator, attributes, initialize, run):
                 elif hasattr(est, a):
                     delattr(est, a)
             initialize(np.random.RandomState(seed), restart)
-            monitor = ConvergenceMonitor(est.tol, est.n_iter, est.verbose)
+            monitor = (ConvergenceMonitor(est.tol, est.n_iter, est.verbose) if custom is None
+                       else copy.deepcopy(custom))
             ll = run(monitor, restart)
             if best is None or ll > best[0]:
                 best = (ll, {a: copy.deepcopy(getattr(est, a)) for a in attributes if hasattr(est, a)},
@@ -183,7 +196,7 @@ def fit_restarts(estimator, attributes, initialize, run):
         elif hasattr(est, a):
             delattr(est, a)
     est.monitor_ = monitor
-    est.converged_ = bool(monitor.converged)
+    est.converged_ = converged_by_tol(monitor)
     est.log_likelihood_ = ll
     if not est.converged_ and est.n_iter > 0:
         h = monitor.history
