@@ -20,10 +20,8 @@ LABELS = ["O", "B-A", "I-A", "B-B", "I-B"]
 TOL = {torch.float64: dict(rtol=1e-10, atol=1e-10), torch.float32: dict(rtol=1e-5, atol=1e-5)}
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA is not available")
 
-pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated",
-                                        "ignore:`torch.jit.save` is deprecated",
-                                        "ignore:`torch.jit.load` is deprecated",
-                                        "ignore:`torch.jit.script_method` is deprecated")
+# torch 2.13 deprecates torch.jit.script / save / load / trace (and inductor calls script_method)
+pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.[a-z_]+` is deprecated")
 
 
 def layer(constrained, batch_first, dtype, seed=0):
@@ -124,6 +122,16 @@ def test_empty_sequences_on_the_pure_torch_path():
     close(llh, crf(em, tags, mask, "none").detach().numpy())
     assert scripted.decode(em, mask) == crf.decode(em, mask) and scripted.decode(em, mask)[1] == []
     assert float(scripted.marginals(em, mask)[1].abs().sum()) == 0.0
+
+
+@pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")
+def test_traced_forward_matches_eager():
+    crf = layer(True, False, torch.float64)
+    em, tags, mask = batch(7, [7, 3, 5], False, torch.float64, True)
+    traced = torch.jit.trace(crf, (em, tags, mask))
+    for lengths in ([7, 3, 5], [1, 7, 2]):                      # other masks through the same trace
+        em, tags, mask = batch(7, lengths, False, torch.float64, True, seed=lengths[1])
+        close(traced(em, tags, mask), crf(em, tags, mask).detach().numpy())
 
 
 @pytest.mark.parametrize("backend", ["aot_eager"])

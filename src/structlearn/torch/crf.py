@@ -78,7 +78,9 @@ class CRF(nn.Module):
         Allowed transitions (and first / last tags), e.g. ``bio_constraints(tag_names)``; forbidden
         ones score -inf in training and decoding. Stored as buffers (they follow ``.to(device)``).
     backend : {"auto", "numba", "torch"}
-        See :class:`structlearn.torch.LinearChain`.
+        Eager calls: ``"auto"``, the Numba engine on CPU tensors and the pure-torch path elsewhere;
+        ``"numba"``, the engine always (other devices' tensors are copied); ``"torch"``, the pure-torch
+        path always. Scripted, traced, compiled and exported calls always take the pure-torch path.
 
     Attributes
     ----------
@@ -90,6 +92,16 @@ class CRF(nn.Module):
     Notes
     -----
     Costs are those of :class:`~structlearn.torch.LinearChain`: O(B·T·K²) per call.
+
+    Two paths give the same numbers. The *engine* path (eager, CPU) runs the Numba kernels with their
+    explicit forward–backward as the gradient. The *pure-torch* path (:mod:`structlearn.torch._scan`:
+    the forward recursion under autograd, back-pointer Viterbi, forward–backward marginals; one Python
+    loop over time) runs on any device and under ``torch.jit.script`` (``torch.jit.save`` / ``load``
+    included), ``torch.jit.trace``, ``torch.compile`` and ``torch.export``. :meth:`forward`,
+    :meth:`decode`, :meth:`viterbi` and :meth:`marginals` choose between them on each call.
+    ``torch.compile`` and ``torch.export`` unroll the loop over time (one graph per sequence length) and
+    skip the data checks (mask holes, tag ranges, infeasible sequences). :meth:`kbest` and
+    :meth:`structure` stay eager only.
     """
 
     def __init__(self, num_tags: int, batch_first: bool = False, constraints=None, backend: str = "auto"):
