@@ -238,3 +238,33 @@ def crf_marginals(emissions: torch.Tensor, mask: torch.Tensor, transitions: torc
     ok = mask.unsqueeze(2) & (log_z > neg / 2)[:, None, None]
     m = torch.exp(a + b - log_z[:, None, None])
     return torch.where(ok, m, torch.zeros_like(m))
+
+
+def crf_viterbi(emissions: torch.Tensor, mask: torch.Tensor, transitions: torch.Tensor, start: torch.Tensor,
+                end: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Best scores (B,) and tags (B, T) (-1 at padding) of a linear-chain CRF by back-pointer Viterbi,
+    δ[t, j] = e[t, j] + max_i δ[t-1, i] + trans[i, j]; 0 and all -1 for an empty sequence. The loop
+    over time runs four kernels per step (padding steps keep δ; the back-trace starts each sequence at
+    its own last position). Time O(B·T·K²), memory O(B·T·K)."""
+    B, T, K = emissions.shape
+    if T == 0:
+        return emissions.new_zeros(B), torch.zeros((B, 0), dtype=torch.int64, device=emissions.device)
+    em = emissions.transpose(0, 1)                                      # (T, B, K)
+    on = mask.transpose(0, 1)                                           # (T, B)
+    on3 = on.unsqueeze(2)
+    delta = start + em[0]
+    bps = []
+    for t in range(1, T):
+        best, bp = (delta.unsqueeze(2) + transitions).max(dim=1)
+        delta = torch.where(on3[t], best + em[t], delta)
+        bps.append(bp)
+    score, cur = (delta + end).max(dim=1)
+    tags = [cur]
+    for t in range(T - 1, 0, -1):
+        prev = bps[t - 1].gather(1, cur.unsqueeze(1)).squeeze(1)
+        cur = torch.where(on[t], prev, cur)
+        tags.append(cur)
+    tags.reverse()
+    y = torch.stack(tags, dim=1)
+    y = torch.where(mask, y, torch.full_like(y, -1))
+    return torch.where(mask[:, 0], score, torch.zeros_like(score)), y

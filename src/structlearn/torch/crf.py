@@ -55,8 +55,7 @@ def _check_feasible(score: torch.Tensor, m: torch.Tensor) -> None:
 def _viterbi_bf(em: torch.Tensor, m: torch.Tensor, trans: torch.Tensor, start: torch.Tensor,
                 end: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
     """Back-pointer Viterbi on batch-first inputs: best scores (B,), tags (B, T) (-1 at padding)."""
-    u = torch.where(m.unsqueeze(2), em, torch.zeros_like(em))
-    return _scan.viterbi(u, trans.unsqueeze(0).unsqueeze(0), start, end, m.sum(1))
+    return _scan.crf_viterbi(em, m, trans, start, end)
 
 
 class CRF(nn.Module):
