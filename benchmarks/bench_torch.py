@@ -1,7 +1,7 @@
 """Linear-chain CRF layers in PyTorch: structlearn.torch.CRF vs pytorch-crf vs torch-struct, in one run.
 
-Workloads: B = 32 sequences of T ∈ {50, 100, 500} tokens, K ∈ {10, 50} tags, float32 (``--dtype``),
-every sequence full length; random emissions (requires_grad) and random gold tags. Two measurements per contender:
+Workloads: B = 32 sequences of T ∈ {50, 500} tokens (``--lengths``), K ∈ {10, 50} tags, float32
+(``--dtype``), every sequence full length; random emissions (requires_grad) and random gold tags. Two measurements per contender:
 
 * ``nll f+b``: the negative log-likelihood of the gold tags summed over the batch, forward and backward
   (gradients for the emissions and the transition parameters) — one training step of the CRF layer;
@@ -33,7 +33,7 @@ setting; two OpenMP runtimes with 2 threads each oversubscribe the cores). Ratio
 time over structlearn's (> 1: structlearn is faster).
 
     python benchmarks/bench_torch.py [--threads 1] [--repeat 3] [--device cpu|cuda] [--only T=50]
-                                     [--dtype float32|float64]
+                                     [--dtype float32|float64] [--lengths 100,500]
                                      [--contenders structlearn,sl-script,pytorch-crf,torch-struct]
 
 Needs the ``bench`` extra (pytorch-crf, torch-struct).
@@ -71,7 +71,7 @@ torch recursions lose to the engine (explicit forward–backward beats autograd 
 4-16x in time and 2-15x in memory), and the parallel scan loses to the sequential loop (its O(T·K³)
 work pays only on a GPU). GPU: not measured (no GPU was lent to this task).
 
-The scripted layer (``--contenders structlearn,sl-script,pytorch-crf --only "T=100 "`` / ``"T=500 "``,
+The scripted layer (``--contenders structlearn,sl-script,pytorch-crf --lengths 100,500``,
 ``--dtype float32`` / ``float64``; same machine and load, torch 2.13.0+cpu, 2026-12-07; the T=500 K=50
 float32 row rerun with --repeat 5 under lighter load; peak MB of sl-script before the warm-up fix, 0):
 
@@ -101,19 +101,29 @@ float32 row rerun with --repeat 5 under lighter load; peak MB of sl-script befor
     B=32 T=500 K=50   float64  sl-script        1059.7       137.2       12.4        2.6
     B=32 T=500 K=50   float64  pytorch-crf      1978.5       288.2       23.1        5.5
 
-The scripted path is 1.1-4.5x faster than pytorch-crf (f+b) and 1.2-4.3x (Viterbi) on every row. It is not
-within 2x of the eager path anywhere: 2.5-12x slower for f+b and 2.2-11x for Viterbi. The eager path is
-the Numba engine: one fused float64 loop per recursion, with the explicit forward–backward as the
-gradient. The scripted path is the same recursion as unfused torch kernels in a time loop. Each step
-runs a broadcast add over (B, K, K), a log-sum-exp over K, an add and a masked select (max and argmax
-for Viterbi), and autograd replays their backward. TorchScript fuses nothing on CPU, so at K = 10 the
-per-kernel dispatch dominates, and at K = 50 the memory traffic of the (B, K, K) temporaries does. The eager ``backend="torch"`` layer runs the same
-kernels at the same speed (measured at T=500 K=50: 0.46-0.58 s f+b, scripted 0.51-0.79 s). Tried and
-not kept (f+b, scripted, T = 100/500, K = 10/50). An explicit forward–backward with no autograd of the
-loop was 1.7-3.3x slower at K = 50 (its (B, T, K, K) edge marginals) and 1.4x faster only at T=500 K=10.
-A forward in linear space, one (B, K) @ (K, K) matmul per step, was 2.3-3.2x faster at T=100 K=50,
-1.2-1.4x at T=500 K=50 and 1.4-1.7x slower at K = 10. It is also not exact: a column whose terms all
-fall below exp(-87) (float32) underflows to -inf.
+After the Viterbi loop went to four kernels per step (commit a9a38c2), structlearn and sl-script again
+(another run, same grid and load, peak MB now counting the warm-up calls). f+b ms of sl-script / ratio:
+float32 22.3 / 6.1, 82.1 / 6.0, 95.8 / 7.0, 600.7 / 7.1; float64 22.3 / 4.5, 133.6 / 8.0, 198.0 / 16.9,
+1161.9 / 11.0 (rows T=100 K=10, T=100 K=50, T=500 K=10, T=500 K=50). Viterbi ms / ratio: float32
+4.7 / 4.7, 28.1 / 3.2, 21.3 / 7.9, 113.0 / 2.1; float64 8.1 / 5.8, 17.2 / 1.7, 26.1 / 8.4, 95.9 / 1.6.
+Peak MB of sl-script's f+b: 27-323 (float32) and 31-551 (float64). Autograd keeps each step's (B, K, K)
+temporaries, as pytorch-crf does (its 3-653 MB above). The engine needs 1-44 MB.
+The eager times move by up to 2.5x between the two runs (34.1 vs 13.6 ms at T=500 K=10 float32): three
+other jobs shared the 2 cores.
+
+In the first run the scripted path is 1.1-4.5x faster than pytorch-crf (f+b) and 1.2-4.3x (Viterbi) on every
+row. It is not within 2x of the eager path anywhere: 2.5-12x slower for f+b and 2.2-11x for Viterbi. The eager
+path is the Numba engine: one fused float64 loop per recursion, with the explicit forward–backward as the
+gradient. The scripted path is the same recursion as unfused torch kernels in a time loop. Each step runs a
+broadcast add over (B, K, K), a log-sum-exp over K, an add and a masked select (max and argmax for Viterbi),
+and autograd replays their backward. TorchScript fuses nothing on CPU, so at K = 10 the per-kernel dispatch
+dominates, and at K = 50 the memory traffic of the (B, K, K) temporaries does. The eager ``backend="torch"``
+layer runs the same kernels at the same speed (measured at T=500 K=50: 0.46-0.58 s f+b, scripted 0.51-0.79 s).
+Tried and not kept (f+b, scripted, T = 100/500, K = 10/50). An explicit forward–backward with no autograd of
+the loop was 1.7-3.3x slower at K = 50 (its (B, T, K, K) edge marginals) and 1.4x faster only at T=500 K=10. A
+forward in linear space, one (B, K) @ (K, K) matmul per step, was 2.3-3.2x faster at T=100 K=50, 1.2-1.4x at
+T=500 K=50 and 1.4-1.7x slower at K = 10. It is also not exact: a column whose terms all fall below exp(-87)
+(float32) underflows to -inf.
 """
 import argparse
 import json
@@ -125,7 +135,7 @@ import time
 import warnings
 
 CONTENDERS = ["structlearn", "sl-script", "sl-torch-seq", "sl-torch-scan", "pytorch-crf", "torch-struct"]
-WORKLOADS = [(32, 50, 10), (32, 50, 50), (32, 100, 10), (32, 100, 50), (32, 500, 10), (32, 500, 50)]
+WORKLOADS = [(32, 50, 10), (32, 50, 50), (32, 500, 10), (32, 500, 50)]      # --lengths picks other T
 #: Calls on the measured batch before timing, per contender: TorchScript's profiling executor
 #: optimises a graph after a few calls with the same input shapes (the first 2-3 run 5-10x slower).
 WARMUP_CALLS = {"sl-script": 3}
@@ -308,6 +318,8 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    ap.add_argument("--lengths", default=None, help="sequence lengths T of the workloads, e.g. '100,500' "
+                    "(default 50,500), each with K = 10 and 50")
     ap.add_argument("--only", default=None, help="run workloads whose label contains this, e.g. 'T=500'")
     ap.add_argument("--contenders", default=",".join(CONTENDERS))
     ap.add_argument("--timeout", type=float, default=240.0,
@@ -323,7 +335,9 @@ def main(argv=None):
     print(f"{'workload':<18}{'contender':<15}{'nll f+b ms':>12}{'viterbi ms':>12}{'peak MB':>10}"
           f"{'f+b ratio':>11}{'vit ratio':>11}")
     env = dict(os.environ, NUMBA_NUM_THREADS=str(max(1, args.threads)))
-    for B, T, K in WORKLOADS:
+    workloads = WORKLOADS if not args.lengths else [(32, int(T), K) for T in args.lengths.split(",")
+                                                    for K in (10, 50)]
+    for B, T, K in workloads:
         label = f"B={B} T={T} K={K}"
         if args.only and args.only not in label:
             continue

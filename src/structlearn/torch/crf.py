@@ -24,7 +24,7 @@ def _check_torch_data(em: torch.Tensor, m: torch.Tensor, y: torch.Tensor, mask: 
     """The eager checks of the engine path, for the pure-torch path: finite-or--inf emissions, a 0/1
     prefix mask, tags in [0, K) where the mask is on."""
     if bool(torch.isnan(em).any()) or bool((em == float("inf")).any()):
-        raise ValueError("`unary` holds NaN or +inf; log-potentials must be finite or -inf")
+        raise ValueError("`emissions` holds NaN or +inf; log-potentials must be finite or -inf")
     if mask is not None and mask.dtype != torch.bool and bool(((mask != 0) & (mask != 1)).any()):
         raise ValueError("`mask` must hold only 0 and 1 (or be boolean)")
     T = m.size(1)
@@ -41,21 +41,15 @@ def _check_torch_data(em: torch.Tensor, m: torch.Tensor, y: torch.Tensor, mask: 
         if bool(out.any()):
             where = out.nonzero()[0]
             b, t = int(where[0]), int(where[1])
-            raise ValueError(f"`y` must hold labels in [0, {K}) at unpadded positions; got {int(y[b, t])} at "
-                             f"({b}, {t})")
+            raise ValueError(f"`tags` must hold labels in [0, {K}) at unpadded positions; got {int(y[b, t])} "
+                             f"at ({b}, {t})")
 
 
 def _check_feasible(score: torch.Tensor, m: torch.Tensor) -> None:
     bad = (score == float("-inf")) & m[:, 0]
     if bool(bad.any()):
-        raise ValueError(f"argmax: sequence {int(bad.nonzero()[0, 0])} is infeasible (every labeling has "
-                         "score -inf)")
-
-
-def _viterbi_bf(em: torch.Tensor, m: torch.Tensor, trans: torch.Tensor, start: torch.Tensor,
-                end: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Back-pointer Viterbi on batch-first inputs: best scores (B,), tags (B, T) (-1 at padding)."""
-    return _scan.crf_viterbi(em, m, trans, start, end)
+        raise ValueError(f"cannot compute argmax: sequence {int(bad.nonzero()[0, 0])} has no labeling with "
+                         "non-zero potential (log_partition is -inf)")
 
 
 class CRF(nn.Module):
@@ -271,7 +265,7 @@ class CRF(nn.Module):
         em, m, _ = self._torch_inputs(emissions, mask, None)
         trans, start, end = self._torch_potentials(em.dtype)
         with torch.no_grad():
-            score, y = _viterbi_bf(em, m, trans, start, end)
+            score, y = _scan.crf_viterbi(em, m, trans, start, end)
         if _data_checks():
             _check_feasible(score, m)
         rows: List[List[int]] = y.cpu().tolist()
@@ -302,7 +296,7 @@ class CRF(nn.Module):
         em, m, _ = self._torch_inputs(emissions, mask, None)
         trans, start, end = self._torch_potentials(em.dtype)
         with torch.no_grad():
-            score, y = _viterbi_bf(em, m, trans, start, end)
+            score, y = _scan.crf_viterbi(em, m, trans, start, end)
         if _data_checks():
             _check_feasible(score, m)
         return score, (y if self.batch_first else y.transpose(0, 1))
