@@ -121,6 +121,8 @@ def test_empty_sequences_on_the_pure_torch_path():
     assert float(llh[1].detach()) == 0.0
     close(llh, crf(em, tags, mask, "none").detach().numpy())
     assert scripted.decode(em, mask) == crf.decode(em, mask) and scripted.decode(em, mask)[1] == []
+    score, y = scripted.viterbi(em, mask)
+    assert torch.equal(y, crf.viterbi(em, mask)[1]) and bool((y[1] == -1).all()) and float(score[1]) == 0.0
     assert float(scripted.marginals(em, mask)[1].detach().abs().sum()) == 0.0
 
 
