@@ -1,7 +1,7 @@
 """Linear-chain CRF layers in PyTorch: structlearn.torch.CRF vs pytorch-crf vs torch-struct, in one run.
 
-Workloads: B = 32 sequences of T ∈ {50, 500} tokens, K ∈ {10, 50} tags, float32, every sequence full
-length; random emissions (requires_grad) and random gold tags. Two measurements per contender:
+Workloads: B = 32 sequences of T ∈ {50, 500} tokens (``--lengths``), K ∈ {10, 50} tags, float32
+(``--dtype``), every sequence full length; random emissions (requires_grad) and random gold tags. Two measurements per contender:
 
 * ``nll f+b``: the negative log-likelihood of the gold tags summed over the batch, forward and backward
   (gradients for the emissions and the transition parameters) — one training step of the CRF layer;
@@ -11,6 +11,10 @@ Contenders (each in its own subprocess, so that peak memory is its own):
 
 * ``structlearn``: ``structlearn.torch.CRF`` with the default backend (CPU: the Numba engine, float64
   inside; its explicit forward–backward is the gradient);
+* ``sl-script``: ``torch.jit.script(structlearn.torch.CRF(...))``, the layer's pure-torch path
+  (``forward`` under autograd; ``viterbi`` for the tensor of best tags) — what a TorchScript deployment
+  runs; 3 calls on the measured batch first (``WARMUP_CALLS``: the profiling executor optimises after a
+  few calls with the same shapes);
 * ``sl-torch-seq`` / ``sl-torch-scan``: the same layer on ``backend="torch"`` (pure torch recursions:
   the sequential loop, and the O(log T)-depth parallel scan that is the default on CUDA) — the
   measurement behind "the sequential loop on CPU when faster";
@@ -29,7 +33,8 @@ setting; two OpenMP runtimes with 2 threads each oversubscribe the cores). Ratio
 time over structlearn's (> 1: structlearn is faster).
 
     python benchmarks/bench_torch.py [--threads 1] [--repeat 3] [--device cpu|cuda] [--only T=50]
-                                     [--contenders structlearn,pytorch-crf,torch-struct]
+                                     [--dtype float32|float64] [--lengths 100,500]
+                                     [--contenders structlearn,sl-script,pytorch-crf,torch-struct]
 
 Needs the ``bench`` extra (pytorch-crf, torch-struct).
 
@@ -65,6 +70,60 @@ transition matrix by columns; a row-wise loop measured 3.5-4x faster with identi
 torch recursions lose to the engine (explicit forward–backward beats autograd of the sequential loop
 4-16x in time and 2-15x in memory), and the parallel scan loses to the sequential loop (its O(T·K³)
 work pays only on a GPU). GPU: not measured (no GPU was lent to this task).
+
+The scripted layer (``--contenders structlearn,sl-script,pytorch-crf --lengths 100,500``,
+``--dtype float32`` / ``float64``; same machine and load, torch 2.13.0+cpu, 2026-12-07; the T=500 K=50
+float32 row rerun with --repeat 5 under lighter load; peak MB of sl-script before the warm-up fix, 0):
+
+    workload          dtype    contender    nll f+b ms  viterbi ms  f+b ratio  vit ratio
+    B=32 T=100 K=10   float32  structlearn         6.1         1.6        1.0        1.0
+    B=32 T=100 K=10   float32  sl-script          15.1         5.9        2.5        3.6
+    B=32 T=100 K=10   float32  pytorch-crf        68.5        17.7       11.2       10.9
+    B=32 T=100 K=50   float32  structlearn        17.4        12.3        1.0        1.0
+    B=32 T=100 K=50   float32  sl-script          91.0        39.8        5.2        3.2
+    B=32 T=100 K=50   float32  pytorch-crf       299.5        92.3       17.2        7.5
+    B=32 T=500 K=10   float32  structlearn        34.1         7.1        1.0        1.0
+    B=32 T=500 K=10   float32  sl-script         120.8        32.6        3.5        4.6
+    B=32 T=500 K=10   float32  pytorch-crf       311.2       141.0        9.1       20.0
+    B=32 T=500 K=50   float32  structlearn        68.8        56.6        1.0        1.0
+    B=32 T=500 K=50   float32  sl-script         496.8       175.6        7.2        3.1
+    B=32 T=500 K=50   float32  pytorch-crf       814.7       265.4       11.8        4.7
+    B=32 T=100 K=10   float64  structlearn         5.8         1.6        1.0        1.0
+    B=32 T=100 K=10   float64  sl-script          16.4         9.6        2.9        5.8
+    B=32 T=100 K=10   float64  pytorch-crf        52.8        26.7        9.2       16.3
+    B=32 T=100 K=50   float64  structlearn        20.0        13.2        1.0        1.0
+    B=32 T=100 K=50   float64  sl-script         136.9        28.4        6.9        2.2
+    B=32 T=100 K=50   float64  pytorch-crf       146.7        34.0        7.3        2.6
+    B=32 T=500 K=10   float64  structlearn        13.3         3.7        1.0        1.0
+    B=32 T=500 K=10   float64  sl-script         130.7        41.6        9.8       11.2
+    B=32 T=500 K=10   float64  pytorch-crf       345.8       121.5       26.0       32.7
+    B=32 T=500 K=50   float64  structlearn        85.7        52.1        1.0        1.0
+    B=32 T=500 K=50   float64  sl-script        1059.7       137.2       12.4        2.6
+    B=32 T=500 K=50   float64  pytorch-crf      1978.5       288.2       23.1        5.5
+
+After the Viterbi loop went to four kernels per step (commit a9a38c2), structlearn and sl-script again
+(another run, same grid and load, peak MB now counting the warm-up calls). f+b ms of sl-script / ratio:
+float32 22.3 / 6.1, 82.1 / 6.0, 95.8 / 7.0, 600.7 / 7.1; float64 22.3 / 4.5, 133.6 / 8.0, 198.0 / 16.9,
+1161.9 / 11.0 (rows T=100 K=10, T=100 K=50, T=500 K=10, T=500 K=50). Viterbi ms / ratio: float32
+4.7 / 4.7, 28.1 / 3.2, 21.3 / 7.9, 113.0 / 2.1; float64 8.1 / 5.8, 17.2 / 1.7, 26.1 / 8.4, 95.9 / 1.6.
+Peak MB of sl-script's f+b: 27-323 (float32) and 31-551 (float64). Autograd keeps each step's (B, K, K)
+temporaries, as pytorch-crf does (its 3-653 MB above). The engine needs 1-44 MB.
+The eager times move by up to 2.5x between the two runs (34.1 vs 13.6 ms at T=500 K=10 float32): three
+other jobs shared the 2 cores.
+
+In the first run the scripted path is 1.1-4.5x faster than pytorch-crf (f+b) and 1.2-4.3x (Viterbi) on every
+row. It is not within 2x of the eager path anywhere: 2.5-12x slower for f+b and 2.2-11x for Viterbi. The eager
+path is the Numba engine: one fused float64 loop per recursion, with the explicit forward–backward as the
+gradient. The scripted path is the same recursion as unfused torch kernels in a time loop. Each step runs a
+broadcast add over (B, K, K), a log-sum-exp over K, an add and a masked select (max and argmax for Viterbi),
+and autograd replays their backward. TorchScript fuses nothing on CPU, so at K = 10 the per-kernel dispatch
+dominates, and at K = 50 the memory traffic of the (B, K, K) temporaries does. The eager ``backend="torch"``
+layer runs the same kernels at the same speed (measured at T=500 K=50: 0.46-0.58 s f+b, scripted 0.51-0.79 s).
+Tried and not kept (f+b, scripted, T = 100/500, K = 10/50). An explicit forward–backward with no autograd of
+the loop was 1.7-3.3x slower at K = 50 (its (B, T, K, K) edge marginals) and 1.4x faster only at T=500 K=10. A
+forward in linear space, one (B, K) @ (K, K) matmul per step, was 2.3-3.2x faster at T=100 K=50, 1.2-1.4x at
+T=500 K=50 and 1.4-1.7x slower at K = 10. It is also not exact: a column whose terms all fall below exp(-87)
+(float32) underflows to -inf.
 """
 import argparse
 import json
@@ -75,25 +134,40 @@ import sys
 import time
 import warnings
 
-CONTENDERS = ["structlearn", "sl-torch-seq", "sl-torch-scan", "pytorch-crf", "torch-struct"]
-WORKLOADS = [(32, 50, 10), (32, 50, 50), (32, 500, 10), (32, 500, 50)]
+CONTENDERS = ["structlearn", "sl-script", "sl-torch-seq", "sl-torch-scan", "pytorch-crf", "torch-struct"]
+WORKLOADS = [(32, 50, 10), (32, 50, 50), (32, 500, 10), (32, 500, 50)]      # --lengths picks other T
+#: Calls on the measured batch before timing, per contender: TorchScript's profiling executor
+#: optimises a graph after a few calls with the same input shapes (the first 2-3 run 5-10x slower).
+WARMUP_CALLS = {"sl-script": 3}
 
 
-def _data(B, T, K, device, seed=0):
+def _data(B, T, K, device, seed=0, dtype="float32"):
     import torch
     g = torch.Generator().manual_seed(seed)
-    em = torch.randn(B, T, K, generator=g).to(device).requires_grad_()
+    em = torch.randn(B, T, K, generator=g).to(device=device, dtype=getattr(torch, dtype)).requires_grad_()
     tags = torch.randint(0, K, (B, T), generator=g).to(device)
     return em, tags
 
 
-def make(name, K, device):
+def make(name, K, device, dtype="float32"):
     """(nll(em, tags) -> scalar tensor, viterbi(em) -> labels, parameters) for one contender."""
     import torch
+    dt = getattr(torch, dtype)
+    if name == "sl-script":
+        from structlearn.torch import CRF
+        warnings.filterwarnings("ignore", message=".*torch.jit.script. is deprecated")
+        crf = torch.jit.script(CRF(K, batch_first=True).to(device=device, dtype=dt))
+
+        def nll(em, tags):
+            return -crf(em, tags, None, "sum")
+
+        def viterbi(em):
+            return crf.viterbi(em)[1]
+        return nll, viterbi, list(crf.parameters())
     if name in ("structlearn", "sl-torch-seq", "sl-torch-scan"):
         from structlearn.torch import CRF
         backend = "auto" if name == "structlearn" else "torch"
-        crf = CRF(K, batch_first=True, backend=backend).to(device)
+        crf = CRF(K, batch_first=True, backend=backend).to(device=device, dtype=dt)
         scan = {"sl-torch-seq": "sequential", "sl-torch-scan": "parallel"}.get(name)
 
         def structure(em):
@@ -112,7 +186,7 @@ def make(name, K, device):
     if name == "pytorch-crf":
         import torchcrf
         warnings.filterwarnings("ignore", message="where received a uint8")
-        crf = torchcrf.CRF(K, batch_first=True).to(device)
+        crf = torchcrf.CRF(K, batch_first=True).to(device=device, dtype=dt)
 
         def nll(em, tags):
             return -crf(em, tags, reduction="sum")
@@ -123,7 +197,7 @@ def make(name, K, device):
         return nll, viterbi, list(crf.parameters())
     if name == "torch-struct":
         from torch_struct import LinearChainCRF
-        trans = torch.nn.Parameter(torch.empty(K, K, device=device).uniform_(-0.1, 0.1))
+        trans = torch.nn.Parameter(torch.empty(K, K, device=device, dtype=dt).uniform_(-0.1, 0.1))
 
         def potentials(em):
             phi = trans.t()[None, None] + em[:, 1:, :, None]            # (B, T-1, to, from)
@@ -154,7 +228,7 @@ def _sync(device):
         torch.cuda.synchronize()
 
 
-def worker(name, B, T, K, device, threads, repeat, budget=10.0):
+def worker(name, B, T, K, device, threads, repeat, budget=10.0, dtype="float32"):
     """Time one contender on one workload in this process; returns a dict."""
     import numba
     import torch
@@ -163,17 +237,20 @@ def worker(name, B, T, K, device, threads, repeat, budget=10.0):
     torch.set_num_threads(threads)
     numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
     slt.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-    nll, viterbi, params = make(name, K, device)
-    small_em, small_tags = _data(2, 5, K, device, seed=1)            # warm-up: compile / load caches
+    nll, viterbi, params = make(name, K, device, dtype)
+    small_em, small_tags = _data(2, 5, K, device, seed=1, dtype=dtype)     # warm-up: compile / load caches
     nll(small_em, small_tags).backward()
     viterbi(small_em)
-    em, tags = _data(B, T, K, device)
+    em, tags = _data(B, T, K, device, dtype=dtype)
     _sync(device)
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.max_memory_allocated()
     else:
         base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    for _ in range(WARMUP_CALLS.get(name, 0)):      # inside the peak: same shapes as the measured calls
+        nll(em, tags).backward()
+        viterbi(em)
     fb, vit = [], []
     for _ in range(repeat):
         for p in params + [em]:
@@ -200,7 +277,7 @@ def worker(name, B, T, K, device, threads, repeat, budget=10.0):
     return {"fb": fb[len(fb) // 2], "vit": vit[len(vit) // 2], "peak_mb": peak}
 
 
-def check_equivalence(K=4, B=3, T=6, contenders=("structlearn", "sl-torch-seq", "sl-torch-scan",
+def check_equivalence(K=4, B=3, T=6, contenders=("structlearn", "sl-script", "sl-torch-seq", "sl-torch-scan",
                                                  "pytorch-crf", "torch-struct")):
     """Every contender gives the same NLL, emission gradient and Viterbi path on a tiny float64 case
     (transition parameters copied from structlearn's layer). Returns the names checked."""
@@ -212,7 +289,7 @@ def check_equivalence(K=4, B=3, T=6, contenders=("structlearn", "sl-torch-seq", 
     trans = torch.randn(K, K, dtype=torch.float64)
     ref = None
     for name in contenders:
-        nll, viterbi, params = make(name, K, "cpu")
+        nll, viterbi, params = make(name, K, "cpu", "float64")
         with torch.no_grad():
             for p in params:
                 p.data = p.data.double()
@@ -240,6 +317,9 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    ap.add_argument("--lengths", default=None, help="sequence lengths T of the workloads, e.g. '100,500' "
+                    "(default 50,500), each with K = 10 and 50")
     ap.add_argument("--only", default=None, help="run workloads whose label contains this, e.g. 'T=500'")
     ap.add_argument("--contenders", default=",".join(CONTENDERS))
     ap.add_argument("--timeout", type=float, default=240.0,
@@ -248,21 +328,23 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.worker:
         name, B, T, K = args.worker[0], *map(int, args.worker[1:])
-        print(json.dumps(worker(name, B, T, K, args.device, args.threads, args.repeat)))
+        print(json.dumps(worker(name, B, T, K, args.device, args.threads, args.repeat, dtype=args.dtype)))
         return
     contenders = args.contenders.split(",")
-    print(f"device {args.device}, threads {args.threads}, repeat {args.repeat}, float32, median times")
+    print(f"device {args.device}, threads {args.threads}, repeat {args.repeat}, {args.dtype}, median times")
     print(f"{'workload':<18}{'contender':<15}{'nll f+b ms':>12}{'viterbi ms':>12}{'peak MB':>10}"
           f"{'f+b ratio':>11}{'vit ratio':>11}")
     env = dict(os.environ, NUMBA_NUM_THREADS=str(max(1, args.threads)))
-    for B, T, K in WORKLOADS:
+    workloads = WORKLOADS if not args.lengths else [(32, int(T), K) for T in args.lengths.split(",")
+                                                    for K in (10, 50)]
+    for B, T, K in workloads:
         label = f"B={B} T={T} K={K}"
         if args.only and args.only not in label:
             continue
         ours = None
         for name in contenders:
             cmd = [sys.executable, __file__, "--worker", name, str(B), str(T), str(K), "--device",
-                   args.device, "--threads", str(args.threads), "--repeat", str(args.repeat)]
+                   args.device, "--threads", str(args.threads), "--repeat", str(args.repeat), "--dtype", args.dtype]
             try:
                 out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout)
             except subprocess.TimeoutExpired:

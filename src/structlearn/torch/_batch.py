@@ -254,10 +254,10 @@ def numpy_seed(generator):
 REDUCTIONS = ("none", "sum", "mean", "token_mean")
 
 
-def reduce_log_likelihood(llh, lengths, reduction):
+def reduce_log_likelihood(llh: torch.Tensor, lengths: torch.Tensor, reduction: str) -> torch.Tensor:
     """Per-sequence log-likelihoods ``llh`` (B,) reduced as one of :data:`REDUCTIONS` says: ``"none"``
     as they are, ``"sum"`` / ``"mean"`` over sequences, ``"token_mean"`` the sum over the number of
-    tokens ``lengths.sum()``."""
+    tokens ``lengths.sum()``. Scriptable (the CRF layer's TorchScript path calls it)."""
     if reduction == "none":
         return llh
     if reduction == "sum":

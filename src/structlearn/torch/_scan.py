@@ -150,3 +150,121 @@ def viterbi(unary: torch.Tensor, trans4: torch.Tensor, start: torch.Tensor, end:
     y = torch.where(on, y, torch.full_like(y, -1))
     score = torch.where(lengths > 0, score, torch.zeros_like(score))
     return score, y
+
+
+# -- the CRF layer's pure-torch path (TorchScript, torch.compile, torch.export, CUDA) ---------------------
+# Written for ``torch.jit.script``: annotated, tensor ops only, one Python loop over time. Inputs are
+# batch-first: emissions (B, T, K), a boolean prefix mask (B, T), transitions (K, K) "from, to",
+# start / end (K,). Forbidden entries (-inf) are raised to ``CRF_NEG`` inside the log-sum-exp
+# recursions: exp(CRF_NEG - m) is exactly 0, as exp(-inf - m) is, so every finite result is unchanged,
+# but a column whose entries are all forbidden no longer makes the gradient of ``torch.logsumexp``
+# NaN (exp(-inf - (-inf))). Results at or below ``CRF_NEG / 2`` are infeasible and reported as -inf.
+
+#: Stand-in for -inf inside the pure-torch CRF recursions (see above).
+CRF_NEG = -1e30
+
+
+def _neg() -> float:
+    return CRF_NEG if not torch.jit.is_scripting() else -1e30     # TorchScript reads no global floats
+
+
+def crf_log_partition(emissions: torch.Tensor, mask: torch.Tensor, transitions: torch.Tensor,
+                      start: torch.Tensor, end: torch.Tensor) -> torch.Tensor:
+    """log Z (B,) of a linear-chain CRF by the forward recursion α[t, j] = e[t, j] + ⊕_i α[t-1, i] +
+    trans[i, j]; 0 for an empty sequence, -inf for an infeasible one. Time O(B·T·K²), depth O(T)."""
+    B, T, K = emissions.shape
+    if T == 0:
+        return emissions.new_zeros(B)
+    neg = _neg()
+    em = emissions.clamp(min=neg).transpose(0, 1)                  # (T, B, K)
+    on = mask.transpose(0, 1).unsqueeze(2)                              # (T, B, 1)
+    tr = transitions.clamp(min=neg)
+    alpha = start.clamp(min=neg) + em[0]
+    for t in range(1, T):
+        nxt = torch.logsumexp(alpha.unsqueeze(2) + tr, dim=1) + em[t]
+        alpha = torch.where(on[t], nxt, alpha)
+    log_z = torch.logsumexp(alpha + end.clamp(min=neg), dim=1)
+    log_z = torch.where(log_z <= neg / 2, torch.full_like(log_z, float("-inf")), log_z)
+    return torch.where(mask[:, 0], log_z, torch.zeros_like(log_z))
+
+
+def crf_score(emissions: torch.Tensor, tags: torch.Tensor, mask: torch.Tensor, transitions: torch.Tensor,
+              start: torch.Tensor, end: torch.Tensor) -> torch.Tensor:
+    """Score s(y) (B,) of the tag sequences ``tags`` (B, T) (padding ignored); 0 for an empty one."""
+    B, T, K = emissions.shape
+    if T == 0:
+        return emissions.new_zeros(B)
+    y = torch.where(mask, tags, torch.zeros_like(tags))
+    e = emissions.gather(2, y.unsqueeze(2)).squeeze(2)
+    s = torch.where(mask, e, torch.zeros_like(e)).sum(1)
+    if T > 1:
+        tr = transitions[y[:, :-1], y[:, 1:]]
+        s = s + torch.where(mask[:, 1:], tr, torch.zeros_like(tr)).sum(1)
+    lengths = mask.sum(1)
+    last = y.gather(1, (lengths - 1).clamp(min=0).unsqueeze(1)).squeeze(1)
+    ends = start[y[:, 0]] + end[last]
+    return s + torch.where(lengths > 0, ends, torch.zeros_like(ends))
+
+
+def crf_marginals(emissions: torch.Tensor, mask: torch.Tensor, transitions: torch.Tensor,
+                  start: torch.Tensor, end: torch.Tensor) -> torch.Tensor:
+    """Posterior marginals P(y_t = k) (B, T, K) by the forward–backward recursions (0 at padding and
+    for infeasible sequences); β[L-1] = end, β[t, i] = ⊕_j trans[i, j] + e[t+1, j] + β[t+1, j].
+    Time O(B·T·K²), memory O(B·T·K)."""
+    B, T, K = emissions.shape
+    if T == 0:
+        return torch.zeros_like(emissions)
+    neg = _neg()
+    em = emissions.clamp(min=neg).transpose(0, 1)                  # (T, B, K)
+    on = mask.transpose(0, 1).unsqueeze(2)                              # (T, B, 1)
+    tr = transitions.clamp(min=neg)
+    en = end.clamp(min=neg).expand(B, K)
+    alpha = start.clamp(min=neg) + em[0]
+    alphas = [alpha]
+    for t in range(1, T):
+        nxt = torch.logsumexp(alpha.unsqueeze(2) + tr, dim=1) + em[t]
+        alpha = torch.where(on[t], nxt, alpha)
+        alphas.append(alpha)
+    log_z = torch.logsumexp(alpha + en, dim=1)                          # (B,)
+    beta = en
+    betas = [beta]
+    for t in range(T - 2, -1, -1):
+        nxt = torch.logsumexp(tr + (em[t + 1] + beta).unsqueeze(1), dim=2)
+        beta = torch.where(on[t + 1], nxt, en)
+        betas.append(beta)
+    betas.reverse()
+    a = torch.stack(alphas, dim=1)
+    b = torch.stack(betas, dim=1)                                       # (B, T, K)
+    ok = mask.unsqueeze(2) & (log_z > neg / 2)[:, None, None]
+    m = torch.exp(a + b - log_z[:, None, None])
+    return torch.where(ok, m, torch.zeros_like(m))
+
+
+def crf_viterbi(emissions: torch.Tensor, mask: torch.Tensor, transitions: torch.Tensor, start: torch.Tensor,
+                end: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Best scores (B,) and tags (B, T) (-1 at padding) of a linear-chain CRF by back-pointer Viterbi,
+    δ[t, j] = e[t, j] + max_i δ[t-1, i] + trans[i, j]; 0 and all -1 for an empty sequence. The loop
+    over time runs four kernels per step (padding steps keep δ; the back-trace starts each sequence at
+    its own last position). Time O(B·T·K²), memory O(B·T·K)."""
+    B, T, K = emissions.shape
+    if T == 0:
+        return emissions.new_zeros(B), torch.zeros((B, 0), dtype=torch.int64, device=emissions.device)
+    em = emissions.transpose(0, 1)                                      # (T, B, K)
+    on = mask.transpose(0, 1)                                           # (T, B)
+    on3 = on.unsqueeze(2)
+    delta = start + em[0]
+    bps = []
+    for t in range(1, T):
+        best, bp = (delta.unsqueeze(2) + transitions).max(dim=1)
+        delta = torch.where(on3[t], best + em[t], delta)
+        bps.append(bp)
+    score, cur = (delta + end).max(dim=1)
+    tags = [cur]
+    for t in range(T - 1, 0, -1):
+        prev = bps[t - 1].gather(1, cur.unsqueeze(1)).squeeze(1)
+        cur = torch.where(on[t], prev, cur)
+        tags.append(cur)
+    tags.reverse()
+    y = torch.stack(tags, dim=1)
+    y = torch.where(mask, y, torch.full_like(y, -1))
+    return torch.where(mask[:, 0], score, torch.zeros_like(score)), y
