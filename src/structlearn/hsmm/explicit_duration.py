@@ -14,7 +14,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _em
 from ..learning.stepwise import has_additive_statistics
-from ..learning.em import run_em
+from ..learning.em import EM_LOOP_DOC, run_em
+from ..utils.docstrings import fill_docstring
 from ..learning.shards import Shard, map_shards, data_blocks, document_blocks
 from ..distributions import durations as _dur
 from ..distributions import emissions as _emi
@@ -313,12 +314,7 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, InformationCriteria, Es
 
         Notes
         -----
-        EM runs hmmlearn's loop (:func:`structlearn.learning.em.run_em`): per iteration E-step, M-step,
-        report to ``monitor_``, convergence test. The M-step of the iteration on which the gain falls below
-        ``tol`` (or of the ``n_iter``-th) is applied too: the parameters are those after the last M-step,
-        ``monitor_.iter`` counts the M-steps and ``monitor_.history`` holds the log-likelihood before each
-        of them. ``log_likelihood_`` is that of the fitted parameters (one more E-step, not in the
-        history); ``converged_`` is True only when the gain fell below ``tol``.
+        {em_loop}
         """
         self._validate_hyper()
         K = self.n_states
@@ -724,3 +720,5 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, InformationCriteria, Es
         model._check_params()
         return model
 
+
+fill_docstring(HiddenSemiMarkovModel.fit, em_loop=EM_LOOP_DOC)

@@ -18,7 +18,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _general_em as _gem
 from . import _em
-from ..learning.em import run_em
+from ..learning.em import EM_LOOP_DOC, run_em
+from ..utils.docstrings import fill_docstring
 from ..learning.shards import Shard, map_shards, data_blocks
 from ..distributions import emissions as _emi
 from . import _general_potentials as _g
@@ -145,12 +146,7 @@ class _SuperLabelHSMM(ShardOnlineMixin, SubpathQueries, InformationCriteria, Est
 
         Notes
         -----
-        EM runs hmmlearn's loop (:func:`structlearn.learning.em.run_em`): per iteration E-step, M-step,
-        report to ``monitor_``, convergence test. The M-step of the iteration on which the gain falls below
-        ``tol`` (or of the ``n_iter``-th) is applied too: the parameters are those after the last M-step,
-        ``monitor_.iter`` counts the M-steps and ``monitor_.history`` holds the log-likelihood before each
-        of them. ``log_likelihood_`` is that of the fitted parameters (one more E-step, not in the
-        history); ``converged_`` is True only when the gain fell below ``tol``.
+        {em_loop}
         """
         self._validate_hyper()
         X, lengths, offsets = self._validate_data(X, lengths)
@@ -548,6 +544,9 @@ class _SuperLabelHSMM(ShardOnlineMixin, SubpathQueries, InformationCriteria, Est
         up by name in :mod:`structlearn.distributions.emissions` and :mod:`~structlearn.distributions.emissions.hmm`;
         an ``emission`` argument that was an object comes back as a fresh object of its family)."""
         return _files.load(cls, path, _FORMAT_VERSION)
+
+
+fill_docstring(_SuperLabelHSMM.fit, em_loop=EM_LOOP_DOC)
 
 
 class GeneralHSMM(_SuperLabelHSMM):

@@ -11,7 +11,15 @@ The estimators' E-steps are maps of a per-shard function over blocks of sequence
 (:func:`structlearn.distributed.fit`) — this loop is the same in all three.
 """
 
-__all__ = ["ConvergenceMonitor", "run_em", "converged_by_tol"]
+__all__ = ["ConvergenceMonitor", "run_em", "converged_by_tol", "EM_LOOP_DOC"]
+
+#: The ``Notes`` paragraph of every EM ``fit`` that runs :func:`run_em` (filled in by ``fill_docstring``).
+EM_LOOP_DOC = """EM runs hmmlearn's loop (:func:`structlearn.learning.em.run_em`): per iteration E-step, M-step,
+report to ``monitor_``, convergence test. The M-step of the iteration on which the gain falls below
+``tol`` (or of the ``n_iter``-th) is applied too: the parameters are those after the last M-step,
+``monitor_.iter`` counts the M-steps and ``monitor_.history`` holds the log-likelihood before each
+of them. ``log_likelihood_`` is that of the fitted parameters (one more E-step, not in the
+history); ``converged_`` is True only when the gain fell below ``tol``."""
 
 
 class ConvergenceMonitor:

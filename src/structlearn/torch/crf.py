@@ -262,12 +262,7 @@ class CRF(nn.Module):
         """
         if not self._pure_torch(emissions):
             return self._engine_decode(emissions, mask)
-        em, m, _ = self._torch_inputs(emissions, mask, None)
-        trans, start, end = self._torch_potentials(em.dtype)
-        with torch.no_grad():
-            score, y = _scan.crf_viterbi(em, m, trans, start, end)
-        if _data_checks():
-            _check_feasible(score, m)
+        score, y, m = self._torch_viterbi(emissions, mask)
         rows: List[List[int]] = y.cpu().tolist()
         lengths: List[int] = m.sum(1).cpu().tolist()
         out: List[List[int]] = []
@@ -293,13 +288,19 @@ class CRF(nn.Module):
         """
         if not self._pure_torch(emissions):
             return self._engine_viterbi(emissions, mask)
+        score, y, _ = self._torch_viterbi(emissions, mask)
+        return score, (y if self.batch_first else y.transpose(0, 1))
+
+    def _torch_viterbi(self, emissions: torch.Tensor,
+                       mask: Optional[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Pure-torch Viterbi: best scores (B,), tags (B, T) with -1 at padding, and the mask (B, T)."""
         em, m, _ = self._torch_inputs(emissions, mask, None)
         trans, start, end = self._torch_potentials(em.dtype)
         with torch.no_grad():
             score, y = _scan.crf_viterbi(em, m, trans, start, end)
         if _data_checks():
             _check_feasible(score, m)
-        return score, (y if self.batch_first else y.transpose(0, 1))
+        return score, y, m
 
     @torch.jit.unused
     def _engine_viterbi(self, emissions: torch.Tensor,
