@@ -3,6 +3,8 @@ missing entries, the Numba kernels of :mod:`structlearn.engine.kernels.gaussian`
 covariance checks and conversions, weighted scatter matrices, hmmlearn's initial means and covariances
 and its mixture covariance update (scatter about the E-step means, priors and their defaults). Used by
 :mod:`structlearn.distributions.emissions.gaussian` and :mod:`structlearn.distributions.emissions.hmm`."""
+import warnings
+
 import numpy as np
 from scipy import linalg
 
@@ -89,12 +91,34 @@ def full_covariances(covars, covariance_type, n_states, n_features):
     return c[:, :, None] * np.eye(n_features)[None]
 
 
+#: Added to the diagonal of a covariance that is not positive definite at density time (hmmlearn's value).
+SINGULAR_JITTER = 1e-7
+
+
+def _cholesky(cov, c):
+    """Lower Cholesky factor of covariance ``c``; hmmlearn's retry with ``SINGULAR_JITTER`` on the diagonal."""
+    try:
+        return linalg.cholesky(cov, lower=True)
+    except linalg.LinAlgError:
+        pass
+    try:
+        L = linalg.cholesky(cov + SINGULAR_JITTER * np.eye(cov.shape[0]), lower=True)
+    except linalg.LinAlgError:
+        raise ValueError(f"covariance {c} is not symmetric positive definite") from None
+    warnings.warn(f"covariance {c} is not positive definite (a state with too few observations?): its density "
+                  f"uses it with {SINGULAR_JITTER:g} added to the diagonal, as hmmlearn does", RuntimeWarning,
+                  stacklevel=3)
+    return L
+
+
 def gaussian_log_density(X, means, covars, covariance_type):
     """log N(x_n; μ_c, Σ_c) of complete rows, shape (N, C) float64.
 
     ``means`` (C, F); ``covars`` (C,) spherical, (C, F) diag, (C, F, F) full or (F, F) tied. Diagonal
-    variances are floored at the smallest positive float (as hmmlearn); a full covariance that is not
-    positive definite raises ``ValueError``. The per-row work runs in the Numba kernels of
+    variances are floored at the smallest positive float (as hmmlearn). A full or tied covariance whose
+    Cholesky factorisation fails (a state EM left with too few observations) is used with
+    ``SINGULAR_JITTER`` added to its diagonal, as hmmlearn does, with a ``RuntimeWarning`` naming it; one
+    that still fails raises ``ValueError``. The per-row work runs in the Numba kernels of
     :mod:`structlearn.engine.kernels.gaussian` (directly on x − μ: no cancellation). Time O(N·C·F) (diag) or
     O(N·C·F²) (full).
     """
@@ -112,10 +136,7 @@ def gaussian_log_density(X, means, covars, covariance_type):
     log_norm = np.empty(C)
     for c in range(C):
         if covariance_type != "tied" or c == 0:
-            try:
-                L = linalg.cholesky(cov[c], lower=True)
-            except linalg.LinAlgError:
-                raise ValueError(f"covariance {c} is not symmetric positive definite") from None
+            L = _cholesky(cov[c], c)
             # z = L⁻¹(x − μ) as (x − μ) L⁻ᵀ
             P = linalg.solve_triangular(L, np.eye(F), lower=True).T
             half_logdet = np.log(np.diag(L)).sum()
