@@ -1,7 +1,8 @@
 """Linear-chain CRF layers in PyTorch: structlearn.torch.CRF vs pytorch-crf vs torch-struct, in one run.
 
 Workloads: B = 32 sequences of T ∈ {50, 500} tokens (``--lengths``), K ∈ {10, 50} tags, float32
-(``--dtype``), every sequence full length; random emissions (requires_grad) and random gold tags. Two measurements per contender:
+(``--dtype``), every sequence full length; random emissions (requires_grad) and random gold tags. Two
+measurements per contender:
 
 * ``nll f+b``: the negative log-likelihood of the gold tags summed over the batch, forward and backward
   (gradients for the emissions and the transition parameters) — one training step of the CRF layer;
@@ -27,7 +28,8 @@ Contenders (each in its own subprocess, so that peak memory is its own):
 Times are the median of ``--repeat`` runs after a warm-up on a small batch (one run when it takes over
 10 s; a contender still running after ``--timeout`` seconds is reported as timed out); "peak MB" is the
 growth of the process's peak resident memory (CPU; ``ru_maxrss``; below ~1 MB it is noise) or
-``torch.cuda.max_memory_allocated`` (GPU) over the measured calls. ``--threads`` sets torch's intra-op threads and the Numba engine's threads alike
+``torch.cuda.max_memory_allocated`` (GPU) over the measured calls. ``--threads`` sets torch's intra-op
+threads and the Numba engine's threads alike
 (default 1: on a shared 2-core machine one thread per runtime is both the fastest and the steadiest
 setting; two OpenMP runtimes with 2 threads each oversubscribe the cores). Ratios are the contender's
 time over structlearn's (> 1: structlearn is faster).

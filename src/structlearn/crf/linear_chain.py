@@ -186,7 +186,8 @@ class LinearChainCRF(ChainCRFStreamMixin, ChainCRFBase):
     """
 
     _parameters = (
-        ALGORITHM, *(_EPSILON if p.name == "epsilon" else p for p in LBFGS_PARAMS), *ONLINE_PARAMS, MIN_FREQ, ALL_POSSIBLE_STATES, ALL_POSSIBLE_TRANSITIONS,
+        ALGORITHM, *(_EPSILON if p.name == "epsilon" else p for p in LBFGS_PARAMS), *ONLINE_PARAMS, MIN_FREQ,
+        ALL_POSSIBLE_STATES, ALL_POSSIBLE_TRANSITIONS,
         Param("start_end_features", False, "bool",
               "weights for the first and last label (opt-in; False: CRFsuite's model, which has none)"),
         Param("transition_attributes", None, "any",
@@ -208,7 +209,8 @@ class LinearChainCRF(ChainCRFStreamMixin, ChainCRFBase):
                  calibration_candidates=10, calibration_max_trials=20, pa_type=1, c=1.0,
                  error_sensitive=True, averaging=True, variance=1.0, gamma=1.0, min_freq=0.0,
                  all_possible_states=False, all_possible_transitions=False, start_end_features=False,
-                 transition_attributes=None, forbidden_transitions=None, random_state=None, verbose=False, model_filename=None,
+                 transition_attributes=None, forbidden_transitions=None, random_state=None, verbose=False,
+                 model_filename=None,
                  keep_tempfiles=False, n_jobs=None):
         self._store_params(locals())
 

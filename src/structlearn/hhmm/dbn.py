@@ -19,7 +19,8 @@ class HHMMDBN:
     - ``start[d][ctx]`` (K,): P(Q^d_t = j | F^d_{t-1} = 1 or t = 1, ctx) — the vertical distribution π;
     - ``trans[d][ctx]`` (K, K): Ã(i, j) = P(Q^d_t = j | Q^d_{t-1} = i, F^{d+1}_{t-1} = 1,
       F^d_{t-1} = 0, ctx) — the *rescaled* automaton transitions Ã(i, j) = a(i, j) / (1 - e(i))
-      (Murphy & Paskin 2001 §4.1: the DBN never enters the end state; a row with e(i) = 1 is never used and is set to 0);
+      (Murphy & Paskin 2001 §4.1: the DBN never enters the end state; a row with e(i) = 1 is never used
+      and is set to 0);
       Q^d_t = Q^d_{t-1} when F^{d+1}_{t-1} = 0;
     - ``end[d][ctx]`` (K,): P(F^d_t = 1 | Q^d_t = i, F^{d+1}_t = 1, ctx) = e(i); F^d_t = 0 when
       F^{d+1}_t = 0 (F^{D+1} ≡ 1);

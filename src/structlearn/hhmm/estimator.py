@@ -269,7 +269,8 @@ class HierarchicalHMM(HHMMLearningMixin, EstimatorBase):
         return FlatHMM(ls, lt, le, tr, list(h.config_paths), h._cfg_prod.copy())
 
     def to_dbn(self):
-        """The DBN (representation (b), Murphy & Paskin 2001 §4) with CPDs derived from the automaton; see :class:`HHMMDBN`."""
+        """The DBN (representation (b), Murphy & Paskin 2001 §4) with CPDs derived from the automaton; see
+        :class:`HHMMDBN`."""
         self._build()
         h = self.hierarchy_
         D = h.depth

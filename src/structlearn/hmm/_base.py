@@ -86,7 +86,8 @@ def _shard_statistics(params, shard):
     """The E-step of one shard (the per-shard function of :mod:`structlearn.learning.shards`).
 
     ``params`` = (emission, log π (K,), log A (K, K), update_emission, posteriors): ``update_emission``
-    (bool) whether the emissions are re-estimated; ``posteriors`` keeps γ (N, K) for the emission M-step in this process (``fit``, ``partial_fit``),
+    (bool) whether the emissions are re-estimated; ``posteriors`` keeps γ (N, K) for the emission M-step in this
+    process (``fit``, ``partial_fit``),
     else the family's additive statistics travel (``"emission"``,
     :func:`structlearn.hmm._online_statistics.emission_statistics`; distributed fits).
 
