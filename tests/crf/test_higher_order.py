@@ -299,7 +299,7 @@ def test_order1_estimator_matches_linear_chain_crf():
     X, y = toy_data(30, seed=8)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        a = LinearChainCRF(c2=0.5, max_iterations=15).fit(X, y)
+        a = LinearChainCRF(c2=0.5, max_iterations=15, start_end_features=True).fit(X, y)   # as HigherOrderCRF
         b = HigherOrderCRF(order=1, c2=0.5, max_iterations=15).fit(X, y)
     np.testing.assert_allclose([e["loss"] for e in b.training_log_],
                                [e["loss"] for e in a.training_log_], rtol=1e-9)
