@@ -426,7 +426,7 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, InformationCriteria, Es
         """
         _, _, offsets, sm = self._prepare(X, lengths, allow_chain=True)
         log_z = sm.log_partition()
-        gamma = check_posteriors(sm.marginals().unary, offsets, log_z)
+        gamma = check_posteriors(sm.marginals(edge="none").unary, offsets, log_z)
         return float(log_z.sum()), gamma
 
     def predict_proba(self, X, lengths=None):
@@ -534,7 +534,7 @@ class HiddenSemiMarkovModel(SegmentQueries, OnlineMixin, InformationCriteria, Es
                         else sm.argmax_segments())
         else:
             sm._raise_if_infeasible(sm.log_partition(), "the MAP states" + under)
-            gamma = sm.marginals().unary
+            gamma = sm.marginals(edge="none").unary
             states = np.argmax(gamma, axis=1).astype(np.int64)
             with np.errstate(divide="ignore"):
                 log_prob = float(np.log(gamma.max(axis=1)).sum())

@@ -506,7 +506,7 @@ class SwitchingHSMM(ShardOnlineMixin, InformationCriteria, EstimatorBase):
     def _joint_posteriors(self, X, lengths):
         _, _, offsets, sm = self._prepare(X, lengths)
         log_z = sm.log_partition()
-        g = check_posteriors(sm.marginals().unary, offsets, log_z)
+        g = check_posteriors(sm.marginals(edge="none").unary, offsets, log_z)
         return float(log_z.sum()), g.reshape(g.shape[0], int(self.n_regimes), int(self.n_states))
 
     def score_samples(self, X, lengths=None):
@@ -569,7 +569,7 @@ class SwitchingHSMM(ShardOnlineMixin, InformationCriteria, EstimatorBase):
             log_prob = float(best.sum())
         else:
             sm._raise_if_infeasible(sm.log_partition(), "the MAP states")
-            gamma = sm.marginals().unary
+            gamma = sm.marginals(edge="none").unary
             k = np.argmax(gamma, axis=1)
             with np.errstate(divide="ignore"):
                 log_prob = float(np.log(gamma.max(axis=1)).sum())
