@@ -16,7 +16,7 @@ The scan writes the same sum as a product of K×K matrices M_t[i, j] = trans[t-1
 in the log semiring, log Z = ⊕ (α0 ⊗ M_1 ⊗ … ⊗ M_{L-1} + end), reduced pairwise in ⌈log₂ T⌉ levels
 (padding steps are the semiring identity), as in Rush 2020 ("Torch-Struct", §4, parallel scan).
 """
-from typing import Tuple
+from typing import List, Tuple
 
 import torch
 
@@ -168,6 +168,29 @@ def _neg() -> float:
     return CRF_NEG if not torch.jit.is_scripting() else -1e30     # TorchScript reads no global floats
 
 
+def _crf_inputs(emissions: torch.Tensor, mask: torch.Tensor, transitions: torch.Tensor,
+                neg: float) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Time-major emissions (T, B, K) and mask (T, B, 1), transitions (K, K), -inf raised to ``neg``."""
+    return (emissions.clamp(min=neg).transpose(0, 1), mask.transpose(0, 1).unsqueeze(2),
+            transitions.clamp(min=neg))
+
+
+def _crf_alphas(em: torch.Tensor, on: torch.Tensor, tr: torch.Tensor, start: torch.Tensor,
+                keep: bool) -> List[torch.Tensor]:
+    """Forward messages α[t] (B, K), α[0] = start + e[0], α[t, j] = e[t, j] + ⊕_i α[t-1, i] + trans[i, j]
+    (padding steps keep α): every α[t] if ``keep``, else only the last."""
+    alpha = start + em[0]
+    alphas = [alpha]
+    for t in range(1, em.shape[0]):
+        nxt = torch.logsumexp(alpha.unsqueeze(2) + tr, dim=1) + em[t]
+        alpha = torch.where(on[t], nxt, alpha)
+        if keep:
+            alphas.append(alpha)
+    if not keep:
+        alphas = [alpha]
+    return alphas
+
+
 def crf_log_partition(emissions: torch.Tensor, mask: torch.Tensor, transitions: torch.Tensor,
                       start: torch.Tensor, end: torch.Tensor) -> torch.Tensor:
     """log Z (B,) of a linear-chain CRF by the forward recursion α[t, j] = e[t, j] + ⊕_i α[t-1, i] +
@@ -176,13 +199,8 @@ def crf_log_partition(emissions: torch.Tensor, mask: torch.Tensor, transitions: 
     if T == 0:
         return emissions.new_zeros(B)
     neg = _neg()
-    em = emissions.clamp(min=neg).transpose(0, 1)                  # (T, B, K)
-    on = mask.transpose(0, 1).unsqueeze(2)                              # (T, B, 1)
-    tr = transitions.clamp(min=neg)
-    alpha = start.clamp(min=neg) + em[0]
-    for t in range(1, T):
-        nxt = torch.logsumexp(alpha.unsqueeze(2) + tr, dim=1) + em[t]
-        alpha = torch.where(on[t], nxt, alpha)
+    em, on, tr = _crf_inputs(emissions, mask, transitions, neg)
+    alpha = _crf_alphas(em, on, tr, start.clamp(min=neg), False)[-1]
     log_z = torch.logsumexp(alpha + end.clamp(min=neg), dim=1)
     log_z = torch.where(log_z <= neg / 2, torch.full_like(log_z, float("-inf")), log_z)
     return torch.where(mask[:, 0], log_z, torch.zeros_like(log_z))
@@ -215,17 +233,10 @@ def crf_marginals(emissions: torch.Tensor, mask: torch.Tensor, transitions: torc
     if T == 0:
         return torch.zeros_like(emissions)
     neg = _neg()
-    em = emissions.clamp(min=neg).transpose(0, 1)                  # (T, B, K)
-    on = mask.transpose(0, 1).unsqueeze(2)                              # (T, B, 1)
-    tr = transitions.clamp(min=neg)
+    em, on, tr = _crf_inputs(emissions, mask, transitions, neg)
     en = end.clamp(min=neg).expand(B, K)
-    alpha = start.clamp(min=neg) + em[0]
-    alphas = [alpha]
-    for t in range(1, T):
-        nxt = torch.logsumexp(alpha.unsqueeze(2) + tr, dim=1) + em[t]
-        alpha = torch.where(on[t], nxt, alpha)
-        alphas.append(alpha)
-    log_z = torch.logsumexp(alpha + en, dim=1)                          # (B,)
+    alphas = _crf_alphas(em, on, tr, start.clamp(min=neg), True)
+    log_z = torch.logsumexp(alphas[-1] + en, dim=1)                     # (B,)
     beta = en
     betas = [beta]
     for t in range(T - 2, -1, -1):
