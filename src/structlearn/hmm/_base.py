@@ -25,13 +25,14 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from . import _online_statistics as _online
-from ..learning.em import ConvergenceMonitor, run_em
+from ..learning.em import EM_LOOP_DOC, ConvergenceMonitor, run_em
 from ..learning.shards import Shard, ShardStatistics, map_shards, data_blocks
 from ..distributions import emissions as _emi
 from ..distributions.emissions import hmm as _hemi
 from ..distributions.emissions._hmm_family import HMMFamily
 from ..distributions.base import families_from_file, family_to_file
 from ..engine.structures.chain import LinearChain
+from ..utils.docstrings import fill_docstring
 from ..utils.validation import check_lengths
 from ..learning.restarts import check_n_jobs, fit_restarts, warn_empty_states
 from ..learning.em_files import fit_state, restore_fit_state
@@ -493,15 +494,12 @@ class HMMBase(HMMOnlineMixin, EstimatorBase):
         Notes
         -----
         Per iteration: time O(N·K²) for the chain plus the emission densities and M-step, memory O(N·K).
-        The loop is hmmlearn's (:func:`structlearn.learning.em.run_em`): E-step, M-step, report, test.
-        The M-step of the iteration on which the gain falls below ``tol`` (or of the ``n_iter``-th) is
-        applied, so the fitted parameters are those after the last M-step, ``monitor_.iter`` is the
-        number of M-steps and ``monitor_.history`` the log-likelihood before each of them — all as
-        hmmlearn. ``log_likelihood_`` is that of the fitted parameters (one more E-step, not in the
-        history); ``converged_`` is True only when the gain fell below ``tol`` (``monitor_.converged``,
-        hmmlearn's, also holds when ``n_iter`` ran out). A monitor put in ``monitor_`` before ``fit``
-        whose class is not structlearn's (e.g. a subclass of hmmlearn's with its own ``converged``) runs
-        the loop instead of the default one.
+
+        {em_loop}
+
+        ``monitor_.converged`` (hmmlearn's) also holds when ``n_iter`` ran out. A monitor put in
+        ``monitor_`` before ``fit`` whose class is not structlearn's (e.g. a subclass of hmmlearn's with its
+        own ``converged``) runs the loop instead of the default one.
         """
         self._validate_hyper()
         K = self.n_components
@@ -773,3 +771,6 @@ class HMMBase(HMMOnlineMixin, EstimatorBase):
         restore_fit_state(model, meta)
         model._check()
         return model
+
+
+fill_docstring(HMMBase.fit, em_loop=EM_LOOP_DOC)
