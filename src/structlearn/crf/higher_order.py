@@ -34,6 +34,24 @@ class HigherOrderCRF(ChainCRFBase):
     C implementation offers L-BFGS only, and so does this estimator: it takes the L-BFGS parameters and
     none of the online trainers', and has no ``algorithm``).
 
+    With ``segments=True`` (Nguyen, Ye, Lee & Chieu 2011, the semi-Markov CRF with high-order features of
+    seed 000) the labels y of x are read as segments s = ((a_1, b_1, k_1), …, (a_m, b_m, k_m)), the maximal
+    runs of equal labels (so k_i ≠ k_{i+1}), each of length ℓ_i = b_i − a_i + 1 ≤ L[k_i], and
+
+        s(x, s) = start[k_1] + end[k_m] + Σ_{i=1..m} ( dur[k_i, ℓ_i]
+                  + Σ_{z ∈ Z, |z| ≤ i, (k_{i-|z|+1}, …, k_i) = z} ( [|z| ≥ 2] w_pat[z]
+                                                                  + Σ_{t=a_i..b_i} Σ_a x_{t,a} w_state[a, z] ) )
+
+        p(y | x) = exp s(x, s(y)) / Σ_{s'} exp s(x, s'),
+
+    the sum over every segmentation s' of the T tokens into labelled segments with k'_i ≠ k'_{i+1} and
+    ℓ'_i ≤ L[k'_i]: a segment-label n-gram z ends at segment i only when the n-gram lies entirely inside the
+    sequence, a state feature of pattern z fires on every token of the segment that completes z, and
+    ``dur``, ``w_pat``, ``w_state``, ``start``, ``end`` and L are ``duration_features_``,
+    ``transition_features_`` (n-grams and ``<start>`` / ``<end>``), ``state_features_`` and ``max_lengths_``
+    (``tests/oracles/segment_ngram_formula.py`` scores every segmentation by this formula from those
+    attributes alone; the estimator's p(y | x) equals it to rtol 1e-10).
+
     Parameters
     ----------
     order : int, default 2
@@ -86,6 +104,10 @@ class HigherOrderCRF(ChainCRFBase):
         The label patterns (unigrams first).
     state_features_ : dict (attribute, tuple of labels) -> weight
     transition_features_ : dict tuple of labels -> weight (n-grams, ``("<start>", y)``, ``(y, "<end>")``)
+    duration_features_ : dict (label, length) -> weight
+        ``segments=True`` only: the segment-length features.
+    max_lengths_ : dict label -> int
+        ``segments=True`` only: the longest segment of each label L[k] (its longest run in training).
 
     Notes
     -----
@@ -276,6 +298,29 @@ class HigherOrderCRF(ChainCRFBase):
     def _feat(self):
         m = self.model_
         return m.feat_label if self.segments else m.feat_pat
+
+    @property
+    def duration_features_(self):
+        """dict (label, length) -> weight of the segment-length features (``segments=True``): lengths 1 to
+        ``max_lengths_[label]``."""
+        self._check_fitted()
+        self._require_segments("duration_features_")
+        wd = self.model_.split(self.coef_)[2]
+        return {(c, d): float(wd[d - 1, k]) for k, c in enumerate(self.classes_)
+                for d in range(1, int(self.model_.max_lengths[k]) + 1)}
+
+    @property
+    def max_lengths_(self):
+        """dict label -> int, the longest segment of each label (its longest run in training;
+        ``segments=True``)."""
+        self._check_fitted()
+        self._require_segments("max_lengths_")
+        return {c: int(self.model_.max_lengths[k]) for k, c in enumerate(self.classes_)}
+
+    def _require_segments(self, name):
+        if not self.segments:
+            raise AttributeError(f"`{name}` exists with segments=True only (this HigherOrderCRF has "
+                                 f"segments=False: no segment lengths)")
 
     @property
     def transition_features_(self):
