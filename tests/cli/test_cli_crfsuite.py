@@ -234,13 +234,13 @@ def test_dump_in_crfsuite_layout_matches_python_crfsuite(capsys, tmp_path):
 def test_crfsuite013_option_names(capsys, tmp_path):
     path = _crfsuite013("test_sm_1.input")
     model = tmp_path / "s.model"
+    from structlearn import SemiMarkovCRF
+
+    # CRFSuite 0.13: feature.max_seg_len >= 0 trains a linear-chain CRF (its value limits nothing)
     rc, out, err = run(capsys, "learn", "-q", "--type=semim", "-p", "feature.max_seg_len=20",
                        "-p", "max_iterations=3", "-m", model, path)
     assert rc == 0, err
-    from structlearn import SemiMarkovCRF
-
-    est = SemiMarkovCRF.load(model)
-    assert set(est.max_lengths_.values()) == {20}
+    assert LinearChainCRF.load(model).classes_
     rc, out, err = run(capsys, "learn", "-q", "-p", "feature.order=2", "-p", "max_iterations=3",
                        "-m", tmp_path / "h.model", path)
     assert rc == 0, err
@@ -256,3 +256,58 @@ def test_crfsuite013_option_names(capsys, tmp_path):
                        "global", "-p", "max_iterations=2", "-m", model, path)
     assert rc == 0, err
     assert len(set(SemiMarkovCRF.load(model).max_lengths_.values())) == 1
+
+
+def _longest_runs(path):
+    """{label: its longest run} of a CRFsuite attribute file (label<TAB>attributes, blank line between
+    sequences)."""
+    longest, prev, run_len = {}, None, 0
+    with open(path, encoding="utf-8") as fh:
+        for line in list(fh) + [""]:
+            lab = line.rstrip("\n").split("\t", 1)[0] if line.strip() else None
+            run_len = run_len + 1 if lab is not None and lab == prev else 1
+            if lab is not None:
+                longest[lab] = max(longest.get(lab, 0), run_len)
+            prev = lab
+    return longest
+
+
+def test_crfsuite013_semim_defaults(capsys, tmp_path):
+    from structlearn import HigherOrderCRF, SemiMarkovCRF
+
+    path = _crfsuite013("test_sm_1.input")
+    runs = _longest_runs(path)
+    assert max(runs.values()) > min(runs.values())   # per-label and global limits differ on this file
+    fit = ("-q", "-p", "max_iterations=2")
+    # --type=semim as CRFSuite 0.13: feature.max_seg_len = -1, per label its longest training run
+    for extra in ([], ["-p", "feature.max_seg_len=-1"], ["-p", "feature.max_seg_len=-7"]):
+        rc, out, err = run(capsys, "learn", *fit, "--type=semim", *extra, "-m", tmp_path / "a.model", path)
+        assert rc == 0, err
+        assert SemiMarkovCRF.load(tmp_path / "a.model").max_lengths_ == runs
+    # N >= 0: CRFSuite 0.13's linear-chain mode, of order feature.max_order
+    rc, out, err = run(capsys, "learn", *fit, "--type=semim", "-p", "feature.max_seg_len=1", "-p",
+                       "feature.max_order=3", "-m", tmp_path / "b.model", path)
+    assert rc == 0, err
+    est = HigherOrderCRF.load(tmp_path / "b.model")
+    assert (est.order, est.segments) == (3, False)
+    # semi-Markov with segment-label n-grams
+    rc, out, err = run(capsys, "learn", *fit, "--type=semim", "-p", "feature.max_order=2", "-m",
+                       tmp_path / "c.model", path)
+    assert rc == 0, err
+    est = HigherOrderCRF.load(tmp_path / "c.model")
+    assert (est.order, est.segments) == (2, True) and est.max_lengths_ == runs
+    # structlearn's own limits stay options
+    rc, out, err = run(capsys, "learn", *fit, "--type=semim", "--max-segment-length", "global", "-m",
+                       tmp_path / "d.model", path)
+    assert rc == 0, err
+    assert set(SemiMarkovCRF.load(tmp_path / "d.model").max_lengths_.values()) == {max(runs.values())}
+    rc, out, err = run(capsys, "learn", *fit, "--type=semim", "--max-segment-length", "1", "-m",
+                       tmp_path / "e.model", path)
+    assert rc == 2 and "max_segment_length" in err
+    # bad values name the option
+    for bad, words in ((["-p", "feature.max_order=0"], "feature.max_order"),
+                       (["-p", "feature.max_seg_len=x"], "feature.max_seg_len"),
+                       (["--type=tree", "-p", "feature.max_seg_len=-1"], "--type semim")):
+        rc, out, err = run(capsys, "learn", *fit, *(["--type=semim"] if "--type=tree" not in bad else []),
+                           *bad, "-m", tmp_path / "f.model", path)
+        assert rc == 2 and words in err, err

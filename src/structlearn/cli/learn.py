@@ -182,18 +182,26 @@ def _check_options(args, name, structure, defaults):
 # CRFSuite 0.13's --type names and its -p names of options that structlearn sets with its own options
 TYPE_ALIASES = {"1d": "chain", "crf1d": "chain", "semim": "semi-markov", "tree": "tree",
                 "chain": "chain", "semi-markov": "semi-markov", "higher-order": "higher-order"}
-_OPTION_PARAMS = {"feature.max_seg_len": "max_segment_length", "feature.order": "order"}
+_OPTION_PARAMS = {"feature.max_seg_len": "max_seg_len", "feature.max_order": "max_order", "feature.order": "order"}
 
 
 def _crfsuite013_aliases(args):
-    """Apply ``--type`` and ``-p feature.max_seg_len=N`` / ``-p feature.order=N`` (CRFSuite 0.13) to
-    ``args``: the structure and the options they stand for."""
+    """Apply ``--type`` and CRFSuite 0.13's ``-p feature.max_seg_len=N`` / ``-p feature.max_order=N`` (and
+    structlearn's ``-p feature.order=N``) to ``args``: the structure and the options they stand for.
+
+    CRFSuite 0.13 (``lib/crf/src/crf1d_encode.c``, ``crf1d_feature.c``, ``crf1d_context.c``, ``semimarkov.c``)
+    reads ``feature.max_seg_len`` by its sign only: negative (its default, -1) trains the semi-Markov CRF, whose
+    longest segment of each label is that label's longest run in the training data (no other limit); zero or
+    positive trains a linear-chain CRF (segments of one token) of order ``feature.max_order`` (default 1),
+    the value itself limiting nothing. ``feature.max_order`` is the order of the transition features: over
+    segment labels in the semi-Markov CRF, over token labels in the linear chain.
+    """
     if getattr(args, "type", None):
         t = args.type.strip().lower()
         if t not in TYPE_ALIASES:
             raise CLIError(f"--type must be one of {', '.join(sorted(TYPE_ALIASES))}; got {args.type!r}")
         args.structure = TYPE_ALIASES[t]
-    rest = []
+    rest, given = [], {}
     for item in args.param:
         name, sep, text = item.partition("=")
         dest = _OPTION_PARAMS.get(name.strip())
@@ -201,21 +209,39 @@ def _crfsuite013_aliases(args):
             rest.append(item)
             continue
         try:
-            value = int(text)
+            given[dest] = int(text)
         except ValueError:
-            raise CLIError(f"-p {name.strip()} expects a positive integer; got {text!r}") from None
-        if dest == "order":
-            if value >= 2 and args.structure == "chain":
-                args.structure = "higher-order"
-            if args.structure == "higher-order":
-                args.order = value
-            elif value != 1:
-                raise CLIError(f"-p feature.order={value} needs --structure chain or higher-order")
-        else:
-            if args.structure == "chain":
-                args.structure = "semi-markov"
-            args.max_segment_length = value
+            raise CLIError(f"-p {name.strip()} expects an integer; got {text!r}") from None
     args.param = rest
+    if "order" in given:
+        value = given["order"]
+        if value >= 2 and args.structure == "chain":
+            args.structure = "higher-order"
+        if args.structure == "higher-order":
+            args.order = value
+        elif value != 1:
+            raise CLIError(f"-p feature.order={value} needs --structure chain or higher-order")
+    if "max_seg_len" not in given and "max_order" not in given:
+        return
+    # without --type semim, CRFSuite 0.13's default type is the linear chain: max_order alone sets its order
+    seg = given.get("max_seg_len", -1 if args.structure == "semi-markov" else 0)
+    order = given.get("max_order", 1)
+    if order < 1:
+        raise CLIError(f"-p feature.max_order expects an integer >= 1; got {order}")
+    if args.structure not in ("chain", "semi-markov"):
+        raise CLIError("-p feature.max_seg_len / feature.max_order (CRFSuite 0.13) need --type semim; got "
+                       f"--structure {args.structure}")
+    if seg >= 0:            # CRFSuite 0.13's linear-chain mode of --type semim
+        args.structure = "higher-order" if order >= 2 else "chain"
+        args.order = order if order >= 2 else None
+    elif order >= 2:        # semi-Markov CRF with segment-label n-grams (Nguyen et al. 2011)
+        if args.max_segment_length not in (None, "per-label"):
+            raise CLIError("-p feature.max_order >= 2 trains HigherOrderCRF(segments=True), whose longest "
+                           "segments are the training runs of each label: drop --max-segment-length")
+        args.structure, args.order = "higher-order", order
+        args.param.append("segments=true")
+    else:
+        args.structure = "semi-markov"
 
 
 def _check_model_path(path):

@@ -69,11 +69,19 @@ def build_parser():
                         "higher-order: CRF over label n-grams up to --order (-m names the model file, so "
                         "the model kind is chosen here)")
     q.add_argument("--type", default=None, metavar="TYPE",
-                   help="CRFSuite 0.13's name for --structure: 1d (chain), semim (semi-markov), tree")
+                   help="CRFSuite 0.13's name for --structure: 1d (chain), semim (semi-markov), tree. As in "
+                        "CRFSuite 0.13, with semim '-p feature.max_seg_len=N' picks the model by the sign of N "
+                        "only: N < 0 (the default, -1) the semi-Markov CRF, whose longest segment of each label "
+                        "is that label's longest training run; N >= 0 a linear-chain CRF (one token per "
+                        "segment) - N itself limits nothing. '-p feature.max_order=D' is the order of the "
+                        "transitions: over segment labels (semi-Markov; D >= 2 trains HigherOrderCRF with "
+                        "segments=True) or over token labels (linear chain)")
     q.add_argument("--max-segment-length", type=_segment_length, default=None, metavar="L",
-                   help="semi-markov: longest segment, an integer, 'global' (the longest training "
-                        "segment, for every label) or 'per-label' (default: per label, its longest "
-                        "training segment); CRFSuite 0.13: -p feature.max_seg_len=N")
+                   help="semi-markov: longest segment. 'per-label' (the default, CRFSuite 0.13's rule): "
+                        "each label's longest training run; 'global': the longest training segment of any "
+                        "label, for every label (slower); an integer L: L for "
+                        "every label, refused when a training segment is longer (its gold segmentation would "
+                        "be impossible). CRFSuite 0.13's -p feature.max_seg_len is not this option: see --type")
     q.add_argument("--allow-same-label", action="store_true",
                    help="semi-markov: let consecutive segments share a label (chunking, word segmentation)")
     q.add_argument("--segment-features", default="first,last", metavar="F1,F2",

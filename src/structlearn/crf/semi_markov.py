@@ -54,11 +54,14 @@ class SemiMarkovCRF(CRFBase):
         Longest segment; longer segments are impossible (duration potential -inf).
 
         - ``"per-label"`` (or ``None``, the default): per label, the longest training segment of that
-          label — tighter, so faster and never proposes e.g. a 12-token punctuation segment;
-        - ``"global"``: one length L for every label, the longest training segment of any label — the
-          rule of seed 000 (Sarawagi & Cohen 2004, §3: "L, an upper bound on segment length, set from the
-          training data"), CRFSuite 0.13's ``feature.max_seg_len`` default;
-        - an int: that L for every label (CRFSuite 0.13's ``-p feature.max_seg_len=N``);
+          label — CRFSuite 0.13's rule (its ``semimarkov.c`` keeps one maximum per label and its forward
+          recursion reads the last label's); tighter, so faster, and never proposes e.g. a 12-token
+          punctuation segment;
+        - ``"global"``: one length L for every label, the longest training segment of any label — seed
+          000's wording ("the maximum possible length (L) of a segment with identical labels that exists
+          in the training set") and Sarawagi & Cohen 2004, §3;
+        - an int: that L for every label (not CRFSuite 0.13's ``-p feature.max_seg_len=N``, whose sign
+          only chooses between the semi-Markov and the linear-chain model: see ``structlearn learn --help``);
         - a dict label -> int: per label, labels not in it keep their longest training segment.
 
         Measured on CoNLL-2000 chunking (first 2,000 training sentences, chunking template,
