@@ -53,13 +53,28 @@ def test_run_all_runs_a_script_and_tabulates_its_summary(tmp_path, capsys):
     run_all = script_module("benchmarks/run_all.py")
     script = tmp_path / "bench_fake.py"
     script.write_text("print('row a 1.0 2.0')\nprint('geometric mean ratio: 2.00x vs peer')\n")
-    status, sec, text = run_all.run_one([sys.executable, str(script)], limit=60)
-    assert status == "ok" and sec >= 0
+    status, sec, text, peak = run_all.run_one([sys.executable, str(script)], limit=60)
+    assert status == "ok" and sec >= 0 and peak > 1   # MiB: the interpreter alone is several
     assert run_all.summary_lines(text) == ["geometric mean ratio: 2.00x vs peer"]
     bad = tmp_path / "bench_bad.py"
     bad.write_text("raise SystemExit(3)\n")
     assert run_all.run_one([sys.executable, str(bad)], limit=60)[0] == "failed (rc 3)"
-    md = run_all.table([("fake", status, sec, run_all.summary_lines(text))], markdown=True)
-    assert md.splitlines()[2].startswith("| fake | ok |")
+    md = run_all.table([("fake", "busy", status, sec, peak, run_all.summary_lines(text))], markdown=True)
+    assert md.splitlines()[2].startswith("| fake | busy | ok |")
     assert run_all.main(["--dry-run", "--quick", "--only", "inference"]) == 0
     assert "bench_inference.py --quick" in capsys.readouterr().out
+
+
+def test_run_all_busy_load_starts_and_stops_its_two_processes():
+    run_all = script_module("benchmarks/run_all.py")
+    with run_all.busy_load(mib=8) as procs:
+        assert len(procs) == 2 and all(p.poll() is None for p in procs)
+    assert all(p.poll() is not None for p in procs)
+
+
+def test_run_all_stops_a_script_at_its_limit(tmp_path):
+    run_all = script_module("benchmarks/run_all.py")
+    slow = tmp_path / "bench_slow.py"
+    slow.write_text("import time\nprint('started', flush=True)\ntime.sleep(60)\n")
+    status, sec, text, _ = run_all.run_one([sys.executable, str(slow)], limit=2)
+    assert status == "timed out" and sec < 30 and "started" in text
