@@ -72,9 +72,11 @@ def feature_pairs(crf):
 @pytest.mark.parametrize("start_end_features", [True, False])
 def test_first_call_is_one_epoch_of_fit(algorithm, start_end_features):
     # the same features (min_freq counted on the batch), the same draws of random_state (l2sgd: the
-    # calibration sample, then the epoch's order), the same kernel: bitwise equal
+    # calibration sample, then the epoch's order; fit with shuffle="numpy", the stream's order), the same
+    # kernel: bitwise equal
     X, y = small_data()
-    kw = dict(algorithm=algorithm, random_state=3, start_end_features=start_end_features, min_freq=2)
+    kw = dict(algorithm=algorithm, random_state=3, start_end_features=start_end_features, min_freq=2,
+              shuffle="numpy")
     batch = LinearChainCRF(max_iterations=1, **kw).fit(X, y)
     stream = LinearChainCRF(**kw).partial_fit(X, y)
     np.testing.assert_array_equal(stream.coef_, batch.coef_)
@@ -89,7 +91,8 @@ def test_k_calls_on_the_same_data_are_k_epochs_of_fit(algorithm):
     # the stream's generator continues across calls as fit's across epochs; l2sgd needs the λ of fit,
     # 2·c2 / len(X) (by default n counts every sequence passed, so λ would halve on the second pass)
     X, y = small_data(seed=1)
-    batch = LinearChainCRF(algorithm=algorithm, max_iterations=3, period=100, random_state=5).fit(X, y)
+    batch = LinearChainCRF(algorithm=algorithm, max_iterations=3, period=100, random_state=5,
+                           shuffle="numpy").fit(X, y)
     stream = LinearChainCRF(algorithm=algorithm, random_state=5)
     for _ in range(3):
         stream.partial_fit(X, y, n_sequences=len(X))
