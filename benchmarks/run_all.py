@@ -43,6 +43,8 @@ BENCHMARKS = [
     ("bench_hsmm_variants.py", ["--quick"], [], 600),
     ("bench_em_ratio.py", ["--T", "20000", "--repeat", "2"], [], 300),
     ("bench_crf_conll2000.py", ["--max-iterations", "5"], [], 900),
+    ("bench_crf_online_trainers.py", ["--train-sentences", "200", "--test-sentences", "100", "--max-iterations", "5",
+                                      "--repeat", "1"], [], 900),
     ("bench_crf_many_labels.py", ["--sentences", "200", "--test-sentences", "200", "--iterations", "2"], [], 900),
     ("bench_semicrf.py", ["--sentences", "200", "--iterations", "2"], [], 600),
     ("bench_higher_order.py", ["--quick"], [], 900),

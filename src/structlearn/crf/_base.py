@@ -404,8 +404,11 @@ class CRFBase(ModelFileMixin, EstimatorBase):
                     candidates=self.calibration_candidates, max_trials=self.calibration_max_trials,
                     random_state=self.random_state, callback=on_iteration)
             else:
+                # `shuffle` (LinearChainCRF): CRFsuite's instance order or numpy's; estimators without it
+                # keep their trainer's own order
+                order = {"shuffle": self.shuffle} if hasattr(self, "shuffle") else {}
                 w, n_iter, converged = online.large_margin(
-                    algorithm, model, *data,
+                    algorithm, model, *data, **order,
                     max_iterations=100 if self.max_iterations is None else self.max_iterations,
                     epsilon=epsilon, pa_type=self.pa_type, c=self.c,
                     error_sensitive=self.error_sensitive, averaging=self.averaging,

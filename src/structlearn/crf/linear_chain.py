@@ -70,14 +70,20 @@ class LinearChainCRF(ChainCRFStreamMixin, ChainCRFBase):
     num_memories, epsilon, period, delta, linesearch, max_linesearch :
         L-BFGS settings, CRFsuite's defaults (6, 1e-5, 10, 1e-5, "MoreThuente", 20). Training stops when
         ``‖g‖/max(1, ‖w‖) < epsilon`` or the objective improved by less than ``delta`` (relative) over
-        ``period`` iterations. For ap/pa/arow ``epsilon`` stops when the share of mislabelled tokens of
-        an epoch falls below it; ``epsilon=None`` (the default, as sklearn-crfsuite) is CRFsuite's
-        default of the algorithm: 1e-5 for lbfgs, 0 (all ``max_iterations`` epochs) for ap/pa/arow. For
-        l2sgd ``delta``/``period`` as above.
+        ``period`` iterations. For ap/pa/arow, as CRFsuite, training stops when the epoch's loss per
+        sequence falls below ``epsilon`` (arow: reaches it): for ap the mean share of mislabelled tokens of
+        a sequence, for pa/arow the mean cost ℓ = s(ŷ) − s(y) + e of the updates (e the token errors, their
+        square root for pa, 1 for pa without ``error_sensitive``); ``epsilon=None`` (the default, as
+        sklearn-crfsuite) is CRFsuite's default of the algorithm: 1e-5 for lbfgs, 0 for ap/pa/arow (all
+        ``max_iterations`` epochs; arow stops earlier after an epoch without mistakes). For l2sgd
+        ``delta``/``period`` as above.
     calibration_eta, calibration_rate, calibration_samples, calibration_candidates,
     calibration_max_trials : l2sgd learning-rate calibration (CRFsuite's defaults).
     pa_type : {0, 1, 2}, c : float, error_sensitive : bool, averaging : bool
-        Passive–aggressive settings.
+        Passive–aggressive settings. ap, pa and arow are CRFsuite's trainers step for step (Viterbi ties
+        to the label seen first, its update order, averaging and sums), so with ``shuffle="crfsuite"``
+        they give CRFsuite's weights; one deliberate difference: pa with ``pa_type=0`` makes no update
+        where the two feature vectors are equal (‖d‖ = 0), where CRFsuite would divide by zero.
     variance, gamma : float
         AROW settings.
     min_freq : float, default 0
@@ -106,7 +112,14 @@ class LinearChainCRF(ChainCRFStreamMixin, ChainCRFBase):
         Transitions with potential -inf in training and decoding; ``"BIO"`` forbids ``I-X`` except after
         ``B-X``/``I-X`` and at the start of a sequence. Pairs may use ``"<start>"``/``"<end>"``.
     random_state : None, int or RandomState
-        Shuffling of online algorithms.
+        Shuffling of online algorithms (see ``shuffle``).
+    shuffle : {"crfsuite", "numpy"}, default "crfsuite"
+        Instance order of the online trainers' epochs. ``"crfsuite"``: CRFsuite's own (its
+        ``dataset_shuffle`` driven by glibc's ``rand()``, :mod:`structlearn.crf._crfsuite_rng`) seeded
+        with 1 when ``random_state`` is None — the order of a python-crfsuite process that never called
+        ``srand`` —, with ``random_state`` when it is an int and with ``randint(2**31)`` drawn from a
+        RandomState. ``"numpy"``: a fresh ``RandomState.permutation`` every epoch. :meth:`partial_fit`
+        always draws numpy permutations.
     verbose : bool
         Progress bar (tqdm) and per-iteration log lines.
     n_jobs : int or None, default None
@@ -194,7 +207,10 @@ class LinearChainCRF(ChainCRFStreamMixin, ChainCRFBase):
               "attribute names whose value at token t+1 scales a (label_t, label_t+1) weight (lbfgs)"),
         Param("forbidden_transitions", None, "str|pairs|None",
               "transitions with potential -inf: 'BIO' (I-X only after B-X/I-X) or (from, to) label pairs"),
-        RANDOM_STATE, VERBOSE,
+        RANDOM_STATE,
+        Param("shuffle", "crfsuite", "{crfsuite,numpy}",
+              "instance order of ap/pa/arow: CRFsuite's (glibc rand, seeded by random_state) or numpy's"),
+        VERBOSE,
         Param("model_filename", None, "str|None",
               "also write the model here after fit (and load it from here when not fitted)"),
         Param("keep_tempfiles", False, "bool", "accepted for sklearn-crfsuite compatibility (no effect)"),
@@ -209,8 +225,8 @@ class LinearChainCRF(ChainCRFStreamMixin, ChainCRFBase):
                  calibration_candidates=10, calibration_max_trials=20, pa_type=1, c=1.0,
                  error_sensitive=True, averaging=True, variance=1.0, gamma=1.0, min_freq=0.0,
                  all_possible_states=False, all_possible_transitions=False, start_end_features=False,
-                 transition_attributes=None, forbidden_transitions=None, random_state=None, verbose=False,
-                 model_filename=None,
+                 transition_attributes=None, forbidden_transitions=None, random_state=None,
+                 shuffle="crfsuite", verbose=False, model_filename=None,
                  keep_tempfiles=False, n_jobs=None):
         self._store_params(locals())
 

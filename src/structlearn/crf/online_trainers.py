@@ -18,18 +18,46 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from ..engine.kernels.online import AP, AROW, PA, large_margin_epoch, sgd_epoch
+from ._crfsuite_rng import CRFsuiteShuffle
 
 KINDS = {"ap": AP, "pa": PA, "arow": AROW}
+SHUFFLES = ("crfsuite", "numpy")
+
+
+def crfsuite_seed(random_state):
+    """The ``srand`` seed of CRFsuite's instance order for ``random_state``: 1 (a fresh process's) for None,
+    the int itself for an int, ``randint(2**31)`` drawn from a RandomState."""
+    if random_state is None:
+        return 1
+    if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
+        return int(random_state)
+    return int(check_random_state(random_state).randint(2 ** 31))
+
+
+def epoch_orders(shuffle, n, random_state):
+    """A function returning the instance order (int64) of each next epoch over ``n`` instances.
+
+    ``shuffle="crfsuite"``: CRFsuite's ``dataset_shuffle`` order from glibc ``rand()`` seeded by
+    :func:`crfsuite_seed` (:class:`~structlearn.crf._crfsuite_rng.CRFsuiteShuffle`, the permutation kept
+    between epochs); ``"numpy"``: ``check_random_state(random_state).permutation(n)`` every epoch.
+    """
+    if shuffle == "crfsuite":
+        return CRFsuiteShuffle(max(int(n), 1), seed=crfsuite_seed(random_state)).shuffle
+    if shuffle == "numpy":
+        rng = check_random_state(random_state)
+        return lambda: rng.permutation(n).astype(np.int64)
+    raise ValueError(f"`shuffle` must be one of {SHUFFLES}; got {shuffle!r}")
 
 
 def large_margin_loop(run_epoch, kind, n_params, n_items, *, max_iterations, epsilon, averaging, variance,
-                      callback):
+                      callback, stop=None):
     """The epoch loop of AP / PA / AROW, shared by the chain and tree trainers.
 
     ``run_epoch(w, u, sigma, counter) -> (loss, errors, counter)`` runs one epoch in place on the
     weights ``w``, the averaging sums ``u`` and the AROW variances ``sigma``. Stops after
-    ``max_iterations`` epochs, or when the fraction of mislabelled items of an epoch is below
-    ``epsilon`` (strictly, as CRFsuite: ``epsilon=0`` runs every epoch). Returns (w, n_epochs, converged), w averaged for AP and (with ``averaging``) PA.
+    ``max_iterations`` epochs, or when ``stop(loss, errors)`` is true after an epoch (by default: the
+    fraction of mislabelled items of the epoch is below ``epsilon``, strictly: ``epsilon=0`` runs every
+    epoch). Returns (w, n_epochs, converged), w averaged for AP and (with ``averaging``) PA.
     """
     w = np.zeros(n_params)
     u = np.zeros(n_params)
@@ -44,11 +72,12 @@ def large_margin_loop(run_epoch, kind, n_params, n_items, *, max_iterations, eps
         if callback is not None:
             callback({"iteration": epoch, "loss": float(loss), "error_rate": errors / n_items,
                       "active_features": int(np.count_nonzero(w)), "seconds": time.perf_counter() - t0})
-        if errors / n_items < epsilon:  # strict, as CRFsuite: epsilon = 0 runs every epoch
+        if (stop(loss, errors) if stop is not None else errors / n_items < epsilon):
             converged = True
             break
     average = kind == AP or (kind == PA and averaging)
-    return (w - u / counter if average else w), epoch, converged
+    # as CRFsuite: w - (1/counter)·u (not u / counter, which rounds differently)
+    return (w - (1.0 / counter) * u if average else w), epoch, converged
 
 
 def calibrate_eta(run_epoch, n, n_params, lam, rng, *, eta, rate, samples, candidates, max_trials):
@@ -128,18 +157,27 @@ def _model_arrays(model):
 
 def large_margin(algorithm, model, packed, y, *, max_iterations=100, epsilon=0.0, pa_type=1, c=1.0,
                  error_sensitive=True, averaging=True, variance=1.0, gamma=1.0, random_state=None,
-                 callback=None):
-    """Train by AP / PA / AROW; returns (w, n_epochs, converged).
+                 callback=None, shuffle="crfsuite"):
+    """Train by AP / PA / AROW as CRFsuite does; returns (w, n_epochs, converged).
 
-    Stops after ``max_iterations`` epochs, or when the fraction of mislabelled tokens in an epoch is
-    below ``epsilon``. AP always averages; PA averages when ``averaging``; AROW does not.
+    The updates are those of :func:`~structlearn.engine.kernels.online.large_margin_epoch`, the instance
+    order that of ``shuffle`` (:func:`epoch_orders`; ``"crfsuite"``: CRFsuite's own, from ``random_state``).
+    Stops after ``max_iterations`` epochs, or, as CRFsuite, when the epoch's loss divided by the number of
+    sequences is below ``epsilon`` (AROW: at most ``epsilon``, so ``epsilon=0`` stops AROW after an epoch
+    without mistakes) — the loss of AP being Σ (token errors / length) over the sequences, that of PA and
+    AROW the sum of the costs ℓ. AP always averages; PA averages when ``averaging``; AROW does not.
     """
     kind = KINDS[algorithm]
-    rng = check_random_state(random_state)
+    B = len(packed.lengths)
+    next_order = epoch_orders(shuffle, B, random_state)
     attr_ptr, feat_label, K, free, forb, fstart, fend = _model_arrays(model)
+    n_seq = max(B, 1)
+
+    def stop(loss, errors):
+        return loss / n_seq <= epsilon if kind == AROW else loss / n_seq < epsilon
 
     def run_epoch(w, u, sigma, counter):
-        order = rng.permutation(len(packed.lengths)).astype(np.int64)
+        order = next_order()
         return large_margin_epoch(
             kind, w, u, sigma, counter, order, packed.item_ptr, packed.item_attr, packed.item_val,
             packed.offsets, attr_ptr, feat_label, y, K, free, forb, fstart, fend, int(pa_type),
@@ -147,7 +185,7 @@ def large_margin(algorithm, model, packed, y, *, max_iterations=100, epsilon=0.0
 
     return large_margin_loop(run_epoch, kind, model.n_params, packed.n_items,
                              max_iterations=max_iterations, epsilon=epsilon, averaging=averaging,
-                             variance=variance, callback=callback)
+                             variance=variance, callback=callback, stop=stop)
 
 
 def l2sgd(model, packed, y, n_attributes=None, *, c2=1.0, max_iterations=1000, period=10, delta=1e-6,
@@ -237,7 +275,7 @@ class StreamState:
             return self.w * self.scale
         kind = KINDS[self.algorithm]
         if kind == AP or (kind == PA and averaging):
-            return self.w - self.u / self.counter
+            return self.w - (1.0 / self.counter) * self.u
         return self.w.copy()
 
 

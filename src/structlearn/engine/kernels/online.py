@@ -42,24 +42,54 @@ def _touch(idx, coef, d, seen, touched, n_touched):
 
 
 @njit(cache=True)
-def _add_diff(coef, o, T, labels, item_ptr, item_attr, item_val, attr_ptr, feat_label, F, K, free,
-              d, seen, touched, n_touched):
-    """d += coef · f(x, labels) over the sparse feature space, recording touched indices once."""
+def _on_path(labels, o, T, item_ptr, item_attr, item_val, attr_ptr, feat_label, F, K, free, coef, coef_u,
+             direct, w, u, d, seen, touched, n_touched):
+    """Visit the features of the labeling ``labels[o:o+T]`` in CRFsuite's order (per position: its state
+    features in item order, then the transition from the previous position; start/end weights, which
+    CRFsuite lacks, last), each with its value v (1 for transitions).
+
+    ``direct`` (AP): w[f] += coef · v and u[f] += coef_u · v at once; otherwise d[f] += coef · v, the
+    touched indices recorded once, in the order of their first visit. Returns the touched count.
+    """
     for r in range(o, o + T):
         lab = labels[r]
         for p in range(item_ptr[r], item_ptr[r + 1]):
             a = item_attr[p]
+            val = item_val[p]
             for f in range(attr_ptr[a], attr_ptr[a + 1]):
                 if feat_label[f] == lab:
-                    n_touched = _touch(f, coef * item_val[p], d, seen, touched, n_touched)
-        if r + 1 < o + T:
-            idx = F + lab * K + labels[r + 1]
+                    if direct:
+                        w[f] += coef * val
+                        u[f] += coef_u * val
+                    else:
+                        n_touched = _touch(f, coef * val, d, seen, touched, n_touched)
+        if r > o:
+            idx = F + labels[r - 1] * K + lab
             if free[idx]:
-                n_touched = _touch(idx, coef, d, seen, touched, n_touched)
+                if direct:
+                    w[idx] += coef
+                    u[idx] += coef_u
+                else:
+                    n_touched = _touch(idx, coef, d, seen, touched, n_touched)
     for idx in (F + K * K + labels[o], F + K * K + K + labels[o + T - 1]):
         if free[idx]:
-            n_touched = _touch(idx, coef, d, seen, touched, n_touched)
+            if direct:
+                w[idx] += coef
+                u[idx] += coef_u
+            else:
+                n_touched = _touch(idx, coef, d, seen, touched, n_touched)
     return n_touched
+
+
+@njit(cache=True)
+def _path_score(labels, o, T, unary, trans, start, end):
+    """Score of the labeling ``labels[o:o+T]``, summed in CRFsuite's order (that of its Viterbi recursion):
+    start + unary[0], then per position + transition + unary, finally + end."""
+    s = start[labels[o]] + unary[o, labels[o]]
+    for r in range(o + 1, o + T):
+        s += trans[0, labels[r - 1], labels[r]]
+        s += unary[r, labels[r]]
+    return s + end[labels[o + T - 1]]
 
 
 @njit(cache=True)
@@ -79,12 +109,23 @@ def pa_step(ell, dd, pa_type, c):
 def large_margin_epoch(kind, w, u, sigma, counter, order, item_ptr, item_attr, item_val, offsets,
                        attr_ptr, feat_label, y, K, free, forb, fstart, fend, pa_type, c,
                        error_sensitive, gamma):
-    """One epoch of AP / PA / AROW. Returns (loss, number of token errors, updated counter).
+    """One epoch of AP / PA / AROW as CRFsuite's trainers run it. Returns (loss, number of token errors,
+    updated counter).
 
-    d = f(x, y) - f(x, ŷ) with ŷ the Viterbi labeling under the current weights.
-    AP: w += d. PA: w += τ d, τ from the hinge loss ℓ = s(ŷ) - s(y) + √(errors) (or 1) and ‖d‖² by
-    pa_type 0/1/2. AROW: w += ℓ β Σd, Σ -= β (Σd)², β = 1/(dᵀΣd + γ) (diagonal Σ).
-    Averaging (AP, PA with averaging): u += counter · τ d, averaged weights = w - u / counter.
+    Per sequence (in ``order``): ŷ = the Viterbi labeling under the current weights (ties to the lowest
+    label index); nothing changes when ŷ = y. Otherwise, with d = f(x, y) - f(x, ŷ) and the cost
+    ℓ = s(ŷ) - s(y) + e (e = √(token errors) for PA with ``error_sensitive``, 1 without, the token errors
+    for AROW):
+
+    - AP: w += d (added feature by feature along both paths); loss += errors / length.
+    - PA: w += τ d, τ = ℓ/‖d‖² (pa_type 0), min(c, ℓ/‖d‖²) (1) or ℓ/(‖d‖² + 1/(2c)) (2), τ = 0 when
+      ‖d‖² = 0; loss += ℓ.
+    - AROW (diagonal Σ = ``sigma``): w += α Σ d with α = ℓ / (γ + Σ_k d_k² Σ_k), then
+      1/Σ_k += d_k² / γ; loss += ℓ.
+
+    Averaging sums (AP, PA): u += counter · step, averaged weights w - u / counter; ``counter`` grows by
+    one per sequence visited. Every sum runs in CRFsuite's order (:func:`_on_path`, :func:`_path_score`),
+    so the weights agree with CRFsuite's to the last bit for the same instance order.
     """
     N = item_ptr.shape[0] - 1
     F = feat_label.shape[0]
@@ -105,6 +146,7 @@ def large_margin_epoch(kind, w, u, sigma, counter, order, item_ptr, item_attr, i
         o = offsets[b]
         T = offsets[b + 1] - o
         if T == 0:
+            counter += 1.0
             continue
         seq_potentials(w, 1.0, o, T, item_ptr, item_attr, item_val, attr_ptr, feat_label, unary)
         _boundary_potentials(w, 1.0, F, K, free, forb, fstart, fend, trans, start, end)
@@ -117,43 +159,47 @@ def large_margin_epoch(kind, w, u, sigma, counter, order, item_ptr, item_attr, i
             counter += 1.0
             continue
         errors += nd
-        nt = _add_diff(1.0, o, T, y, item_ptr, item_attr, item_val, attr_ptr, feat_label, F, K, free,
-                       d, seen, touched, 0)
-        nt = _add_diff(-1.0, o, T, pred, item_ptr, item_attr, item_val, attr_ptr, feat_label, F, K,
-                       free, d, seen, touched, nt)
-        wd = 0.0
-        dd = 0.0
-        sd = 0.0
-        beta = 0.0
-        for q in range(nt):
-            f = touched[q]
-            wd += w[f] * d[f]
-            dd += d[f] * d[f]
-            sd += sigma[f] * d[f] * d[f]
         if kind == AP:
-            tau = 1.0
-            loss += nd
+            _on_path(y, o, T, item_ptr, item_attr, item_val, attr_ptr, feat_label, F, K, free, 1.0,
+                     counter, True, w, u, d, seen, touched, 0)
+            _on_path(pred, o, T, item_ptr, item_attr, item_val, attr_ptr, feat_label, F, K, free, -1.0,
+                     -counter, True, w, u, d, seen, touched, 0)
+            loss += nd / T
+            counter += 1.0
+            continue
+        cost = (_path_score(pred, o, T, unary, trans, start, end)
+                - _path_score(y, o, T, unary, trans, start, end))
+        nt = _on_path(y, o, T, item_ptr, item_attr, item_val, attr_ptr, feat_label, F, K, free, 1.0, 0.0,
+                      False, w, u, d, seen, touched, 0)
+        nt = _on_path(pred, o, T, item_ptr, item_attr, item_val, attr_ptr, feat_label, F, K, free, -1.0, 0.0,
+                      False, w, u, d, seen, touched, nt)
+        if kind == PA:
+            cost += math.sqrt(nd) if error_sensitive else 1.0
+            norm2 = 0.0
+            for q in range(nt):
+                norm2 += d[touched[q]] * d[touched[q]]
+            tau = pa_step(cost, norm2, pa_type, c)
+            tau_u = tau * counter
+            for q in range(nt):
+                f = touched[q]
+                w[f] += tau * d[f]
+                u[f] += tau_u * d[f]
         else:
-            ell = -wd + (math.sqrt(nd) if error_sensitive else 1.0)
-            if ell < 0.0:
-                ell = 0.0
-            loss += ell
-            if kind == PA:
-                tau = pa_step(ell, dd, pa_type, c)
-            else:
-                beta = 1.0 / (sd + gamma)
-                tau = ell * beta
+            cost += nd
+            frac = gamma
+            for q in range(nt):
+                f = touched[q]
+                frac += (d[f] * d[f]) * sigma[f]
+            alpha = cost / frac
+            for q in range(nt):
+                f = touched[q]
+                w[f] += alpha * sigma[f] * d[f]
+                sigma[f] = 1.0 / ((1.0 / sigma[f]) + (d[f] * d[f]) / gamma)
         for q in range(nt):
             f = touched[q]
-            if kind == AROW:
-                step = tau * sigma[f] * d[f]
-                sigma[f] -= beta * (sigma[f] * d[f]) ** 2
-            else:
-                step = tau * d[f]
-            w[f] += step
-            u[f] += counter * step
             d[f] = 0.0
             seen[f] = False
+        loss += cost
         counter += 1.0
     return loss, errors, counter
 
