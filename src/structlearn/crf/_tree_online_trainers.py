@@ -179,7 +179,8 @@ def l2sgd_stream_epoch(state, model, batch, y, lam, *, eta=0.1, rate=2.0, sample
 
     if state.eta0 is None:
         state.eta0 = calibrate_eta(run_epoch, len(trees), model.n_params, lam, state.rng, eta=eta, rate=rate,
-                                   samples=samples, candidates=candidates, max_trials=max_trials)
+                                   samples=samples, candidates=candidates, max_trials=max_trials,
+                                   w0=state.w * state.scale)
     loss, scale, state.t = run_epoch(state.rng.permutation(len(trees)).astype(np.int64), state.w,
                                      state.scale, state.t, 1.0 / (lam * state.eta0))
     state.w *= scale   # the lazy scale folded in at the end of the epoch, as l2sgd_loop does

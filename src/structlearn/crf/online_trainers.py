@@ -79,13 +79,14 @@ def draw_order(source, n):
     return source.permutation(n).astype(np.int64)
 
 
-def calibrate_eta(run_epoch, n, n_params, lam, rng, *, eta, rate, samples, candidates, max_trials):
+def calibrate_eta(run_epoch, n, n_params, lam, rng, *, eta, rate, samples, candidates, max_trials, w0=None):
     """CRFsuite's calibration of the SGD rate η0 (``l2sgd``); returns the best η.
 
     One order is drawn from ``rng`` (:func:`draw_order`) and its first S = min(n, ``samples``) instances
-    are the sample. The reference is the loss at w = 0 on the sample. Each trial runs one pass over the
-    sample from w = 0 with t0 = 1 / (λ η) and scores it as Σ loss + (λ/2) ‖w‖² S; a trial is *good*
-    when that is finite and below the reference. Rates go up (η, η·rate, …) while trials are good and
+    are the sample. The reference is the objective Σ loss + (λ/2) ‖w‖² S at w = ``w0`` (default 0, as
+    CRFsuite; a warm start passes its weights) on the sample. Each trial runs one pass over the sample
+    from ``w0`` with t0 = 1 / (λ η) and scores the same objective at its end; a trial is *good* when that
+    is finite and below the reference. Rates go up (η, η·rate, …) while trials are good and
     fewer than ``candidates`` good ones were seen, then down from η/rate (η/rate², …) until
     ``candidates`` more good ones; at most ``max_trials`` - 1 trials in all. The best-scoring finite
     trial's η is returned (``eta`` when none is finite).
@@ -94,13 +95,14 @@ def calibrate_eta(run_epoch, n, n_params, lam, rng, *, eta, rate, samples, candi
     """
     sample = draw_order(rng, n)[:min(n, int(samples))]
     S = len(sample)
-    # t0 = inf: every step is 0, so the pass sums the losses at w = 0
-    init_loss = run_epoch(sample, np.zeros(n_params), 1.0, 0.0, np.inf)[0]
+    w0 = np.zeros(n_params) if w0 is None else np.asarray(w0, dtype=np.float64)
+    # t0 = inf: every step is 0, so the pass sums the losses at w0
+    init_loss = run_epoch(sample, w0.copy(), 1.0, 0.0, np.inf)[0] + 0.5 * lam * float(w0 @ w0) * S
     best_eta, best_loss = float(eta), np.inf
     cand = float(eta)
     num, dec, trials = int(candidates), False, 1
     while num > 0 or not dec:
-        v = np.zeros(n_params)
+        v = w0.copy()
         with np.errstate(over="ignore", invalid="ignore"):
             loss, scale, _ = run_epoch(sample, v, 1.0, 0.0, 1.0 / (lam * cand))
             v *= scale
@@ -353,7 +355,8 @@ def l2sgd_stream_epoch(state, model, packed, y, lam, *, eta=0.1, rate=2.0, sampl
             source = state.shuffler = new
     if state.eta0 is None:
         state.eta0 = calibrate_eta(run_epoch, B, model.n_params, lam, source, eta=eta, rate=rate,
-                                   samples=samples, candidates=candidates, max_trials=max_trials)
+                                   samples=samples, candidates=candidates, max_trials=max_trials,
+                                   w0=state.w * state.scale)
     loss, scale, state.t = run_epoch(draw_order(source, B), state.w, state.scale, state.t,
                                      1.0 / (lam * state.eta0))
     state.w *= scale
