@@ -254,9 +254,11 @@ def sgd_epoch(v, scale, t, t0, lam, order, item_ptr, item_attr, item_val, offset
               feat_label, y, K, free, forb, fstart, fend, n_limit):
     """One epoch of SGD on Σ_i [-log p(y_i|x_i)] + (λ/2) N ‖w‖² with w = scale · v (lazy L2 decay).
 
-    Step η_t = 1 / (λ (t0 + t)); per sequence the gradient is expected minus observed feature counts
-    from the engine's marginals (:func:`~structlearn.engine.kernels.chain.marginals_seq`). Returns (loss,
-    scale, t). Only the first ``n_limit`` sequences of ``order`` are visited (calibration).
+    CRFsuite's steps: per sequence η = 1 / (λ (t0 + t)), scale ·= 1 - η λ, then the loss and the
+    gradient (expected minus observed feature counts, from the engine's marginals,
+    :func:`~structlearn.engine.kernels.chain.marginals_seq`) at the current weights, and v -= (η / scale) ·
+    gradient. Returns (loss, scale, t): the sum of the sequences' losses, each before its own step. Only
+    the first ``n_limit`` sequences of ``order`` are visited; t0 = inf takes no step (the loss at w).
     """
     N = item_ptr.shape[0] - 1
     F = feat_label.shape[0]
@@ -303,8 +305,8 @@ def sgd_epoch(v, scale, t, t0, lam, order, item_ptr, item_attr, item_val, offset
         for i in range(K):
             for j in range(K):
                 gtrans[i, j] = 0.0
-        lz = marginals_seq(unary, trans, start, end, o, T, 3, _setup_into(trans, start, end, sbuf, cmax, rmax, es, ee), work,
-                           umarg, emarg, gtrans)
+        setup = _setup_into(trans, start, end, sbuf, cmax, rmax, es, ee)
+        lz = marginals_seq(unary, trans, start, end, o, T, 3, setup, work, umarg, emarg, gtrans)
         gold = start[y[o]] + end[y[o + T - 1]]
         for r in range(o, o + T):
             gold += unary[r, y[r]]
