@@ -136,6 +136,12 @@ class CRFBase(ModelFileMixin, EstimatorBase):
             check_param(p, getattr(self, p.name))
         self._check_param_combinations()
 
+    def _delta(self, algorithm):
+        """``delta``, with None read as CRFsuite's default of ``algorithm`` (l2sgd 1e-6, lbfgs 1e-5)."""
+        if self.delta is not None:
+            return self.delta
+        return 1e-6 if algorithm == "l2sgd" else 1e-5
+
     def _finite_log_z(self, log_z, b0=0):
         """``log_z`` of sequences ``b0, b0 + 1, ...``; a ValueError naming the first whose log partition is
         +inf or NaN: scores that overflow float64 (huge weights of a crafted model, or huge attribute
@@ -389,7 +395,7 @@ class CRFBase(ModelFileMixin, EstimatorBase):
                 try:
                     w, n_iter, converged, _ = lbfgs(
                         f, w0, c1=self.c1, m=self.num_memories, epsilon=epsilon, period=self.period,
-                        delta=self.delta, max_iterations=self.max_iterations, linesearch=self.linesearch,
+                        delta=self._delta(algorithm), max_iterations=self.max_iterations, linesearch=self.linesearch,
                         max_linesearch=self.max_linesearch, callback=progress, mask=model.free_mask(),
                         status=status)
                 finally:
@@ -399,10 +405,11 @@ class CRFBase(ModelFileMixin, EstimatorBase):
                 w, n_iter, converged = online.l2sgd(
                     model, *data, *l2sgd_args, c2=self.c2,
                     max_iterations=1000 if self.max_iterations is None else self.max_iterations,
-                    period=self.period, delta=self.delta, eta=self.calibration_eta,
+                    period=self.period, delta=self._delta(algorithm), eta=self.calibration_eta,
                     rate=self.calibration_rate, samples=self.calibration_samples,
                     candidates=self.calibration_candidates, max_trials=self.calibration_max_trials,
-                    random_state=self.random_state, callback=on_iteration)
+                    random_state=self.random_state, callback=on_iteration,
+                    **({"shuffle": self.shuffle} if hasattr(self, "shuffle") else {}))
             else:
                 # `shuffle` (LinearChainCRF): CRFsuite's instance order or numpy's; estimators without it
                 # keep their trainer's own order
@@ -432,7 +439,7 @@ class CRFBase(ModelFileMixin, EstimatorBase):
                               ConvergenceWarning, stacklevel=_user_stacklevel())
             else:
                 warnings.warn(f"L-BFGS stopped after {self.n_iter_} iterations without meeting the stopping "
-                              f"criteria (epsilon={epsilon}, delta={self.delta}); increase "
+                              f"criteria (epsilon={epsilon}, delta={self._delta(algorithm)}); increase "
                               f"`max_iterations`", ConvergenceWarning, stacklevel=_user_stacklevel())
 
     # ------------------------------------------------------------------------------------------------

@@ -126,7 +126,7 @@ def stream_epoch(est, epochs, trainer, model, batch, y, B, n_items, n_sequences)
         loss = epochs.l2sgd_stream_epoch(
             trainer, model, batch, y, lam, eta=est.calibration_eta, rate=est.calibration_rate,
             samples=est.calibration_samples, candidates=est.calibration_candidates,
-            max_trials=est.calibration_max_trials)
+            max_trials=est.calibration_max_trials, random_state=est.random_state)
         w = trainer.weights()
         obj = loss + float(est.c2) * float(w @ w) * B / n
         if not np.isfinite(obj):

@@ -161,14 +161,15 @@ def large_margin_stream_epoch(state, model, batch, y, *, pa_type=1, c=1.0, error
 
 
 def l2sgd_stream_epoch(state, model, batch, y, lam, *, eta=0.1, rate=2.0, samples=1000, candidates=10,
-                       max_trials=20):
+                       max_trials=20, random_state=None):
     """One SGD epoch over the trees of ``batch`` (shuffled by ``state.rng``) with L2 weight ``lam``,
     continuing ``state``; η0 is calibrated on the first batch
     (:func:`~structlearn.crf.online_trainers.calibrate_eta`) and kept.
 
     Step η_t = 1 / (λ (t0 + t)), t0 = 1 / (λ η0), the step counter t continued across calls (as
     :func:`structlearn.crf.online_trainers.l2sgd_stream_epoch`). The same per-tree steps and draws as an
-    epoch of :func:`l2sgd`; returns the batch's Σ −log p(y|x) accumulated during the pass.
+    epoch of :func:`l2sgd`; returns the batch's Σ −log p(y|x) accumulated during the pass. Trees are
+    shuffled by ``state.rng`` (``random_state`` is accepted for the chain trainer's signature and unused).
     """
     trees = _split_trees(batch)
     lam = float(lam) if lam > 0 else 1e-12
@@ -178,9 +179,12 @@ def l2sgd_stream_epoch(state, model, batch, y, lam, *, eta=0.1, rate=2.0, sample
 
     if state.eta0 is None:
         state.eta0 = calibrate_eta(run_epoch, len(trees), model.n_params, lam, state.rng, eta=eta, rate=rate,
-                                   samples=samples, candidates=candidates, max_trials=max_trials)
-    loss, state.scale, state.t = run_epoch(state.rng.permutation(len(trees)).astype(np.int64), state.w,
-                                           state.scale, state.t, 1.0 / (lam * state.eta0))
+                                   samples=samples, candidates=candidates, max_trials=max_trials,
+                                   w0=state.w * state.scale)
+    loss, scale, state.t = run_epoch(state.rng.permutation(len(trees)).astype(np.int64), state.w,
+                                     state.scale, state.t, 1.0 / (lam * state.eta0))
+    state.w *= scale   # the lazy scale folded in at the end of the epoch, as l2sgd_loop does
+    state.scale = 1.0
     state.n_sequences += len(trees)
     state.n_epochs += 1
     return float(loss)

@@ -24,6 +24,9 @@ _VERSION = CHAIN_FORMAT_VERSION
 _EPSILON = Param("epsilon", None, "float>=0|None",
                  "stopping criterion; None: CRFsuite's default of the algorithm (lbfgs: ||g|| / max(1, ||w||) "
                  "< 1e-5; ap/pa/arow: 0, every epoch runs)")
+_DELTA = Param("delta", None, "float>=0|None",
+               "stop when the objective improved by less than delta over period; None: CRFsuite's default of the "
+               "algorithm (lbfgs 1e-5, l2sgd 1e-6)")
 
 
 def bio_forbidden(labels):
@@ -68,7 +71,8 @@ class LinearChainCRF(ChainCRFStreamMixin, ChainCRFBase):
     max_iterations : int, optional
         lbfgs: unlimited by default; l2sgd: 1000 epochs; ap/pa/arow: 100 epochs.
     num_memories, epsilon, period, delta, linesearch, max_linesearch :
-        L-BFGS settings, CRFsuite's defaults (6, 1e-5, 10, 1e-5, "MoreThuente", 20). Training stops when
+        L-BFGS settings, CRFsuite's defaults (6, 1e-5, 10, 1e-5, "MoreThuente", 20; ``delta=None`` is
+        CRFsuite's default of the algorithm: 1e-5 for lbfgs, 1e-6 for l2sgd). Training stops when
         ``‖g‖/max(1, ‖w‖) < epsilon`` or the objective improved by less than ``delta`` (relative) over
         ``period`` iterations. For ap/pa/arow, as CRFsuite, training stops when the epoch's loss per
         sequence falls below ``epsilon`` (arow: reaches it): for ap the mean share of mislabelled tokens of
@@ -199,7 +203,8 @@ class LinearChainCRF(ChainCRFStreamMixin, ChainCRFBase):
     """
 
     _parameters = (
-        ALGORITHM, *(_EPSILON if p.name == "epsilon" else p for p in LBFGS_PARAMS), *ONLINE_PARAMS, MIN_FREQ,
+        ALGORITHM, *({"epsilon": _EPSILON, "delta": _DELTA}.get(p.name, p) for p in LBFGS_PARAMS),
+        *ONLINE_PARAMS, MIN_FREQ,
         ALL_POSSIBLE_STATES, ALL_POSSIBLE_TRANSITIONS,
         Param("start_end_features", False, "bool",
               "weights for the first and last label (opt-in; False: CRFsuite's model, which has none)"),
@@ -220,7 +225,7 @@ class LinearChainCRF(ChainCRFStreamMixin, ChainCRFBase):
     attributes_ = None
 
     def __init__(self, algorithm="lbfgs", c1=0.0, c2=1.0, max_iterations=None, num_memories=6,
-                 epsilon=None, period=10, delta=1e-5, linesearch="MoreThuente", max_linesearch=20,
+                 epsilon=None, period=10, delta=None, linesearch="MoreThuente", max_linesearch=20,
                  calibration_eta=0.1, calibration_rate=2.0, calibration_samples=1000,
                  calibration_candidates=10, calibration_max_trials=20, pa_type=1, c=1.0,
                  error_sensitive=True, averaging=True, variance=1.0, gamma=1.0, min_freq=0.0,

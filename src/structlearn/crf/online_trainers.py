@@ -12,6 +12,7 @@ References: Collins (2002) perceptron with averaging; Crammer et al. (2006) pass
 PA-II); Mejer & Crammer (2010) AROW for structured prediction; Shalev-Shwartz et al. (2007) / Bottou's
 SGD step size η_t = 1 / (λ (t0 + t)) with CRFsuite's calibration of η0.
 """
+import numbers
 import time
 
 import numpy as np
@@ -22,31 +23,6 @@ from ._crfsuite_rng import CRFsuiteShuffle
 
 KINDS = {"ap": AP, "pa": PA, "arow": AROW}
 SHUFFLES = ("crfsuite", "numpy")
-
-
-def crfsuite_seed(random_state):
-    """The ``srand`` seed of CRFsuite's instance order for ``random_state``: 1 (a fresh process's) for None,
-    the int itself for an int, ``randint(2**31)`` drawn from a RandomState."""
-    if random_state is None:
-        return 1
-    if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
-        return int(random_state)
-    return int(check_random_state(random_state).randint(2 ** 31))
-
-
-def epoch_orders(shuffle, n, random_state):
-    """A function returning the instance order (int64) of each next epoch over ``n`` instances.
-
-    ``shuffle="crfsuite"``: CRFsuite's ``dataset_shuffle`` order from glibc ``rand()`` seeded by
-    :func:`crfsuite_seed` (:class:`~structlearn.crf._crfsuite_rng.CRFsuiteShuffle`, the permutation kept
-    between epochs); ``"numpy"``: ``check_random_state(random_state).permutation(n)`` every epoch.
-    """
-    if shuffle == "crfsuite":
-        return CRFsuiteShuffle(max(int(n), 1), seed=crfsuite_seed(random_state)).shuffle
-    if shuffle == "numpy":
-        rng = check_random_state(random_state)
-        return lambda: rng.permutation(n).astype(np.int64)
-    raise ValueError(f"`shuffle` must be one of {SHUFFLES}; got {shuffle!r}")
 
 
 def large_margin_loop(run_epoch, kind, n_params, n_items, *, max_iterations, epsilon, averaging, variance,
@@ -80,74 +56,133 @@ def large_margin_loop(run_epoch, kind, n_params, n_items, *, max_iterations, eps
     return (w - (1.0 / counter) * u if average else w), epoch, converged
 
 
-def calibrate_eta(run_epoch, n, n_params, lam, rng, *, eta, rate, samples, candidates, max_trials):
-    """CRFsuite's calibration of the SGD rate η0 (``l2sgd``): on ``samples`` of the ``n`` instances (a
-    prefix of ``rng.permutation(n)``) candidate rates η, η·rate, … are tried for one pass each (from
-    w = 0) while the regularised loss improves, then η/rate, …; returns the best.
+def crfsuite_seed(random_state):
+    """The ``srand`` seed of CRFsuite's shuffling stream for ``random_state``: 1 (a process that never seeds,
+    as CRFsuite) for None, the int itself for an int, ``randint(2**31)`` drawn from a RandomState."""
+    if random_state is None:
+        return 1
+    if isinstance(random_state, numbers.Integral):
+        return int(random_state)
+    return int(check_random_state(random_state).randint(2**31))
+
+
+def check_shuffle(shuffle):
+    """``shuffle`` validated: ``"crfsuite"`` or ``"numpy"``."""
+    if shuffle not in SHUFFLES:
+        raise ValueError(f"shuffle: expected one of {SHUFFLES}, got {shuffle!r}")
+    return shuffle
+
+
+def draw_order(source, n):
+    """The next instance order (int64) of ``source``: a :class:`CRFsuiteShuffle` (CRFsuite's
+    ``dataset_shuffle``, the permutation kept between draws) or a RandomState (``permutation(n)``)."""
+    if isinstance(source, CRFsuiteShuffle):
+        return source.shuffle()
+    return source.permutation(n).astype(np.int64)
+
+
+def epoch_orders(shuffle, n, random_state):
+    """A function returning the instance order (int64) of each next epoch over ``n`` instances.
+
+    ``shuffle="crfsuite"``: CRFsuite's ``dataset_shuffle`` order from glibc ``rand()`` seeded by
+    :func:`crfsuite_seed` (:class:`~structlearn.crf._crfsuite_rng.CRFsuiteShuffle`, the permutation kept
+    between epochs); ``"numpy"``: ``check_random_state(random_state).permutation(n)`` every epoch.
+    """
+    if check_shuffle(shuffle) == "crfsuite":
+        return CRFsuiteShuffle(max(int(n), 1), seed=crfsuite_seed(random_state)).shuffle
+    rng = check_random_state(random_state)
+    return lambda: rng.permutation(n).astype(np.int64)
+
+
+def calibrate_eta(run_epoch, n, n_params, lam, rng, *, eta, rate, samples, candidates, max_trials, w0=None):
+    """CRFsuite's calibration of the SGD rate η0 (``l2sgd``); returns the best η.
+
+    One order is drawn from ``rng`` (:func:`draw_order`) and its first S = min(n, ``samples``) instances
+    are the sample. The reference is the objective Σ loss + (λ/2) ‖w‖² S at w = ``w0`` (default 0, as
+    CRFsuite; a warm start passes its weights) on the sample. Each trial runs one pass over the sample
+    from ``w0`` with t0 = 1 / (λ η) and scores the same objective at its end; a trial is *good* when that
+    is finite and below the reference. Rates go up (η, η·rate, …) while trials are good and
+    fewer than ``candidates`` good ones were seen, then down from η/rate (η/rate², …) until
+    ``candidates`` more good ones; at most ``max_trials`` - 1 trials in all. The best-scoring finite
+    trial's η is returned (``eta`` when none is finite).
 
     ``run_epoch(order, v, scale, t, t0) -> (loss, scale, t)`` as in :func:`l2sgd_loop`.
     """
-    def trial(cand):
-        v = np.zeros(n_params)
-        loss, scale, _ = run_epoch(sample, v, 1.0, 0.0, 1.0 / (lam * cand))
-        return loss + 0.5 * lam * len(sample) * scale * scale * float(v @ v)
-
-    sample = rng.permutation(n)[:min(n, int(samples))].astype(np.int64)
+    sample = draw_order(rng, n)[:min(n, int(samples))]
+    S = len(sample)
+    w0 = np.zeros(n_params) if w0 is None else np.asarray(w0, dtype=np.float64)
+    # t0 = inf: every step is 0, so the pass sums the losses at w0
+    init_loss = run_epoch(sample, w0.copy(), 1.0, 0.0, np.inf)[0] + 0.5 * lam * float(w0 @ w0) * S
     best_eta, best_loss = float(eta), np.inf
     cand = float(eta)
-    for _ in range(min(int(max_trials), 2 * int(candidates))):
-        obj = trial(cand)
-        if np.isfinite(obj) and obj < best_loss:
-            best_eta, best_loss = cand, obj
+    num, dec, trials = int(candidates), False, 1
+    while num > 0 or not dec:
+        v = w0.copy()
+        with np.errstate(over="ignore", invalid="ignore"):
+            loss, scale, _ = run_epoch(sample, v, 1.0, 0.0, 1.0 / (lam * cand))
+            v *= scale
+            loss += 0.5 * lam * float(v @ v) * S
+        good = bool(np.isfinite(loss)) and loss < init_loss
+        if good:
+            num -= 1
+        if np.isfinite(loss) and loss < best_loss:
+            best_eta, best_loss = cand, loss
+        if dec:
+            cand /= rate
+        elif good and num > 0:
             cand *= rate
         else:
-            break
-    cand = float(eta) / rate
-    for _ in range(int(candidates)):
-        obj = trial(cand)
-        if np.isfinite(obj) and obj < best_loss:
-            best_eta, best_loss = cand, obj
-            cand /= rate
-        else:
+            dec, num, cand = True, int(candidates), float(eta) / rate
+        trials += 1
+        if trials >= max_trials:
             break
     return best_eta
 
 
 def l2sgd_loop(run_epoch, n, n_params, lam, rng, *, c2, max_iterations, period, delta, eta, rate,
                samples, candidates, max_trials, callback):
-    """Calibration of η0 and the epoch loop of ``l2sgd``, shared by the chain and tree trainers.
+    """Calibration of η0 and the epoch loop of ``l2sgd`` (CRFsuite's), shared by the chain and tree trainers.
 
     ``run_epoch(order, v, scale, t, t0) -> (loss, scale, t)`` runs one SGD pass over the instances
-    ``order`` (int64) with w = scale · v. η0 is calibrated on ``samples`` instances: candidate rates η,
-    η·rate, … are tried for one pass each (from w = 0) while the regularised loss improves, then η/rate,
-    …, and the best kept. Stops when the objective improved by less than ``delta`` (relative) over
-    ``period`` epochs, or after ``max_iterations`` epochs. Returns (w, n_epochs, converged).
+    ``order`` (int64) with w = scale · v. ``rng`` draws the orders (:func:`draw_order`): one for the
+    calibration of η0 (:func:`calibrate_eta`), then one per epoch. From w = 0 and t = 0, with
+    t0 = 1 / (λ η0), each epoch's objective is Σ loss + (λ/2) ‖w‖² n (the lazy scale folded into the
+    weights at the end of each epoch). Stops when the relative improvement (f[e - period] - f[e]) / f[e]
+    over ``period`` epochs is below ``delta`` (tested from epoch period + 1 on), or after
+    ``max_iterations`` epochs. Returns (w, n_epochs, converged) with w the weights of the epoch of the
+    lowest objective, as CRFsuite.
     """
     best_eta = calibrate_eta(run_epoch, n, n_params, lam, rng, eta=eta, rate=rate, samples=samples,
                              candidates=candidates, max_trials=max_trials)
     v = np.zeros(n_params)
-    scale, t = 1.0, 0.0
+    best_w, best_obj = v.copy(), np.inf
+    t = 0.0
     t0_ = 1.0 / (lam * best_eta)
     history = []
     converged = False
     epoch = 0
     for epoch in range(1, int(max_iterations) + 1):
         tt = time.perf_counter()
-        loss, scale, t = run_epoch(rng.permutation(n).astype(np.int64), v, scale, t, t0_)
-        obj = loss + float(c2) * scale * scale * float(v @ v)
-        history.append(obj)
+        loss, scale, t = run_epoch(draw_order(rng, n), v, 1.0, t, t0_)
+        v *= scale
+        obj = loss + 0.5 * lam * float(v @ v) * n
         if callback is not None:
             callback({"iteration": epoch, "loss": float(obj), "eta0": best_eta,
                       "active_features": int(np.count_nonzero(v)), "seconds": time.perf_counter() - tt})
         if not np.isfinite(obj):
             raise FloatingPointError(f"l2sgd diverged at epoch {epoch} (objective {obj}); lower "
                                      f"`calibration_eta`")
+        if obj < best_obj:
+            best_obj = obj
+            best_w[:] = v
+        history.append(obj)
         if len(history) > period:
-            old = history[-1 - period]
-            if (old - obj) / max(abs(obj), 1e-300) < delta:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                improvement = (np.float64(history[-1 - period]) - obj) / np.float64(obj)
+            if improvement < delta:
                 converged = True
                 break
-    return v * scale, epoch, converged
+    return best_w, epoch, converged
 
 
 def _model_arrays(model):
@@ -190,20 +225,31 @@ def large_margin(algorithm, model, packed, y, *, max_iterations=100, epsilon=0.0
 
 def l2sgd(model, packed, y, n_attributes=None, *, c2=1.0, max_iterations=1000, period=10, delta=1e-6,
           eta=0.1, rate=2.0, samples=1000, candidates=10, max_trials=20, random_state=None,
-          callback=None):
+          shuffle="crfsuite", callback=None):
     """SGD with L2 regularisation (CRFsuite's ``l2sgd``); returns (w, n_epochs, converged).
 
-    λ = 2·c2 / N so that N·(λ/2)‖w‖² = c2‖w‖² (CRFsuite scaling). η0 is calibrated on ``samples``
-    sequences: candidate rates η, η·rate, η/rate, … are tried for one pass each and the one with the
-    lowest regularised loss kept. Stops when the objective improved by less than ``delta`` (relative)
-    over ``period`` epochs, or after ``max_iterations`` epochs (see :func:`l2sgd_loop`).
+    λ = 2·c2 / N so that N·(λ/2)‖w‖² = c2‖w‖² (CRFsuite scaling). η0 is calibrated as CRFsuite does
+    (:func:`calibrate_eta`); the epochs, the stopping test and the weights returned (those of the epoch
+    of the lowest objective) are CRFsuite's (:func:`l2sgd_loop`).
+
+    Parameters
+    ----------
+    shuffle : {"crfsuite", "numpy"}, default "crfsuite"
+        The instance orders. ``"crfsuite"``: CRFsuite's own (:class:`~structlearn.crf._crfsuite_rng.CRFsuiteShuffle`
+        with the seed :func:`crfsuite_seed` of ``random_state``: 1 for None, as a CRFsuite process that never
+        seeds), so that training reproduces CRFsuite's; ``"numpy"``: ``permutation`` of
+        ``check_random_state(random_state)``.
     """
-    rng = check_random_state(random_state)
+    check_shuffle(shuffle)
     attr_ptr, feat_label, K, free, forb, fstart, fend = _model_arrays(model)
     B = len(packed.lengths)
     lam = 2.0 * float(c2) / max(B, 1)
     if lam <= 0:
         lam = 1e-12
+    if shuffle == "crfsuite":
+        rng = CRFsuiteShuffle(max(B, 1), crfsuite_seed(random_state))
+    else:
+        rng = check_random_state(random_state)
     args = (packed.item_ptr, packed.item_attr, packed.item_val, packed.offsets, attr_ptr, feat_label,
             y, K, free, forb, fstart, fend)
 
@@ -242,6 +288,9 @@ class StreamState:
         Sequences visited (each visit counts) and epochs (calls) so far.
     rng : numpy.random.RandomState
         Shuffling of every epoch, drawn from in the order ``fit`` draws (calibration sample, epochs).
+    shuffler : CRFsuiteShuffle or None
+        l2sgd with ``shuffle="crfsuite"``: CRFsuite's shuffling stream, in place of ``rng`` (None until
+        the first batch).
     """
 
     def __init__(self, algorithm, n_params, rng, variance=1.0):
@@ -253,6 +302,7 @@ class StreamState:
         self.sigma = np.full(n_params, float(variance)) if large else None
         self.counter = 1.0
         self.scale, self.t, self.eta0 = 1.0, 0.0, None
+        self.shuffler = None
         self.n_sequences = 0
         self.n_epochs = 0
 
@@ -297,14 +347,19 @@ def large_margin_stream_epoch(state, model, packed, y, *, pa_type=1, c=1.0, erro
 
 
 def l2sgd_stream_epoch(state, model, packed, y, lam, *, eta=0.1, rate=2.0, samples=1000, candidates=10,
-                       max_trials=20):
-    """One SGD epoch over the batch (shuffled by ``state.rng``) with L2 weight ``lam``, continuing
-    ``state``; η0 is calibrated on the first batch (:func:`calibrate_eta`) and kept.
+                       max_trials=20, random_state=None, shuffle="crfsuite"):
+    """One SGD epoch over the batch with L2 weight ``lam``, continuing ``state``; η0 is calibrated on the
+    first batch (:func:`calibrate_eta`) and kept.
 
     Step η_t = 1 / (λ (t0 + t)) with t0 = 1 / (λ η0), i.e. Bottou's η_t = η0 / (1 + λ η0 t) with the
-    step counter t continued across calls (λ may change between calls). The same kernel and draws as
-    an epoch of :func:`l2sgd`; returns the batch's loss Σ -log p(y|x) accumulated during the pass.
+    step counter t continued across calls (λ may change between calls); the lazy scale is folded into
+    the weights at the end of the epoch. The batch is shuffled as :func:`l2sgd` shuffles (``shuffle``:
+    ``"crfsuite"``, CRFsuite's stream seeded by :func:`crfsuite_seed` of ``random_state`` at the first
+    call and continued across calls, a new permutation when the batch size changes; ``"numpy"``:
+    ``state.rng``), so k calls on the same data are k epochs of :func:`l2sgd` (``period`` aside). Returns
+    the batch's loss Σ -log p(y|x) accumulated during the pass.
     """
+    check_shuffle(shuffle)
     attr_ptr, feat_label, K, free, forb, fstart, fend = _model_arrays(model)
     B = len(packed.lengths)
     lam = float(lam) if lam > 0 else 1e-12
@@ -314,11 +369,22 @@ def l2sgd_stream_epoch(state, model, packed, y, lam, *, eta=0.1, rate=2.0, sampl
     def run_epoch(order, v, scale, t, t0):
         return sgd_epoch(v, scale, t, t0, lam, order, *args, len(order))
 
+    source = state.rng
+    if shuffle == "crfsuite":
+        source = getattr(state, "shuffler", None)
+        if source is None or source.n != B:
+            new = CRFsuiteShuffle(B, crfsuite_seed(random_state) if source is None else 1)
+            if source is not None:
+                new.rng = source.rng   # one rand() stream for the whole stream
+            source = state.shuffler = new
     if state.eta0 is None:
-        state.eta0 = calibrate_eta(run_epoch, B, model.n_params, lam, state.rng, eta=eta, rate=rate,
-                                   samples=samples, candidates=candidates, max_trials=max_trials)
-    loss, state.scale, state.t = run_epoch(state.rng.permutation(B).astype(np.int64), state.w,
-                                           state.scale, state.t, 1.0 / (lam * state.eta0))
+        state.eta0 = calibrate_eta(run_epoch, B, model.n_params, lam, source, eta=eta, rate=rate,
+                                   samples=samples, candidates=candidates, max_trials=max_trials,
+                                   w0=state.w * state.scale)
+    loss, scale, state.t = run_epoch(draw_order(source, B), state.w, state.scale, state.t,
+                                     1.0 / (lam * state.eta0))
+    state.w *= scale
+    state.scale = 1.0
     state.n_sequences += B
     state.n_epochs += 1
     return float(loss)

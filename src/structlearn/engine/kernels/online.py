@@ -10,7 +10,8 @@ import math
 import numpy as np
 from numba import njit
 
-from .chain import chain_work, marginals_seq, marginals_setup, viterbi_seq
+from ._common import LIN_MIN, exp_shifted_into
+from .chain import ChainSetup, chain_work, marginals_seq, viterbi_seq
 from .features import seq_potentials
 
 AP, PA, AROW = 0, 1, 2
@@ -205,13 +206,105 @@ def large_margin_epoch(kind, w, u, sigma, counter, order, item_ptr, item_attr, i
 
 
 @njit(cache=True)
+def _free_boundary(F, K, free, forb, fstart, fend):
+    """Parameter indices of the boundary potentials that follow the weights (free and not forbidden):
+    (transition indices, their (i, j), start indices, their k, end indices, their k)."""
+    n = 0
+    for i in range(K):
+        for j in range(K):
+            if free[F + i * K + j] and not forb[i, j]:
+                n += 1
+    ti = np.empty(n, dtype=np.int64)
+    tij = np.empty((n, 2), dtype=np.int64)
+    n = 0
+    for i in range(K):
+        for j in range(K):
+            if free[F + i * K + j] and not forb[i, j]:
+                ti[n] = F + i * K + j
+                tij[n, 0] = i
+                tij[n, 1] = j
+                n += 1
+    ns = 0
+    ne = 0
+    for k in range(K):
+        if free[F + K * K + k] and not fstart[k]:
+            ns += 1
+        if free[F + K * K + K + k] and not fend[k]:
+            ne += 1
+    si = np.empty(ns, dtype=np.int64)
+    sk = np.empty(ns, dtype=np.int64)
+    ei = np.empty(ne, dtype=np.int64)
+    ek = np.empty(ne, dtype=np.int64)
+    ns = 0
+    ne = 0
+    for k in range(K):
+        if free[F + K * K + k] and not fstart[k]:
+            si[ns] = F + K * K + k
+            sk[ns] = k
+            ns += 1
+        if free[F + K * K + K + k] and not fend[k]:
+            ei[ne] = F + K * K + K + k
+            ek[ne] = k
+            ne += 1
+    return ti, tij, si, sk, ei, ek
+
+
+@njit(cache=True)
+def _setup_into(trans, start, end, buf, cmax, rmax, es, ee):
+    """:func:`~structlearn.engine.kernels.chain.marginals_setup` of (trans, start, end) computed into the
+    reused arrays ``buf`` (5, K, K) and ``cmax``, ``rmax``, ``es``, ``ee`` (K,): the same entries, without
+    allocating (SGD builds one per sequence)."""
+    K = trans.shape[1]
+    T0 = trans[0]
+    eTc, eTr, eTrt, fwd, bwd = buf[0], buf[1], buf[2], buf[3], buf[4]
+    gmax = -np.inf
+    for k in range(K):
+        cmax[k] = -np.inf
+        rmax[k] = -np.inf
+    for i in range(K):
+        for j in range(K):
+            x = T0[i, j]
+            if x > cmax[j]:
+                cmax[j] = x
+            if x > rmax[i]:
+                rmax[i] = x
+            if x > gmax:
+                gmax = x
+    feasible = gmax != -np.inf
+    ok = feasible
+    for i in range(K):
+        for j in range(K):
+            x = T0[i, j]
+            eTc[i, j] = 0.0 if cmax[j] == -np.inf else math.exp(x - cmax[j])
+            e = 0.0 if rmax[i] == -np.inf else math.exp(x - rmax[i])
+            eTr[i, j] = e
+            eTrt[j, i] = e
+            g = 0.0
+            if feasible and x != -np.inf:
+                g = math.exp(x - gmax)
+                if g < LIN_MIN:
+                    ok = False
+            fwd[i, j] = g
+            bwd[j, i] = g
+    for k in range(K):
+        es[k] = 0.0
+        ee[k] = 0.0
+    smax, _ = exp_shifted_into(start, es)
+    emax, _ = exp_shifted_into(end, ee)
+    return ChainSetup(eTc, cmax, eTr, eTrt, rmax, fwd, bwd, gmax, es, smax, ee, emax,
+                      ok and trans.shape[0] == 1)
+
+
+@njit(cache=True)
 def sgd_epoch(v, scale, t, t0, lam, order, item_ptr, item_attr, item_val, offsets, attr_ptr,
               feat_label, y, K, free, forb, fstart, fend, n_limit):
     """One epoch of SGD on Σ_i [-log p(y_i|x_i)] + (λ/2) N ‖w‖² with w = scale · v (lazy L2 decay).
 
-    Step η_t = 1 / (λ (t0 + t)); per sequence the gradient is expected minus observed feature counts
-    from the engine's marginals (:func:`~structlearn.engine.kernels.chain.marginals_seq`). Returns (loss,
-    scale, t). Only the first ``n_limit`` sequences of ``order`` are visited (calibration).
+    CRFsuite's steps: per sequence η = 1 / (λ (t0 + t)), scale ·= 1 - η λ, then the loss and the
+    gradient (expected minus observed feature counts, from the engine's marginals,
+    :func:`~structlearn.engine.kernels.chain.marginals_seq`) at the current weights, and v -= (η / scale) ·
+    gradient. Returns (loss, scale, t): the sum of the sequences' losses, each before its own step. Only
+    the first ``n_limit`` sequences of ``order`` are visited; t0 = inf takes no step (the loss at w).
     """
     N = item_ptr.shape[0] - 1
     F = feat_label.shape[0]
@@ -223,6 +316,13 @@ def sgd_epoch(v, scale, t, t0, lam, order, item_ptr, item_attr, item_val, offset
     start = np.empty(K)
     end = np.empty(K)
     gtrans = np.zeros((K, K))
+    sbuf = np.zeros((5, K, K))
+    cmax = np.empty(K)
+    rmax = np.empty(K)
+    es = np.empty(K)
+    ee = np.empty(K)
+    _boundary_potentials(v, scale, F, K, free, forb, fstart, fend, trans, start, end)  # fixed entries
+    ti, tij, si, sk, ei, ek = _free_boundary(F, K, free, forb, fstart, fend)
     loss = 0.0
     count = 0
     for b in order:
@@ -241,12 +341,18 @@ def sgd_epoch(v, scale, t, t0, lam, order, item_ptr, item_attr, item_val, offset
                 v[f] *= scale
             scale = 1.0
         seq_potentials(v, scale, o, T, item_ptr, item_attr, item_val, attr_ptr, feat_label, unary)
-        _boundary_potentials(v, scale, F, K, free, forb, fstart, fend, trans, start, end)
+        # only the free boundary entries follow the weights (as _boundary_potentials computes them)
+        for q in range(ti.shape[0]):
+            trans[0, tij[q, 0], tij[q, 1]] = v[ti[q]] * scale
+        for q in range(si.shape[0]):
+            start[sk[q]] = v[si[q]] * scale
+        for q in range(ei.shape[0]):
+            end[ek[q]] = v[ei[q]] * scale
         for i in range(K):
             for j in range(K):
                 gtrans[i, j] = 0.0
-        lz = marginals_seq(unary, trans, start, end, o, T, 3, marginals_setup(trans, start, end), work,
-                           umarg, emarg, gtrans)
+        setup = _setup_into(trans, start, end, sbuf, cmax, rmax, es, ee)
+        lz = marginals_seq(unary, trans, start, end, o, T, 3, setup, work, umarg, emarg, gtrans)
         gold = start[y[o]] + end[y[o + T - 1]]
         for r in range(o, o + T):
             gold += unary[r, y[r]]
