@@ -116,7 +116,7 @@ class AdaBoostMRF(GraphEstimatorMixin):
        feature subset use move, the others are carried;
     3. condition (29) :math:`\sum_i D_l(i)\,[h_l(i) - H_{l-1}(i)] > 0` (:math:`\sum_i D_l(i) = 1`): the
        slope of :math:`\log L_H((1-\alpha) H_{l-1} + \alpha h_l)` at α = 0 is negative; α is the minimiser
-       of that convex 1-D function on the candidate's interval :math:`[\alpha^-, \alpha^+] \subset (0, 1)`
+       of that convex 1-D function on the candidate's interval :math:`[\alpha^-, \alpha^+] \subset [0, 1)`
        (:func:`holder_alpha_step`);
     4. the superimposition (eq. (23): :math:`\alpha'_j = \alpha_j (1-\alpha_l)`, Σα = 1, and the Hölder
        step (20)–(21) assumes :math:`\alpha_j > 0` for every kept learner): α is at most ``max_alpha`` < 1, so
@@ -139,14 +139,15 @@ class AdaBoostMRF(GraphEstimatorMixin):
     :math:`h_l(i) > H_{l-1}(i)`, so the slope of log L_H at α = 1 is still negative and α = 1 wiped every
     earlier learner; L_H depends on the per-instance likelihoods alone and does not see which cliques
     the forest models, so the tree refitted last kept winning and the forest was one tree. Fitting each
-    round's learner afresh does not change that (a fresh learner of the better tree still dominates, and
-    with a few CG steps from 0 it is weak: ``warm_start="fresh"``). The paper is silent on how α < 1 is
-    kept and on the balance of the trees: ``max_alpha``, the floor and the cover rounds are this
-    class's choices (see their parameters).
+    round's learner afresh (``warm_start="fresh"``: from 0 on the re-weighted data) removes that head
+    start but leaves learners of only ``cg_iterations`` CG steps; it is offered, not the default (not
+    measured on the activities). The paper is silent on how α < 1 is kept and on the balance of the
+    trees: ``max_alpha``, the floor and the cover rounds are this class's choices (see their parameters).
 
-    Boosting stops, outside cover rounds, when no candidate meets (29), when L_H falls by less than
-    ``tol`` (relative), or after ``n_rounds``; for ``selection="cyclic"`` the first two only after a whole
-    cycle of candidates fails. ``rounds_`` records every round (selected tree, α, L_H, the value of (29),
+    Boosting stops, outside cover rounds, when no admissible candidate meets (29) or L_H falls by less
+    than ``tol`` (relative), or after ``n_rounds``; with ``selection="cyclic"`` or ``warm_start="learner"``
+    (a rejected learner trains on next round) only after as many rejected rounds in a row as there are
+    candidates. ``rounds_`` records every round (selected tree, α, L_H, the value of (29),
     the cover, the learners' weights, every candidate's numbers).
 
     The strong model is the logarithmic opinion pool :math:`P(x | o) \propto \prod_l P_{\tau_l}(x |
