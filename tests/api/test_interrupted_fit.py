@@ -174,7 +174,7 @@ def test_graph_crf_fit_interrupted_raises(optimizer, monkeypatch, sigint):
 @pytest.mark.parametrize("parallel", [False, True])
 def test_adaboost_mrf_fit_interrupted_raises(parallel, monkeypatch, sigint):
     from structlearn import AdaBoostMRF
-    from structlearn.graph import adaboost_mrf
+    from structlearn.graph import _adaboost_sequential, adaboost_mrf
     from tests.graph.test_adaboost_mrf import dcrf
     X, Y = dcrf(np.random.default_rng(1), 4, T=4)
     ada = AdaBoostMRF(n_rounds=3, cg_iterations=3, tol=0.0, parallel=parallel, max_iterations=5)
@@ -182,7 +182,9 @@ def test_adaboost_mrf_fit_interrupted_raises(parallel, monkeypatch, sigint):
         warnings.simplefilter("ignore")
         ada.fit(X, Y)
     ada.converged_ = True   # as an earlier fit that converged
-    monkeypatch.setattr(adaboost_mrf, "minimize_cg", _raising_at(1, adaboost_mrf.minimize_cg, sigint))
+    # the parallel variant's CG runs in adaboost_mrf, the sequential learners' in _adaboost_sequential
+    module = adaboost_mrf if parallel else _adaboost_sequential
+    monkeypatch.setattr(module, "minimize_cg", _raising_at(1, module.minimize_cg, sigint))
     with pytest.raises(KeyboardInterrupt):
         ada.fit(X, Y)
     assert ada.converged_ is False and not hasattr(ada, "coef_")

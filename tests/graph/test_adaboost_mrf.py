@@ -86,7 +86,9 @@ def test_bound_decreases_alphas_sum_to_one_and_logop_weights():
         ada.fit(X, Y)
     J = np.array(ada.objective_)
     assert J.size == len(ada.bound_) == ada.n_rounds_ >= 2
-    assert np.all(np.diff(J) <= 1e-9 * np.abs(J[:-1]))
+    # non-increasing outside cover rounds (there α is pushed up to lift the least-covered clique)
+    cover = np.array([r["cover_round"] for r in ada.rounds_ if r["accepted"]])
+    assert np.all((np.diff(J) <= 1e-9 * np.abs(J[:-1]))[~cover[1:]])
     np.testing.assert_allclose(ada.alphas_.sum(), 1.0, rtol=1e-12)
     assert np.all(ada.alphas_ >= 0)
     # coef_ = Σ_l α_l w_l restricted to the parameters of tree τ_l (edge type 0 = top chain,
@@ -288,6 +290,9 @@ def test_parallel_logop_is_the_crf_of_w():
     (dict(selection="best"), "selection"),
     (dict(criterion="likelihood"), "criterion"),
     (dict(warm_start="zero"), "warm_start"),
+    (dict(max_alpha=1.0), "max_alpha"),
+    (dict(max_alpha=0.0), "max_alpha"),
+    (dict(max_alpha=0.3, cover_floor=0.4), "cover_floor"),
     (dict(feature_subsets=[[0, 5]]), "feature_subsets"),
     (dict(feature_subsets=[]), "feature_subsets"),
     (dict(feature_subsets=0), "feature_subsets"),
@@ -408,22 +413,31 @@ def striped_grids(rng, B, r=4, c=4, noise=1.0, p_hidden=0.3):
     return X, Y, trees
 
 
-def _check_rounds(ada):
-    """Figure 8's bookkeeping: Σα = 1, (29) > 0 and L_H lower in every accepted round, L_H non-increasing,
-    and the stop reason of the last round."""
+def _check_rounds(ada, floor):
+    """Figure 8's bookkeeping as built: Σα = 1, every kept α in (0, 1) (none wiped), the weights of every round
+    the (1 − α) scaling of the previous ones plus α (exactly); outside cover rounds (29) > 0, L_H lower, the
+    selected learner the smallest L_H among the candidates meeting (29), and the cover kept at the floor once
+    reached; the stop reason of the last round."""
     np.testing.assert_allclose(ada.alphas_.sum(), 1.0, rtol=1e-12)
-    assert np.all((ada.alphas_ > 0) & (ada.alphas_ <= 1))
+    assert np.all((ada.alphas_ > 0) & (ada.alphas_ < 1)) or ada.alphas_.tolist() == [1.0]
     accepted = [r for r in ada.rounds_ if r["accepted"]]
     assert [r["log_bound"] for r in accepted] == ada.bound_
-    assert np.all(np.diff(ada.bound_) <= 0)
-    for r in accepted[1:]:
-        assert r["condition_29"] > 0 and 0 < r["alpha"] <= 1 and r["log_bound"] < r["log_bound_before"]
-        # the selected learner has the smallest bound among the candidates meeting (29)
-        ok = [c["log_bound"] for c in r["candidates"] if c["condition_29"] > 0]
+    assert accepted[0]["weights"] == [1.0]
+    for prev, r in zip(accepted, accepted[1:]):
+        assert r["weights"] == [w * (1.0 - r["alpha"]) for w in prev["weights"]] + [r["alpha"]]
+        assert 0 < r["alpha"] <= ada.max_alpha
+        if r["cover_round"]:
+            assert r["min_cover"] >= prev["min_cover"]
+            continue
+        assert r["condition_29"] > 0 and r["log_bound"] < r["log_bound_before"] == prev["log_bound"]
+        ok = [c["log_bound"] for c in r["candidates"] if c["condition_29"] > 0 and c["alpha"] > 0]
         assert r["log_bound"] == min(ok)
+        if prev["min_cover"] >= floor:
+            assert r["min_cover"] >= floor * (1 - 1e-12)
+    assert ada.alphas_.tolist() == accepted[-1]["weights"]
     if ada.converged_:
         last = ada.rounds_[-1]
-        assert not last["accepted"]
+        assert not last["accepted"] and not last["cover_round"]
 
 
 def test_sequential_forms_a_forest_on_a_dcrf():
@@ -433,8 +447,9 @@ def test_sequential_forms_a_forest_on_a_dcrf():
         warnings.simplefilter("ignore", ConvergenceWarning)
         ada = AdaBoostMRF(trees=two_level_chain_trees(), n_rounds=6, cg_iterations=2, tol=0.0,
                           inference="exact").fit(X, Y)
-    _check_rounds(ada)
-    assert ada.beta_ == 1.0
+    _check_rounds(ada, 0.4)
+    n_observed = np.mean([np.count_nonzero(np.asarray(y) >= 0) for y in Y])
+    assert ada.beta_ == 1.0 / n_observed                       # the default β: flat data weights
     assert set(ada.learner_trees_.tolist()) == {0, 1}          # both chains in the forest
     assert len(ada.alphas_) >= 2
     assert any(r["accepted"] and r["alpha"] < 1 for r in ada.rounds_[1:])
@@ -450,7 +465,7 @@ def test_sequential_forms_a_forest_on_a_grid():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         ada = AdaBoostMRF(trees=trees, n_rounds=6, cg_iterations=2, tol=0.0, inference="exact").fit(X, Y)
-    _check_rounds(ada)
+    _check_rounds(ada, 0.4)
     assert set(ada.learner_trees_.tolist()) == {0, 1} and len(ada.alphas_) >= 2
     # the LogOP: unary Σ α_l θ_n(w_l), every edge in some tree, w = Σ α_l w_l (one shared edge feature)
     np.testing.assert_allclose(ada.coef_, ada.alphas_ @ ada.learner_coefs_, rtol=1e-12, atol=1e-15)
@@ -527,6 +542,15 @@ def test_alpha_below_one_when_the_bound_says_so():
     assert holder_alpha_step(H, H + 1, 1.0)[0] == 1.0
     a0, lb0, c0 = holder_alpha_step(H, H - 1, 1.0)
     assert a0 == 0.0 and c0 < 0 and np.isclose(lb0, lh(0.0))
+    # on [lower, upper]: the ends when the minimiser lies outside, the same root when inside
+    assert holder_alpha_step(H, H + 1, 1.0, 0.0, 0.5)[0] == 0.5
+    a_lo, lb_lo, _ = holder_alpha_step(H, H - 1, 1.0, 0.25, 0.5)       # the bound rises: α at `lower`
+    assert a_lo == 0.25
+    np.testing.assert_allclose(lb_lo, np.log(np.exp(-(H - 0.25)).sum()), rtol=1e-12)
+    np.testing.assert_allclose(holder_alpha_step(H, h, 1.0, 0.1, 0.9)[0], alpha, rtol=1e-10)
+    assert holder_alpha_step(H, h, 1.0, 0.0, 0.3)[0] == 0.3
+    with pytest.raises(ValueError, match="lower"):
+        holder_alpha_step(H, h, 1.0, 0.6, 0.5)
 
 
 def test_random_feature_subsets_are_drawn_without_repetition():
@@ -543,9 +567,10 @@ def test_random_feature_subsets_are_drawn_without_repetition():
         AdaBoostMRF(trees=two_level_chain_trees(), feature_subsets=11).fit(X, Y)
 
 
-@pytest.mark.parametrize("warm_start", ["learner", "ensemble"])
+@pytest.mark.parametrize("warm_start", ["learner", "ensemble", "fresh"])
 def test_bound_plus_l2_criterion_and_warm_starts(warm_start):
-    # criterion="bound+l2" (the earlier behaviour): J non-increasing, α ∈ [0, 1], Σα = 1; L_H is still logged
+    # criterion="bound+l2" (an earlier behaviour): J non-increasing outside cover rounds, α ∈ [0, max_alpha],
+    # Σα = 1; L_H is still logged
     rng = np.random.default_rng(16)
     X, Y = dcrf(rng, 8, T=4)
     with warnings.catch_warnings():
@@ -555,7 +580,68 @@ def test_bound_plus_l2_criterion_and_warm_starts(warm_start):
         bound = AdaBoostMRF(trees=two_level_chain_trees(), n_rounds=4, cg_iterations=2, tol=0.0,
                             warm_start=warm_start).fit(X, Y)
     J = np.array(ada.objective_)
-    assert np.all(np.diff(J) <= 1e-9 * np.abs(J[:-1])) and len(ada.bound_) == len(J)
+    cover = np.array([r["cover_round"] for r in ada.rounds_ if r["accepted"]])
+    assert np.all((np.diff(J) <= 1e-9 * np.abs(J[:-1]))[~cover[1:]]) and len(ada.bound_) == len(J)
     np.testing.assert_allclose(ada.alphas_.sum(), 1.0, rtol=1e-12)
-    _check_rounds(bound)
+    _check_rounds(bound, 0.4)
     assert bound.objective_ == bound.bound_
+
+
+def _covered(ada, X):
+    """Packed edge masks: the union of the kept learners' trees, and of all candidate trees."""
+    batch = check_graphs(X)
+    masks = ada._tree_masks(X, batch, "random" if ada.trees is None else ada.trees, ada._tree_seed)
+    kept = np.zeros(batch.edges.shape[0], bool)
+    for c in set(ada.learner_trees_.tolist()):
+        kept |= masks[c]
+    return kept, np.any(masks, axis=0)
+
+
+@pytest.mark.parametrize("case", ["dcrf", "grid"])
+def test_sequential_forest_covers_every_clique(case):
+    # no single candidate tree covers these graphs: the forest keeps ≥ 2 distinct trees with α > 0,
+    # covers every edge some candidate holds (nodes are in every spanning forest), and every such edge
+    # keeps the cover floor
+    rng = np.random.default_rng(21)
+    if case == "dcrf":
+        X, Y = dcrf(rng, 10, T=5)
+        kw, floor = dict(trees=two_level_chain_trees()), 0.4
+    else:
+        X = [(rng.normal(size=(9, 2)), grid_graph(3, 3)) for _ in range(6)]
+        Y = [rng.integers(0, 2, 9) for _ in range(6)]
+        kw, floor = dict(n_trees=3, random_state=0), 0.8 / 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ada = AdaBoostMRF(n_rounds=8, cg_iterations=2, **kw).fit(X, Y)
+    _check_rounds(ada, floor)
+    kept, coverable = _covered(ada, X)
+    assert len(set(ada.learner_trees_.tolist())) >= 2 and np.all(ada.alphas_ > 0)
+    assert np.array_equal(kept, coverable)
+    assert ada.rounds_[-1]["min_cover"] >= floor * (1 - 1e-12)
+    # the weights per tree are the sums of the kept learners' α
+    omega = np.bincount(ada.learner_trees_, weights=ada.alphas_, minlength=len(ada.rounds_[-1]["tree_weights"]))
+    np.testing.assert_allclose(omega, ada.rounds_[-1]["tree_weights"], rtol=1e-12)
+    if case == "dcrf":
+        assert ada.rounds_[1]["cover_round"] and ada.rounds_[1]["tree"] != ada.rounds_[0]["tree"]
+
+
+def test_no_round_wipes_the_earlier_learners():
+    # α ≤ max_alpha < 1 in every round after the first: every accepted learner is kept with α > 0
+    rng = np.random.default_rng(22)
+    X, Y = dcrf(rng, 8, T=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ada = AdaBoostMRF(trees=two_level_chain_trees(), n_rounds=6, cg_iterations=3, tol=0.0, max_alpha=0.3,
+                          cover_floor=0.1).fit(X, Y)
+    _check_rounds(ada, 0.1)
+    assert all(r["alpha"] <= 0.3 for r in ada.rounds_[1:])
+    assert len(ada.alphas_) == sum(r["accepted"] for r in ada.rounds_)
+
+
+def test_sequential_with_more_trees_than_the_cover_tracks():
+    rng = np.random.default_rng(23)
+    X = [(rng.normal(size=(9, 2)), grid_graph(3, 3)) for _ in range(2)]
+    Y = [rng.integers(0, 2, 9) for _ in range(2)]
+    with pytest.raises(ValueError, match="at most 16"):
+        AdaBoostMRF(n_trees=17, n_rounds=1, random_state=0).fit(X, Y)
+

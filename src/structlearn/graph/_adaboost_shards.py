@@ -33,7 +33,23 @@ from ..learning.shards import ProcessShards, ShardStatistics, map_shards
 
 __all__ = ["BoostShard", "apply_statistics", "boost_summary_statistics", "learner_statistics",
            "per_graph_statistics", "holder_statistics", "holder_parts", "holder_value", "combine_holder_slots",
-           "ShardedLearner", "ShardedHolderBound", "shard_runner", "free_parameters", "tree_batch"]
+           "ShardedLearner", "ShardedHolderBound", "shard_runner", "free_parameters", "tree_batch",
+           "pattern_counts", "MAX_COVER_TREES"]
+
+
+MAX_COVER_TREES = 16     # the pattern counts of the summary have 2^L entries
+
+
+def pattern_counts(masks):
+    """Per pattern p (bit t set: the edge lies in candidate tree t), the number of edges with it: (2^L,)
+    float64 for L = len(masks) ≤ :data:`MAX_COVER_TREES`, else (1,) zeros (no bookkeeping)."""
+    L = len(masks)
+    if L > MAX_COVER_TREES or L == 0:
+        return np.zeros(1)
+    code = np.zeros(np.asarray(masks[0]).shape[0], dtype=np.int64)
+    for t, m in enumerate(masks):
+        code |= np.asarray(m, dtype=np.int64) << t
+    return np.bincount(code, minlength=2 ** L).astype(np.float64)
 
 
 class BoostShard:
@@ -70,6 +86,7 @@ class BoostShard:
             .reshape(len(masks), ef.shape[1]),
             "uncovered": np.array([float(np.sum(~np.any(masks, axis=0)))]),
             "n_edges": np.array([float(ef.shape[0])]),
+            "tree_patterns": pattern_counts(masks),
         }
 
     def __sizeof__(self):
@@ -92,7 +109,9 @@ def apply_statistics(params, shard):
 def boost_summary_statistics(params, shard):
     """The shard's summary (``params`` unused): ``n_observed`` (1,) observed nodes, ``used_features``
     (L, F) per candidate tree and edge feature the number of tree edges where it is non-zero,
-    ``uncovered`` (1,) edges in no tree, ``n_edges`` (1,); all additive (counts as float64)."""
+    ``uncovered`` (1,) edges in no tree, ``n_edges`` (1,), ``tree_patterns`` (2^L,) edges per set of
+    candidate trees containing them (:func:`pattern_counts`); all additive (counts
+    as float64)."""
     return ShardStatistics({k: v.copy() for k, v in shard.summary.items()}, 0.0, shard.n_graphs)
 
 
