@@ -366,12 +366,18 @@ def run_junction_tree(plan, card, var_pot, scopes, tables, sr, calibrate):
                 t = np.where(u == -np.inf, -np.inf, bel - u)
             down[c] = _reduce(t, [k for k, a in enumerate(C) if a not in set(seps[c])], sr)
             up[c] = None
+        # LOG: the clique's normalised belief once, each marginal a sum of it (one exp of the table instead of
+        # one per variable and factor); MAX: max-marginals, each normalised on its own
+        p = _normalised(bel) if sr == LOG and (vby[i] or fby[i]) else None
         for v in vby[i]:
-            var_marg[v, :card[v]] = _normalised(_reduce(bel, [k for k, a in enumerate(C) if a != v], sr))
+            axes = tuple(k for k, a in enumerate(C) if a != v)
+            var_marg[v, :card[v]] = p.sum(axis=axes) if p is not None else _normalised(_reduce(bel, axes, sr))
         for f in fby[i]:
             s = scopes[f]
             ss = set(s)
-            mt = _reduce(bel, [k for k, a in enumerate(C) if a not in ss], sr)   # axes in sorted order
+            axes = tuple(k for k, a in enumerate(C) if a not in ss)
             srt = sorted(s)
-            factor_marg[f] = _normalised(np.transpose(mt, [srt.index(a) for a in s]))
+            mt = p.sum(axis=axes) if p is not None else _reduce(bel, axes, sr)   # axes in sorted order
+            mt = np.transpose(mt, [srt.index(a) for a in s])
+            factor_marg[f] = mt if p is not None else _normalised(mt)
     return total, var_marg, factor_marg, labels
