@@ -45,19 +45,33 @@ draws of the hidden labels; then every AdaBoost row minus ML exact in F1 points 
 AdaBoost.MRF within 2 points of ML exact).
 
 Then, on the 50 % column and the first draw, the analogue of Tran et al.'s Figure 6 (top and bottom F1
-against training time, one fit per budget of rounds / iterations) and of their BP-tolerance remark (ML
-BP with message tolerance 1e-3, 1e-4, 1e-5, at most 100 sweeps).
+against training time at each budget of rounds / iterations: one AdaBoost fit per budget; the ML rows read
+every budget off the table's own L-BFGS fit through ``GraphCRF.fit(callback=...)``, the model after b
+iterations being the model a fit with ``max_iterations=b`` returns, its time the training up to iteration
+b plus its prediction) and of their BP-tolerance remark (ML BP with message tolerance 1e-3, 1e-4, 1e-5, at
+most 100 sweeps).
+
+The work is a fixed set of tasks, one per (data set, hidden-label draw), each loading its data and seeding
+itself, run by ``--jobs`` worker processes (default 2, one Numba thread each): the numbers do not depend on
+which process runs which task; the times are measured with the other worker running beside.
 
 Everything is also written as a Markdown page, ``DIR/adaboost_mrf.md`` with the PNG
-``DIR/adaboost_mrf_f1_time_<data>.png`` beside it (``--results DIR``, default ``docs/results`` under the
-working directory, git-ignored: generated, never committed; ``--results ''`` writes nothing).
+``DIR/adaboost_mrf_f1_time_<data>.png`` and the table as data, ``DIR/adaboost_mrf.json``, beside it
+(``--results DIR``, default ``docs/results`` under the working directory, git-ignored: generated, never
+committed; ``--results ''`` writes nothing). The docs build shows the page of a cached full run ("Results:
+2-level DCRFs"; ``STRUCTLEARN_DOCS_RESULTS=dcrf_activities`` makes it, see ``docs/hooks/build_hook.py``).
 
 Run:  .venv/bin/python examples/dcrf_activities.py [--quick] [--data sim,placelab] [--hidden 0,0.5,0.8]
       [--hide-seeds 0,1,2] [--max-iterations 50] [--budgets 2,5,10,25,50] [--results DIR] [--figures DIR]
+      [--jobs 2] [--reference DIR/adaboost_mrf.json]
 
-``--quick``: 3 simulated days / PlaceLab days, windows of 30 steps, 5 iterations, 2 AdaBoost rounds,
-one draw of the hidden labels, only the 50 % column (unless ``--hidden`` is given) and budgets 1, 3:
-about two minutes with Numba's cache warm.
+``--quick``: one cell of the full run per data set: the same data and training (50 iterations, 10 AdaBoost
+rounds), only the first draw of the hidden labels, the 50 % column (unless ``--hidden`` is given) and
+budgets 1, 3, so that it ranks the methods as the full run does (smaller data or 5 iterations, as it once
+had, undertrained the ML rows and ranked them last).
+``--reference`` checks that a run ranks the methods as the full run did (every pair of methods at least
+one F1 point apart there must be in the same order, per data set, column and level) and prints the pairs
+that disagree.
 
 ``--figures DIR`` also saves PNGs made with :mod:`structlearn.plotting` into DIR (created if missing;
 nothing is written without the flag), for an ML BP GraphCRF fitted on the first data set with half
@@ -73,6 +87,7 @@ import pathlib
 import sys
 import time
 import warnings
+from concurrent.futures import ProcessPoolExecutor, as_completed
 
 import numpy as np
 import scipy.sparse as sp
@@ -200,9 +215,13 @@ def _levels(pred, Kt):
     return tops, bots
 
 
-def dcrf(method, data, train, test, y_tr, cfg):
-    """((top predictions, bottom predictions), logop): ``logop`` is, for "AdaBoost par.", the same fit's
-    LogOP MAP predictions and fit + predict seconds (the "AdaBoost LogOP" row), else None."""
+def dcrf(method, data, train, test, y_tr, cfg, budgets=()):
+    """((top predictions, bottom predictions), logop, curve): ``logop`` is, for "AdaBoost par.", the same
+    fit's LogOP MAP predictions and fit + predict seconds (the "AdaBoost LogOP" row), else None. ``curve``:
+    for the ML rows with L-BFGS, {budget: (predictions, seconds)} of the model after ``budget`` iterations
+    of this fit (``budgets`` ≤ ``max_iterations``; GraphCRF's callback: the same model as a fit with
+    ``max_iterations=budget``), seconds = training up to that iteration + its prediction, the time spent
+    predicting at the budgets left out of the training time."""
     Xtr, _ = to_graphs(data, train)
     Xte, _ = to_graphs(data, test)
     Kt, Kb = len(data.top_names), len(data.bottom_names)
@@ -221,12 +240,27 @@ def dcrf(method, data, train, test, y_tr, cfg):
         model = GraphCRF(n_labels=Kt + Kb, inference=inference, optimizer=cfg["optimizer"], c2=c2,
                          max_iterations=max_iterations,
                          inference_options=cfg.get("bp_options") if inference == "bp" else None)
+    curve, aside, kw = {}, [0.0], {}
+    if budgets and isinstance(model, GraphCRF) and model.optimizer == "lbfgs":
+        def at_budget(entry):
+            curve[len(curve) + 1] = None   # iterations so far (entry["iteration"] restarts with L-BFGS)
+            if len(curve) in budgets:
+                t1 = time.perf_counter()
+                curve[len(curve)] = (_levels(entry["estimator"].predict(Xte), Kt),
+                                     t1 - t0 - aside[0] + time.perf_counter() - t1)
+                aside[0] += time.perf_counter() - t1
+            return False
+        kw["callback"] = at_budget
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         t0 = time.perf_counter()
-        model.fit(Xtr, y_tr)
-        t_fit = time.perf_counter() - t0
+        model.fit(Xtr, y_tr, **kw)
+        t_fit = time.perf_counter() - t0 - aside[0]
+        t1 = time.perf_counter()
         pred = model.predict(Xte)
+        curve = {b: v for b, v in curve.items() if v is not None}
+        for b in budgets if kw else ():    # beyond the last iteration: the final model (it stopped there)
+            curve.setdefault(b, (_levels(pred, Kt), t_fit + time.perf_counter() - t1))
         logop = None
         if method == "AdaBoost par.":
             t0 = time.perf_counter()
@@ -240,7 +274,7 @@ def dcrf(method, data, train, test, y_tr, cfg):
             f"{''.join('TB'[c] for c in model.learner_trees_)} (T = top chain + verticals, B = bottom chain "
             f"+ verticals) with alphas {np.round(model.alphas_, 3).tolist()}; log L_H {model.bound_[0]:.3f} -> "
             f"{model.bound_[-1]:.3f}; rounds after the first: {steps or 'none'}")
-    return _levels(pred, Kt), logop
+    return _levels(pred, Kt), logop, curve
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -251,8 +285,9 @@ def macro_f1(truth, pred):
     return f1_score(t, p, labels=np.unique(t), average="macro", zero_division=0)
 
 
-def run_method(method, data, train, test, hidden, seed, cfg):
-    """(top F1, bottom F1, training+prediction seconds)."""
+def run_method(method, data, train, test, hidden, seed, cfg, curve_out=None):
+    """(top F1, bottom F1, training+prediction seconds). ``curve_out`` (a dict, ML rows): filled with
+    {budget: (seconds, top F1, bottom F1)} at the budgets it holds as keys, from this fit (see dcrf)."""
     Kt = len(data.top_names)
     _, y_full = to_graphs(data, train)
     y_tr = hide_labels(y_full, hidden, random_state=seed)  # same nodes hidden for every method
@@ -273,9 +308,12 @@ def run_method(method, data, train, test, hidden, seed, cfg):
             _LOGOP[key] = dcrf("AdaBoost par.", data, train, test, y_tr, cfg)[1]
         out, secs = _LOGOP.pop(key)
     else:
-        out, logop = dcrf(method, data, train, test, y_tr, cfg)
+        out, logop, curve = dcrf(method, data, train, test, y_tr, cfg, tuple(curve_out or ()))
         if logop is not None:
             _LOGOP[(id(data), hidden, seed)] = logop
+        for b, (pred, seconds) in curve.items():
+            curve_out[b] = (seconds, macro_f1([data.y_top[w] for w in test], pred[0]),
+                            macro_f1([data.y_bottom[w] for w in test], pred[1]))
     if method != "AdaBoost LogOP":
         secs = time.perf_counter() - t0
     return (macro_f1([data.y_top[w] for w in test], out[0]),
@@ -283,13 +321,13 @@ def run_method(method, data, train, test, hidden, seed, cfg):
 
 
 def load(name, quick, seed, subject, train_every):
-    """(data, train window indices, test window indices) or None when the real data is missing.
+    """(data, train window indices, test window indices) or None when the real data is missing (the same
+    data with ``quick``: --quick keeps the full run's data so as to keep its ranking).
 
     Every ``train_every``-th sequence (day) trains, the others test: the training set is kept small
     because ML exact (a junction tree over cliques of K³ entries) dominates the running time."""
     if name == "sim":
-        data = simulate_indoor_tracks(n_days=3 if quick else 9, n_complex=4 if quick else 6,
-                                      window=30 if quick else 50, noise=0.25, random_state=seed)
+        data = simulate_indoor_tracks(n_days=9, n_complex=6, window=50, noise=0.25, random_state=seed)
     else:
         root = get_data_path("mit_placelab_tapia")
         if root is None:
@@ -299,10 +337,8 @@ def load(name, quick, seed, subject, train_every):
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
         days, taxonomy, vocab = mod.load_subject(os.path.join(root, subject))
-        if quick:
-            days = days[:3]
         data = placelab_two_level(days, taxonomy, vocab, top="category", bottom="activity",
-                                  window=30 if quick else 50, min_count=20 if quick else 80)
+                                  window=50, min_count=80)
     groups = np.unique(data.group)
     train_groups = groups[::train_every]
     train = np.flatnonzero(np.isin(data.group, train_groups))
@@ -355,12 +391,21 @@ CURVE_METHODS = ("AdaBoost seq.", "AdaBoost par.", "ML BP", "ML TRW", "ML exact"
 BP_TOLERANCES = (1e-3, 1e-4, 1e-5)
 
 
-def f1_time_curves(data, train, test, hidden, seed, cfg, budgets, methods):
-    """Figure 6 analogue: {method: [(seconds, top F1, bottom F1), ...]}, one fit per training budget
-    (boosting rounds for AdaBoost seq., CG / L-BFGS iterations for the others)."""
-    curves = {}
+def f1_time_curves(data, train, test, hidden, seed, cfg, budgets, methods, recorded=None):
+    """Figure 6 analogue: {method: [(seconds, top F1, bottom F1), ...]} at every training budget (boosting
+    rounds for AdaBoost seq., CG / L-BFGS iterations for the others). The ML rows with L-BFGS read every
+    budget off one fit (``recorded[method]``, made by the table's fit when ``max(budgets) <=
+    max_iterations``, else here with ``max(budgets)`` iterations); the others fit once per budget."""
+    curves, recorded = {}, recorded or {}
     for m in methods:
-        if m in CURVE_METHODS:
+        if m not in CURVE_METHODS:
+            continue
+        if m.startswith("ML") and cfg["optimizer"] == "lbfgs":
+            if set(budgets) - set(recorded.get(m, ())):
+                recorded[m] = dict.fromkeys(budgets)
+                run_method(m, data, train, test, hidden, seed, dict(cfg, max_iterations=max(budgets)), recorded[m])
+            curves[m] = [recorded[m][b] for b in budgets]
+        else:
             runs = [run_method(m, data, train, test, hidden, seed, dict(cfg, max_iterations=b, n_rounds=b))
                     for b in budgets]
             curves[m] = [(secs, top, bottom) for top, bottom, secs in runs]
@@ -448,12 +493,98 @@ def write_results(directory, command, pages, fractions, hide_seeds, methods, sec
     directory.mkdir(parents=True, exist_ok=True)
     out = directory / "adaboost_mrf.md"
     out.write_text("\n".join(lines))
+    import json   # the table as data: the reference of --reference (the ranking check of --quick)
+
+    (directory / "adaboost_mrf.json").write_text(json.dumps(
+        [{"data": d, "method": m, "hidden": f, "top": t, "bottom": b, "seconds": sec}
+         for page in pages for (d, m, f), (t, b, sec) in page["results"].items() if d == page["name"]], indent=1))
     return out
+
+
+# ----------------------------------------------------------------------------------------------------
+# the full experiment as a fixed set of tasks (data set, hidden-label draw), run in worker processes
+# ----------------------------------------------------------------------------------------------------
+def _worker_init(methods, cfg):
+    """A worker process: one Numba thread (the processes share the cores), the methods warmed up."""
+    import numba
+
+    numba.set_num_threads(1)
+    _warm_up(methods, cfg)
+
+
+def run_task(name, draw, setting):
+    """Every method and hidden fraction of one data set for the hidden-label draw ``draw``, and, for the
+    first draw, the F1-against-time curves and the BP-tolerance table: a dict (None without the data)."""
+    cpu = time.process_time()
+    loaded = load(name, setting["quick"], setting["seed"], setting["subject"], setting["train_every"])
+    if loaded is None:
+        return None
+    data, train, test = loaded
+    methods, fractions, cfg, budgets = setting["methods"], setting["fractions"], setting["cfg"], setting["budgets"]
+    n_tr = sum(len(data.y_top[w]) for w in train)
+    n_te = sum(len(data.y_top[w]) for w in test)
+    curve_hidden = 0.5 if 0.5 in fractions else fractions[0]
+    curves = budgets and draw == setting["first_draw"]
+    # the ML rows' curves read off the table's fit when its iterations cover every budget
+    recorded = {m: dict.fromkeys(budgets) for m in CURVE_METHODS if m.startswith("ML") and m in methods
+                and cfg["optimizer"] == "lbfgs" and curves and max(budgets) <= cfg["max_iterations"]}
+    out = {"results": {}, "adaboost": {}, "curves": {}, "bp_tol": [], "curve_hidden": curve_hidden,
+           "about": f"{len(data.top_names)} top / {len(data.bottom_names)} bottom labels; {len(train)} training "
+                    f"windows ({n_tr} steps), {len(test)} test windows ({n_te} steps); macro-F1 over the labels "
+                    f"present in the test data, on all test nodes."}
+    for m in methods:
+        for f in fractions:
+            rec = recorded.get(m) if f == curve_hidden else None
+            out["results"][m, f] = run_method(m, data, train, test, f, draw, cfg, rec)
+            if _ADABOOST_LOG:
+                out["adaboost"][m, f] = list(_ADABOOST_LOG)
+                _ADABOOST_LOG.clear()
+    if curves:
+        out["curves"] = f1_time_curves(data, train, test, curve_hidden, draw, cfg, budgets, methods, recorded)
+        if "ML BP" in methods:
+            out["bp_tol"] = bp_tolerance(data, train, test, curve_hidden, draw, cfg)
+    out["cpu"] = time.process_time() - cpu
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------
+# --quick against the full run: the same ranking of the methods?
+# ----------------------------------------------------------------------------------------------------
+RANK_RESOLUTION = 0.01   # F1 differences below one point are not read as a ranking
+
+
+def check_ranking(results, methods, fractions, reference):
+    """Print, per data set, hidden fraction and level, whether the methods rank as in ``reference`` (the
+    ``adaboost_mrf.json`` of a full run): every pair of methods whose F1 differs by at least
+    :data:`RANK_RESOLUTION` in the full run must be in the same order here. Returns the disagreements."""
+    import json
+
+    if not reference.exists():
+        print(f"ranking check: {reference} not found (run the full experiment with --results first)")
+        return None
+    full = {(r["data"], r["method"], r["hidden"]): (r["top"], r["bottom"]) for r in json.loads(reference.read_text())}
+    wrong = []
+    for name in sorted({k[0] for k in results}):
+        for f in fractions:
+            for j, level in enumerate(("top", "bottom")):
+                have = [m for m in methods if (name, m, f) in full and (name, m, f) in results]
+                for i, a in enumerate(have):
+                    for b in have[i + 1:]:
+                        d_full = full[name, a, f][j] - full[name, b, f][j]
+                        d_here = results[name, a, f][j] - results[name, b, f][j]
+                        if abs(d_full) >= RANK_RESOLUTION and d_full * d_here <= 0:
+                            wrong.append(f"{name} {f:.0%} {level}: {a} vs {b} (full {d_full:+.3f}, here {d_here:+.3f})")
+    print(f"ranking check against {reference}: " + ("the same ranking (pairs at least "
+          f"{RANK_RESOLUTION} apart in the full run)" if not wrong else f"{len(wrong)} pairs disagree"))
+    for line in wrong:
+        print("  " + line)
+    return wrong
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="small data and few iterations (smoke run)")
+    ap.add_argument("--quick", action="store_true",
+                    help="one cell of the full run: first draw, 50 %% column, budgets 1,3")
     ap.add_argument("--data", default="sim,placelab")
     ap.add_argument("--hidden", default=None,
                     help="fractions of training labels hidden (default 0,0.5,0.8; 0.5 with --quick)")
@@ -477,16 +608,22 @@ def main(argv=None):
     ap.add_argument("--results", metavar="DIR", default="docs/results",
                     help="write the results page adaboost_mrf.md and its figure into DIR (relative to the "
                          "working directory; default docs/results); '' writes nothing")
+    ap.add_argument("--jobs", type=int, default=2,
+                    help="worker processes for the (data set, hidden-label draw) tasks (default 2; 1: this process)")
+    ap.add_argument("--reference", metavar="JSON", default=None,
+                    help="adaboost_mrf.json of a full run: check that this run ranks the methods the same")
     ap.add_argument("--budgets", default=None,
                     help="training budgets of the F1-against-time curves (default 2,5,10,25,50; 1,3 with "
                          "--quick); '' skips the curves and the BP-tolerance table")
     args = ap.parse_args(argv)
+    if args.jobs < 1:
+        raise SystemExit(f"--jobs: expected a positive number of processes; got {args.jobs}")
     started = time.perf_counter()
     budgets = [int(b) for b in (args.budgets if args.budgets is not None else
                                 ("1,3" if args.quick else "2,5,10,25,50")).split(",") if b.strip()]
     cfg = {"c2": args.c2,
-           "max_iterations": args.max_iterations or (5 if args.quick else 50),
-           "n_rounds": args.rounds or (2 if args.quick else 10),
+           "max_iterations": args.max_iterations or 50,   # --quick trains as long: fewer data, not iterations
+           "n_rounds": args.rounds or 10,
            "cg_iterations": 5,
            "optimizer": args.optimizer,
            "predict_inference": args.adaboost_inference}
@@ -496,45 +633,48 @@ def main(argv=None):
             raise SystemExit(f"unknown method {m!r}; choose from {', '.join(METHODS)}")
     fractions = [float(f) for f in (args.hidden or ("0.5" if args.quick else "0,0.5,0.8")).split(",")]
     hide_seeds = [int(h) for h in (args.hide_seeds or ("0" if args.quick else "0,1,2")).split(",")]
-    _warm_up(methods, cfg)
+    tasks = [(name, hs) for hs in hide_seeds for name in args.data.split(",")]  # the curves' draw first
+    setting = dict(quick=args.quick, seed=args.seed, subject=args.subject, train_every=args.train_every,
+                   methods=methods, fractions=fractions, cfg=cfg, budgets=budgets, first_draw=hide_seeds[0])
+    done = {}
+    if args.jobs == 1 or len(tasks) == 1:
+        _warm_up(methods, cfg)
+        for name, hs in tasks:
+            done[name, hs] = run_task(name, hs, setting)
+    else:   # a fixed set of tasks, each self-contained and seeded: the same numbers whatever runs where
+        with ProcessPoolExecutor(min(args.jobs, len(tasks)), initializer=_worker_init, initargs=(methods, cfg)) as ex:
+            futures = {ex.submit(run_task, name, hs, setting): (name, hs) for name, hs in tasks}
+            for fut in as_completed(futures):
+                done[futures[fut]] = fut.result()
+                cpu = f"{done[futures[fut]]['cpu']:.0f} CPU s" if done[futures[fut]] else "no data"
+                print(f"  [{time.perf_counter() - started:6.0f} s] {futures[fut][0]}, draw {futures[fut][1]} done "
+                      f"({cpu})", flush=True)
     results, pages = {}, []
     for name in args.data.split(","):
-        loaded = load(name, args.quick, args.seed, args.subject, args.train_every)
-        if loaded is None:
+        parts = [done[name, hs] for hs in hide_seeds]
+        if parts[0] is None:
             print(f"\n{name}: data set 'mit_placelab_tapia' not found — skipped")
             continue
-        data, train, test = loaded
-        n_tr = sum(len(data.y_top[w]) for w in train)
-        n_te = sum(len(data.y_top[w]) for w in test)
-        print(f"\n{name}: {len(data.top_names)} top / {len(data.bottom_names)} bottom labels; "
-              f"{len(train)} train windows ({n_tr} steps), {len(test)} test windows ({n_te} steps); "
-              f"macro-F1 on all test nodes, time = train + predict (s); mean over hidden-label draws "
-              f"{hide_seeds}")
-        head = f"{'method':<17}" + "".join(f"{'hide ' + format(f, '.0%'):>24}" for f in fractions)
-        sub = f"{'':<17}" + "".join(f"{'top F1':>9}{'bot F1':>8}{'time':>7}" for _ in fractions)
-        print(head)
-        print(sub, flush=True)
-        page = {"name": name, "results": results, "adaboost": [], "figure": None, "curves": {}, "bp_tol": [],
-                "budgets": budgets, "curve_hidden": 0.5 if 0.5 in fractions else fractions[0],
-                "about": f"{len(data.top_names)} top / {len(data.bottom_names)} bottom labels; {len(train)} "
-                         f"training windows ({n_tr} steps), {len(test)} test windows ({n_te} steps); macro-F1 "
-                         f"over the labels present in the test data, on all test nodes."}
+        first = parts[0]
+        print(f"\n{name}: {first['about']} Time = train + predict (s); mean over hidden-label draws {hide_seeds}")
+        print(f"{'method':<17}" + "".join(f"{'hide ' + format(f, '.0%'):>24}" for f in fractions))
+        print(f"{'':<17}" + "".join(f"{'top F1':>9}{'bot F1':>8}{'time':>7}" for _ in fractions))
+        page = {"name": name, "results": results, "adaboost": [], "figure": None, "curves": first["curves"],
+                "bp_tol": first["bp_tol"], "budgets": budgets, "curve_hidden": first["curve_hidden"],
+                "about": first["about"]}
         pages.append(page)
         for m in methods:
             row = f"{m:<17}"
             for f in fractions:
-                runs = np.array([run_method(m, data, train, test, f, hs, cfg) for hs in hide_seeds])
-                r = tuple(runs.mean(axis=0))
+                r = tuple(np.mean([p["results"][m, f] for p in parts], axis=0))
                 results[(name, m, f)] = r
                 row += f"{r[0]:>9.3f}{r[1]:>8.3f}{r[2]:>7.1f}"
             print(row, flush=True)
-            if m.startswith("AdaBoost seq."):
-                for i, line in enumerate(_ADABOOST_LOG):
-                    entry = (f"{fractions[i // len(hide_seeds)]:.0%} hidden, draw "
-                             f"{hide_seeds[i % len(hide_seeds)]}: {line}")
-                    print("    " + entry)
-                    page["adaboost"].append(entry)
-                _ADABOOST_LOG.clear()
+            for f in fractions:
+                for hs, p in zip(hide_seeds, parts):
+                    for line in p["adaboost"].get((m, f), ()):
+                        page["adaboost"].append(f"{f:.0%} hidden, draw {hs}: {line}")
+                        print(f"    {page['adaboost'][-1]}")
         if "ML exact" in methods:
             print("F1 points minus ML exact (top / bottom):")
             for m in methods:
@@ -542,23 +682,24 @@ def main(argv=None):
                     cells = [f"{100 * (results[(name, m, f)][j] - results[(name, 'ML exact', f)][j]):+5.1f}"
                              for f in fractions for j in (0, 1)]
                     print(f"  {m:<17}" + "   ".join(" / ".join(cells[i:i + 2]) for i in range(0, len(cells), 2)))
-        if budgets:
-            hidden, seed = page["curve_hidden"], hide_seeds[0]
-            page["curves"] = f1_time_curves(data, train, test, hidden, seed, cfg, budgets, methods)
-            print(f"F1 against training time ({hidden:.0%} hidden, draw {seed}; budgets {budgets}):")
+        if page["curves"]:
+            print(f"F1 against training time ({page['curve_hidden']:.0%} hidden, draw {hide_seeds[0]}; "
+                  f"budgets {budgets}):")
             for m, pts in page["curves"].items():
                 print(f"  {m:<17}" + "  ".join(f"{s:6.1f}s {t:.3f}/{b:.3f}" for s, t, b in pts))
-            if "ML BP" in methods:
-                page["bp_tol"] = bp_tolerance(data, train, test, hidden, seed, cfg)
-                print("ML BP message tolerance -> top F1 / bottom F1 / seconds:  " + "   ".join(
-                    f"{t:.0e}: {a:.3f} / {b:.3f} / {s:.1f}" for t, a, b, s in page["bp_tol"]))
-            for folder in filter(None, (args.results, args.figures)):
-                if page["curves"]:
-                    png = plot_curves(page["curves"], f"{name}: F1 against training time, {hidden:.0%} of the "
-                                      f"training labels hidden",
-                                      pathlib.Path(folder) / f"adaboost_mrf_f1_time_{name}.png")
-                    page["figure"] = png.name
-                    print(f"figure saved to {png}")
+        if page["bp_tol"]:
+            print("ML BP message tolerance -> top F1 / bottom F1 / seconds:  " + "   ".join(
+                f"{t:.0e}: {a:.3f} / {b:.3f} / {s:.1f}" for t, a, b, s in page["bp_tol"]))
+        for folder in filter(None, (args.results, args.figures)):
+            if page["curves"]:
+                png = plot_curves(page["curves"], f"{name}: F1 against training time, {page['curve_hidden']:.0%} "
+                                  f"of the training labels hidden",
+                                  pathlib.Path(folder) / f"adaboost_mrf_f1_time_{name}.png")
+                page["figure"] = png.name
+                print(f"figure saved to {png}")
+    print(f"\nfinished in {time.perf_counter() - started:.0f} s (wall, --jobs {args.jobs})")
+    if args.reference:
+        check_ranking(results, methods, fractions, pathlib.Path(args.reference))
     if args.results:
         command = "python examples/dcrf_activities.py " + " ".join(sys.argv[1:] if argv is None else argv)
         out = write_results(pathlib.Path(args.results), command.strip(), pages, fractions, hide_seeds, methods,

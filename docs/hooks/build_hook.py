@@ -8,6 +8,9 @@
   of ``benchmarks/NAME.py`` (Markdown tables and paragraphs, inserted as Markdown) run with the smallest
   settings listed in :data:`BENCHMARKS` (with the command line and the date), so the numbers on the
   performance page are measured on the machine that builds it.
+* **Results pages** — ``<!-- results: NAME -->`` is replaced by the page ``examples/NAME.py --results DIR``
+  writes (full settings, :data:`RESULTS`), read from its cached full run; without one, from the gallery's
+  ``--quick`` run under a banner, or a note saying how to make it.
 * **Architecture drawing** — ``assets/architecture.svg``, drawn here from :data:`LAYERS`.
 
 Outputs are cached in ``build/docs/cache`` keyed by the script's text and the package's source (a change
@@ -17,6 +20,10 @@ to either reruns it). Environment variables (for quick builds, e.g. the browser 
 ``STRUCTLEARN_DOCS_BENCHMARKS`` comma-separated benchmark names to run (default ``all``; ``none``)
 ``STRUCTLEARN_DOCS_TIMEOUT``    seconds per script (default 900)
 ``STRUCTLEARN_DOCS_JOBS``       gallery examples run at once (default: the number of cores, at most 4)
+``STRUCTLEARN_DOCS_RESULTS``    results pages whose full run is made when not cached (default ``cached``:
+                                none, a cached run or the gallery's ``--quick`` one is shown, with a banner;
+                                ``all``; comma-separated names of :data:`RESULTS`)
+``STRUCTLEARN_DOCS_RESULTS_TIMEOUT`` seconds of a full run (default 3600)
 """
 import ast
 import datetime
@@ -94,7 +101,8 @@ def _run_cached(kind, name, script, args, outdir=None):
             old.unlink()
     env = dict(_ENV, MPLBACKEND="Agg", PYTHONUNBUFFERED="1")
     env.setdefault("STRUCTLEARN_DATA", str(ROOT.parent / "shared" / "data"))
-    timeout = float(os.environ.get("STRUCTLEARN_DOCS_TIMEOUT", "900"))
+    timeout = float(os.environ.get("STRUCTLEARN_DOCS_RESULTS_TIMEOUT" if kind == "results" else
+                                   "STRUCTLEARN_DOCS_TIMEOUT", "3600" if kind == "results" else "900"))
     cmd = [sys.executable, str(script), *args]
     shown = ["python", str(script.relative_to(ROOT)), *args]
     # run in a scratch folder: files a script writes to its working directory stay in the build folder
@@ -259,6 +267,93 @@ def _benchmark_block(name):
             f"({meta['seconds']:.0f} s):\n\n<div class=\"benchmark-output\" markdown>\n\n{out}\n\n</div>\n")
 
 
+# ----------------------------------------------------------------------------------------------- results
+
+_RESULTS_RE = re.compile(r"<!--\s*results:\s*([\w-]+)\s*-->")
+# Results pages: ``<!-- results: NAME -->`` in a page becomes the page that ``examples/NAME.py ARGS --results
+# DIR`` writes into DIR (its first heading dropped, its images shown), from the cache of the full run; the
+# full run is made only when ``STRUCTLEARN_DOCS_RESULTS`` names it (it takes minutes to an hour).
+RESULTS = {"dcrf_activities": {"args": [], "page": "adaboost_mrf.md", "minutes": 20}}
+_RESULT_BLOCKS = {}
+
+
+def _results_selected(name):
+    """``STRUCTLEARN_DOCS_RESULTS``: ``cached`` (default: a full run only from the cache), ``none``, ``all``
+    or comma-separated names (run the full experiment when its cached run is missing or stale)."""
+    value = os.environ.get("STRUCTLEARN_DOCS_RESULTS", "cached").strip()
+    if value in ("", "cached", "none"):
+        return False
+    return value == "all" or name in {v.strip() for v in value.split(",")}
+
+
+def _results_key(name, args):
+    """The cache key of a full run: the example's text, its arguments and the package's source."""
+    script = ROOT / "examples" / f"{name}.py"
+    return hashlib.sha256(json.dumps([script.read_text(), args, _SOURCE_KEY[0]]).encode()).hexdigest()[:16]
+
+
+def _cached_result_page(folder, key, page):
+    """(meta, page path) of a successful run cached in ``folder`` under ``key``, else None."""
+    meta_path, out = folder / "result.json", folder / "cwd" / "out" / page
+    if not meta_path.exists() or not out.exists():
+        return None
+    meta = json.loads(meta_path.read_text())
+    return (meta, out) if meta.get("key") == key and meta.get("ok") else None
+
+
+def _result_block(config, files, name):
+    """The Markdown of results page ``name`` (and its images added to ``files``)."""
+    spec, script = RESULTS[name], ROOT / "examples" / f"{name}.py"
+    args = [*spec["args"], "--results", "out"]
+    full_cmd = " ".join(["python", f"examples/{name}.py", *spec["args"]])
+    how = (f"The full run (about {spec['minutes']} min on 2 cores) is made by a build with "
+           f"`STRUCTLEARN_DOCS_RESULTS={name}` and cached in `build/docs/cache/results/{name}` until the example "
+           f"or the package changes; or run `{full_cmd}` (it writes `docs/results/{spec['page']}`).")
+    folder = CACHE / "results" / name
+    found = _cached_result_page(folder, _results_key(name, args), spec["page"])
+    banner = ""
+    if found is None and _results_selected(name):
+        meta = _run_cached("results", name, script, args)
+        found = _cached_result_page(folder, _results_key(name, args), spec["page"]) if meta["ok"] else None
+        if found is None:
+            log.warning("results: examples/%s.py failed: %s", name, meta["message"])
+    if found is None:   # the gallery's --quick run (if this build made it) writes the same page
+        gallery = CACHE / "gallery" / name
+        quick = gallery / "cwd" / "docs" / "results" / spec["page"]
+        meta_path = gallery / "result.json"
+        key = _results_key(name, ["--quick", "--figures", str(gallery / "figures")])   # as _gallery_runs
+        meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+        if quick.exists() and meta.get("ok") and meta.get("key") == key:
+            found = meta, quick
+            banner = ('!!! warning "Quick run, not the full experiment"\n    These numbers come from the gallery\'s '
+                      f"`--quick` run (small data): they are a smoke test, not the results. {how}\n\n")
+        else:
+            log.info("results: no cached full run of %s (STRUCTLEARN_DOCS_RESULTS)", name)
+            return f'!!! note "Not in this build"\n    No cached full run of `examples/{name}.py`. {how}\n'
+    meta, page = found
+    text = page.read_text()
+    for png in sorted(page.parent.glob("*.png")):
+        files.append(File.generated(config, f"assets/results/{name}/{png.name}", abs_src_path=str(png)))
+        text = text.replace(f"]({png.name})", f"](assets/results/{name}/{png.name})")
+    body = text.split("\n", 1)[1] if text.startswith("# ") else text
+    if not banner:
+        banner = (f"`{meta['command']}` — run {meta['date']} on the machine that built this site "
+                  f"({meta['seconds']:.0f} s), cached until the example or the package changes.\n\n")
+    return banner + body.lstrip("\n")
+
+
+def _results(config, files):
+    """Resolve every results page's block once (its images must be in ``files`` before the pages render)."""
+    _RESULT_BLOCKS.clear()
+    for page in (ROOT / "docs").rglob("*.md"):
+        for name in _RESULTS_RE.findall(page.read_text()):
+            if name not in RESULTS:
+                log.warning("results: unknown results page %r (known: %s)", name, ", ".join(RESULTS))
+                _RESULT_BLOCKS[name] = f"*(unknown results page {name})*"
+            elif name not in _RESULT_BLOCKS:
+                _RESULT_BLOCKS[name] = _result_block(config, files, name)
+
+
 # ---------------------------------------------------------------------------------------- architecture
 
 def architecture_svg():
@@ -327,10 +422,13 @@ def on_files(files, config):
     CACHE.mkdir(parents=True, exist_ok=True)
     files.append(File.generated(config, "assets/architecture.svg", content=architecture_svg()))
     _gallery(config, files)
+    _results(config, files)
     return files
 
 
 def on_page_markdown(markdown, page, config, files):
+    if "<!-- results:" in markdown:
+        markdown = _RESULTS_RE.sub(lambda m: _RESULT_BLOCKS.get(m.group(1), ""), markdown)
     if "<!-- benchmark:" not in markdown:
         return markdown
     return _BENCH_RE.sub(lambda m: _benchmark_block(m.group(1)), markdown)

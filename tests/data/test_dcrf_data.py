@@ -1,5 +1,7 @@
 """Two-level activity data for 2-level DCRFs (structlearn.datasets.activities) and a smoke run of
 examples/dcrf_activities.py (issue 8 item 4)."""
+import json
+
 import numpy as np
 import pytest
 
@@ -154,3 +156,20 @@ def test_experiment_quick_all_methods(capsys, tmp_path):
     for key, r in res.items():
         if r is not None:
             assert all(0.0 <= v <= 1.0 for v in r[:2]), (key, r)
+
+
+def test_ranking_check_against_a_full_run(tmp_path, capsys):
+    mod = _module("dcrf_activities")
+    ref = tmp_path / "adaboost_mrf.json"
+    rows = [("ML exact", 0.90, 0.80), ("AdaBoost par.", 0.895, 0.70), ("layered HMM", 0.60, 0.75)]
+    ref.write_text(json.dumps([{"data": "sim", "method": m, "hidden": 0.5, "top": t, "bottom": b, "seconds": 1.0}
+                               for m, t, b in rows]))
+    methods = [m for m, _, _ in rows]
+    same = {("sim", m, 0.5): (t, b, 1.0) for m, t, b in rows}
+    assert mod.check_ranking(same, methods, [0.5], ref) == []
+    # within one F1 point in the full run: not a ranking; a swap of a pair further apart is reported
+    swapped = {**same, ("sim", "AdaBoost par.", 0.5): (0.91, 0.76, 1.0)}
+    assert mod.check_ranking(swapped, methods, [0.5], ref) == [
+        "sim 50% bottom: AdaBoost par. vs layered HMM (full -0.050, here +0.010)"]
+    assert "1 pairs disagree" in capsys.readouterr().out
+    assert mod.check_ranking(same, methods, [0.5], tmp_path / "missing.json") is None

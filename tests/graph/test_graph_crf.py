@@ -353,3 +353,30 @@ def test_exact_refuses_large_treewidth():
     obj = GraphCLL(X, Y, 3, method="exact", max_table_size=50)
     with pytest.raises(ValueError, match="max_table_size"):
         obj.value_and_grad(np.zeros(obj.n_params))
+
+
+@pytest.mark.parametrize("inference", ["exact", "bp"])
+def test_callback_snapshots_equal_fits_with_smaller_budgets(inference):
+    rng = np.random.default_rng(3)
+    X, Y = blobs(rng, 6)
+    seen = {}
+
+    def record(entry):
+        assert isinstance(entry["estimator"], GraphCRF) and entry["iteration"] >= 1
+        seen[len(seen) + 1] = entry["estimator"]
+        return False
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        full = GraphCRF(inference=inference, max_iterations=12).fit(X, Y, callback=record)
+        assert sorted(seen) == list(range(1, full.n_iter_ + 1))
+        assert all("estimator" not in e for e in full.training_log_)
+        np.testing.assert_array_equal(seen[full.n_iter_].coef_, full.coef_)
+        for budget in (1, 3, 7):
+            short = GraphCRF(inference=inference, max_iterations=budget).fit(X, Y)
+            np.testing.assert_array_equal(seen[budget].coef_, short.coef_)
+            np.testing.assert_array_equal(seen[budget].predict(X)[0], short.predict(X)[0])
+        stopped = GraphCRF(inference=inference, max_iterations=12).fit(X, Y, callback=lambda e: True)
+    assert stopped.n_iter_ == 1
+    with pytest.raises(ValueError, match="callback: expected a callable with optimizer='lbfgs'"):
+        GraphCRF(optimizer="cg").fit(X, Y, callback=record)

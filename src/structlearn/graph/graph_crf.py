@@ -4,6 +4,7 @@ Also :class:`GraphEstimatorMixin`, what ``GraphCRF`` and ``AdaBoostMRF`` share (
 scoring, parameter checks). Graph builders (``grid_graph``, ``two_level_chain``) are in
 :mod:`structlearn.engine.structures.graphs`.
 """
+import copy
 import dataclasses
 import time
 import warnings
@@ -237,7 +238,7 @@ class GraphCRF(GraphEstimatorMixin, ModelFileMixin):
         check_number("c2", self.c2)
         return BPOptions.resolve(self.inference, self.inference_options, "inference_options")
 
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X, y, sample_weight=None, *, callback=None):
         """Fit by maximum incomplete likelihood.
 
         Parameters
@@ -248,12 +249,22 @@ class GraphCRF(GraphEstimatorMixin, ModelFileMixin):
             Labels 0..K−1, -1 for hidden nodes.
         sample_weight : array-like of float, shape (B,), optional
             Per-graph weights.
+        callback : callable, optional
+            ``optimizer="lbfgs"`` only. Called after every L-BFGS iteration with that iteration's log entry
+            (a dict, as stored in ``training_log_``) that also carries ``"estimator"``: a copy of this
+            estimator fitted to the iterate (``coef_`` set, ready to predict; not kept in
+            ``training_log_``). Returning True stops training. A fit with ``max_iterations=b`` ends at the
+            iterate the callback of a longer fit receives at iteration b (the optimiser's path does not
+            depend on ``max_iterations``), so one fit gives the model at every smaller budget.
 
         Returns
         -------
         self
         """
         options = self._check_params()
+        if callback is not None and (not callable(callback) or self.optimizer != "lbfgs"):
+            raise ValueError("callback: expected a callable with optimizer='lbfgs'; got "
+                             f"{type(callback).__name__} with optimizer={self.optimizer!r}")
         t0 = time.perf_counter()
         batch = check_graphs(X, allow_factors=True)
         K = int(self.n_labels) if self.n_labels is not None else self._infer_n_labels(y)
@@ -267,14 +278,15 @@ class GraphCRF(GraphEstimatorMixin, ModelFileMixin):
         if len(blocks) == 1:
             shard = GraphCLL(batch, yy, K, sample_weight=sample_weight, **kw)
             return self._fit_sharded(lambda w: graph_objective_statistics(w, shard), batch.n_node_features,
-                                     batch.n_edge_features, K, t0, factors)
+                                     batch.n_edge_features, K, t0, factors, callback)
         weights = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
         rows = batch.offsets
         shards = [GraphCLL(batch.subset(np.arange(a, b)), yy[rows[a]:rows[b]], K,
                            sample_weight=None if weights is None else weights[a:b], **kw)
                   for a, b in blocks]
         with ProcessShards(shards, graph_objective_statistics) as workers:
-            return self._fit_sharded(workers, batch.n_node_features, batch.n_edge_features, K, t0, factors)
+            return self._fit_sharded(workers, batch.n_node_features, batch.n_edge_features, K, t0, factors,
+                                     callback)
 
     @staticmethod
     def _blocks(batch, n):
@@ -286,15 +298,17 @@ class GraphCRF(GraphEstimatorMixin, ModelFileMixin):
         cuts = sorted(set([0, G] + [int(np.searchsorted(off, N * i / n)) for i in range(1, n)]))
         return [(a, b) for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
 
-    def _fit_sharded(self, map_statistics, D, F, K, t0, factors=(0, ())):
+    def _fit_sharded(self, map_statistics, D, F, K, t0, factors=(0, ()), callback=None):
         """The optimiser on the sum over shards of graphs: ``map_statistics(w)`` -> the summed
         :func:`~structlearn.graph.objective.graph_objective_statistics` of the shards (one
         local shard in ``fit``, persisted dask shards in :func:`structlearn.distributed.fit`); the
         penalty c2‖w‖² is added once to the total (:class:`ShardedObjective`). ``factors``: (G, factor
-        arities) of the training graphs. Returns self."""
+        arities) of the training graphs; ``callback``: as in :meth:`fit`. Returns self."""
         converged_flags = []
+        last_w = [None]   # libLBFGS's line search ends on the accepted iterate: the last point evaluated
 
         def evaluate(w):
+            last_w[0] = w
             total = map_statistics(w)
             converged_flags.append(not total.stats["unconverged"][0] > 0)
             return total
@@ -310,7 +324,11 @@ class GraphCRF(GraphEstimatorMixin, ModelFileMixin):
             if self.verbose:
                 print(f"iter {entry['iteration']:4d}  loss {entry['loss']:.6g}  "
                       f"|g| {entry.get('gradient_norm', np.nan):.3g}  {entry['seconds']:.2f} s")
-            return False
+            if callback is None:
+                return False
+            snapshot = copy.copy(self)
+            snapshot._set_coef(np.array(last_w[0], dtype=np.float64), D, F, K, G, arities)
+            return bool(callback(dict(entry, estimator=snapshot)))
 
         with training(self, drop=("coef_",)):  # interrupted (or failed): no coef_, converged_ False
             if self.optimizer == "lbfgs":

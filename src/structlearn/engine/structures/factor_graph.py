@@ -20,7 +20,7 @@ from ...utils.validation import check_lengths, check_log_potentials
 from . import factor_graph_smf as _smf
 from . import factor_graph_trees as _trees
 from ._base import StructureBase
-from .factor_graph_exact import JunctionTree, plan_from_order, plan_junction_tree, run_junction_tree
+from .factor_graph_exact import JunctionTree, run_junction_tree, shared_plan
 from .factor_graph_options import METHODS, PRESETS, BPOptions, GraphInference
 from .factor_graph_pack import _check_edges, _pack_pairwise, _pack_unary, check_edge_ends, pack_factors
 
@@ -299,16 +299,14 @@ class FactorGraph(StructureBase):
 
         ``order``: ``"auto"``, ``"min-fill"``, ``"min-weight"``, ``"natural"`` or a permutation of the
         graph's variables (see :func:`~structlearn.engine.structures.factor_graph_exact.plan_junction_tree`).
-        Cached.
+        Shared by the graphs of the same structure in this process
+        (:func:`~structlearn.engine.structures.factor_graph_exact.shared_plan`): read it, never modify it.
         """
         key = ("jt", int(graph), order if isinstance(order, str) else tuple(np.asarray(order).tolist()))
         if key not in self._cache:
             n0, n1 = self.offsets[graph], self.offsets[graph + 1]
             f0, f1 = self.factor_offsets[graph], self.factor_offsets[graph + 1]
-            card = self.n_states[n0:n1]
-            scopes = self.scopes[f0:f1]
-            self._cache[key] = (plan_junction_tree(card, scopes, order) if isinstance(order, str)
-                                else plan_from_order(card, scopes, order))
+            self._cache[key] = shared_plan(self.n_states[n0:n1], self.scopes[f0:f1], order, self.n_labels)
         return self._cache[key]
 
     def _sweep(self):

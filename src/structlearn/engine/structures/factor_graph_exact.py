@@ -13,6 +13,8 @@ its clique's upward table given the variables decoded before it (exact under tie
 Tables are NumPy arrays in the log domain with one axis per clique variable (sorted). Time and memory
 O(Σ_cliques Π_{v ∈ C} card[v]); ``log Z`` alone keeps only the tables in flight.
 """
+import collections
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -175,6 +177,38 @@ def _plan_from_order(adj, card, scopes, order, heuristic):
     return plan
 
 
+_PLANS = collections.OrderedDict()   # (card, scopes, order, K) -> JunctionTree, least recently used first
+_PLANS_LOCK = threading.Lock()
+PLAN_CACHE_SIZE = 4096
+
+
+def shared_plan(card, scopes, order, n_labels):
+    """The :class:`JunctionTree` of ``plan_junction_tree(card, scopes, order)`` (``order`` a heuristic name)
+    or ``plan_from_order`` (an array), shared by every graph of the same structure in this process.
+
+    Planning is deterministic in (card, scopes, order) and the plan's compiled arrays in ``n_labels`` too,
+    so graphs of one shape (and the same graph rebuilt with new potentials, as an objective does at every
+    evaluation) reuse one plan instead of planning again. The ``PLAN_CACHE_SIZE`` most recently used plans
+    are kept. The plan returned is shared: read it, never modify it.
+    """
+    card = np.asarray(card, dtype=np.int64)
+    scopes_key = tuple(tuple(int(v) for v in s) for s in scopes)
+    order_key = order if isinstance(order, str) else tuple(np.asarray(order).tolist())
+    key = (card.tobytes(), scopes_key, order_key, int(n_labels))
+    with _PLANS_LOCK:
+        plan = _PLANS.get(key)
+        if plan is not None:
+            _PLANS.move_to_end(key)
+            return plan
+    plan = (plan_junction_tree(card, scopes, order) if isinstance(order, str)
+            else plan_from_order(card, scopes, order))
+    with _PLANS_LOCK:
+        _PLANS[key] = plan
+        while len(_PLANS) > PLAN_CACHE_SIZE:
+            _PLANS.popitem(last=False)
+    return plan
+
+
 def plan_from_order(card, scopes, order):
     """The junction tree of a given elimination order (a permutation of the n variables)."""
     n = len(card)
@@ -332,12 +366,18 @@ def run_junction_tree(plan, card, var_pot, scopes, tables, sr, calibrate):
                 t = np.where(u == -np.inf, -np.inf, bel - u)
             down[c] = _reduce(t, [k for k, a in enumerate(C) if a not in set(seps[c])], sr)
             up[c] = None
+        # LOG: the clique's normalised belief once, each marginal a sum of it (one exp of the table instead of
+        # one per variable and factor); MAX: max-marginals, each normalised on its own
+        p = _normalised(bel) if sr == LOG and (vby[i] or fby[i]) else None
         for v in vby[i]:
-            var_marg[v, :card[v]] = _normalised(_reduce(bel, [k for k, a in enumerate(C) if a != v], sr))
+            axes = tuple(k for k, a in enumerate(C) if a != v)
+            var_marg[v, :card[v]] = p.sum(axis=axes) if p is not None else _normalised(_reduce(bel, axes, sr))
         for f in fby[i]:
             s = scopes[f]
             ss = set(s)
-            mt = _reduce(bel, [k for k, a in enumerate(C) if a not in ss], sr)   # axes in sorted order
+            axes = tuple(k for k, a in enumerate(C) if a not in ss)
             srt = sorted(s)
-            factor_marg[f] = _normalised(np.transpose(mt, [srt.index(a) for a in s]))
+            mt = p.sum(axis=axes) if p is not None else _reduce(bel, axes, sr)   # axes in sorted order
+            mt = np.transpose(mt, [srt.index(a) for a in s])
+            factor_marg[f] = mt if p is not None else _normalised(mt)
     return total, var_marg, factor_marg, labels
