@@ -150,7 +150,9 @@ def test_experiment_quick_smoke(capsys, tmp_path):
 def test_experiment_quick_all_methods(capsys, tmp_path):
     require_data("mit_placelab_tapia")
     mod = _module("dcrf_activities")
-    res = mod.main(["--quick", "--hidden", "0,0.8", "--results", str(tmp_path)])
+    # every method on both data sets, briefly (2 iterations, 1 round, no curves): the full data of --quick
+    res = mod.main(["--quick", "--hidden", "0.8", "--max-iterations", "2", "--rounds", "1", "--budgets", "",
+                    "--jobs", "1", "--results", str(tmp_path)])
     out = capsys.readouterr().out
     assert "sim:" in out and "placelab:" in out
     for key, r in res.items():

@@ -126,7 +126,8 @@ def stream_epoch(est, epochs, trainer, model, batch, y, B, n_items, n_sequences)
         loss = epochs.l2sgd_stream_epoch(
             trainer, model, batch, y, lam, eta=est.calibration_eta, rate=est.calibration_rate,
             samples=est.calibration_samples, candidates=est.calibration_candidates,
-            max_trials=est.calibration_max_trials, random_state=est.random_state)
+            max_trials=est.calibration_max_trials, random_state=est.random_state,
+            **({"shuffle": est.shuffle} if hasattr(est, "shuffle") else {}))
         w = trainer.weights()
         obj = loss + float(est.c2) * float(w @ w) * B / n
         if not np.isfinite(obj):
@@ -187,10 +188,11 @@ class ChainCRFStreamMixin:
         """One epoch of the online trainer on a batch of a stream, continuing from the previous calls.
 
         The batch's sequences are visited in an order shuffled by ``random_state`` (one generator for
-        the whole stream) and the trainer's update applied per sequence, exactly as one epoch of
-        :meth:`fit` with the same ``algorithm``: on a first call, ``partial_fit(X, y)`` gives the
-        weights of ``fit(X, y)`` with ``max_iterations=1`` (bitwise), and for ap/pa/arow k calls on the
-        same data those of ``max_iterations=k`` (l2sgd: with ``n_sequences=len(X)``).
+        the whole stream: l2sgd follows ``shuffle`` as :meth:`fit` does; ap/pa/arow streams draw numpy's
+        orders, those of ``shuffle="numpy"``) and the trainer's update applied per sequence, exactly as one
+        epoch of :meth:`fit` with the same ``algorithm`` and orders: on a first call, ``partial_fit(X, y)``
+        gives the weights of ``fit(X, y)`` with ``max_iterations=1`` (bitwise), and for ap/pa/arow k calls on
+        the same data those of ``max_iterations=k`` (l2sgd: with ``n_sequences=len(X)``).
 
         Kept between calls: the weights and the trainer's state — ap/pa: the raw weights, the
         averaging sums and the counter (``coef_`` is the averaged weights, as ``fit`` returns); arow:
