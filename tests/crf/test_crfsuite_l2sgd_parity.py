@@ -20,10 +20,8 @@ import pytest
 from structlearn import LinearChainCRF
 from structlearn.crf import online_trainers
 from structlearn.crf.crfsuite_model import read_crfsuite_model_bytes
-from structlearn.datasets import load_conll2000
-from structlearn.io.conll import featurize
-from structlearn.io.templates import get_template
-from tests.conftest import require_data, require_module
+from tests.conftest import require_module
+from tests.crf._data import conll2000_subset
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="CRFsuite's rand() is glibc's")
 
@@ -32,12 +30,7 @@ N_TRAIN, N_TEST = 150, 100
 
 @pytest.fixture(scope="module")
 def conll():
-    path = require_data("conll2000")
-    data = load_conll2000(data_home=path.parent, download_if_missing=False)
-    tpl = get_template("chunking")
-    Xtr, ytr = featurize(data.train[:N_TRAIN], tpl)
-    Xte, _ = featurize(data.test[:N_TEST], tpl)
-    return Xtr, ytr, Xte
+    return conll2000_subset(N_TRAIN, N_TEST)
 
 
 def crfsuite_l2sgd(tmp_path, X, y, params):

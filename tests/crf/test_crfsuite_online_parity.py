@@ -13,23 +13,15 @@ import numpy as np
 import pytest
 
 from structlearn import LinearChainCRF
-from tests.conftest import require_data, require_module
+from tests.conftest import require_module
+from tests.crf._data import conll2000_subset
 
 N_TRAIN, N_TEST, EPOCHS = 150, 60, 8
 
 
 @pytest.fixture(scope="module")
 def conll():
-    from structlearn.datasets import load_conll2000
-    from structlearn.io.conll import featurize
-    from structlearn.io.templates import get_template
-
-    root = require_data("conll2000")
-    data = load_conll2000(data_home=root.parent, download_if_missing=False)
-    template = get_template("chunking")
-    Xtr, ytr = featurize(data.train[:N_TRAIN], template)
-    Xte, _ = featurize(data.test[:N_TEST], template)
-    return Xtr, ytr, Xte
+    return conll2000_subset(N_TRAIN, N_TEST)
 
 
 def _libc():
