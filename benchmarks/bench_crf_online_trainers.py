@@ -19,11 +19,11 @@ kernels already compiled by a warm-up fit), CRFsuite's is ``Trainer.append`` of 
 
 Needs the ``bench`` extra (python-crfsuite) and glibc (for ``srand``).
 
-Measured 2026-12-08 on the 2-core machine shared with other jobs (load ~6), the defaults (1000 / 500
-sentences, 50 epochs, 3 runs): ap, pa, arow 100 % identical test sequences, weights equal to the last bit
-(max |difference| 0), training structlearn / python-crfsuite best 1.84 / 2.70 s (ratio 0.683), 1.94 / 2.47 s
-(0.783), 1.40 / 2.29 s (0.612), medians 2.02 / 2.73, 2.12 / 2.89, 1.59 / 2.48 s; l2sgd (not yet in
-CRFsuite's order) 97.8 %, max |difference| 0.0276, 10.22 / 6.57 s (1.555), medians 11.27 / 12.03 s.
+Measured 2026-12-08 on the 2-core machine, otherwise idle, the defaults (1000 / 500 sentences, 50 epochs,
+3 runs): every trainer 100 % identical test sequences; max |weight difference| 0 for ap, pa and arow (equal
+to the last bit), 1.36e-12 for l2sgd; training structlearn / python-crfsuite best (median): l2sgd 5.23
+(6.15) / 6.44 (6.58) s, ratio 0.811; ap 1.66 (1.94) / 2.67 (2.75) s, 0.624; pa 2.10 (2.25) / 2.37 (2.61) s,
+0.886; arow 1.42 (1.62) / 2.27 (2.36) s, 0.626; geometric mean ratio 0.728.
 """
 import argparse
 import ctypes

@@ -6,14 +6,13 @@ sequences.
 CRFsuite draws its order from the process's ``rand()`` stream and never seeds it: each CRFsuite run below
 is preceded by ``srand(1)`` so that it starts where a fresh process starts.
 """
-import ctypes
-import ctypes.util
 
 import numpy as np
 import pytest
 
 from structlearn import LinearChainCRF
-from tests.conftest import require_module
+from tests.crf._crfsuite import crfsuite_train as _crfsuite
+from tests.crf._crfsuite import libc as _libc
 from tests.crf._data import conll2000_subset
 
 N_TRAIN, N_TEST, EPOCHS = 150, 60, 8
@@ -22,28 +21,6 @@ N_TRAIN, N_TEST, EPOCHS = 150, 60, 8
 @pytest.fixture(scope="module")
 def conll():
     return conll2000_subset(N_TRAIN, N_TEST)
-
-
-def _libc():
-    name = ctypes.util.find_library("c")
-    if name is None or "libc.so" not in name:
-        pytest.skip("glibc's rand() is needed for CRFsuite's order (not glibc here)")
-    return ctypes.CDLL(name)
-
-
-def _crfsuite(tmp_path, algorithm, params, Xtr, ytr, Xte):
-    pycrfsuite = require_module("pycrfsuite")
-    trainer = pycrfsuite.Trainer(algorithm=algorithm, verbose=False)
-    for x, y in zip(Xtr, ytr):
-        trainer.append(x, y)
-    trainer.set_params(params)
-    path = str(tmp_path / f"{algorithm}.crfsuite")
-    _libc().srand(1)
-    trainer.train(path)
-    tagger = pycrfsuite.Tagger()
-    tagger.open(path)
-    epochs = len(trainer.logparser.iterations)
-    return LinearChainCRF.load(path), [tagger.tag(x) for x in Xte], epochs
 
 
 def _assert_same_weights(ours, theirs):
