@@ -2,16 +2,14 @@
 import ctypes
 import ctypes.util
 
-import pytest
-
 from structlearn import LinearChainCRF
-from tests.conftest import require_module
+from tests.conftest import require_module, skip_unless_ci
 
 
 def libc():
     name = ctypes.util.find_library("c")
     if name is None or "libc.so" not in name:
-        pytest.skip("glibc's rand() is needed for CRFsuite's order (not glibc here)")
+        skip_unless_ci("glibc's rand() is needed for CRFsuite's order (not glibc here)")
     return ctypes.CDLL(name)
 
 

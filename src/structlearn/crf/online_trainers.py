@@ -81,17 +81,21 @@ def draw_order(source, n):
     return source.permutation(n).astype(np.int64)
 
 
-def epoch_orders(shuffle, n, random_state):
-    """A function returning the instance order (int64) of each next epoch over ``n`` instances.
-
-    ``shuffle="crfsuite"``: CRFsuite's ``dataset_shuffle`` order from glibc ``rand()`` seeded by
-    :func:`crfsuite_seed` (:class:`~structlearn.crf._crfsuite_rng.CRFsuiteShuffle`, the permutation kept
-    between epochs); ``"numpy"``: ``check_random_state(random_state).permutation(n)`` every epoch.
-    """
+def order_source(shuffle, n, random_state):
+    """Where the instance orders over ``n`` instances come from, for :func:`draw_order`: ``shuffle="crfsuite"``,
+    CRFsuite's ``dataset_shuffle`` from glibc ``rand()`` seeded by :func:`crfsuite_seed`
+    (:class:`~structlearn.crf._crfsuite_rng.CRFsuiteShuffle`, the permutation kept between draws);
+    ``"numpy"``, ``check_random_state(random_state)`` (a fresh ``permutation(n)`` per draw)."""
     if check_shuffle(shuffle) == "crfsuite":
-        return CRFsuiteShuffle(max(int(n), 1), seed=crfsuite_seed(random_state)).shuffle
-    rng = check_random_state(random_state)
-    return lambda: rng.permutation(n).astype(np.int64)
+        return CRFsuiteShuffle(max(int(n), 1), seed=crfsuite_seed(random_state))
+    return check_random_state(random_state)
+
+
+def epoch_orders(shuffle, n, random_state):
+    """A function returning the instance order (int64) of each next epoch over ``n`` instances, drawn from
+    :func:`order_source`."""
+    source = order_source(shuffle, n, random_state)
+    return lambda: draw_order(source, n)
 
 
 def calibrate_eta(run_epoch, n, n_params, lam, rng, *, eta, rate, samples, candidates, max_trials, w0=None):
@@ -240,16 +244,12 @@ def l2sgd(model, packed, y, n_attributes=None, *, c2=1.0, max_iterations=1000, p
         seeds), so that training reproduces CRFsuite's; ``"numpy"``: ``permutation`` of
         ``check_random_state(random_state)``.
     """
-    check_shuffle(shuffle)
     attr_ptr, feat_label, K, free, forb, fstart, fend = _model_arrays(model)
     B = len(packed.lengths)
     lam = 2.0 * float(c2) / max(B, 1)
     if lam <= 0:
         lam = 1e-12
-    if shuffle == "crfsuite":
-        rng = CRFsuiteShuffle(max(B, 1), crfsuite_seed(random_state))
-    else:
-        rng = check_random_state(random_state)
+    rng = order_source(shuffle, B, random_state)
     args = (packed.item_ptr, packed.item_attr, packed.item_val, packed.offsets, attr_ptr, feat_label,
             y, K, free, forb, fstart, fend)
 
@@ -371,7 +371,7 @@ def l2sgd_stream_epoch(state, model, packed, y, lam, *, eta=0.1, rate=2.0, sampl
 
     source = state.rng
     if shuffle == "crfsuite":
-        source = getattr(state, "shuffler", None)
+        source = state.shuffler
         if source is None or source.n != B:
             new = CRFsuiteShuffle(B, crfsuite_seed(random_state) if source is None else 1)
             if source is not None:
